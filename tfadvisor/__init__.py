@@ -1,0 +1,11 @@
+"""tfadvisor: read TensorFlow Profiler traces and say why training is slow."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from tfadvisor.errors import TraceError
+from tfadvisor.reader import load
+from tfadvisor.trace import Plane, Trace
+
+__all__ = ["Plane", "Trace", "TraceError", "__version__", "load"]

@@ -1,0 +1,12 @@
+"""The one error users see for bad input: a file and what is wrong with it."""
+
+from __future__ import annotations
+
+
+class TraceError(Exception):
+    """Input that cannot be analysed; the CLI prints ``str(err)`` and exits with 2."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+        self.problem = problem

@@ -1,0 +1,441 @@
+"""Read ``.xplane.pb`` files into a columnar :class:`~tfadvisor.trace.Trace`.
+
+The file is streamed one XPlane at a time: each plane's bytes are read into one buffer,
+decoded into columns by :mod:`tfadvisor.wire`, and released before the next plane, so
+peak memory is one plane's bytes plus the columns. Nothing is ever written next to the
+input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from typing import BinaryIO, Callable
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor import wire
+from tfadvisor.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
+from tfadvisor.errors import TraceError
+from tfadvisor.proto import xplane_pb2
+from tfadvisor.trace import Plane, Trace
+
+#: A gzip-compressed string stat may expand to at most this many bytes.
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+#: Direct lookup tables for metadata ids are used up to this many entries.
+_MAX_LOOKUP = 1 << 22
+
+Progress = Callable[[int, int], None]
+
+
+def load(path, run: str | None = None, progress: Progress | None = None) -> Trace:
+    """Load a profile: a logdir (newest run), a run directory, or ``.xplane.pb`` file(s)."""
+    chosen = path if isinstance(path, Run) else resolve(path, run=run)
+    return load_run(chosen, progress=progress)
+
+
+def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None = None) -> Trace:
+    """Load every host file of ``run`` (or only ``hosts``)."""
+    files = [f for f in run.files if hosts is None or host_name(f) in hosts]
+    total = sum(_size(f) for f in files)
+    done = 0
+    planes: list[Plane] = []
+    trace = Trace(planes=planes, files=files, run_name=run.name, run_dir=run.directory, file_bytes=total)
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    for f in files:
+        read_file(f, trace, step)
+    trace.run_metadata = read_run_metadata(run.directory)
+    return trace
+
+
+def read_run_metadata(directory: str) -> dict:
+    """The run's ``tfadvisor_run.json`` (parameter count, batch size, ...) or {}."""
+    path = f"{directory.rstrip('/')}/{RUN_METADATA_FILE}"
+    try:
+        if is_remote(path):
+            fs = filesystem(path)
+            if not fs.exists(path):
+                return {}
+            with fs.open(path, "rb") as fh:
+                text = fh.read()
+        else:
+            if not os.path.isfile(path):
+                return {}
+            with open(path, "rb") as fh:
+                text = fh.read()
+        data = json.loads(text)
+    except (OSError, ValueError) as err:
+        raise TraceError(path, f"unreadable run metadata ({err})") from None
+    if not isinstance(data, dict):
+        raise TraceError(path, "run metadata is not a JSON object")
+    return data
+
+
+def _size(path: str) -> int:
+    if is_remote(path):
+        try:
+            return int(filesystem(path).size(path))
+        except Exception:  # noqa: BLE001
+            return 0
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _open(path: str) -> BinaryIO:
+    try:
+        if is_remote(path):
+            return filesystem(path).open(path, "rb")
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise TraceError(path, "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(path, "is a directory, not a .xplane.pb file") from None
+    except PermissionError:
+        raise TraceError(path, "permission denied") from None
+    except OSError as err:
+        raise TraceError(path, f"cannot open ({err.strerror or err})") from None
+
+
+def _read_varint(fh: BinaryIO, path: str, where: int) -> tuple[int, int]:
+    """Read one varint from a stream; return (value, bytes used); (-1, 0) at clean EOF."""
+    value = 0
+    shift = 0
+    used = 0
+    while True:
+        b = fh.read(1)
+        if not b:
+            if used == 0:
+                return -1, 0
+            raise TraceError(path, f"truncated file (ends inside a field header at byte {where + used})")
+        used += 1
+        value |= (b[0] & 0x7F) << shift
+        if b[0] < 0x80:
+            return value, used
+        shift += 7
+        if shift >= 70:
+            raise TraceError(path, f"not an XPlane profile (malformed varint at byte {where})")
+
+
+def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = None) -> None:
+    """Stream one host file into ``trace`` (planes appended)."""
+    host = host_name(path)
+    size = _size(path)
+    if size == 0 and not is_remote(path):
+        raise TraceError(path, "empty file (0 bytes): not a profile")
+    with _open(path) as fh:
+        head = fh.read(2)
+        if head[:2] == b"\x1f\x8b":
+            raise TraceError(path, "gzip-compressed data: not an .xplane.pb profile (a legacy trace.json.gz?)")
+        if head[:1] in (b"{", b"["):
+            raise TraceError(path, "JSON text, not an XPlane profile")
+        fh.seek(0)
+        pos = 0
+        n_planes = 0
+        while True:
+            tag, used = _read_varint(fh, path, pos)
+            if tag < 0:
+                break
+            field, wt = tag >> 3, tag & 7
+            pos += used
+            if wt != 2 or field not in (1, 2, 3, 4):
+                if field in (1, 2, 3, 4) or wt not in (0, 1, 5):
+                    raise TraceError(path, f"not an XPlane profile (unexpected field {field} wire type {wt} "
+                                           f"at byte {pos - used})")
+                pos += _skip_stream(fh, path, wt, pos)
+                continue
+            length, used = _read_varint(fh, path, pos)
+            if length < 0:
+                raise TraceError(path, f"truncated file (ends at byte {pos})")
+            pos += used
+            if size and pos + length > size:
+                raise TraceError(path, f"truncated file: a record of {length} bytes at byte {pos} runs past "
+                                       f"the end ({size} bytes)")
+            if field == 1:
+                buf = np.empty(length, dtype=np.uint8)
+                got = fh.readinto(memoryview(buf)) if hasattr(fh, "readinto") else _read_into(fh, buf)
+                if got != length:
+                    raise TraceError(path, f"truncated file (plane at byte {pos} needs {length} bytes, "
+                                           f"{got} left)")
+                trace.planes.append(decode_plane(buf, host, path, pos))
+                del buf
+                n_planes += 1
+            else:
+                data = fh.read(length)
+                if len(data) != length:
+                    raise TraceError(path, f"truncated file at byte {pos}")
+                text = data.decode("utf-8", "replace")
+                {2: trace.errors, 3: trace.warnings, 4: trace.hostnames}[field].append(text)
+            pos += length
+            if progress is not None:
+                progress(length + used + 1)
+        if n_planes == 0:
+            raise TraceError(path, "not an XPlane profile (no planes found)")
+
+
+def _read_into(fh: BinaryIO, buf: np.ndarray) -> int:
+    data = fh.read(buf.shape[0])
+    buf[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return len(data)
+
+
+def _skip_stream(fh: BinaryIO, path: str, wt: int, pos: int) -> int:
+    """Skip an unknown scalar field of the XSpace; return the bytes skipped."""
+    if wt == 0:
+        _, used = _read_varint(fh, path, pos)
+        return used
+    n = 8 if wt == 1 else 4
+    if len(fh.read(n)) != n:
+        raise TraceError(path, f"truncated file at byte {pos}")
+    return n
+
+
+def _encode_varint(v: int) -> bytes:
+    out = bytearray()
+    v &= (1 << 64) - 1
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _fail(path: str, base: int, code: int, at: int, what: str) -> TraceError:
+    return TraceError(path, f"not a valid XPlane profile: {wire.ERROR_TEXT.get(code, 'decode error')} "
+                            f"in {what} at byte {base + at}")
+
+
+def _lookup(sorted_ids: np.ndarray) -> np.ndarray:
+    """A direct id -> dense index table when ids are small, else an empty one."""
+    if len(sorted_ids) == 0 or sorted_ids[0] < 0 or sorted_ids[-1] >= _MAX_LOOKUP:
+        return np.empty(0, dtype=np.int32)
+    table = np.full(int(sorted_ids[-1]) + 1, -1, dtype=np.int32)
+    table[sorted_ids] = np.arange(len(sorted_ids), dtype=np.int32)
+    return table
+
+
+def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0) -> Plane:
+    """Decode one XPlane's bytes into a :class:`Plane`."""
+    end = buf.shape[0]
+    cap = 4096
+    while True:
+        fld = np.empty(cap, np.int64)
+        wts = np.empty(cap, np.int64)
+        offs = np.empty(cap, np.int64)
+        lens = np.empty(cap, np.int64)
+        n, err, at = wire.scan_fields(buf, 0, end, fld, wts, offs, lens)
+        if err != wire.OK:
+            raise _fail(path, base, err, at, "a plane")
+        if n <= cap:
+            break
+        cap = n
+    fld, wts, offs, lens = fld[:n], wts[:n], offs[:n], lens[:n]
+    is_line = (fld == 3) & (wts == 2)
+    line_off = offs[is_line].copy()
+    line_len = lens[is_line].copy()
+
+    # Everything but the lines is small: re-encode it and let protobuf parse it.
+    meta = bytearray()
+    for f, w, o, ln in zip(fld[~is_line].tolist(), wts[~is_line].tolist(), offs[~is_line].tolist(),
+                           lens[~is_line].tolist()):
+        if w == 2:
+            meta += _encode_varint((f << 3) | 2) + _encode_varint(ln) + buf[o : o + ln].tobytes()
+        elif w == 0:
+            meta += _encode_varint(f << 3) + _encode_varint(ln)
+    xp = xplane_pb2.XPlane()
+    try:
+        xp.ParseFromString(bytes(meta))
+    except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError and others
+        raise TraceError(path, f"not a valid XPlane profile: bad plane metadata near byte {base} ({err})") from None
+
+    ev_ids = np.array(sorted(xp.event_metadata.keys()), dtype=np.int64)
+    st_ids = np.array(sorted(xp.stat_metadata.keys()), dtype=np.int64)
+    ev_md = [xp.event_metadata[int(i)] for i in ev_ids]
+    event_names = np.array([m.name for m in ev_md], dtype=object)
+    event_display = np.array([m.display_name or m.name for m in ev_md], dtype=object)
+    stat_names = np.array([xp.stat_metadata[int(i)].name for i in st_ids], dtype=object)
+    ev_lut, st_lut = _lookup(ev_ids), _lookup(st_ids)
+
+    n_ev, n_st, n_str, err, at = wire.count_lines(buf, line_off, line_len)
+    if err != wire.OK:
+        raise _fail(path, base, err, at, "an event")
+    lines = np.zeros((len(line_off), wire.N_LINE_COLS), dtype=np.int64)
+    ev_line = np.empty(n_ev, np.int32)
+    ev_meta = np.empty(n_ev, np.int32)
+    ev_start = np.empty(n_ev, np.int64)
+    ev_dur = np.empty(n_ev, np.int64)
+    st_event = np.empty(n_st, np.int32)
+    st_stat = np.empty(n_st, np.int32)
+    st_kind = np.empty(n_st, np.uint8)
+    st_value = np.empty(n_st, np.int64)
+    str_off = np.empty(n_str, np.int64)
+    str_len = np.empty(n_str, np.int64)
+    err, at = wire.fill_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, lines, ev_line, ev_meta,
+                              ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len)
+    if err != wire.OK:
+        raise _fail(path, base, err, at, "an event")
+
+    def text(off: int, ln: int) -> str:
+        return buf[off : off + ln].tobytes().decode("utf-8", "replace") if ln else ""
+
+    line_df = pd.DataFrame(
+        {
+            "id": lines[:, wire.L_ID],
+            "display_id": lines[:, wire.L_DISPLAY_ID],
+            "name": [text(o, ln) for o, ln in zip(lines[:, wire.L_NAME_OFF], lines[:, wire.L_NAME_LEN])],
+            "display_name": [text(o, ln) for o, ln in zip(lines[:, wire.L_DNAME_OFF], lines[:, wire.L_DNAME_LEN])],
+            "timestamp_ns": lines[:, wire.L_TS_NS],
+            "duration_ps": lines[:, wire.L_DUR_PS],
+            "first_event": lines[:, wire.L_FIRST_EVENT],
+            "n_events": lines[:, wire.L_N_EVENTS],
+        }
+    )
+
+    pool = np.empty(int(str_len.sum()) if n_str else 0, dtype=np.uint8)
+    if n_str:
+        wire.gather_strings(buf, str_off, str_len, pool)
+        pool = _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path)
+
+    meta_rows = []
+    child_ids: dict[int, list[int]] = {}
+    extra_strings: list[bytes] = []
+    for dense, md in enumerate(ev_md):
+        for s in md.stats:
+            kind, raw = _pb_stat_value(s, st_lut, st_ids, extra_strings, len(str_off), path)
+            meta_rows.append((dense, _dense_id(st_lut, st_ids, s.metadata_id), kind, raw))
+        if md.child_id:
+            child_ids[dense] = [_dense_id(ev_lut, ev_ids, c) for c in md.child_id]
+    if extra_strings:
+        pool, str_off, str_len = _append_strings(pool, str_off, str_len, extra_strings)
+    meta_stats = pd.DataFrame(meta_rows, columns=["meta", "stat", "kind", "raw"]).astype(
+        {"meta": np.int64, "stat": np.int64, "kind": np.uint8, "raw": np.int64}
+    )
+    plane_stats = {}
+    for s in xp.stats:
+        name = xp.stat_metadata[s.metadata_id].name if s.metadata_id in xp.stat_metadata else str(s.metadata_id)
+        plane_stats[name] = _pb_stat_python(s, xp, path)
+    return Plane(
+        host=host,
+        id=int(xp.id),
+        name=xp.name,
+        lines=line_df,
+        event_names=event_names,
+        event_display_names=event_display,
+        event_meta_ids=ev_ids,
+        stat_names=stat_names,
+        ev_line=ev_line,
+        ev_meta=ev_meta,
+        ev_start_ps=ev_start,
+        ev_dur_ps=ev_dur,
+        st_event=st_event,
+        st_stat=st_stat,
+        st_kind=st_kind,
+        st_value=st_value,
+        str_pool=pool,
+        str_off=str_off,
+        str_len=str_len,
+        meta_stats=meta_stats,
+        stats=plane_stats,
+        child_ids=child_ids,
+    )
+
+
+def _dense_id(lut: np.ndarray, ids: np.ndarray, key: int) -> int:
+    if 0 <= key < len(lut):
+        return int(lut[key])
+    i = int(np.searchsorted(ids, key))
+    return i if i < len(ids) and ids[i] == key else -1
+
+
+def inflate(data: bytes, path: str) -> bytes:
+    """Gunzip a compressed stat payload, refusing to expand past the sane bound."""
+    d = zlib.decompressobj(wbits=47)  # gzip or zlib header
+    try:
+        out = d.decompress(data, MAX_DECOMPRESSED_BYTES + 1)
+    except zlib.error as err:
+        raise TraceError(path, f"corrupt gzip payload in a compressed string stat ({err})") from None
+    if len(out) > MAX_DECOMPRESSED_BYTES or d.unconsumed_tail:
+        raise TraceError(
+            path,
+            f"a compressed string stat expands beyond {MAX_DECOMPRESSED_BYTES // (1024 * 1024)} MiB: refusing it",
+        )
+    return out
+
+
+def _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path) -> np.ndarray:
+    gz = np.flatnonzero(st_kind == wire.KIND_GZIP)
+    if not len(gz):
+        return pool
+    extra = []
+    for row in gz.tolist():
+        idx = int(st_value[row])
+        o, n = int(str_off[idx]), int(str_len[idx])
+        extra.append((idx, inflate(pool[o : o + n].tobytes(), path)))
+    tail = b"".join(e[1] for e in extra)
+    start = pool.shape[0]
+    pool = np.concatenate([pool, np.frombuffer(tail, dtype=np.uint8)])
+    for idx, data in extra:
+        str_off[idx] = start
+        str_len[idx] = len(data)
+        start += len(data)
+    st_kind[gz] = wire.KIND_STR
+    return pool
+
+
+def _append_strings(pool, str_off, str_len, extra: list[bytes]):
+    start = pool.shape[0]
+    lens = np.array([len(e) for e in extra], dtype=np.int64)
+    offs = start + np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    pool = np.concatenate([pool, np.frombuffer(b"".join(extra), dtype=np.uint8)])
+    return pool, np.concatenate([str_off, offs]), np.concatenate([str_len, lens])
+
+
+def _pb_stat_value(s, st_lut, st_ids, extra_strings: list[bytes], first_index: int, path: str) -> tuple[int, int]:
+    """(kind, raw) for a metadata-level XStat; strings are queued in ``extra_strings``.
+
+    A string's raw value is its index in the plane's string table once the queued
+    strings are appended after the ``first_index`` strings the events already use.
+    """
+    which = s.WhichOneof("value")
+    if which == "double_value":
+        return wire.KIND_DOUBLE, int(np.float64(s.double_value).view(np.int64))
+    if which == "uint64_value":
+        return wire.KIND_UINT64, int(np.uint64(s.uint64_value).view(np.int64))
+    if which == "int64_value":
+        return wire.KIND_INT64, int(s.int64_value)
+    if which == "ref_value":
+        return wire.KIND_REF, _dense_id(st_lut, st_ids, int(s.ref_value))
+    if which in ("str_value", "bytes_value", "compressed_str_value"):
+        if which == "str_value":
+            data = s.str_value.encode()
+        elif which == "bytes_value":
+            data = s.bytes_value
+        else:
+            data = inflate(s.compressed_str_value, path)
+        extra_strings.append(data)
+        return wire.KIND_STR, first_index + len(extra_strings) - 1
+    return wire.KIND_NONE, 0
+
+
+def _pb_stat_python(s, xp, path: str):
+    which = s.WhichOneof("value")
+    if which == "ref_value":
+        md = xp.stat_metadata.get(s.ref_value)
+        return md.name if md is not None else ""
+    if which == "compressed_str_value":
+        return inflate(s.compressed_str_value, path).decode("utf-8", "replace")
+    if which == "bytes_value":
+        return s.bytes_value
+    return getattr(s, which) if which else None

@@ -1,0 +1,350 @@
+"""The columnar trace model: what the reader produces and every analysis reads.
+
+One :class:`Plane` per XPlane (a host's CPU or one device) holds numpy columns for its
+events and their stats; metadata (event and stat names) is kept once per plane and
+events refer to it by dense index. A :class:`Trace` is the planes of every host file of
+one run, plus the run's metadata file when the capture wrote one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor import wire
+
+# Line names as TF writes them, old and new spellings.
+FRAMEWORK_OPS_LINES = ("Framework Ops", "TensorFlow Ops")
+FRAMEWORK_SCOPE_LINES = ("Framework Name Scope", "TensorFlow Name Scope")
+STEP_LINES = ("Steps",)
+
+
+@dataclass
+class StatColumn:
+    """The values of one stat name over a plane's events (event-level, else metadata-level)."""
+
+    plane: "Plane"
+    name: str
+    rows: np.ndarray  # event rows (int64), ascending
+    kind: np.ndarray  # wire.KIND_* per value
+    raw: np.ndarray  # int64 payload per value
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    def numeric(self) -> np.ndarray:
+        """Values as float64 (NaN for string values)."""
+        out = self.raw.astype(np.float64)
+        k = self.kind
+        dbl = k == wire.KIND_DOUBLE
+        if dbl.any():
+            out[dbl] = self.raw[dbl].view(np.float64)
+        u = k == wire.KIND_UINT64
+        if u.any():
+            out[u] = self.raw[u].view(np.uint64).astype(np.float64)
+        s = (k == wire.KIND_STR) | (k == wire.KIND_BYTES) | (k == wire.KIND_REF) | (k == wire.KIND_NONE)
+        if s.any():
+            out[s] = np.nan
+        return out
+
+    def integers(self) -> np.ndarray:
+        """Values as int64 (doubles truncated; strings -1)."""
+        out = self.raw.copy()
+        dbl = self.kind == wire.KIND_DOUBLE
+        if dbl.any():
+            out[dbl] = self.raw[dbl].view(np.float64).astype(np.int64)
+        s = (self.kind == wire.KIND_STR) | (self.kind == wire.KIND_BYTES) | (self.kind == wire.KIND_REF)
+        out[s] = -1
+        return out
+
+    def strings(self) -> np.ndarray:
+        """Values as an object array of str (numbers formatted)."""
+        return self.plane._stat_strings(self.kind, self.raw)
+
+    def per_event(self, numeric: bool = True) -> np.ndarray:
+        """A full-length column over the plane's events (NaN / None where absent)."""
+        n = self.plane.n_events
+        if numeric:
+            out = np.full(n, np.nan)
+            out[self.rows] = self.numeric()
+        else:
+            out = np.full(n, None, dtype=object)
+            out[self.rows] = self.strings()
+        return out
+
+
+@dataclass
+class Plane:
+    """One XPlane as columns."""
+
+    host: str
+    id: int
+    name: str
+    lines: pd.DataFrame
+    event_names: np.ndarray  # object, by dense metadata index
+    event_display_names: np.ndarray  # object, display_name or name
+    event_meta_ids: np.ndarray  # original metadata ids, sorted
+    stat_names: np.ndarray  # object, by dense stat metadata index
+    ev_line: np.ndarray  # int32: row in ``lines``
+    ev_meta: np.ndarray  # int32: dense event metadata index (-1 unknown)
+    ev_start_ps: np.ndarray  # int64: absolute start, ps
+    ev_dur_ps: np.ndarray  # int64
+    st_event: np.ndarray  # int32: event row of each stat
+    st_stat: np.ndarray  # int32: dense stat metadata index
+    st_kind: np.ndarray  # uint8: wire.KIND_*
+    st_value: np.ndarray  # int64 payload (double bits, ints, ref index, string index)
+    str_pool: np.ndarray  # uint8: bytes of all string values
+    str_off: np.ndarray  # int64 offsets into str_pool
+    str_len: np.ndarray  # int64
+    meta_stats: pd.DataFrame  # metadata-level stats: meta, stat, kind, raw
+    stats: dict = field(default_factory=dict)  # plane-level stats by name
+    child_ids: dict = field(default_factory=dict)  # dense meta -> list of child dense metas
+
+    # --- sizes and lookups -------------------------------------------------------
+    @property
+    def n_events(self) -> int:
+        return int(self.ev_start_ps.shape[0])
+
+    @property
+    def n_stats(self) -> int:
+        return int(self.st_stat.shape[0])
+
+    @property
+    def is_device(self) -> bool:
+        return self.name.startswith("/device:")
+
+    @property
+    def is_host(self) -> bool:
+        return self.name.startswith("/host:CPU")
+
+    @cached_property
+    def stat_index(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i, n in enumerate(self.stat_names):
+            out.setdefault(n, i)
+        return out
+
+    @cached_property
+    def ev_end_ps(self) -> np.ndarray:
+        return self.ev_start_ps + self.ev_dur_ps
+
+    @cached_property
+    def line_names(self) -> np.ndarray:
+        """Display name when set, else name, per line."""
+        dn = self.lines["display_name"].to_numpy(object)
+        nm = self.lines["name"].to_numpy(object)
+        return np.where(dn != "", dn, nm)
+
+    def nbytes(self) -> int:
+        cols = (self.ev_line, self.ev_meta, self.ev_start_ps, self.ev_dur_ps, self.st_event, self.st_stat,
+                self.st_kind, self.st_value, self.str_pool, self.str_off, self.str_len)
+        return int(sum(c.nbytes for c in cols))
+
+    # --- selecting events ------------------------------------------------------------
+    def meta_mask(self, match: str | re.Pattern | Iterable[str] | None = None, *, prefix: str | None = None,
+                  display: bool = False) -> np.ndarray:
+        """Boolean mask over event metadata: exact names, a regex, or a prefix."""
+        names = self.event_display_names if display else self.event_names
+        if prefix is not None:
+            return np.fromiter((n.startswith(prefix) for n in names), bool, len(names))
+        if isinstance(match, re.Pattern):
+            return np.fromiter((match.search(n) is not None for n in names), bool, len(names))
+        if isinstance(match, str):
+            return names == match
+        wanted = set(match or ())
+        return np.fromiter((n in wanted for n in names), bool, len(names))
+
+    def event_mask(self, meta_mask: np.ndarray) -> np.ndarray:
+        """Per-event mask from a metadata mask (unknown metadata never matches)."""
+        ext = np.append(meta_mask, False)  # index -1 -> False
+        return ext[self.ev_meta]
+
+    def events_named(self, match, **kw) -> np.ndarray:
+        """Event rows whose name matches (see :meth:`meta_mask`)."""
+        return np.flatnonzero(self.event_mask(self.meta_mask(match, **kw)))
+
+    def line_rows(self, names: Iterable[str] = (), *, prefix: str | None = None) -> np.ndarray:
+        """Line indexes whose (display) name is one of ``names`` or starts with ``prefix``."""
+        ln = self.line_names
+        raw = self.lines["name"].to_numpy(object)
+        wanted = set(names)
+        hit = [
+            (n in wanted or r in wanted or (prefix is not None and (n.startswith(prefix) or r.startswith(prefix))))
+            for n, r in zip(ln, raw)
+        ]
+        return np.flatnonzero(np.array(hit, dtype=bool))
+
+    def line_event_mask(self, line_rows: np.ndarray) -> np.ndarray:
+        sel = np.zeros(len(self.lines) + 1, dtype=bool)
+        sel[np.asarray(line_rows, dtype=np.int64)] = True
+        return sel[self.ev_line]
+
+    def names_of(self, rows: np.ndarray) -> np.ndarray:
+        ext = np.append(self.event_names, "<unknown>")
+        return ext[self.ev_meta[rows]]
+
+    # --- stats ----------------------------------------------------------------------
+    def stat(self, name: str, *, metadata_level: bool = True) -> StatColumn:
+        """All values of stat ``name``: event-level, falling back to the event's metadata."""
+        sid = self.stat_index.get(name)
+        if sid is None:
+            empty = np.empty(0, np.int64)
+            return StatColumn(self, name, empty, np.empty(0, np.uint8), empty)
+        m = self.st_stat == sid
+        rows = self.st_event[m].astype(np.int64)
+        kind = self.st_kind[m]
+        raw = self.st_value[m]
+        if metadata_level and len(self.meta_stats):
+            ms = self.meta_stats[self.meta_stats["stat"] == sid]
+            if len(ms):
+                lut_has = np.zeros(len(self.event_names) + 1, bool)
+                lut_kind = np.zeros(len(self.event_names) + 1, np.uint8)
+                lut_raw = np.zeros(len(self.event_names) + 1, np.int64)
+                metas = ms["meta"].to_numpy(np.int64)
+                lut_has[metas] = True
+                lut_kind[metas] = ms["kind"].to_numpy(np.uint8)
+                lut_raw[metas] = ms["raw"].to_numpy(np.int64)
+                has = lut_has[self.ev_meta]
+                if len(rows):
+                    has[rows] = False  # event-level values win
+                extra = np.flatnonzero(has)
+                if len(extra):
+                    em = self.ev_meta[extra]
+                    rows = np.concatenate([rows, extra])
+                    kind = np.concatenate([kind, lut_kind[em]])
+                    raw = np.concatenate([raw, lut_raw[em]])
+                    order = np.argsort(rows, kind="stable")
+                    rows, kind, raw = rows[order], kind[order], raw[order]
+        return StatColumn(self, name, rows, kind, raw)
+
+    def has_stat(self, name: str) -> bool:
+        return name in self.stat_index
+
+    def string_at(self, index: int) -> str:
+        o = int(self.str_off[index])
+        return bytes(self.str_pool[o : o + int(self.str_len[index])]).decode("utf-8", "replace")
+
+    def _stat_strings(self, kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
+        out = np.empty(len(raw), dtype=object)
+        for i, (k, v) in enumerate(zip(kind.tolist(), raw.tolist())):
+            if k == wire.KIND_STR or k == wire.KIND_BYTES:
+                out[i] = self.string_at(v)
+            elif k == wire.KIND_REF:
+                out[i] = self.stat_names[v] if 0 <= v < len(self.stat_names) else ""
+            elif k == wire.KIND_DOUBLE:
+                out[i] = repr(float(np.int64(v).view(np.float64)))
+            elif k == wire.KIND_UINT64:
+                out[i] = str(int(np.int64(v).view(np.uint64)))
+            else:
+                out[i] = str(v)
+        return out
+
+    # --- tables ---------------------------------------------------------------------
+    def events(self, rows: np.ndarray | None = None) -> pd.DataFrame:
+        """Events as a DataFrame (name categorical); all events or the given rows."""
+        sel = slice(None) if rows is None else rows
+        df = pd.DataFrame(
+            {
+                "line": self.ev_line[sel],
+                "meta": self.ev_meta[sel],
+                "name": self.names_of(np.arange(self.n_events) if rows is None else rows),
+                "start_ps": self.ev_start_ps[sel],
+                "duration_ps": self.ev_dur_ps[sel],
+            }
+        )
+        if rows is not None:
+            df.index = np.asarray(rows)
+        return df
+
+
+@dataclass
+class Trace:
+    """All planes of one run (one or more hosts)."""
+
+    planes: list[Plane]
+    files: list[str]
+    run_name: str = ""
+    run_dir: str = ""
+    run_metadata: dict = field(default_factory=dict)
+    hostnames: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    file_bytes: int = 0
+
+    @property
+    def hosts(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for p in self.planes:
+            seen.setdefault(p.host, None)
+        return list(seen)
+
+    def host(self, name: str) -> "Trace":
+        """The part of this trace that came from one host file."""
+        return Trace(
+            planes=[p for p in self.planes if p.host == name],
+            files=[f for f in self.files if _host_of(f) == name],
+            run_name=self.run_name,
+            run_dir=self.run_dir,
+            run_metadata=self.run_metadata,
+        )
+
+    def planes_named(self, prefix: str) -> list[Plane]:
+        return [p for p in self.planes if p.name.startswith(prefix)]
+
+    @property
+    def host_planes(self) -> list[Plane]:
+        return self.planes_named("/host:CPU")
+
+    @property
+    def device_planes(self) -> list[Plane]:
+        return [p for p in self.planes if p.name.startswith("/device:") and "CUSTOM" not in p.name]
+
+    @property
+    def n_events(self) -> int:
+        return sum(p.n_events for p in self.planes)
+
+    def time_span_ps(self) -> tuple[int, int]:
+        """(first event start, last event end) over all planes, in ps."""
+        lo, hi = None, None
+        for p in self.planes:
+            if p.n_events:
+                a = int(p.ev_start_ps.min())
+                b = int(p.ev_end_ps.max())
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+        return (lo or 0, hi or 0)
+
+    def summary(self) -> dict:
+        """What was loaded: hosts, planes, lines, events, time span."""
+        lo, hi = self.time_span_ps()
+        return {
+            "run": self.run_name,
+            "run_dir": self.run_dir,
+            "files": list(self.files),
+            "file_bytes": self.file_bytes,
+            "hosts": self.hosts,
+            "events": self.n_events,
+            "time_span_ms": (hi - lo) / 1e9,
+            "planes": [
+                {
+                    "host": p.host,
+                    "name": p.name,
+                    "lines": len(p.lines),
+                    "events": p.n_events,
+                    "stats": p.n_stats,
+                    "line_names": [str(n) for n in p.line_names],
+                }
+                for p in self.planes
+            ],
+        }
+
+
+def _host_of(path: str) -> str:
+    from tfadvisor.discovery import host_name
+
+    return host_name(path)
