@@ -6,6 +6,7 @@ __version__ = "0.1.0"
 
 from tfadvisor.errors import TraceError
 from tfadvisor.reader import load
+from tfadvisor.api import Result, analyze
 from tfadvisor.trace import Plane, Trace
 
-__all__ = ["Plane", "Trace", "TraceError", "__version__", "load"]
+__all__ = ["Plane", "Result", "Trace", "TraceError", "__version__", "analyze", "load"]

@@ -1,0 +1,3 @@
+from tfadvisor.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""Analyses: one module per concern, each ``analyze(trace, ctx) -> AnalysisResult``.
+
+They run in the order of :data:`ORDER` (later ones may read earlier results through the
+context) and together give a :class:`Metrics` mapping that the rule engine reads, plus
+named pandas tables for reports and notebooks.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tfadvisor.analyses.base import AnalysisResult, Context, Metric, Options
+from tfadvisor.trace import Trace
+
+#: Module names under ``tfadvisor.analyses``, in the order they run.
+ORDER = (
+    "steps",
+    "gaps",
+    "input",
+    "tfdata",
+    "placement",
+    "precision",
+    "memory",
+    "collectives",
+    "eager",
+    "overhead",
+)
+
+
+class Metrics(dict):
+    """Metric name -> value (None when the trace lacks the data), with units and meanings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.units: dict[str, str] = {}
+        self.docs: dict[str, str] = {}
+        self.source: dict[str, str] = {}
+
+    def put(self, analysis: str, name: str, m: Metric) -> None:
+        self[name] = m.value
+        self.units[name] = m.unit
+        self.docs[name] = m.doc
+        self.source[name] = analysis
+
+
+@dataclass
+class HostAnalysis:
+    """Everything the analyses found on one host's planes."""
+
+    host: str
+    metrics: Metrics
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    results: dict[str, AnalysisResult] = field(default_factory=dict)
+
+
+def analyze_trace(trace: Trace, options: Options | None = None, host: str | None = None) -> HostAnalysis:
+    """Run every analysis over ``trace`` (normally one host's planes)."""
+    ctx = Context(options=options or Options())
+    metrics = Metrics()
+    tables: dict[str, pd.DataFrame] = {}
+    notes: list[str] = []
+    for name in ORDER:
+        module = importlib.import_module(f"tfadvisor.analyses.{name}")
+        res: AnalysisResult = module.analyze(trace, ctx)
+        ctx.results[name] = res
+        for mname, m in res.metrics.items():
+            metrics.put(name, mname, m)
+        tables.update(res.tables)
+        notes.extend(f"{name}: {n}" for n in res.notes)
+    return HostAnalysis(host=host or ",".join(trace.hosts), metrics=metrics, tables=tables, notes=notes,
+                        results=ctx.results)
+
+
+def options_from(trace: Trace, options: Options | None = None) -> Options:
+    """Fill unset options from the run's metadata file (written by the Keras callback)."""
+    o = options or Options()
+    md: dict[str, Any] = trace.run_metadata or {}
+    if o.param_count is None and md.get("param_count") is not None:
+        o.param_count = int(md["param_count"])
+    if o.replicas is None and md.get("replicas") is not None:
+        o.replicas = int(md["replicas"])
+    if o.batch_size is None and md.get("batch_size") is not None:
+        o.batch_size = int(md["batch_size"])
+    if o.link is None and md.get("link"):
+        o.link = str(md["link"])
+    if o.bandwidth_gbps is None and md.get("bandwidth_gbps") is not None:
+        o.bandwidth_gbps = float(md["bandwidth_gbps"])
+    return o
+
+
+__all__ = ["AnalysisResult", "Context", "HostAnalysis", "Metric", "Metrics", "ORDER", "Options", "analyze_trace",
+           "options_from"]

@@ -1,0 +1,73 @@
+"""The Python API: ``tfadvisor.analyze(path) -> Result``, a thin facade over the stages.
+
+logdir -> reader (Trace) -> analyses (Metrics + tables) -> rule engine (findings).
+Reporters take a :class:`Result`; none of the stages imports this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+from tfadvisor.analyses import HostAnalysis, Metrics, Options, analyze_trace, options_from
+from tfadvisor.discovery import Run, resolve
+from tfadvisor.reader import load_run
+
+
+@dataclass
+class Result:
+    """What tfadvisor found in one run: metrics, tables, findings, per-host detail."""
+
+    run: Run
+    summary: dict[str, Any]  # what was loaded: hosts, planes, lines, events, time span
+    metrics: Metrics
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    findings: list = field(default_factory=list)  # tfadvisor.advice.Finding, most important first
+    hosts: list[HostAnalysis] = field(default_factory=list)
+    options: Options = field(default_factory=Options)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape (documented in README)."""
+        from tfadvisor.report.json_report import result_to_dict
+
+        return result_to_dict(self)
+
+
+def analyze(
+    path,
+    *,
+    run: str | None = None,
+    options: Options | None = None,
+    rules_dirs: tuple[str, ...] | list[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+    jobs: int | None = None,
+    dask: str | None = None,
+    data: str | None = None,
+) -> Result:
+    """Load a profile and return its metrics, tables and ordered findings."""
+    chosen = path if isinstance(path, Run) else resolve(path, run=run)
+    if len(chosen.files) > 1:
+        from tfadvisor.multihost import analyze_hosts
+
+        result = analyze_hosts(chosen, options=options, progress=progress, jobs=jobs, dask=dask)
+    else:
+        trace = load_run(chosen, progress=progress)
+        opts = options_from(trace, options)
+        host = analyze_trace(trace, opts, host=trace.hosts[0] if trace.hosts else "")
+        result = Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=dict(host.tables),
+                        notes=list(host.notes), hosts=[host], options=opts)
+    if data:
+        from tfadvisor.datafiles import check_data_files
+
+        files = check_data_files(data)
+        for name, m in files.metrics.items():
+            result.metrics.put("datafiles", name, m)
+        result.tables.update(files.tables)
+        result.notes.extend(f"datafiles: {n}" for n in files.notes)
+    from tfadvisor.advice import evaluate, load_rules
+
+    result.findings = evaluate(result.metrics, load_rules(extra_dirs=rules_dirs))
+    return result
