@@ -199,28 +199,18 @@ def main() -> None:
         if os.environ.get("TFADVISOR_DEBUG"):
             raise
     try:
-        app(standalone_mode=False)
+        app()  # standalone: usage errors print usage and exit 2
     except TraceError as err:
         typer.echo(f"tfadvisor: {err}", err=True)
         sys.exit(2)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        sys.exit(130)
     except KeyboardInterrupt:
         sys.exit(130)
-    except Exception as err:  # click usage errors and the like
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(2)
+    except Exception as err:
         if os.environ.get("TFADVISOR_DEBUG"):
             raise
         typer.echo(f"tfadvisor: internal error: {type(err).__name__}: {err} (set TFADVISOR_DEBUG=1 for details)",
                    err=True)
         sys.exit(1)
-
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,122 @@
+"""Bad input: one clear line naming the file, exit code 2, no traceback; logdir untouched."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfadvisor.proto import xplane_pb2
+
+from conftest import ROOT, sample_dirs
+
+REAL = [p for p in sample_dirs() if not p.name.startswith("synthetic_")]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "tfadvisor", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, must_name: str, problem: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert must_name in lines[0]
+    assert problem in lines[0].lower(), lines[0]
+
+
+def _real_file() -> Path:
+    if not REAL:
+        pytest.skip("no real sample traces present")
+    return next(REAL[0].rglob("*.xplane.pb"))
+
+
+def _bomb() -> bytes:
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.event_metadata[1].name = "ev"
+    p.stat_metadata[2].name = "big"
+    e = p.lines.add(id=1, name="python").events.add(metadata_id=1, offset_ps=0, duration_ps=1)
+    e.stats.add(metadata_id=2, compressed_str_value=gzip.compress(b"\0" * (80 * 1024 * 1024), compresslevel=9))
+    return space.SerializeToString()
+
+
+CASES = {
+    "empty": (lambda: b"", "empty file"),
+    "random": (lambda: os.urandom(4096) if False else bytes((i * 7919 + 13) % 256 for i in range(4096)),
+               "not"),
+    "text": (lambda: b"this is a README, not a profile\n" * 20, "not"),
+    "json": (lambda: b'{"traceEvents": []}', "json"),
+    "bomb": (_bomb, "expands beyond"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_files(tmp_path: Path, case: str):
+    make, problem = CASES[case]
+    f = tmp_path / f"{case}.xplane.pb"
+    f.write_bytes(make())
+    assert_one_line_error(run_cli("analyze", str(f)), str(f), problem)
+
+
+def test_truncated(tmp_path: Path):
+    data = _real_file().read_bytes()
+    f = tmp_path / "cut.xplane.pb"
+    f.write_bytes(data[: len(data) // 2])
+    assert_one_line_error(run_cli("analyze", str(f)), str(f), "truncated")
+
+
+def test_truncated_inside_plane_header(tmp_path: Path):
+    data = _real_file().read_bytes()
+    f = tmp_path / "cut.xplane.pb"
+    f.write_bytes(data[:3])
+    assert_one_line_error(run_cli("analyze", str(f)), str(f), "truncated")
+
+
+def test_dir_without_profile(tmp_path: Path):
+    (tmp_path / "logs" / "train").mkdir(parents=True)
+    (tmp_path / "logs" / "train" / "events.out.tfevents.1").write_bytes(b"x")
+    assert_one_line_error(run_cli("analyze", str(tmp_path / "logs")), str(tmp_path / "logs"), "no profile")
+
+
+def test_legacy_trace_json(tmp_path: Path):
+    d = tmp_path / "logs" / "plugins" / "profile" / "2020_01_01_00_00_00"
+    d.mkdir(parents=True)
+    (d / "host.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    assert_one_line_error(run_cli("analyze", str(tmp_path / "logs")), "host.trace.json.gz", "legacy")
+    assert_one_line_error(run_cli("analyze", str(d / "host.trace.json.gz")), "host.trace.json.gz", "legacy")
+
+
+def test_missing_path(tmp_path: Path):
+    assert_one_line_error(run_cli("analyze", str(tmp_path / "nope")), str(tmp_path / "nope"), "no such")
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.stat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        out[str(p.relative_to(root))] = (st.st_size if p.is_file() else 0, st.st_mtime_ns, digest)
+    return out
+
+
+def test_logdir_untouched(tmp_path: Path):
+    if not REAL:
+        pytest.skip("no real sample traces present")
+    logdir = tmp_path / "logdir"
+    shutil.copytree(REAL[0], logdir)
+    before = _snapshot(logdir)
+    proc = run_cli("analyze", str(logdir), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("runs", str(logdir))
+    assert proc.returncode == 0, proc.stderr
+    assert _snapshot(logdir) == before

@@ -1,0 +1,124 @@
+"""The reader against TensorFlow's own protobuf module, on every real sample."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tfadvisor
+from tfadvisor import wire
+from tfadvisor.discovery import find_runs, resolve
+from tfadvisor.proto import xplane_pb2
+
+from conftest import SAMPLES, sample_dirs
+
+REAL = [p for p in sample_dirs() if not p.name.startswith("synthetic_")]
+
+
+def _reference_planes(path: str):
+    """Decode with the protobuf module (slow, obviously right) into plain lists."""
+    space = xplane_pb2.XSpace.FromString(Path(path).read_bytes())
+    out = []
+    for p in space.planes:
+        starts, durs, names, stats = [], [], [], []
+        for line in p.lines:
+            for e in line.events:
+                starts.append(line.timestamp_ns * 1000 + e.offset_ps)
+                durs.append(e.duration_ps)
+                names.append(p.event_metadata[e.metadata_id].name if e.metadata_id in p.event_metadata else None)
+                for s in e.stats:
+                    which = s.WhichOneof("value")
+                    value = getattr(s, which) if which else None
+                    if which == "ref_value":
+                        value = p.stat_metadata[s.ref_value].name
+                    stats.append((len(starts) - 1, p.stat_metadata[s.metadata_id].name, which, value))
+        out.append((p.name, starts, durs, names, stats, len(p.lines)))
+    return out
+
+
+@pytest.mark.parametrize("sample", REAL, ids=[p.name for p in REAL])
+def test_columns_match_protobuf(sample: Path):
+    trace = tfadvisor.load(sample)
+    assert trace.n_events > 0
+    for f in trace.files:
+        planes = [p for p in trace.planes if p.host == tfadvisor.discovery.host_name(f)]
+        ref = _reference_planes(f)
+        assert [r[0] for r in ref] == [p.name for p in planes]
+        for (name, starts, durs, names, stats, n_lines), plane in zip(ref, planes):
+            assert len(plane.lines) == n_lines
+            assert np.array_equal(np.asarray(starts, dtype=np.int64), plane.ev_start_ps), name
+            assert np.array_equal(np.asarray(durs, dtype=np.int64), plane.ev_dur_ps), name
+            assert list(plane.names_of(np.arange(plane.n_events))) == [n or "<unknown>" for n in names]
+            assert plane.n_stats == len(stats)
+            got = plane._stat_strings(plane.st_kind, plane.st_value)
+            for i, (row, sname, which, value) in enumerate(stats):
+                assert plane.st_event[i] == row
+                assert plane.stat_names[plane.st_stat[i]] == sname
+                if which in ("str_value", "ref_value"):
+                    assert got[i] == value
+                elif which in ("int64_value", "uint64_value"):
+                    assert int(got[i]) == value
+                elif which == "double_value":
+                    assert float(got[i]) == value
+
+
+def test_discovery_finds_nested_runs_and_newest(tmp_path: Path):
+    src = next(iter(REAL), None)
+    if src is None:
+        pytest.skip("no real sample traces present")
+    xfile = next(src.rglob("*.xplane.pb"))
+    for run in ("2026_01_01_00_00_00", "2026_02_01_00_00_00"):
+        d = tmp_path / "logs" / "train" / "plugins" / "profile" / run
+        d.mkdir(parents=True)
+        (d / "hostA.xplane.pb").write_bytes(xfile.read_bytes())
+    runs = find_runs(str(tmp_path / "logs"))
+    assert [r.name for r in runs] == ["2026_01_01_00_00_00", "2026_02_01_00_00_00"]
+    assert resolve(str(tmp_path / "logs")).name == "2026_02_01_00_00_00"
+    assert resolve(str(tmp_path / "logs"), run="2026_01_01_00_00_00").name == "2026_01_01_00_00_00"
+    one = resolve([str(runs[0].files[0])])
+    assert one.files == runs[0].files
+    trace = tfadvisor.load(str(tmp_path / "logs"))
+    assert trace.hosts == ["hostA"]
+
+
+def _plane_with_stats(stats) -> bytes:
+    space = xplane_pb2.XSpace(hostnames=["h"])
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.event_metadata[1].id = 1
+    p.event_metadata[1].name = "ev"
+    p.event_metadata[1].display_name = "Event One"
+    p.stat_metadata[7].id = 7
+    p.stat_metadata[7].name = "payload"
+    p.stat_metadata[8].id = 8
+    p.stat_metadata[8].name = "kind"
+    ms = p.event_metadata[1].stats.add(metadata_id=8)
+    ms.str_value = "from-metadata"
+    line = p.lines.add(id=3, name="python", display_name="Python", timestamp_ns=1000)
+    e = line.events.add(metadata_id=1, offset_ps=5, duration_ps=10)
+    for s in stats:
+        e.stats.add().CopyFrom(s)
+    return space.SerializeToString()
+
+
+def test_gzip_stat_and_metadata_stats_and_display_names(tmp_path: Path):
+    s = xplane_pb2.XStat(metadata_id=7, compressed_str_value=gzip.compress(b"hello " * 100))
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(_plane_with_stats([s]))
+    trace = tfadvisor.load(str(f))
+    plane = trace.planes[0]
+    assert plane.ev_start_ps.tolist() == [1000 * 1000 + 5]
+    assert plane.stat("payload").strings().tolist() == ["hello " * 100]
+    assert plane.stat("kind").strings().tolist() == ["from-metadata"]  # metadata-level stat
+    assert plane.event_display_names.tolist() == ["Event One"]
+    assert plane.line_names.tolist() == ["Python"]
+    assert trace.hostnames == ["h"]
+    assert plane.stat("payload").kind.tolist() == [wire.KIND_STR]
+
+
+def test_sample_tree_listed(samples):
+    if not samples:
+        pytest.skip("no samples")
+    assert SAMPLES.is_dir()
