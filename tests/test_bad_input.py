@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, sample_dirs
 
 from tfadvisor.proto import xplane_pb2
-
-from conftest import ROOT, sample_dirs
 
 REAL = [p for p in sample_dirs() if not p.name.startswith("synthetic_")]
 

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SAMPLES, sample_dirs
 
 import tfadvisor
 from tfadvisor import wire
 from tfadvisor.discovery import find_runs, resolve
 from tfadvisor.proto import xplane_pb2
-
-from conftest import SAMPLES, sample_dirs
 
 REAL = [p for p in sample_dirs() if not p.name.startswith("synthetic_")]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from tfadvisor.api import Result, analyze
 from tfadvisor.errors import TraceError
 from tfadvisor.reader import load
-from tfadvisor.api import Result, analyze
 from tfadvisor.trace import Plane, Trace
 
 __all__ = ["Plane", "Result", "Trace", "TraceError", "__version__", "analyze", "load"]

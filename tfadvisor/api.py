@@ -6,8 +6,9 @@ Reporters take a :class:`Result`; none of the stages imports this module.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 

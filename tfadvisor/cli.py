@@ -10,7 +10,6 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -43,7 +42,7 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _options(params: Optional[int], bandwidth: Optional[str], replicas: Optional[int], batch_size: Optional[int]):
+def _options(params: int | None, bandwidth: str | None, replicas: int | None, batch_size: int | None):
     from tfadvisor.analyses import Options
 
     opts = Options(param_count=params, replicas=replicas, batch_size=batch_size)
@@ -93,18 +92,18 @@ def _stderr_console():
 @app.command()
 def analyze(
     paths: list[str] = typer.Argument(..., help="A logdir, a run directory, or .xplane.pb file(s)."),
-    run: Optional[str] = typer.Option(None, "--run", help="Run to analyse (default: the newest)."),
+    run: str | None = typer.Option(None, "--run", help="Run to analyse (default: the newest)."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report here."),
+    html: Path | None = typer.Option(None, "--html", help="Also write a self-contained HTML report here."),
     rules: list[str] = typer.Option([], "--rules", help="Extra rules directory (repeatable)."),
-    params: Optional[int] = typer.Option(None, "--params", help="Model parameter count (AllReduce check)."),
-    bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Link bandwidth in GB/s, or a link name."),
-    replicas: Optional[int] = typer.Option(None, "--replicas", help="Number of replicas (data-parallel workers)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Global batch size."),
-    data: Optional[str] = typer.Option(None, "--data", help="Training data files to check (dir or glob, gs:// ok)."),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Exit 1 when a finding this severe exists."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Worker processes for multi-host runs."),
-    dask: Optional[str] = typer.Option(None, "--dask", help="Dask scheduler address for multi-host parsing."),
+    params: int | None = typer.Option(None, "--params", help="Model parameter count (AllReduce check)."),
+    bandwidth: str | None = typer.Option(None, "--bandwidth", help="Link bandwidth in GB/s, or a link name."),
+    replicas: int | None = typer.Option(None, "--replicas", help="Number of replicas (data-parallel workers)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Global batch size."),
+    data: str | None = typer.Option(None, "--data", help="Training data files to check (dir or glob, gs:// ok)."),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when a finding this severe exists."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes for multi-host runs."),
+    dask: str | None = typer.Option(None, "--dask", help="Dask scheduler address for multi-host parsing."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
     """Analyse a profile: summary, then findings, most important first."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from typing import BinaryIO, Callable
+from collections.abc import Callable
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -268,24 +269,9 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0) -> Plane:
     stat_names = np.array([xp.stat_metadata[int(i)].name for i in st_ids], dtype=object)
     ev_lut, st_lut = _lookup(ev_ids), _lookup(st_ids)
 
-    n_ev, n_st, n_str, err, at = wire.count_lines(buf, line_off, line_len)
-    if err != wire.OK:
-        raise _fail(path, base, err, at, "an event")
-    lines = np.zeros((len(line_off), wire.N_LINE_COLS), dtype=np.int64)
-    ev_line = np.empty(n_ev, np.int32)
-    ev_meta = np.empty(n_ev, np.int32)
-    ev_start = np.empty(n_ev, np.int64)
-    ev_dur = np.empty(n_ev, np.int64)
-    st_event = np.empty(n_st, np.int32)
-    st_stat = np.empty(n_st, np.int32)
-    st_kind = np.empty(n_st, np.uint8)
-    st_value = np.empty(n_st, np.int64)
-    str_off = np.empty(n_str, np.int64)
-    str_len = np.empty(n_str, np.int64)
-    err, at = wire.fill_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, lines, ev_line, ev_meta,
-                              ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len)
-    if err != wire.OK:
-        raise _fail(path, base, err, at, "an event")
+    cols = decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path, base)
+    lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
+    n_str = len(str_off)
 
     def text(off: int, ln: int) -> str:
         return buf[off : off + ln].tobytes().decode("utf-8", "replace") if ln else ""
@@ -350,6 +336,59 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0) -> Plane:
         stats=plane_stats,
         child_ids=child_ids,
     )
+
+
+#: Pass 2 splits lines into chunks of about this many bytes, filled in parallel.
+CHUNK_BYTES = 4 << 20
+
+
+def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: str, base: int):
+    """Both decoding passes over a plane's lines; returns the line matrix and the columns."""
+    n_lines = len(line_off)
+    lines = np.zeros((n_lines, wire.N_LINE_COLS), dtype=np.int64)
+    max_chunks = line_len // CHUNK_BYTES + 1
+    ch_base = np.concatenate([[0], np.cumsum(max_chunks)[:-1]]).astype(np.int64)
+    total = int(max_chunks.sum())
+    ch_pos, ch_ev, ch_st, ch_str = (np.zeros(total, np.int64) for _ in range(4))
+    n_chunks, n_stats, n_strs, errs, err_at = (np.zeros(n_lines, np.int64) for _ in range(5))
+    wire.count_lines(buf, line_off, line_len, lines, CHUNK_BYTES, ch_pos, ch_ev, ch_st, ch_str, ch_base,
+                     n_chunks, n_stats, n_strs, errs, err_at)
+    bad = np.flatnonzero(errs)
+    if len(bad):
+        raise _fail(path, base, int(errs[bad[0]]), int(err_at[bad[0]]), "an event")
+    n_events = lines[:, wire.L_N_EVENTS]
+    ev_base = np.concatenate([[0], np.cumsum(n_events)]).astype(np.int64)
+    st_base = np.concatenate([[0], np.cumsum(n_stats)]).astype(np.int64)
+    str_base = np.concatenate([[0], np.cumsum(n_strs)]).astype(np.int64)
+    lines[:, wire.L_FIRST_EVENT] = ev_base[:-1]
+    # Flatten the chunk marks: chunk c of line li covers [mark c, mark c+1 or the line's end).
+    line_of = np.repeat(np.arange(n_lines, dtype=np.int64), n_chunks)
+    within = np.arange(len(line_of), dtype=np.int64) - np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
+    idx = ch_base[line_of] + within
+    start = ch_pos[idx]
+    last = within == n_chunks[line_of] - 1
+    end = np.where(last, (line_off + line_len)[line_of], np.append(start[1:], 0))
+    n_ev, n_st, n_str = int(ev_base[-1]), int(st_base[-1]), int(str_base[-1])
+    ev_line = np.empty(n_ev, np.int32)
+    ev_meta = np.empty(n_ev, np.int32)
+    ev_start = np.empty(n_ev, np.int64)
+    ev_dur = np.empty(n_ev, np.int64)
+    st_event = np.empty(n_st, np.int32)
+    st_stat = np.empty(n_st, np.int32)
+    st_kind = np.empty(n_st, np.uint8)
+    st_value = np.empty(n_st, np.int64)
+    str_off = np.empty(n_str, np.int64)
+    str_len = np.empty(n_str, np.int64)
+    c_err = np.zeros(len(line_of), np.int64)
+    c_at = np.zeros(len(line_of), np.int64)
+    wire.fill_chunks(buf, line_of, start, end, ev_base[line_of] + ch_ev[idx], st_base[line_of] + ch_st[idx],
+                     str_base[line_of] + ch_str[idx], lines[:, wire.L_TS_NS].copy(), ev_lut, ev_ids, st_lut, st_ids,
+                     ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len,
+                     c_err, c_at)
+    bad = np.flatnonzero(c_err)
+    if len(bad):
+        raise _fail(path, base, int(c_err[bad[0]]), int(c_at[bad[0]]), "an event")
+    return lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len
 
 
 def _dense_id(lut: np.ndarray, ids: np.ndarray, key: int) -> int:

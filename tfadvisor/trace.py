@@ -9,9 +9,9 @@ one run, plus the run's metadata file when the capture wrote one.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,7 @@ STEP_LINES = ("Steps",)
 class StatColumn:
     """The values of one stat name over a plane's events (event-level, else metadata-level)."""
 
-    plane: "Plane"
+    plane: Plane
     name: str
     rows: np.ndarray  # event rows (int64), ascending
     kind: np.ndarray  # wire.KIND_* per value
@@ -283,7 +283,7 @@ class Trace:
             seen.setdefault(p.host, None)
         return list(seen)
 
-    def host(self, name: str) -> "Trace":
+    def host(self, name: str) -> Trace:
         """The part of this trace that came from one host file."""
         return Trace(
             planes=[p for p in self.planes if p.host == name],

@@ -12,7 +12,7 @@ never a crash. Field numbers are those of ``proto/xplane.proto``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 # Stat value kinds, stored per stat row in ``Plane.stat_kind``.
 KIND_NONE = 0
@@ -183,43 +183,92 @@ def _count_event(buf, pos, end):
 
 
 @njit(cache=True, nogil=True)
-def count_lines(buf, line_off, line_len):
-    """Pass 1 over the plane's lines: count events, stats and string values.
+def _count_line(buf, li, pos, end, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_str, ch_base):
+    """Pass 1 for one line: its scalar fields, its event/stat/string counts and chunk marks.
 
-    Returns (events, stats, strings, error, error position).
+    A chunk mark is set at the first event that starts at least ``chunk_bytes`` after the
+    previous mark, so that pass 2 can fill chunks in parallel. Returns
+    (chunks, stats, strings, error, error position).
     """
     n_events = 0
     n_stats = 0
     n_strs = 0
-    for li in range(line_off.shape[0]):
-        pos = line_off[li]
-        end = pos + line_len[li]
-        while pos < end:
-            tag_at = pos
-            tag, pos = _varint(buf, pos, end)
+    n_chunks = 1
+    ch_pos[ch_base] = pos
+    ch_ev[ch_base] = 0
+    ch_st[ch_base] = 0
+    ch_str[ch_base] = 0
+    next_mark = pos + chunk_bytes
+    while pos < end:
+        tag_at = pos
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return 0, 0, 0, ERR_VARINT, tag_at
+        field = np.int64(tag >> np.uint64(3))
+        wt = np.int64(tag & np.uint64(7))
+        if wt == 0:
+            v, pos = _varint(buf, pos, end)
             if pos < 0:
-                return 0, 0, 0, ERR_VARINT, tag_at
-            field = tag >> np.uint64(3)
-            wt = np.int64(tag & np.uint64(7))
-            if field == 4 and wt == 2:
-                ln, pos = _varint(buf, pos, end)
-                if pos < 0 or ln > np.uint64(end - pos):
-                    return 0, 0, 0, ERR_TRUNCATED, tag_at
-                ev_end = pos + np.int64(ln)
-                s, k, err, err_at = _count_event(buf, pos, ev_end)
-                if err != OK:
-                    return 0, 0, 0, err, err_at
-                n_events += 1
-                n_stats += s
-                n_strs += k
-                pos = ev_end
-            else:
-                pos = _skip(buf, pos, end, wt)
-                if pos == -2:
-                    return 0, 0, 0, ERR_WIRE_TYPE, tag_at
-                if pos < 0:
-                    return 0, 0, 0, ERR_TRUNCATED, tag_at
-    return n_events, n_stats, n_strs, OK, 0
+                return 0, 0, 0, ERR_TRUNCATED, tag_at
+            if field == 1:
+                lines[li, L_ID] = np.int64(v)
+            elif field == 10:
+                lines[li, L_DISPLAY_ID] = np.int64(v)
+            elif field == 3:
+                lines[li, L_TS_NS] = np.int64(v)
+            elif field == 9:
+                lines[li, L_DUR_PS] = np.int64(v)
+            continue
+        if wt != 2:
+            pos = _skip(buf, pos, end, wt)
+            if pos == -2:
+                return 0, 0, 0, ERR_WIRE_TYPE, tag_at
+            if pos < 0:
+                return 0, 0, 0, ERR_TRUNCATED, tag_at
+            continue
+        ln, pos = _varint(buf, pos, end)
+        if pos < 0 or ln > np.uint64(end - pos):
+            return 0, 0, 0, ERR_TRUNCATED, tag_at
+        sub_end = pos + np.int64(ln)
+        if field == 4:
+            if tag_at >= next_mark:
+                c = ch_base + n_chunks
+                ch_pos[c] = tag_at
+                ch_ev[c] = n_events
+                ch_st[c] = n_stats
+                ch_str[c] = n_strs
+                n_chunks += 1
+                next_mark = tag_at + chunk_bytes
+            s, k, err, err_at = _count_event(buf, pos, sub_end)
+            if err != OK:
+                return 0, 0, 0, err, err_at
+            n_events += 1
+            n_stats += s
+            n_strs += k
+        elif field == 2:
+            lines[li, L_NAME_OFF] = pos
+            lines[li, L_NAME_LEN] = np.int64(ln)
+        elif field == 11:
+            lines[li, L_DNAME_OFF] = pos
+            lines[li, L_DNAME_LEN] = np.int64(ln)
+        pos = sub_end
+    lines[li, L_N_EVENTS] = n_events
+    return n_chunks, n_stats, n_strs, OK, 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def count_lines(buf, line_off, line_len, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_str, ch_base,
+                out_chunks, out_stats, out_strs, out_err, out_err_at):
+    """Pass 1 over every line, lines in parallel; per-line results in the ``out_*`` arrays."""
+    for li in prange(line_off.shape[0]):
+        pos = line_off[li]
+        c, s, k, err, at = _count_line(buf, li, pos, pos + line_len[li], lines, chunk_bytes, ch_pos, ch_ev,
+                                       ch_st, ch_str, ch_base[li])
+        out_chunks[li] = c
+        out_stats[li] = s
+        out_strs[li] = k
+        out_err[li] = err
+        out_err_at[li] = at
 
 
 @njit(cache=True, nogil=True)
@@ -234,177 +283,151 @@ def _dense(lookup, sorted_ids, key):
 
 
 @njit(cache=True, nogil=True)
-def fill_lines(
-    buf,
-    line_off,
-    line_len,
-    ev_lookup,
-    ev_sorted,
-    st_lookup,
-    st_sorted,
-    lines,
-    ev_line,
-    ev_meta,
-    ev_start,
-    ev_dur,
-    st_event,
-    st_stat,
-    st_kind,
-    st_value,
-    str_off,
-    str_len,
-):
-    """Pass 2: decode lines, events and stats into the preallocated columns.
+def _fill_chunk(buf, pos, end, li, ts_ns, ei, si, ki, ev_lookup, ev_sorted, st_lookup, st_sorted,
+                ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len):
+    """Pass 2 for one chunk of a line: decode its events and their stats.
 
-    Event starts are absolute picoseconds: ``line.timestamp_ns * 1000 + offset_ps``.
-    Metadata ids become dense indexes into the plane's sorted metadata ids. String,
-    bytes and gzip stat values store an index into ``str_off``/``str_len`` (byte ranges
-    of ``buf``). Returns (error, error position).
+    ``ei``/``si``/``ki`` are the first event, stat and string rows of the chunk. Event
+    starts are absolute picoseconds: ``line.timestamp_ns * 1000 + offset_ps``. Metadata ids
+    become dense indexes into the plane's sorted metadata ids; string, bytes and gzip values
+    store an index into ``str_off``/``str_len`` (byte ranges of ``buf``).
+    Returns (error, error position).
     """
-    ei = 0
-    si = 0
-    ki = 0
-    for li in range(line_off.shape[0]):
-        pos = line_off[li]
-        end = pos + line_len[li]
-        first = ei
-        lines[li, L_FIRST_EVENT] = first
-        while pos < end:
-            tag_at = pos
-            tag, pos = _varint(buf, pos, end)
+    base = ts_ns * 1000
+    n_ev = ev_line.shape[0]
+    n_st = st_event.shape[0]
+    n_str = str_off.shape[0]
+    while pos < end:
+        tag_at = pos
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return ERR_VARINT, tag_at
+        field = np.int64(tag >> np.uint64(3))
+        wt = np.int64(tag & np.uint64(7))
+        if not (field == 4 and wt == 2):
+            pos = _skip(buf, pos, end, wt)
+            if pos == -2:
+                return ERR_WIRE_TYPE, tag_at
             if pos < 0:
-                return ERR_VARINT, tag_at
-            field = np.int64(tag >> np.uint64(3))
-            wt = np.int64(tag & np.uint64(7))
-            if wt == 0:
-                v, pos = _varint(buf, pos, end)
-                if pos < 0:
-                    return ERR_TRUNCATED, tag_at
-                if field == 1:
-                    lines[li, L_ID] = np.int64(v)
-                elif field == 10:
-                    lines[li, L_DISPLAY_ID] = np.int64(v)
-                elif field == 3:
-                    lines[li, L_TS_NS] = np.int64(v)
-                elif field == 9:
-                    lines[li, L_DUR_PS] = np.int64(v)
-                continue
-            if wt != 2:
-                pos = _skip(buf, pos, end, wt)
-                if pos == -2:
-                    return ERR_WIRE_TYPE, tag_at
-                if pos < 0:
-                    return ERR_TRUNCATED, tag_at
-                continue
-            ln, pos = _varint(buf, pos, end)
-            if pos < 0 or ln > np.uint64(end - pos):
                 return ERR_TRUNCATED, tag_at
-            sub_end = pos + np.int64(ln)
-            if field == 2:
-                lines[li, L_NAME_OFF] = pos
-                lines[li, L_NAME_LEN] = np.int64(ln)
-            elif field == 11:
-                lines[li, L_DNAME_OFF] = pos
-                lines[li, L_DNAME_LEN] = np.int64(ln)
-            elif field == 4:
-                # One XEvent.
-                meta = np.int64(0)
-                offset = np.int64(0)
-                dur = np.int64(0)
-                p = pos
-                while p < sub_end:
-                    t_at = p
-                    t, p = _varint(buf, p, sub_end)
-                    if p < 0:
-                        return ERR_VARINT, t_at
-                    f = np.int64(t >> np.uint64(3))
-                    w = np.int64(t & np.uint64(7))
-                    if w == 0:
-                        v, p = _varint(buf, p, sub_end)
-                        if p < 0:
-                            return ERR_TRUNCATED, t_at
-                        if f == 1:
-                            meta = np.int64(v)
-                        elif f == 2:
-                            offset = np.int64(v)
-                        elif f == 3:
-                            dur = np.int64(v)
-                        continue
-                    if f == 4 and w == 2:
-                        sl, p = _varint(buf, p, sub_end)
-                        if p < 0 or sl > np.uint64(sub_end - p):
-                            return ERR_TRUNCATED, t_at
-                        s_end = p + np.int64(sl)
-                        st_event[si] = ei
-                        st_stat[si] = -1
-                        st_kind[si] = KIND_NONE
-                        st_value[si] = 0
-                        q = p
-                        while q < s_end:
-                            u_at = q
-                            u, q = _varint(buf, q, s_end)
-                            if q < 0:
-                                return ERR_VARINT, u_at
-                            g = np.int64(u >> np.uint64(3))
-                            x = np.int64(u & np.uint64(7))
-                            if x == 0:
-                                v, q = _varint(buf, q, s_end)
-                                if q < 0:
-                                    return ERR_TRUNCATED, u_at
-                                if g == 1:
-                                    st_stat[si] = _dense(st_lookup, st_sorted, np.int64(v))
-                                elif g == 3:
-                                    st_kind[si] = KIND_UINT64
-                                    st_value[si] = np.int64(v)
-                                elif g == 4:
-                                    st_kind[si] = KIND_INT64
-                                    st_value[si] = np.int64(v)
-                                elif g == 7:
-                                    st_kind[si] = KIND_REF
-                                    st_value[si] = _dense(st_lookup, st_sorted, np.int64(v))
-                            elif x == 1:
-                                if q + 8 > s_end:
-                                    return ERR_TRUNCATED, u_at
-                                if g == 2:
-                                    st_kind[si] = KIND_DOUBLE
-                                    st_value[si] = np.int64(_fixed64(buf, q))
-                                q += 8
-                            elif x == 2:
-                                vl, q = _varint(buf, q, s_end)
-                                if q < 0 or vl > np.uint64(s_end - q):
-                                    return ERR_TRUNCATED, u_at
-                                if g == 5 or g == 6 or g == 8:
-                                    st_kind[si] = KIND_STR if g == 5 else (KIND_BYTES if g == 6 else KIND_GZIP)
-                                    str_off[ki] = q
-                                    str_len[ki] = np.int64(vl)
-                                    st_value[si] = ki
-                                    ki += 1
-                                q += np.int64(vl)
-                            else:
-                                q = _skip(buf, q, s_end, x)
-                                if q == -2:
-                                    return ERR_WIRE_TYPE, u_at
-                                if q < 0:
-                                    return ERR_TRUNCATED, u_at
-                        si += 1
-                        p = s_end
-                        continue
-                    p = _skip(buf, p, sub_end, w)
-                    if p == -2:
-                        return ERR_WIRE_TYPE, t_at
-                    if p < 0:
-                        return ERR_TRUNCATED, t_at
-                ev_line[ei] = li
-                ev_meta[ei] = _dense(ev_lookup, ev_sorted, meta)
-                ev_start[ei] = offset
-                ev_dur[ei] = dur
-                ei += 1
-            pos = sub_end
-        lines[li, L_N_EVENTS] = ei - first
-        base = lines[li, L_TS_NS] * 1000
-        for e in range(first, ei):
-            ev_start[e] += base
+            continue
+        ln, pos = _varint(buf, pos, end)
+        if pos < 0 or ln > np.uint64(end - pos):
+            return ERR_TRUNCATED, tag_at
+        sub_end = pos + np.int64(ln)
+        if ei >= n_ev:
+            return ERR_TRUNCATED, tag_at
+        meta = np.int64(0)
+        offset = np.int64(0)
+        dur = np.int64(0)
+        p = pos
+        while p < sub_end:
+            t_at = p
+            t, p = _varint(buf, p, sub_end)
+            if p < 0:
+                return ERR_VARINT, t_at
+            f = np.int64(t >> np.uint64(3))
+            w = np.int64(t & np.uint64(7))
+            if w == 0:
+                v, p = _varint(buf, p, sub_end)
+                if p < 0:
+                    return ERR_TRUNCATED, t_at
+                if f == 1:
+                    meta = np.int64(v)
+                elif f == 2:
+                    offset = np.int64(v)
+                elif f == 3:
+                    dur = np.int64(v)
+                continue
+            if f == 4 and w == 2:
+                sl, p = _varint(buf, p, sub_end)
+                if p < 0 or sl > np.uint64(sub_end - p):
+                    return ERR_TRUNCATED, t_at
+                if si >= n_st:
+                    return ERR_TRUNCATED, t_at
+                s_end = p + np.int64(sl)
+                st_event[si] = ei
+                st_stat[si] = -1
+                st_kind[si] = KIND_NONE
+                st_value[si] = 0
+                q = p
+                while q < s_end:
+                    u_at = q
+                    u, q = _varint(buf, q, s_end)
+                    if q < 0:
+                        return ERR_VARINT, u_at
+                    g = np.int64(u >> np.uint64(3))
+                    x = np.int64(u & np.uint64(7))
+                    if x == 0:
+                        v, q = _varint(buf, q, s_end)
+                        if q < 0:
+                            return ERR_TRUNCATED, u_at
+                        if g == 1:
+                            st_stat[si] = _dense(st_lookup, st_sorted, np.int64(v))
+                        elif g == 3:
+                            st_kind[si] = KIND_UINT64
+                            st_value[si] = np.int64(v)
+                        elif g == 4:
+                            st_kind[si] = KIND_INT64
+                            st_value[si] = np.int64(v)
+                        elif g == 7:
+                            st_kind[si] = KIND_REF
+                            st_value[si] = _dense(st_lookup, st_sorted, np.int64(v))
+                    elif x == 1:
+                        if q + 8 > s_end:
+                            return ERR_TRUNCATED, u_at
+                        if g == 2:
+                            st_kind[si] = KIND_DOUBLE
+                            st_value[si] = np.int64(_fixed64(buf, q))
+                        q += 8
+                    elif x == 2:
+                        vl, q = _varint(buf, q, s_end)
+                        if q < 0 or vl > np.uint64(s_end - q):
+                            return ERR_TRUNCATED, u_at
+                        if g == 5 or g == 6 or g == 8:
+                            if ki >= n_str:
+                                return ERR_TRUNCATED, u_at
+                            st_kind[si] = KIND_STR if g == 5 else (KIND_BYTES if g == 6 else KIND_GZIP)
+                            str_off[ki] = q
+                            str_len[ki] = np.int64(vl)
+                            st_value[si] = ki
+                            ki += 1
+                        q += np.int64(vl)
+                    else:
+                        q = _skip(buf, q, s_end, x)
+                        if q == -2:
+                            return ERR_WIRE_TYPE, u_at
+                        if q < 0:
+                            return ERR_TRUNCATED, u_at
+                si += 1
+                p = s_end
+                continue
+            p = _skip(buf, p, sub_end, w)
+            if p == -2:
+                return ERR_WIRE_TYPE, t_at
+            if p < 0:
+                return ERR_TRUNCATED, t_at
+        ev_line[ei] = li
+        ev_meta[ei] = _dense(ev_lookup, ev_sorted, meta)
+        ev_start[ei] = base + offset
+        ev_dur[ei] = dur
+        ei += 1
+        pos = sub_end
     return OK, 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def fill_chunks(buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, ev_lookup, ev_sorted, st_lookup,
+                st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off,
+                str_len, out_err, out_err_at):
+    """Pass 2 over every chunk, chunks in parallel (they write disjoint rows)."""
+    for c in prange(ch_line.shape[0]):
+        li = ch_line[c]
+        err, at = _fill_chunk(buf, ch_start[c], ch_end[c], li, line_ts[li], ch_ev[c], ch_st[c], ch_str[c],
+                              ev_lookup, ev_sorted, st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur,
+                              st_event, st_stat, st_kind, st_value, str_off, str_len)
+        out_err[c] = err
+        out_err_at[c] = at
 
 
 @njit(cache=True, nogil=True)
