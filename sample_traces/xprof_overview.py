@@ -12,8 +12,11 @@ sample is never modified.  All hosts of one run are analysed together.
 
 Output keys (xprof 2.24.2 overview_page, ``steptime`` table properties):
 ``steps_found`` (rows of the step-time graph), ``step_time_ms_mean``
-(``steptime_ms_average``), ``input_pct`` (the percentage in
-``input_conclusion``, else infeed avg / step avg), the per-category averages,
+(``steptime_ms_average``, rounded by xprof), ``rows_step_time_ms_mean`` and
+``rows_input_pct`` (recomputed from the per-step rows), ``input_pct`` (the
+"Input" category over step time), ``conclusion_pct`` (the percentage quoted
+in ``input_conclusion``: the input share, or the "All Others" share when
+xprof says POTENTIALLY input-bound), the per-category averages,
 ``hardware_type``, ``bottleneck`` and the statement texts.
 """
 
@@ -107,13 +110,18 @@ def overview(paths):
         out["rows_step_time_ms_mean"] = round(sum(st) / len(st), 4)
         out["rows_input_pct"] = round(100.0 * sum(inf) / sum(st), 2) \
             if sum(st) else None
-    m = re.search(r"([0-9.]+)% of the total step time",
-                  props.get("input_conclusion") or "")
-    if m:
-        out["input_pct"] = float(m.group(1))
+    # input_pct: xprof's "Input" category (infeed) over step time.  The
+    # number in xprof's conclusion is not always that: when input is low it
+    # may quote the "All Others" share ("POTENTIALLY input-bound because
+    # N% ... is spent on 'All Others' time"); it is kept as conclusion_pct.
+    if "rows_input_pct" in out:
+        out["input_pct"] = out["rows_input_pct"]
     elif out["step_time_ms_mean"] and out["infeed_ms_avg"] is not None:
         out["input_pct"] = round(
             100.0 * out["infeed_ms_avg"] / out["step_time_ms_mean"], 1)
+    m = re.search(r"([0-9.]+)% of the total step time",
+                  props.get("input_conclusion") or "")
+    out["conclusion_pct"] = float(m.group(1)) if m else None
     return out
 
 
