@@ -47,14 +47,13 @@ def _options(params: int | None, bandwidth: str | None, replicas: int | None, ba
 
     opts = Options(param_count=params, replicas=replicas, batch_size=batch_size)
     if bandwidth:
-        try:
-            opts.bandwidth_gbps = float(bandwidth)
-        except ValueError:
-            from tfadvisor.links import LINKS
+        from tfadvisor.links import bandwidth_gbps
 
-            if bandwidth.lower() not in LINKS:
-                fail(f"--bandwidth: unknown link {bandwidth!r}; give GB/s or one of: {', '.join(sorted(LINKS))}")
-            opts.link = bandwidth.lower()
+        try:
+            opts.bandwidth_gbps = bandwidth_gbps(bandwidth)
+        except ValueError as err:
+            fail(f"--bandwidth: {err}")
+        opts.link = bandwidth
     return opts
 
 

@@ -1,0 +1,319 @@
+"""Collectives: all-reduce time per step, its overlap with compute, and what it should cost.
+
+Measured from, in order of preference:
+
+* device kernels on GPU streams: NCCL (``ncclDevKernel_AllReduce_*``,
+  ``ncclKernel_AllReduce_*``) and XLA ``all-reduce`` ops;
+* host TF ops: ``CollectiveReduceV2`` / ``CollectiveReduce`` / ``CollectiveReduceV3`` /
+  ``NcclAllReduce`` (on the CPU the op event spans the transfer, on the collective_ops
+  thread) and Horovod ``HorovodAllreduce*``.
+
+Time is the union of the all-reduce intervals on each plane (overlapping all-reduces count
+once) inside each step, averaged over steps and over the planes that ran them (GPUs work in
+parallel). Without a step table the totals are given over the profiled wall time.
+
+The expectation is the bandwidth cost of moving the gradients once: ``param_count x 4
+bytes / bandwidth`` (gradients travel in fp32 even under mixed precision), and for a ring
+all-reduce over N replicas ``x 2(N-1)/N``. Inputs come from ``ctx.options`` (command line
+or the run's ``tfadvisor_run.json``); the link may be named (see :mod:`tfadvisor.links`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor import links
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric
+from tfadvisor.analyses.placement import (
+    NO_KERNEL_TYPES,
+    device_lines,
+    device_meta_classes,
+    kernel_rows,
+    op_type,
+    overlap_length,
+    profile_window,
+    rows_touching,
+    step_windows,
+    tf_op_meta_mask,
+    union,
+    within,
+)
+from tfadvisor.trace import Plane, Trace
+
+GRADIENT_BYTES = 4  # fp32 gradients
+
+#: Device kernels / HLO ops that all-reduce.
+ALLREDUCE_KERNEL = re.compile(r"(?i)nccl\w*all_?reduce|rccl\w*all_?reduce|all-reduce|all_reduce|allreduce")
+#: Any device collective.
+COLLECTIVE_KERNEL = re.compile(
+    r"(?i)nccl|rccl|all-reduce|all_reduce|allreduce|all-gather|all_gather|allgather|reduce-scatter|"
+    r"reduce_scatter|reducescatter|all-to-all|alltoall|collective-permute|collective_permute"
+)
+#: TF op types that all-reduce.
+ALLREDUCE_OP_TYPES = frozenset({"CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3", "NcclAllReduce",
+                                "CollectiveAllReduce", "XlaAllReduce"})
+#: Other collective op types (listed in the table, not counted as all-reduce).
+OTHER_COLLECTIVE_TYPES = frozenset({
+    "CollectiveGather", "CollectiveGatherV2", "CollectiveBcastSend", "CollectiveBcastSendV2",
+    "CollectiveBcastRecv", "CollectiveBcastRecvV2", "CollectiveAllToAllV2", "CollectiveAllToAllV3",
+    "CollectiveReduceScatterV3", "NcclReduce", "NcclBroadcast",
+})
+
+MEASURED = ("allreduce_ms_per_step", "allreduce_pct", "allreduce_overlap_pct", "allreduce_count_per_step",
+            "allreduce_total_ms")
+
+
+def _op_kind(name: str) -> str | None:
+    t = op_type(name)
+    if t in ALLREDUCE_OP_TYPES or t.startswith("HorovodAllreduce") or t.startswith("HorovodGroupedAllreduce"):
+        return "allreduce"
+    if t in OTHER_COLLECTIVE_TYPES or t.startswith("Horovod"):
+        return "collective"
+    if "HorovodAllreduce" in name:
+        return "allreduce"
+    return None
+
+
+def _kernel_kind(name: str) -> str | None:
+    if ALLREDUCE_KERNEL.search(name):
+        return "allreduce"
+    if COLLECTIVE_KERNEL.search(name):
+        return "collective"
+    return None
+
+
+def _device_collectives(p: Plane, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, kind per row: 1 all-reduce, 2 other) of collective kernels on a device plane."""
+    kinds = _meta_kinds(p, _kernel_kind)
+    empty = np.empty(0, np.int64)
+    if not kinds.any():
+        return empty, np.empty(0, np.int8)
+    rows = kernel_rows(p, ctx)
+    if rows.size:
+        k = kinds[p.ev_meta[rows]]
+        if (k > 0).any():
+            return rows[k > 0], k[k > 0]
+    # No stream kernels: XLA ops lines may still name all-reduces.
+    ev_k = np.append(kinds, 0)[p.ev_meta]
+    all_rows = np.flatnonzero(ev_k > 0)
+    return all_rows, ev_k[all_rows]
+
+
+def _meta_kinds(p: Plane, fn) -> np.ndarray:
+    out = np.zeros(len(p.event_names), np.int8)
+    for i, n in enumerate(p.event_names):
+        k = fn(n)
+        out[i] = 1 if k == "allreduce" else (2 if k == "collective" else 0)
+    return out
+
+
+def _host_collectives(p: Plane) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, kinds, metadata mask of compute ops) of collective TF ops on a host plane."""
+    mm = tf_op_meta_mask(p, eager=True)
+    kinds = np.zeros(len(p.event_names), np.int8)
+    compute = mm.copy()
+    for i in np.flatnonzero(mm):
+        n = p.event_names[i]
+        k = _op_kind(n)
+        if k is not None:
+            kinds[i] = 1 if k == "allreduce" else 2
+            compute[i] = False
+        elif op_type(n) in NO_KERNEL_TYPES:
+            compute[i] = False
+    if not kinds.any():
+        return np.empty(0, np.int64), np.empty(0, np.int8), compute
+    ev_k = np.append(kinds, 0)[p.ev_meta]
+    rows = np.flatnonzero(ev_k > 0)
+    return rows, ev_k[rows], compute
+
+
+def _expectation(res: AnalysisResult, ctx: Context, explain: bool = True) -> float | None:
+    """Add the expectation metrics; return the expected per-step ms (ring form when possible).
+
+    ``explain``: add notes saying which option to pass for a missing input (only useful
+    when the trace has an all-reduce to check).
+    """
+    quiet = AnalysisResult("quiet")
+    out = _expectation_into(res if explain else quiet, ctx)
+    if not explain:
+        for k, m in quiet.metrics.items():
+            res.metrics.setdefault(k, m)
+    return out
+
+
+def _expectation_into(res: AnalysisResult, ctx: Context) -> float | None:
+    o = ctx.options
+    params = o.param_count
+    bw = o.bandwidth_gbps
+    bw_src = "--bandwidth" if bw is not None else ""
+    if bw is None and o.link:
+        try:
+            bw = links.bandwidth_gbps(o.link)
+            bw_src = links.describe(o.link)
+        except ValueError as err:
+            res.notes.append(str(err))
+    n = o.replicas
+    if params:
+        res.add("param_count", int(params), "count", "trainable parameters (from options / tfadvisor_run.json)")
+    else:
+        res.missing(["param_count"], "parameter count unknown: pass --params N (or param_count in the run's "
+                                     "tfadvisor_run.json) to check the all-reduce against the link bandwidth")
+    if n:
+        res.add("replicas", int(n), "count", "data-parallel replicas taking part in the all-reduce")
+    else:
+        res.missing(["replicas"], "replica count unknown: pass --replicas N (or replicas in tfadvisor_run.json) "
+                                  "for the ring all-reduce expectation")
+    if bw:
+        res.add("link_bandwidth_gbps", float(bw), "GB/s", f"per-GPU link bandwidth per direction ({bw_src})")
+    else:
+        res.missing(["link_bandwidth_gbps"], "link bandwidth unknown: pass --bandwidth GB/s, or a link name as "
+                                             f"--bandwidth NAME ({', '.join(links.LINKS)})")
+    if not (params and bw):
+        res.missing(["allreduce_expected_ms", "allreduce_expected_ring_ms", "allreduce_ratio"],
+                    "no all-reduce expectation without both --params and --bandwidth (or link in "
+                    "tfadvisor_run.json)")
+        return None
+    expected = params * GRADIENT_BYTES / (bw * 1e9) * 1e3
+    res.add("allreduce_expected_ms", expected, "ms", "param_count x 4 bytes / link bandwidth")
+    if n and n > 1:
+        ring = expected * 2.0 * (n - 1) / n
+        res.add("allreduce_expected_ring_ms", ring, "ms", "ring all-reduce: expected x 2(N-1)/N")
+        return ring
+    if n == 1:
+        res.missing(["allreduce_expected_ring_ms"], "one replica: a ring all-reduce moves nothing")
+        return None
+    res.missing(["allreduce_expected_ring_ms"], "replica count unknown: pass --replicas N for the ring form; "
+                                                "allreduce_ratio uses params x 4 / bandwidth")
+    return expected
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("collectives")
+
+    # Where the all-reduces are: device kernels first, else host TF ops.
+    sources = []  # (plane, allreduce rows, other collective rows, compute rows)
+    for p in trace.device_planes:
+        rows, k = _device_collectives(p, ctx)
+        if rows.size:
+            memcpy, coll = device_meta_classes(p, ctx)
+            sources.append((p, rows[k == 1], rows[k == 2], ~(memcpy | coll)))
+    where = "device"
+    if not any(s[1].size for s in sources):
+        host_sources = []
+        for p in trace.host_planes:
+            rows, k, comp_meta = _host_collectives(p)
+            if rows.size:
+                host_sources.append((p, rows[k == 1], rows[k == 2], comp_meta))
+        if any(s[1].size for s in host_sources) or not sources:
+            sources, where = host_sources, "host"
+
+    table = _table(sources)
+    if table is not None:
+        res.tables["collective_ops"] = table
+
+    ar = [s for s in sources if s[1].size]
+    res.add("allreduce_present", bool(ar), "", "the trace has all-reduce kernels or ops")
+    expected = _expectation(res, ctx, explain=bool(ar))
+    if not ar:
+        res.missing(list(MEASURED), "no all-reduce (NCCL kernels, CollectiveReduce*/NcclAllReduce/Horovod ops, "
+                                    "XLA all-reduce) in the trace")
+        res.metrics["allreduce_ratio"] = res.metrics.get("allreduce_ratio") or Metric(None, "x")
+        return res
+    res.add("allreduce_source", where, "", "where the all-reduce time was measured: device kernels or host ops")
+
+    windows = step_windows(ctx)
+    per_plane_ms, per_plane_pct, per_plane_count, per_plane_total, ov_num, ov_den = [], [], [], [], 0, 0
+    for p, rows, _, comp in ar:
+        us, ue = union(p.ev_start_ps[rows], p.ev_end_ps[rows])
+        # Only the compute intervals that touch an all-reduce matter for the overlap:
+        # found by binary search per line (comp is a metadata mask of compute events).
+        lines = device_lines(p) if where == "device" else np.arange(len(p.lines))
+        near = rows_touching(p, lines, us, ue, comp)
+        cs, ce = union(p.ev_start_ps[near], p.ev_end_ps[near])
+        if windows is not None:
+            ws, we = windows
+            in_step = within(us, ue, ws, we)
+            per_plane_ms.append(float(in_step.mean()) / PS_PER_MS)
+            per_plane_pct.append(100.0 * float(in_step.sum()) / float(np.sum(we - ws)))
+            starts = np.sort(p.ev_start_ps[rows])
+            counts = np.searchsorted(starts, we, side="left") - np.searchsorted(starts, ws, side="left")
+            per_plane_count.append(float(counts.mean()))
+            # Overlap with compute, inside steps.
+            ss, se = union(ws, we)
+            a_s, a_e = _intersect(us, ue, ss, se)
+            ov_den += int(np.sum(a_e - a_s))
+            ov_num += overlap_length(a_s, a_e, cs, ce)
+        else:
+            ov_den += int(np.sum(ue - us))
+            ov_num += overlap_length(us, ue, cs, ce)
+        per_plane_total.append(float(np.sum(ue - us)) / PS_PER_MS)
+
+    res.add("allreduce_total_ms", float(np.mean(per_plane_total)), "ms",
+            f"all-reduce time over the whole profile, per {'device' if where == 'device' else 'host'}")
+    if ov_den > 0:
+        res.add("allreduce_overlap_pct", 100.0 * ov_num / ov_den, "%",
+                "share of all-reduce time during which compute runs on the same device/host")
+    else:
+        res.missing(["allreduce_overlap_pct"], "no all-reduce time inside steps")
+
+    measured = None
+    if windows is not None:
+        measured = float(np.mean(per_plane_ms))
+        res.add("allreduce_ms_per_step", measured, "ms",
+                "all-reduce time per step (union of all-reduce intervals, mean over steps and devices)")
+        res.add("allreduce_pct", float(np.mean(per_plane_pct)), "%", "all-reduce time as % of step time")
+        res.add("allreduce_count_per_step", float(np.mean(per_plane_count)), "count",
+                "all-reduce kernels/ops started per step (per device)")
+    else:
+        lo, hi = profile_window(trace)
+        res.missing(["allreduce_ms_per_step", "allreduce_count_per_step"],
+                    "no step table: all-reduce time is given over the profiled wall time (allreduce_total_ms)")
+        if hi > lo:
+            res.add("allreduce_pct", 100.0 * float(np.mean(per_plane_total)) * PS_PER_MS / (hi - lo), "%",
+                    "all-reduce time as % of the profiled wall time (no steps found)")
+        else:
+            res.missing(["allreduce_pct"], "empty profile window")
+
+    if expected is not None and expected > 0 and measured is not None:
+        res.add("allreduce_ratio", measured / expected, "x",
+                "measured all-reduce per step / expected from parameters and link bandwidth")
+    elif "allreduce_ratio" not in res.metrics:
+        res.missing(["allreduce_ratio"], "allreduce_ratio needs the per-step all-reduce time and the expectation")
+    return res
+
+
+def _intersect(us, ue, vs, ve) -> tuple[np.ndarray, np.ndarray]:
+    """Intersection of two disjoint sorted interval sets (vectorised)."""
+    if us.size == 0 or vs.size == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    # Candidate pieces: every boundary of either set; keep the pieces inside both.
+    b = np.unique(np.concatenate([us, ue, vs, ve]))
+    a, z = b[:-1], b[1:]
+    mid = a  # a piece [a, z) is inside a set when its start is
+    in_u = (np.searchsorted(us, mid, side="right") - 1)
+    in_u = (in_u >= 0) & (mid < ue[np.maximum(in_u, 0)])
+    in_v = (np.searchsorted(vs, mid, side="right") - 1)
+    in_v = (in_v >= 0) & (mid < ve[np.maximum(in_v, 0)])
+    keep = in_u & in_v
+    return union(a[keep], z[keep])
+
+
+def _table(sources) -> pd.DataFrame | None:
+    parts = []
+    for p, ar_rows, other_rows, _ in sources:
+        for kind, rows in (("allreduce", ar_rows), ("collective", other_rows)):
+            if rows.size == 0:
+                continue
+            m = p.ev_meta[rows]
+            tot = np.bincount(m, weights=p.ev_dur_ps[rows].astype(np.float64), minlength=len(p.event_names))
+            cnt = np.bincount(m, minlength=len(p.event_names))
+            idx = np.flatnonzero(cnt)
+            parts.append(pd.DataFrame({"plane": p.name, "host": p.host, "name": p.event_names[idx].astype(str),
+                                       "kind": kind, "count": cnt[idx], "total_ms": tot[idx] / PS_PER_MS,
+                                       "mean_us": tot[idx] / cnt[idx] / 1e6}))
+    if not parts:
+        return None
+    return pd.concat(parts, ignore_index=True).sort_values("total_ms", ascending=False).reset_index(drop=True)

@@ -1,0 +1,250 @@
+"""Memory: peak bytes in use per allocator, capacity, fragmentation, and what was live.
+
+Every ``MemoryAllocation`` / ``MemoryDeallocation`` event carries the allocator's state
+*after* the event (``bytes_allocated`` = bytes in use, ``bytes_reserved``,
+``bytes_available``, ``peak_bytes_in_use`` since the process started, ``fragmentation``)
+and the buffer it concerns (``addr``, ``requested_bytes``, ``allocation_bytes``, ``tf_op``,
+``shape``, ``region_type``, ``data_type``). TF records them for GPU allocators, and on the
+CPU only with ``TF_CPU_ALLOCATOR_USE_BFC=true``.
+
+The peak is the largest ``bytes_allocated`` seen in the profile. The buffers live at the
+peak are found by pairing each allocation with the next event on the same address (sorted
+by address, then time): a buffer is live when it was allocated at or before the peak and
+freed after it. A deallocation with no allocation before it in the window is a buffer
+allocated before the profile started; its event repeats the buffer's details, so it is
+listed too.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.placement import stat_rows, step_windows, strings_at, values_at
+from tfadvisor.analyses.precision import DTYPE_NAMES
+from tfadvisor.trace import Trace
+
+ALLOC, DEALLOC = "MemoryAllocation", "MemoryDeallocation"
+NUMERIC = ("bytes_allocated", "bytes_reserved", "bytes_available", "peak_bytes_in_use", "requested_bytes",
+           "allocation_bytes", "fragmentation", "data_type")
+STRINGS = ("allocator_name", "tf_op", "shape", "region_type")
+#: Allocators of a device's memory (``GPU_0_bfc``); ``cuda_host_bfc`` and the CPU BFC are host memory.
+DEVICE_ALLOCATOR = re.compile(r"(?i)^(gpu|tpu|xpu|device)[_:]?\d")
+#: The timeline keeps at most about this many points per allocator.
+TIMELINE_POINTS = 2000
+TOP_LIVE = 50
+
+METRICS = ("memory_peak_bytes", "memory_capacity_bytes", "memory_peak_pct", "memory_peak_time_ms",
+           "memory_fragmentation", "memory_allocator", "memory_peak_bytes_lifetime", "memory_peak_step",
+           "memory_live_at_peak_bytes")
+
+
+def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame:
+    """One row per memory event of every plane, in time order (empty frame when none).
+
+    Kept in ``ctx.cache`` so the analyses that read it (precision, memory) decode it once.
+    """
+    if ctx is not None and "memory_events" in ctx.cache:
+        return ctx.cache["memory_events"]
+    parts = []
+    for pi, p in enumerate(trace.planes):
+        names = p.event_names
+        if not ((names == ALLOC).any() or (names == DEALLOC).any()):
+            continue
+        rows = np.flatnonzero(p.event_mask(p.meta_mask([ALLOC, DEALLOC])))
+        if rows.size == 0:
+            continue
+        df = pd.DataFrame({
+            "plane": pi,
+            "row": rows,
+            "t": p.ev_start_ps[rows],
+            "alloc": np.append(names == ALLOC, False)[p.ev_meta[rows]],
+        })
+        for name in NUMERIC:
+            df[name] = values_at(stat_rows(p, name, rows), rows)
+        df["addr"] = values_at(stat_rows(p, "addr", rows), rows, numeric="int")
+        for name in STRINGS:
+            df[name] = strings_at(stat_rows(p, name, rows), rows).astype(object)
+        parts.append(df)
+    if not parts:
+        out = pd.DataFrame()
+    else:
+        out = pd.concat(parts, ignore_index=True)
+        out["allocator_name"] = out["allocator_name"].fillna("<unnamed>")
+        out = out.sort_values(["t", "plane", "row"], kind="stable").reset_index(drop=True)
+        out["seq"] = np.arange(len(out))
+    if ctx is not None:
+        ctx.cache["memory_events"] = out
+    return out
+
+
+def _downsample(t: np.ndarray, v: np.ndarray, n_max: int) -> np.ndarray:
+    """Indexes keeping each chunk's min and max (so peaks survive), about n_max in all."""
+    n = t.size
+    if n <= n_max:
+        return np.arange(n)
+    chunks = max(1, n_max // 2)
+    cid = (np.arange(n) * chunks) // n
+    hi = np.lexsort((-v, cid))  # per chunk, largest first
+    lo = np.lexsort((v, cid))
+    firsts = np.flatnonzero(np.r_[True, cid[hi][1:] != cid[hi][:-1]])
+    keep = np.unique(np.concatenate([hi[firsts], lo[firsts], [0, n - 1], [int(np.argmax(v))]]))
+    return keep
+
+
+def _live_at_peak(ev: pd.DataFrame, peak_seq: int) -> pd.DataFrame:
+    """Buffers of one allocator live at event ``peak_seq`` (allocated at/before, freed after)."""
+    ev = ev[ev["addr"] >= 0]
+    if ev.empty:
+        return ev
+    order = np.lexsort((ev["seq"].to_numpy(), ev["addr"].to_numpy()))
+    e = ev.iloc[order]
+    addr = e["addr"].to_numpy()
+    seq = e["seq"].to_numpy()
+    alloc = e["alloc"].to_numpy(bool)
+    n = len(e)
+    same_next = np.zeros(n, bool)
+    same_next[:-1] = addr[1:] == addr[:-1]
+    same_prev = np.zeros(n, bool)
+    same_prev[1:] = same_next[:-1]
+    big = np.iinfo(np.int64).max
+    next_seq = np.full(n, big, np.int64)
+    next_seq[:-1] = np.where(same_next[:-1], seq[1:], big)
+    prev_alloc = np.zeros(n, bool)
+    prev_alloc[1:] = same_prev[1:] & alloc[:-1]
+    # Allocated in the window and not yet freed at the peak.
+    live_alloc = alloc & (seq <= peak_seq) & (next_seq > peak_seq)
+    # Freed after the peak, never allocated in the window before: allocated before the profile.
+    live_before = ~alloc & ~prev_alloc & (seq > peak_seq)
+    out = e[live_alloc | live_before].copy()
+    out["before_window"] = live_before[live_alloc | live_before]
+    return out
+
+
+def _capacity(row: pd.Series, trace: Trace, allocator: str) -> tuple[float | None, str]:
+    parts = [row.get("bytes_reserved"), row.get("bytes_allocated"), row.get("bytes_available")]
+    vals = [float(x) for x in parts if x is not None and not pd.isna(x)]
+    if row.get("bytes_available") is not None and not pd.isna(row.get("bytes_available")) and sum(vals) > 0:
+        return sum(vals), "allocator limit (reserved + allocated + available)"
+    m = re.match(r"(?i)^gpu[_:]?(\d+)", allocator)
+    if m:
+        for p in trace.device_planes:
+            if p.name == f"/device:GPU:{m.group(1)}" and p.stats.get("memory_size"):
+                return float(p.stats["memory_size"]), f"{p.name} memory_size"
+    return None, ""
+
+
+def _plain_id(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("memory")
+    ev = memory_events(trace, ctx)
+    if ev.empty:
+        res.add("memory_present", False, "", "the trace has MemoryAllocation/MemoryDeallocation events")
+        res.missing(list(METRICS), "no MemoryAllocation/MemoryDeallocation events in the trace (on the CPU TF "
+                                   "records them only with TF_CPU_ALLOCATOR_USE_BFC=true)")
+        return res
+    res.add("memory_present", True, "", "the trace has MemoryAllocation/MemoryDeallocation events")
+    t0, _ = trace.time_span_ps()
+
+    summaries = []
+    timelines = []
+    for name, g in ev.groupby("allocator_name", sort=False):
+        inuse = g["bytes_allocated"].to_numpy(np.float64)
+        ok = ~np.isnan(inuse)
+        if not ok.any():
+            continue
+        gi = g[ok]
+        v = inuse[ok]
+        k = int(np.argmax(v))
+        peak_row = gi.iloc[k]
+        cap, cap_src = _capacity(peak_row, trace, str(name))
+        life = g["peak_bytes_in_use"].max()
+        summaries.append({
+            "allocator": str(name),
+            "device": bool(DEVICE_ALLOCATOR.match(str(name))),
+            "events": int(len(g)),
+            "allocations": int(g["alloc"].sum()),
+            "peak_bytes": float(v[k]),
+            "peak_time_ms": (int(peak_row["t"]) - t0) / PS_PER_MS,
+            "peak_t_ps": int(peak_row["t"]),
+            "peak_seq": int(peak_row["seq"]),
+            "lifetime_peak_bytes": None if pd.isna(life) else float(life),
+            "capacity_bytes": cap,
+            "capacity_source": cap_src,
+            "peak_pct": 100.0 * float(v[k]) / cap if cap else None,
+            "fragmentation_at_peak": None if pd.isna(peak_row["fragmentation"]) else float(peak_row["fragmentation"]),
+        })
+        tt = gi["t"].to_numpy(np.int64)
+        keep = _downsample(tt, v, TIMELINE_POINTS)
+        timelines.append(pd.DataFrame({"allocator": str(name), "time_ms": (tt[keep] - t0) / PS_PER_MS,
+                                       "time_ps": tt[keep], "bytes_in_use": v[keep]}))
+    if not summaries:
+        res.missing(list(METRICS), "memory events carry no bytes_allocated stat")
+        return res
+
+    alloc_tbl = pd.DataFrame(summaries)
+    dev = alloc_tbl[alloc_tbl["device"]]
+    pick = (dev if len(dev) else alloc_tbl).sort_values("peak_bytes", ascending=False).iloc[0]
+    res.add("memory_allocator", pick["allocator"], "", "the allocator the memory figures describe (a device "
+                                                       "allocator when there is one, else the largest)")
+    res.add("memory_peak_bytes", pick["peak_bytes"], "bytes", "largest bytes in use seen in the profile")
+    res.add("memory_peak_time_ms", pick["peak_time_ms"], "ms", "when the peak happened, from the profile start")
+    if pick["lifetime_peak_bytes"] is not None:
+        res.add("memory_peak_bytes_lifetime", pick["lifetime_peak_bytes"], "bytes",
+                "the allocator's own peak since the process started (peak_bytes_in_use)")
+    else:
+        res.missing(["memory_peak_bytes_lifetime"], "memory events carry no peak_bytes_in_use stat")
+    if pick["capacity_bytes"]:
+        res.add("memory_capacity_bytes", pick["capacity_bytes"], "bytes", pick["capacity_source"])
+        res.add("memory_peak_pct", pick["peak_pct"], "%", "peak bytes in use as % of capacity")
+    else:
+        res.missing(["memory_capacity_bytes", "memory_peak_pct"],
+                    "the allocator reports no bytes_available and no device memory_size is known")
+    if pick["fragmentation_at_peak"] is not None:
+        res.add("memory_fragmentation", pick["fragmentation_at_peak"], "fraction",
+                "allocator fragmentation (0-1) at the peak")
+    else:
+        res.missing(["memory_fragmentation"], "memory events carry no fragmentation stat")
+
+    windows = step_windows(ctx)
+    if windows is not None:
+        tbl = ctx.result("steps").tables["steps"]
+        st = tbl[tbl["end_ps"] > tbl["start_ps"]]
+        s, e = st["start_ps"].to_numpy(np.int64), st["end_ps"].to_numpy(np.int64)
+        inside = np.flatnonzero((s <= pick["peak_t_ps"]) & (pick["peak_t_ps"] < e))
+        ids = st["step"].to_numpy() if "step" in st else np.arange(len(st))
+        if inside.size:
+            res.add("memory_peak_step", _plain_id(ids[inside[0]]), "",
+                    "the step (``step`` of the step table) in which the peak happened")
+        else:
+            res.missing(["memory_peak_step"], "the memory peak happened outside every step")
+    else:
+        res.missing(["memory_peak_step"], "no step table: the peak is not attributed to a step")
+
+    live = _live_at_peak(ev[ev["allocator_name"] == pick["allocator"]], int(pick["peak_seq"]))
+    if len(live):
+        b = live["allocation_bytes"].where(live["allocation_bytes"].notna(), live["requested_bytes"]).fillna(0.0)
+        live = live.assign(bytes=b.to_numpy(),
+                           data_type=[DTYPE_NAMES.get(int(d), str(int(d))) if not pd.isna(d) else None
+                                      for d in live["data_type"]])
+        res.add("memory_live_at_peak_bytes", float(live["bytes"].sum()), "bytes",
+                "bytes of the buffers found live at the peak (buffers allocated before the profile and "
+                "never freed in it cannot be seen)")
+        keys = ["tf_op", "shape", "region_type", "data_type"]
+        tbl = live.assign(**{k: live[k].fillna("") for k in keys}).groupby(keys, as_index=False).agg(
+            count=("bytes", "size"), bytes=("bytes", "sum"), before_window=("before_window", "sum"))
+        tbl = tbl.sort_values("bytes", ascending=False).head(TOP_LIVE).reset_index(drop=True)
+        res.tables["memory_live_at_peak"] = tbl
+    else:
+        res.missing(["memory_live_at_peak_bytes"], "no buffer with an addr is live at the peak")
+
+    res.tables["memory_timeline"] = pd.concat(timelines, ignore_index=True)
+    res.tables["memory_allocators"] = alloc_tbl.drop(columns=["peak_seq", "peak_t_ps"]).sort_values(
+        "peak_bytes", ascending=False).reset_index(drop=True)
+    return res

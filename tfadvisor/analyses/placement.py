@@ -1,0 +1,735 @@
+"""Where the TF ops ran: host vs device op counts and time, and the top host ops.
+
+On a CPU-only trace every TF op runs on the host (``device_present`` False). With a GPU
+plane, the host plane still shows every op's host side (``scope/name:Type`` events, which
+for a GPU op is the kernel launch); the ops whose name appears as a kernel's ``tf_op`` on a
+device plane ran on the device, the others on the host.
+
+The module also holds the small vectorised helpers the device analyses share (interval
+unions and overlaps, step windows, kernel selection, string-stat codes).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+from numba import njit
+
+from tfadvisor import wire
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane, StatColumn, Trace
+
+# ----------------------------------------------------------------------------------------
+# Shared helpers (placement, precision, memory, collectives)
+# ----------------------------------------------------------------------------------------
+
+#: A TF op event: ``scope/name:Type`` (no spaces, one colon, an identifier after it).
+TF_OP_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
+
+#: An op dispatched eagerly from Python: ``EagerLocalExecute: <Type>``.
+EAGER_OP_RE = re.compile(r"^EagerLocalExecute: ([A-Za-z_][A-Za-z0-9_]*)$")
+
+#: Op types that only call or route other ops: their time contains the callees' time.
+WRAPPER_TYPES = frozenset({
+    "PartitionedCall", "StatefulPartitionedCall", "While", "StatelessWhile", "If", "StatelessIf",
+    "Case", "StatelessCase", "RemoteCall", "__inference", "FunctionRun",
+})
+
+#: Op types that launch no kernel even when placed on a GPU (bookkeeping, resource reads).
+NO_KERNEL_TYPES = frozenset({
+    "ReadVariableOp", "VarHandleOp", "VarIsInitializedOp", "Identity", "IdentityN", "NoOp", "Const",
+    "_Arg", "_Retval", "_Recv", "_Send", "_HostRecv", "_HostSend", "Placeholder", "Shape", "ShapeN",
+    "Size", "Rank", "StopGradient", "DestroyResourceOp", "_DeviceArg", "_DeviceRetval",
+})
+
+#: Lines on device planes that TF or xprof derive from other lines (never raw activity).
+DERIVED_DEVICE_LINES = frozenset(
+    FRAMEWORK_OPS_LINES + FRAMEWORK_SCOPE_LINES
+    + ("Steps", "XLA Modules", "XLA Ops", "XLA TraceMe", "Source code", "CUPTI overhead", "Launch Stats",
+       "SparseCore", "Async XLA Ops", "Sparse Core")
+)
+
+_MEMCPY_RE = re.compile(r"(?i)^(memcpy|memset|cuda_memcpy|cudaMemcpy|cuMemcpy|cuMemset)|Memcpy[HD]to[HD]|MemcpyP2P")
+_COLLECTIVE_KERNEL_RE = re.compile(
+    r"(?i)nccl|all-reduce|all_reduce|allreduce|all-gather|all_gather|allgather|reduce-scatter|reduce_scatter|"
+    r"reducescatter|all-to-all|alltoall|collective-permute|collective_permute|rccl"
+)
+
+
+def op_type(name: str) -> str:
+    """``scope/name:Type`` (or ``EagerLocalExecute: Type``) -> ``Type`` ('' when untyped)."""
+    i = name.rfind(":")
+    return name[i + 1:].strip() if i >= 0 else ""
+
+
+def op_name(name: str) -> str:
+    """``scope/name:Type`` -> ``scope/name`` (``EagerLocalExecute: Type`` -> ``Type``)."""
+    if name.startswith("EagerLocalExecute: "):
+        return name[len("EagerLocalExecute: "):]
+    i = name.rfind(":")
+    return name[:i] if i >= 0 else name
+
+
+def _is_function(t: str) -> bool:
+    return t.startswith(("__inference", "__forward", "__backward")) or t in WRAPPER_TYPES
+
+
+def tf_op_meta_mask(plane: Plane, *, exclude_wrappers: bool = True, eager: bool = True) -> np.ndarray:
+    """Metadata mask of TF op events on a plane.
+
+    Graph ops are ``scope/name:Type``; with ``eager`` also ops dispatched one by one from
+    Python (``EagerLocalExecute: Type``, not function calls).
+    """
+    names = plane.event_names
+    out = np.zeros(len(names), bool)
+    for i, n in enumerate(names):
+        if TF_OP_RE.match(n) is not None:
+            out[i] = not (exclude_wrappers and op_type(n) in WRAPPER_TYPES)
+        elif eager and n.startswith("EagerLocalExecute: "):
+            m = EAGER_OP_RE.match(n)
+            out[i] = m is not None and not _is_function(m.group(1))
+    return out
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals [start, end) into sorted disjoint ones."""
+    starts = np.asarray(starts, np.int64)
+    ends = np.asarray(ends, np.int64)
+    if starts.size == 0:
+        return starts.copy(), ends.copy()
+    if starts.size > 1 and bool(np.all(starts[1:] >= starts[:-1])):
+        s, e = starts, np.maximum.accumulate(ends)
+    else:
+        # Stable sort: timsort merges the already sorted runs (one per line) cheaply.
+        order = np.argsort(starts, kind="stable")
+        s = starts[order]
+        e = np.maximum.accumulate(ends[order])
+    # A new block starts where the start lies beyond every earlier end.
+    new = np.ones(s.size, bool)
+    new[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], e[last]
+
+
+def covered(us: np.ndarray, ue: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """For disjoint sorted intervals, the covered length in (-inf, t] for each point t."""
+    points = np.asarray(points, np.int64)
+    if us.size == 0:
+        return np.zeros(points.shape, np.int64)
+    cum = np.concatenate([[0], np.cumsum(ue - us)])
+    i = np.searchsorted(us, points, side="right") - 1  # last interval starting at or before t
+    ok = i >= 0
+    ii = np.where(ok, i, 0)
+    part = np.where(ok, np.minimum(points, ue[ii]) - us[ii], 0)
+    return np.where(ok, cum[ii] + np.maximum(part, 0), 0)
+
+
+def overlap_length(us: np.ndarray, ue: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> int:
+    """Total length where two disjoint sorted interval sets overlap."""
+    if us.size == 0 or vs.size == 0:
+        return 0
+    return int(np.sum(covered(vs, ve, ue) - covered(vs, ve, us)))
+
+
+def within(us: np.ndarray, ue: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """Length of the disjoint set (us, ue) inside each window [ws, we)."""
+    return covered(us, ue, we) - covered(us, ue, ws)
+
+
+def step_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start_ps, end_ps) of the steps found by the ``steps`` analysis, or None."""
+    res = ctx.result("steps")
+    tbl = res.tables.get("steps") if res is not None else None
+    if tbl is None or len(tbl) == 0 or "start_ps" not in tbl or "end_ps" not in tbl:
+        return None
+    s = tbl["start_ps"].to_numpy(np.int64)
+    e = tbl["end_ps"].to_numpy(np.int64)
+    ok = e > s
+    if not ok.any():
+        return None
+    return s[ok], e[ok]
+
+
+def profile_window(trace: Trace) -> tuple[int, int]:
+    """(start, end) of the profiled activity, in ps, over every plane."""
+    return trace.time_span_ps()
+
+
+def memo(ctx: Context | None, plane: Plane, key: str, fn):
+    """Compute ``fn()`` once per plane and key for one analysis run (kept in ``ctx.cache``)."""
+    if ctx is None:
+        return fn()
+    k = ("device_helpers", id(plane), key)
+    if k not in ctx.cache:
+        ctx.cache[k] = (plane, fn())  # the plane is kept so that its id stays unique
+    return ctx.cache[k][1]
+
+
+def plane_stat(plane: Plane, name: str, ctx: Context | None = None) -> StatColumn:
+    """``plane.stat(name)`` (a pass over all the plane's stats), once per analysis run."""
+    return memo(ctx, plane, f"stat:{name}", lambda: plane.stat(name))
+
+
+def stat_rows(plane: Plane, name: str, rows: np.ndarray) -> StatColumn:
+    """The values of stat ``name`` on the given event rows only.
+
+    Stats are stored in event order, so the stats of a few rows are found by binary search
+    instead of a pass over every stat of the plane. Falls back to :meth:`Plane.stat`.
+    """
+    rows = np.asarray(rows, np.int64)
+    if rows.size > 1 and not bool(np.all(rows[1:] > rows[:-1])):
+        rows = np.unique(rows)
+    sid = plane.stat_index.get(name)
+    if sid is None or rows.size == 0:
+        empty = np.empty(0, np.int64)
+        return StatColumn(plane, name, empty, np.empty(0, np.uint8), empty)
+    st_event = plane.st_event
+    if rows.size * 50 > plane.n_events or not _sorted_stats(plane):
+        col = plane.stat(name)
+        keep = np.isin(col.rows, rows)
+        return StatColumn(plane, name, col.rows[keep], col.kind[keep], col.raw[keep])
+    keys = rows.astype(st_event.dtype)  # same dtype: no conversion of the whole column
+    lo = np.searchsorted(st_event, keys, side="left")
+    hi = np.searchsorted(st_event, keys, side="right")
+    n = hi - lo
+    if n.sum() == 0:
+        idx = np.empty(0, np.int64)
+    else:
+        # All stat positions of the rows: lo[i] .. hi[i]-1, vectorised.
+        rep = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+        idx = np.arange(int(n.sum())) + rep
+    idx = idx[plane.st_stat[idx] == sid]
+    ev_rows = plane.st_event[idx].astype(np.int64)
+    kind, raw = plane.st_kind[idx], plane.st_value[idx]
+    if len(plane.meta_stats):
+        ms_ = plane.meta_stats[plane.meta_stats["stat"] == sid]
+        if len(ms_):
+            lut = dict(zip(ms_["meta"].to_numpy(np.int64).tolist(),
+                           zip(ms_["kind"].to_numpy(np.uint8).tolist(), ms_["raw"].to_numpy(np.int64).tolist())))
+            extra = np.setdiff1d(rows, ev_rows)
+            extra = extra[np.isin(plane.ev_meta[extra], list(lut))]
+            if extra.size:
+                kv = [lut[int(m)] for m in plane.ev_meta[extra]]
+                ev_rows = np.concatenate([ev_rows, extra])
+                kind = np.concatenate([kind, np.array([k for k, _ in kv], np.uint8)])
+                raw = np.concatenate([raw, np.array([v for _, v in kv], np.int64)])
+                order = np.argsort(ev_rows, kind="stable")
+                ev_rows, kind, raw = ev_rows[order], kind[order], raw[order]
+    return StatColumn(plane, name, ev_rows, kind, raw)
+
+
+def _sorted_stats(plane: Plane) -> bool:
+    key = "_tfadvisor_sorted_stats"
+    v = plane.__dict__.get(key)
+    if v is None:
+        se = plane.st_event
+        v = bool(se.size < 2 or np.all(se[1:] >= se[:-1]))
+        plane.__dict__[key] = v
+    return v
+
+
+def values_at(col: StatColumn, rows: np.ndarray, numeric: bool | str = True) -> np.ndarray:
+    """A stat's values at the given event rows.
+
+    ``numeric=True``: float64, NaN where absent. ``numeric="int"``: int64 (exact for
+    addresses), ``missing`` -1 where absent. ``numeric=False``: positions into ``col``
+    (-1 where absent), for use with :func:`stat_codes`.
+    """
+    rows = np.asarray(rows, np.int64)
+    if len(col) == 0:
+        if numeric is True:
+            return np.full(rows.shape, np.nan)
+        return np.full(rows.shape, -1, np.int64)
+    idx = np.searchsorted(col.rows, rows)
+    idx_c = np.minimum(idx, len(col) - 1)
+    hit = col.rows[idx_c] == rows
+    if numeric is False:
+        return np.where(hit, idx_c, -1)
+    if numeric == "int":
+        return np.where(hit, col.integers()[idx_c], -1)
+    return np.where(hit, col.numeric()[idx_c], np.nan)
+
+
+def strings_at(col: StatColumn, rows: np.ndarray) -> pd.Categorical:
+    """A string stat's values at the given event rows as a Categorical (NaN where absent)."""
+    rows = np.asarray(rows, np.int64)
+    codes, strings = stat_codes(col)
+    if not strings:
+        return pd.Categorical.from_codes(np.full(rows.size, -1), categories=[])
+    uniq: dict[str, int] = {}
+    remap = np.array([uniq.setdefault(s, len(uniq)) for s in strings], np.int64)
+    pos = values_at(col, rows, numeric=False)
+    c = np.where(pos >= 0, remap[codes[np.maximum(pos, 0)]], -1)
+    return pd.Categorical.from_codes(c, categories=list(uniq))
+
+
+@njit(cache=True, nogil=True)
+def _fnv1a(pool, off, ln):
+    out = np.empty(off.shape[0], np.int64)
+    for i in range(off.shape[0]):
+        h = np.uint64(1469598103934665603)
+        o = off[i]
+        for j in range(ln[i]):
+            h = (h ^ np.uint64(pool[o + j])) * np.uint64(1099511628211)
+        out[i] = np.int64(h)
+    return out
+
+
+def stat_codes(col: StatColumn) -> tuple[np.ndarray, list[str]]:
+    """Dense codes for a string stat's values, and the distinct strings.
+
+    Values stored as references to stat metadata (the usual case for ``tf_op``,
+    ``kernel_details``, ``allocator_name``...) are coded by their reference; inline strings
+    are hashed (FNV-1a over their bytes) so that no Python loop runs per value.
+    Numbers are formatted as text.
+    """
+    n = len(col)
+    if n == 0:
+        return np.empty(0, np.int64), []
+    plane = col.plane
+    kind, raw = col.kind, col.raw
+    key = np.empty(n, np.int64)
+    is_ref = kind == wire.KIND_REF
+    is_str = (kind == wire.KIND_STR) | (kind == wire.KIND_BYTES)
+    other = ~(is_ref | is_str)
+    key[is_ref] = raw[is_ref]
+    if is_str.any():
+        idx = raw[is_str]
+        key[is_str] = _fnv1a(plane.str_pool, plane.str_off[idx], plane.str_len[idx])
+    key[other] = raw[other]
+    # Factorise each key space (reference, inline string, number) separately.
+    space = np.where(is_ref, 0, np.where(is_str, 1, 2))
+    codes = np.empty(n, np.int64)
+    first_parts = []
+    offset = 0
+    for s in (0, 1, 2):
+        sel = np.flatnonzero(space == s)
+        if sel.size == 0:
+            continue
+        c, uniq = pd.factorize(key[sel])
+        codes[sel] = c + offset
+        # factorize numbers codes by first appearance: a code is new where it exceeds all before.
+        new = np.ones(sel.size, bool)
+        new[1:] = c[1:] > np.maximum.accumulate(c)[:-1]
+        first_parts.append(sel[np.flatnonzero(new)])
+        offset += len(uniq)
+    first = np.concatenate(first_parts)
+    strings = list(plane._stat_strings(kind[first], raw[first]))
+    return codes.astype(np.int64), strings
+
+
+def kernel_rows(plane: Plane, ctx: Context | None = None) -> np.ndarray:
+    """Event rows of device activity on a device plane (kernels, memcpys, collectives).
+
+    Stream lines when the plane has them, else every line that is not a derived one.
+    """
+    return memo(ctx, plane, "kernel_rows", lambda: _kernel_rows(plane))
+
+
+def _kernel_rows(plane: Plane) -> np.ndarray:
+    lines = device_lines(plane)
+    if lines.size == 0:
+        return np.empty(0, np.int64)
+    rows = line_rows_range(plane, lines)
+    if rows.size and plane.ev_meta[rows].min() < 0:
+        rows = rows[plane.ev_meta[rows] >= 0]
+    return rows
+
+
+def device_lines(plane: Plane) -> np.ndarray:
+    """Line indexes with raw device activity: stream lines, else the non-derived lines."""
+    names = plane.line_names
+    raw = plane.lines["name"].to_numpy(object) if len(plane.lines) else np.empty(0, object)
+    stream = np.array([str(n).startswith("Stream") or str(r).startswith("Stream") for n, r in zip(names, raw)],
+                      bool)
+    if not stream.any():
+        stream = np.array([str(n) not in DERIVED_DEVICE_LINES and str(r) not in DERIVED_DEVICE_LINES
+                           for n, r in zip(names, raw)], bool)
+    return np.flatnonzero(stream)
+
+
+def line_ranges(plane: Plane, lines: np.ndarray) -> list[tuple[int, int]]:
+    """(first row, end row) of each line: the reader stores a line's events contiguously."""
+    if "first_event" in plane.lines and "n_events" in plane.lines:
+        first = plane.lines["first_event"].to_numpy(np.int64)
+        n = plane.lines["n_events"].to_numpy(np.int64)
+        return [(int(first[i]), int(first[i] + n[i])) for i in lines]
+    out = []
+    for i in lines:
+        r = np.flatnonzero(plane.ev_line == i)
+        if r.size:
+            out.append((int(r[0]), int(r[-1]) + 1))
+    return out
+
+
+def line_rows_range(plane: Plane, lines: np.ndarray) -> np.ndarray:
+    """Event rows of the given lines, ascending, without a pass over the whole plane."""
+    ranges = line_ranges(plane, lines)
+    if not ranges:
+        return np.empty(0, np.int64)
+    if len(ranges) == 1:
+        a, b = ranges[0]
+        return np.arange(a, b, dtype=np.int64)
+    rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges])
+    return np.sort(rows) if rows.size > 1 and not bool(np.all(rows[1:] > rows[:-1])) else rows
+
+
+def meta_counts(plane: Plane, ctx: Context | None = None) -> np.ndarray:
+    """Number of events per event metadata of a plane (one bincount)."""
+    def run():
+        nm = len(plane.event_names)
+        m = plane.ev_meta
+        if m.size and m.min() < 0:
+            m = m[m >= 0]
+        return np.bincount(m, minlength=nm)[:nm]
+    return memo(ctx, plane, "meta_counts", run)
+
+
+def meta_durations(plane: Plane, ctx: Context | None = None) -> np.ndarray:
+    """Total duration (ps, float) per event metadata of a plane (one weighted bincount)."""
+    def run():
+        nm = len(plane.event_names)
+        m, d = plane.ev_meta, plane.ev_dur_ps
+        if m.size and m.min() < 0:
+            ok = m >= 0
+            m, d = m[ok], d[ok]
+        return np.bincount(m, weights=d, minlength=nm)[:nm]
+    return memo(ctx, plane, "meta_durations", run)
+
+
+def meta_totals(plane: Plane, ctx: Context | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(event count, total duration ps) per event metadata of a plane."""
+    return meta_counts(plane, ctx), meta_durations(plane, ctx)
+
+
+def kernel_meta_totals(plane: Plane, ctx: Context | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(count, total duration ps) per event metadata over the device-activity rows."""
+    def run():
+        rows = kernel_rows(plane, ctx)
+        nm = len(plane.event_names)
+        if rows.size == plane.n_events:
+            return meta_totals(plane, ctx)
+        m = plane.ev_meta[rows]
+        return (np.bincount(m, minlength=nm)[:nm],
+                np.bincount(m, weights=plane.ev_dur_ps[rows], minlength=nm)[:nm])
+    return memo(ctx, plane, "kernel_meta_totals", run)
+
+
+def rows_touching(plane: Plane, lines: np.ndarray, us: np.ndarray, ue: np.ndarray,
+                  meta_mask: np.ndarray | None = None) -> np.ndarray:
+    """Rows on ``lines`` (optionally of the metadata in ``meta_mask``) that intersect the
+    disjoint sorted intervals (us, ue); a binary search per line, no pass over the plane."""
+    if us.size == 0:
+        return np.empty(0, np.int64)
+    found = []
+    starts_all, dur_all = plane.ev_start_ps, plane.ev_dur_ps
+    for a, b in line_ranges(plane, lines):
+        if b <= a:
+            continue
+        starts = starts_all[a:b]
+        if not bool(starts[-1] >= starts[0]) or (b - a > 1 and not _line_sorted(plane, a, b)):
+            idx = np.arange(a, b)  # unsorted line: test every event
+        else:
+            maxdur = int(dur_all[a:b].max())
+            lo = np.searchsorted(starts, us - maxdur, side="left")
+            hi = np.searchsorted(starts, ue, side="left")
+            n = hi - lo
+            if n.sum() == 0:
+                continue
+            keep = n > 0
+            lo, n = lo[keep], n[keep]
+            rep = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+            idx = np.unique(np.arange(int(n.sum())) + rep) + a
+        found.append(idx)
+    if not found:
+        return np.empty(0, np.int64)
+    rows = np.concatenate(found)
+    if meta_mask is not None:
+        rows = rows[np.append(meta_mask, False)[plane.ev_meta[rows]]]
+    s, e = plane.ev_start_ps[rows], plane.ev_start_ps[rows] + plane.ev_dur_ps[rows]
+    i = np.searchsorted(us, e, side="left") - 1
+    ok = (i >= 0) & (ue[np.maximum(i, 0)] > s)
+    return rows[ok]
+
+
+def _line_sorted(plane: Plane, a: int, b: int) -> bool:
+    cache = plane.__dict__.setdefault("_tfadvisor_line_sorted", {})
+    v = cache.get(a)
+    if v is None:
+        st = plane.ev_start_ps[a:b]
+        v = bool(np.all(st[1:] >= st[:-1]))
+        cache[a] = v
+    return v
+
+
+def device_meta_classes(plane: Plane, ctx: Context | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per event metadata: (is memcpy/memset, is collective) by name."""
+    return memo(ctx, plane, "meta_classes", lambda: _device_meta_classes(plane, ctx))
+
+
+def _device_meta_classes(plane: Plane, ctx: Context | None) -> tuple[np.ndarray, np.ndarray]:
+    names = plane.event_names
+    memcpy = np.fromiter((_MEMCPY_RE.search(n) is not None for n in names), bool, len(names))
+    coll = np.fromiter((_COLLECTIVE_KERNEL_RE.search(n) is not None for n in names), bool, len(names))
+    if plane.has_stat("memcpy_details"):
+        # Names that never matched the memcpy pattern but carry memcpy_details: one event
+        # per such name is enough (memcpy_details marks a kind of activity, not an instance).
+        rows = kernel_rows(plane, ctx)
+        cand = kernel_meta_counts(plane, ctx) > 0
+        cand &= ~memcpy & ~coll
+        if cand.any():
+            m = plane.ev_meta[rows]
+            first = np.full(len(names), -1, np.int64)
+            first[m[::-1]] = rows[::-1]  # the last write wins: the first row of each name
+            sample = first[cand]
+            col = stat_rows(plane, "memcpy_details", sample[sample >= 0])
+            if len(col):
+                memcpy[plane.ev_meta[col.rows]] = True
+    return memcpy, coll
+
+
+def kernel_meta_counts(plane: Plane, ctx: Context | None = None) -> np.ndarray:
+    """Number of device-activity events per event metadata."""
+    return kernel_meta_totals(plane, ctx)[0]
+
+
+def compute_kernel_rows(plane: Plane, ctx: Context | None = None) -> np.ndarray:
+    """Kernel rows that are computation: not memcpy/memset, not collectives."""
+    return memo(ctx, plane, "compute_kernel_rows", lambda: _compute_kernel_rows(plane, ctx))
+
+
+def _compute_kernel_rows(plane: Plane, ctx: Context | None) -> np.ndarray:
+    rows = kernel_rows(plane, ctx)
+    if rows.size == 0:
+        return rows
+    memcpy, coll = device_meta_classes(plane, ctx)
+    bad = (memcpy | coll) & (kernel_meta_counts(plane, ctx) > 0)
+    if not bad.any():
+        return rows
+    return rows[~bad[plane.ev_meta[rows]]]
+
+
+def stat_strings_unique(col: StatColumn) -> list[str]:
+    """The distinct string values of a stat (no per-value Python work)."""
+    if len(col) == 0:
+        return []
+    return _unique_strings(col.plane, col.kind, col.raw, col.name)
+
+
+def _unique_strings(plane: Plane, kind: np.ndarray, raw: np.ndarray, name: str) -> list[str]:
+    is_ref = kind == wire.KIND_REF
+    out: set[str] = set()
+    if is_ref.any():
+        refs = pd.unique(raw[is_ref])
+        out.update(plane._stat_strings(np.full(refs.size, wire.KIND_REF, np.uint8), refs.astype(np.int64)))
+    if (~is_ref).any():
+        rest = np.flatnonzero(~is_ref)
+        sub = StatColumn(plane, name, rest, kind[rest], raw[rest])
+        out.update(stat_codes(sub)[1])
+    return sorted(out)
+
+
+def plane_stat_strings(plane: Plane, name: str, ctx: Context | None = None) -> list[str]:
+    """Distinct string values of stat ``name`` on a plane (event- and metadata-level)."""
+    def run() -> list[str]:
+        sid = plane.stat_index.get(name)
+        if sid is None:
+            return []
+        m = plane.st_stat == sid
+        kind, raw = plane.st_kind[m], plane.st_value[m]
+        if raw.size and bool((kind == wire.KIND_REF).all()) and len(plane.stat_names) < (1 << 24):
+            present = np.flatnonzero(np.bincount(raw, minlength=len(plane.stat_names)))
+            kind, raw = np.full(present.size, wire.KIND_REF, np.uint8), present.astype(np.int64)
+        if len(plane.meta_stats):
+            ms_ = plane.meta_stats[plane.meta_stats["stat"] == sid]
+            if len(ms_):
+                kind = np.concatenate([kind, ms_["kind"].to_numpy(np.uint8)])
+                raw = np.concatenate([raw, ms_["raw"].to_numpy(np.int64)])
+        return _unique_strings(plane, kind, raw, name) if raw.size else []
+    return memo(ctx, plane, f"unique:{name}", run)
+
+
+def gpu_planes(trace: Trace) -> list[Plane]:
+    return [p for p in trace.device_planes if p.name.startswith("/device:GPU")]
+
+
+def ms(ps) -> float:
+    return float(ps) / PS_PER_MS
+
+
+# ----------------------------------------------------------------------------------------
+# The analysis
+# ----------------------------------------------------------------------------------------
+
+TOP_HOST_OPS = 25
+DEVICE_OP_TIME_DOC = "compute kernel time per device (sum of kernel durations, mean over devices)"
+
+
+def _device_tf_ops(trace: Trace, ctx: Context) -> tuple[list, bool, float, int]:
+    """(per device plane: (plane, tf_op strings referenced by it), any tf_op stat, mean kernel
+    time per device, compute kernels)."""
+    planes = []
+    has_tf_op = False
+    busy = []
+    n_kernels = 0
+    for p in trace.device_planes:
+        cnt, dur = kernel_meta_totals(p, ctx)
+        memcpy, coll = device_meta_classes(p, ctx)
+        comp = ~(memcpy | coll)
+        k = int(cnt[comp].sum())
+        n_kernels += k
+        if k:
+            busy.append(float(dur[comp].sum()))
+        if p.has_stat("tf_op"):
+            has_tf_op = True
+            planes.append(p)
+    mean_busy = float(np.mean(busy)) if busy else 0.0
+    return planes, has_tf_op, mean_busy, n_kernels
+
+
+def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.ndarray:
+    """For host op names, whether a device kernel carries it as ``tf_op``.
+
+    TF stores ``tf_op`` values as references to the plane's stat metadata, so a name is
+    looked up among those strings (no pass over the kernels). Planes whose tf_op values are
+    inline strings are scanned once for their distinct values.
+    """
+    known: set[str] = set()
+    for p in dev_planes:
+        def run(p=p):
+            sid = p.stat_index["tf_op"]
+            # The kind of the first tf_op value tells how they are stored.
+            first = int(np.argmax(p.st_stat == sid)) if p.n_stats else 0
+            if p.n_stats and p.st_stat[first] == sid and p.st_kind[first] == wire.KIND_REF:
+                return set(str(x) for x in p.stat_names)
+            return set(plane_stat_strings(p, "tf_op", ctx))
+        known |= memo(ctx, p, "tf_op_names", run)
+    out = np.zeros(len(names), bool)
+    for i, n in enumerate(names):
+        out[i] = (n in known or op_name(n) in known
+                  or (n.startswith("EagerLocalExecute: ") and f"{op_name(n)}:{op_type(n)}" in known))
+    return out
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("placement")
+    hosts = trace.host_planes
+    devices = trace.device_planes
+    device_present = bool(devices)
+    res.add("device_present", device_present, "", "the trace has a device (GPU/TPU) plane")
+
+    # Host TF op events: counted per metadata (one bincount), rows gathered only for the
+    # host-placed ops when a device exists.
+    per_plane = []
+    for p in hosts:
+        mm = tf_op_meta_mask(p)
+        if not mm.any():
+            continue
+        cnt = meta_counts(p, ctx)
+        if cnt[mm].sum() == 0:
+            continue
+        per_plane.append((p, mm, cnt))
+    if not per_plane:
+        res.missing(["host_op_count", "device_op_count", "host_op_time_ms", "host_op_time_pct", "device_op_time_ms"],
+                    "no TF op events (scope/name:Type) on a host plane: the host tracer level may be too low")
+        if device_present:
+            _, _, busy, nk = _device_tf_ops(trace, ctx)
+            if nk:
+                res.add("device_op_time_ms", ms(busy), "ms", DEVICE_OP_TIME_DOC)
+        return res
+
+    windows = step_windows(ctx)
+    if device_present:
+        dev_planes, has_tf_op, busy_ps, _ = _device_tf_ops(trace, ctx)
+    else:
+        dev_planes, has_tf_op, busy_ps = [], False, 0.0
+
+    placement_known = (not device_present) or has_tf_op
+    host_rows_all = []
+    host_count = 0
+    dev_count = 0
+    table_parts = []
+    for p, mm, cnt in per_plane:
+        names = p.event_names
+        if device_present:
+            # Per op metadata: does it run on the device (its name is a kernel's tf_op)?
+            on_dev = np.zeros(len(names), bool)
+            cheap = np.zeros(len(names), bool)
+            idx = np.flatnonzero(mm & (cnt > 0))
+            on_dev[idx] = _on_device([names[i] for i in idx], dev_planes, ctx)
+            for i in idx:
+                cheap[i] = op_type(names[i]) in NO_KERNEL_TYPES
+            host_meta = mm & ~on_dev & ~cheap
+            dev_meta = mm & on_dev
+        else:
+            host_meta = mm
+            dev_meta = np.zeros(len(names), bool)
+        n_host = int(cnt[host_meta].sum())
+        host_count += n_host
+        dev_count += int(cnt[dev_meta].sum())
+        hr = np.flatnonzero(p.event_mask(host_meta)) if n_host else np.empty(0, np.int64)
+        host_rows_all.append((p, hr))
+        idx = np.flatnonzero(host_meta & (cnt > 0))
+        if idx.size:
+            if device_present:  # few host-placed ops: sum their rows
+                dur = np.bincount(p.ev_meta[hr], weights=p.ev_dur_ps[hr], minlength=len(names))
+            else:
+                dur = meta_durations(p, ctx)
+            table_parts.append(pd.DataFrame({"op": names[idx].astype(str), "count": cnt[idx],
+                                             "total_ps": dur[idx]}))
+
+    if not placement_known:
+        res.missing(["host_op_count", "device_op_count", "host_op_time_ms", "host_op_time_pct"],
+                    "device kernels carry no tf_op stat: cannot tell which ops ran on the host")
+        res.add("device_op_time_ms", ms(busy_ps), "ms", DEVICE_OP_TIME_DOC)
+        return res
+
+    res.add("host_op_count", host_count, "count", "TF op executions that ran on the host")
+    res.add("device_op_count", dev_count if device_present else 0, "count",
+            "TF op executions that ran on a device (host launch events of ops whose kernels carry their name)")
+
+    # Host op time: wall time during which some host-placed op runs (any thread).
+    host_ps = 0
+    step_ps = None
+    for p, hr in host_rows_all:
+        if hr.size == 0:
+            continue
+        us, ue = union(p.ev_start_ps[hr], p.ev_end_ps[hr])
+        if windows is not None:
+            host_ps += int(within(us, ue, *windows).sum())
+        else:
+            host_ps += int(np.sum(ue - us))
+    if windows is not None:
+        step_ps = int(np.sum(windows[1] - windows[0]))
+    res.add("host_op_time_ms", ms(host_ps), "ms",
+            "wall time with a host-placed TF op running" + (" (inside steps)" if windows is not None else ""))
+    if device_present:
+        res.add("device_op_time_ms", ms(busy_ps), "ms", DEVICE_OP_TIME_DOC)
+        if step_ps:
+            res.add("host_op_time_pct", 100.0 * host_ps / step_ps, "%", "host TF op time as % of step time")
+        else:
+            lo, hi = profile_window(trace)
+            if hi > lo:
+                res.add("host_op_time_pct", 100.0 * host_ps / (hi - lo), "%",
+                        "host TF op time as % of profiled wall time (no steps found)")
+                res.notes.append("no step table: host_op_time_pct is relative to the profiled wall time")
+            else:
+                res.missing(["host_op_time_pct"], "empty profile window")
+    else:
+        res.missing(["device_op_time_ms", "host_op_time_pct"],
+                    "no device plane: every op runs on the host (host_op_time_pct is only meaningful when a "
+                    "device exists)")
+
+    if table_parts:
+        tbl = pd.concat(table_parts, ignore_index=True).groupby("op", as_index=False).sum()
+        total = float(tbl["total_ps"].sum())
+        tbl["type"] = [op_type(n) for n in tbl["op"]]
+        tbl["total_ms"] = tbl["total_ps"] / PS_PER_MS
+        tbl["mean_us"] = tbl["total_ps"] / tbl["count"] / 1e6
+        tbl["pct"] = 100.0 * tbl["total_ps"] / total if total > 0 else np.nan
+        tbl = tbl.sort_values("total_ps", ascending=False).head(TOP_HOST_OPS)
+        res.tables["host_ops"] = tbl[["op", "type", "count", "total_ms", "mean_us", "pct"]].reset_index(drop=True)
+    return res

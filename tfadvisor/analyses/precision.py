@@ -1,0 +1,392 @@
+"""Numeric precision of the computation: fp16 / bf16 / tf32 / fp32 / int8 shares.
+
+On a GPU the precision of each kernel is read from its name (cuBLAS/cuDNN/CUTLASS names
+carry the tensor-core instruction shape and operand types: ``h884``, ``s1688``, ``16816``,
+``hmma``, ``xmma_..._f16f16...``, ``bf16``, ``half``...). The class is decided once per
+distinct kernel name and the time summed with ``bincount``. Kernels whose name tells no
+type fall back to the dtype their TF op allocates (from memory events, when the trace has
+them), else count as 32-bit, as xprof does.
+
+``xprof_16bit_pct`` repeats xprof's own counting for comparison: a kernel is 16-bit only
+when its name contains ``half`` or ``fp16`` (or, when the kernel has a ``tensor_shapes``
+stat, when that contains ``half``); tensor-core names without those words are 32-bit.
+
+On a CPU-only trace there are no kernels; the 16-bit share of TF op time is computed where
+the trace tells dtypes: from memory events (``tf_op`` + ``data_type``, recorded with
+``TF_CPU_ALLOCATOR_USE_BFC=true``), else from the Keras mixed-precision signature (a layer
+casting its variables to the compute dtype: ``<layer>/Cast/Cast:Cast``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.placement import (
+    NO_KERNEL_TYPES,
+    compute_kernel_rows,
+    device_meta_classes,
+    gpu_planes,
+    kernel_meta_totals,
+    meta_durations,
+    op_name,
+    op_type,
+    plane_stat,
+    stat_codes,
+    stat_rows,
+    tf_op_meta_mask,
+    values_at,
+)
+from tfadvisor.trace import Trace
+
+CLASSES = ("fp16", "bf16", "tf32", "fp32", "int8", "fp8", "fp64", "unknown")
+LOW_PRECISION = ("fp16", "bf16", "int8", "fp8")
+
+# TF DataType enum values (tensorflow/core/framework/types.proto).
+DTYPE_NAMES = {
+    0: "invalid", 1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string",
+    8: "complex64", 9: "int64", 10: "bool", 11: "qint8", 12: "quint8", 13: "qint32", 14: "bfloat16", 15: "qint16",
+    16: "quint16", 17: "uint16", 18: "complex128", 19: "float16", 20: "resource", 21: "variant", 22: "uint32",
+    23: "uint64", 24: "float8_e5m2", 25: "float8_e4m3fn",
+}
+DTYPE_CLASS = {1: "fp32", 2: "fp64", 6: "int8", 11: "int8", 12: "int8", 14: "bf16", 19: "fp16", 24: "fp8",
+               25: "fp8", 8: "fp32"}
+
+_INT8 = re.compile(r"i8816|i16832|imma|int8|i8i8|s8s8|u8s8|_s8_")
+_BF16 = re.compile(r"bf16|bfloat16")
+_FP8 = re.compile(r"fp8|e4m3|e5m2|qmma")
+_TF32 = re.compile(r"tf32|tensorfloat")
+_FP64 = re.compile(r"double|dgemm|f64|fp64|d884|dmma|zgemm")
+# m16n8k16 (16816) and m8n8k4 (884) tensor-core shapes take 16-bit operands; h-prefixed
+# shapes accumulate in half; hmma is the half-precision MMA instruction.
+_FP16 = re.compile(r"fp16|f16|half|h884|h1688|h16816|hgemm|hmma|16816|884")
+# m16n8k8 with 32-bit operands (s1688 without fp16 in the name) runs as TF32 on Ampere+.
+_TF32_TC = re.compile(r"s1688|c1688")
+_FP32 = re.compile(r"float|sgemm|f32|fp32|scudnn|single|cgemm")
+
+
+def _strip_args(name: str) -> str:
+    """``void f<T>(T const*, double)`` -> ``void f<T>``: the argument list can mention other types."""
+    name = name.replace("(anonymous namespace)", "anonymous_namespace")
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0 and i > 0:
+            return name[:i]
+    return name
+
+
+def kernel_class(name: str) -> str:
+    """Precision class of a GPU kernel from its name (one of :data:`CLASSES`)."""
+    n = _strip_args(name).lower()
+    if _INT8.search(n):
+        return "int8"
+    if _BF16.search(n):
+        return "bf16"
+    if _FP8.search(n):
+        return "fp8"
+    if _TF32.search(n):
+        return "tf32"
+    if _FP64.search(n):
+        return "fp64"
+    if _FP16.search(n):
+        return "fp16"
+    if _TF32_TC.search(n):
+        return "tf32"
+    if _FP32.search(n):
+        return "fp32"
+    return "unknown"
+
+
+def xprof_is_16bit(name: str) -> bool:
+    """xprof's rule (ClassifyGpuCompute): the kernel name contains ``half`` or ``fp16``."""
+    return "half" in name or "fp16" in name
+
+
+TOP_KERNELS = 30
+
+
+# ----------------------------------------------------------------------------------------
+# dtypes from memory events
+# ----------------------------------------------------------------------------------------
+
+def op_dtypes(trace: Trace, ctx: Context | None = None) -> tuple[dict[str, int], pd.DataFrame | None]:
+    """TF op name -> TF DataType of its largest output, from MemoryAllocation events.
+
+    Also returns a table of allocated bytes per dtype (None when there are no such events).
+    Outputs tell an op's dtype; temporaries may differ (a half MatMul on the CPU computes
+    through float32 temporaries), so they are used only for ops with no output allocation.
+    """
+    from tfadvisor.analyses.memory import memory_events
+
+    ev = memory_events(trace, ctx)
+    if ev.empty or "data_type" not in ev:
+        return {}, None
+    al = ev[ev["alloc"] & ev["data_type"].notna()]
+    if al.empty:
+        return {}, None
+    dt = al["data_type"].astype(np.int64)
+    mix = al.assign(dtype=dt).groupby("dtype", as_index=False).agg(
+        allocations=("requested_bytes", "size"), bytes=("requested_bytes", "sum"))
+    mix.insert(0, "data_type", [DTYPE_NAMES.get(int(d), str(d)) for d in mix["dtype"]])
+    mix = mix.sort_values("bytes", ascending=False).drop(columns="dtype").reset_index(drop=True)
+
+    fl = al.assign(dtype=dt, output=(al["region_type"] == "output"), bytes=al["requested_bytes"].fillna(0.0))
+    fl = fl[fl["tf_op"].notna() & (fl["tf_op"] != "") & fl["dtype"].isin(list(DTYPE_CLASS))]
+    out: dict[str, int] = {}
+    if len(fl):
+        g = fl.groupby(["tf_op", "dtype", "output"], as_index=False)["bytes"].sum()
+        g = g.sort_values(["output", "bytes"], ascending=False).drop_duplicates("tf_op")
+        out = {str(o): int(d) for o, d in zip(g["tf_op"], g["dtype"])}
+    return out, mix
+
+
+# ----------------------------------------------------------------------------------------
+# GPU
+# ----------------------------------------------------------------------------------------
+
+def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ctx: Context | None) -> None:
+    planes = gpu_planes(trace)
+    cls_idx = {c: k for k, c in enumerate(CLASSES)}
+    unknown_idx = cls_idx["unknown"]
+    nc = len(CLASSES)
+    class_ps = np.zeros(nc)
+    xprof16_ps = 0.0
+    total_ps = 0.0
+    kparts = []
+    caps = []
+    for p in planes:
+        major, minor = p.stats.get("compute_cap_major"), p.stats.get("compute_cap_minor")
+        if major is not None:
+            caps.append((int(major), int(minor or 0)))
+        names = p.event_names
+        nm = len(names)
+        # Time and count per kernel name (shared per-plane totals); the class is decided
+        # once per name.
+        cnt, tot = kernel_meta_totals(p, ctx)
+        memcpy, coll = device_meta_classes(p, ctx)
+        comp = ~(memcpy | coll)
+        cnt = np.where(comp, cnt, 0)
+        tot = np.where(comp, tot, 0.0)
+        used = np.flatnonzero(cnt)
+        if used.size == 0:
+            continue
+        cls_meta = np.full(nm, unknown_idx, np.int64)
+        x16_meta = np.zeros(nm, bool)
+        for i in used:
+            cls_meta[i] = cls_idx[kernel_class(names[i])]
+            x16_meta[i] = xprof_is_16bit(names[i])
+        # time per (name, class): by name, then moved for the events a fallback reclassifies.
+        name_cls = np.zeros((nm, nc))
+        name_cls[used, cls_meta[used]] = tot[used]
+
+        # Kernels whose name tells no type: use the dtype their TF op allocates.
+        unknown_meta = cls_meta == unknown_idx
+        unk_used = used[unknown_meta[used]]
+        if unk_used.size and dtypes and p.has_stat("tf_op"):
+            rows = compute_kernel_rows(p, ctx)
+            urows = rows[unknown_meta[p.ev_meta[rows]]]
+            col = stat_rows(p, "tf_op", urows)
+            codes, strings = stat_codes(col)
+            if strings:
+                # Kernels name their op ``scope/name:Type``; memory events ``scope/name``.
+                dts = [dtypes.get(x, dtypes.get(op_name(x))) for x in strings]
+                code_cls = np.array([cls_idx[DTYPE_CLASS[d]] if d is not None else unknown_idx for d in dts]
+                                    + [unknown_idx], np.int64)
+                pos = values_at(col, urows, numeric=False)
+                c = code_cls[np.where(pos >= 0, codes[np.maximum(pos, 0)], len(strings))]
+                um = p.ev_meta[urows]
+                moved = np.bincount(um * nc + c, weights=p.ev_dur_ps[urows].astype(np.float64),
+                                    minlength=nm * nc).reshape(nm, nc)
+                name_cls[unk_used] = moved[unk_used]
+
+        # xprof: a tensor_shapes stat, when present, decides instead of the name.
+        x16_ps = float(tot[x16_meta].sum())
+        if p.has_stat("tensor_shapes"):
+            col = plane_stat(p, "tensor_shapes", ctx)
+            codes, strings = stat_codes(col)
+            if strings:
+                rows = compute_kernel_rows(p, ctx)
+                m = p.ev_meta[rows]
+                half = np.array(["half" in x for x in strings] + [False], bool)
+                pos = values_at(col, rows, numeric=False)
+                has = pos >= 0
+                ev_x16 = np.where(has, half[np.where(has, codes[np.maximum(pos, 0)], len(strings))],
+                                  x16_meta[m])
+                x16_ps = float(p.ev_dur_ps[rows][ev_x16].sum())
+
+        class_ps += name_cls.sum(axis=0)
+        xprof16_ps += x16_ps
+        total_ps += float(tot.sum())
+        kparts.append(pd.DataFrame({
+            "kernel": names[used].astype(str),
+            "precision": [CLASSES[int(k)] for k in name_cls[used].argmax(axis=1)],
+            "tensor_core": [_tensor_core(names[i]) for i in used],
+            "xprof_16bit": x16_meta[used],
+            "count": cnt[used],
+            "total_ps": tot[used],
+        }))
+
+    if caps:
+        major, minor = max(caps)
+        res.add("compute_capability", f"{major}.{minor}", "", "GPU compute capability (highest on the host)")
+        res.add("tensor_core_capable", major >= 7, "", "compute capability >= 7.0 (Volta or newer)")
+    elif planes:
+        res.missing(["compute_capability", "tensor_core_capable"],
+                    "GPU plane has no compute_cap_major/minor stats")
+
+    if total_ps <= 0:
+        res.missing(["device_compute_ms", "fp16_pct", "bf16_pct", "tf32_pct", "fp32_pct", "int8_pct",
+                     "low_precision_pct", "xprof_16bit_pct", "precision_unknown_pct"],
+                    "GPU plane has no compute kernels")
+        return
+    pct = {c: 100.0 * float(class_ps[k]) / total_ps for k, c in enumerate(CLASSES)}
+    res.add("device_compute_ms", total_ps / PS_PER_MS, "ms", "sum of compute kernel time on all GPUs")
+    res.add("fp16_pct", pct["fp16"], "%", "fp16 share of device compute")
+    res.add("bf16_pct", pct["bf16"], "%", "bf16 share of device compute")
+    res.add("tf32_pct", pct["tf32"], "%", "tf32 (tensor-core fp32) share of device compute")
+    res.add("int8_pct", pct["int8"], "%", "int8 share of device compute")
+    res.add("fp32_pct", 100.0 - pct["fp16"] - pct["bf16"] - pct["tf32"] - pct["int8"] - pct["fp8"], "%",
+            "32-bit share of device compute: fp32, fp64 and kernels whose name tells no type")
+    res.add("precision_unknown_pct", pct["unknown"], "%",
+            "share of device compute whose kernel names (and TF op dtypes) tell no type")
+    res.add("low_precision_pct", sum(pct[c] for c in LOW_PRECISION), "%",
+            "fp16 + bf16 + int8 (+ fp8) share of device compute")
+    res.add("xprof_16bit_pct", 100.0 * xprof16_ps / total_ps, "%",
+            "16-bit share as xprof counts it ('half'/'fp16' in the kernel name)")
+
+    if kparts:
+        k = pd.concat(kparts, ignore_index=True).groupby(
+            ["kernel", "precision", "tensor_core", "xprof_16bit"], as_index=False)[["count", "total_ps"]].sum()
+        k["total_ms"] = k["total_ps"] / PS_PER_MS
+        k["pct"] = 100.0 * k["total_ps"] / total_ps
+        k = k.sort_values("total_ps", ascending=False)
+        mix = pd.DataFrame({"precision": list(CLASSES), "total_ms": class_ps / PS_PER_MS,
+                            "pct": 100.0 * class_ps / total_ps})
+        kn = k.groupby("precision").agg(kernels=("kernel", "size"), count=("count", "sum"))
+        mix = mix.join(kn, on="precision")
+        mix = mix[mix["total_ms"] > 0].sort_values("total_ms", ascending=False).reset_index(drop=True)
+        res.tables["precision_mix"] = mix[["precision", "kernels", "count", "total_ms", "pct"]]
+        res.tables["kernels"] = k.head(TOP_KERNELS).drop(columns="total_ps").reset_index(drop=True)
+
+
+_TC = re.compile(r"16816|884|1688|hmma|imma|xmma|i8816|i16832|tensorop|wgmma|gmma")
+
+
+def _tensor_core(name: str) -> bool:
+    return _TC.search(name.lower()) is not None
+
+
+# ----------------------------------------------------------------------------------------
+# CPU
+# ----------------------------------------------------------------------------------------
+
+_LAYER_CAST = re.compile(r"^(?P<scope>.+?)/Cast(?:/Cast)?:Cast$")
+
+
+def _low_precision_scopes(names: set[str]) -> set[str]:
+    """Keras layer scopes that cast their variables to a 16-bit compute dtype.
+
+    Keras 3 writes ``<layer>/Cast/Cast:Cast`` next to ``<layer>/Cast/ReadVariableOp`` only
+    when the variable dtype differs from the compute dtype; Keras 2 writes
+    ``<layer>/Cast:Cast`` reading ``<layer>/Cast/ReadVariableOp``.
+    """
+    scopes = set()
+    for n in names:
+        m = _LAYER_CAST.match(n)
+        if m is None:
+            continue
+        scope = m.group("scope")
+        if scope.startswith("gradient_tape/"):
+            continue
+        if n.endswith("/Cast/Cast:Cast") or f"{scope}/Cast/ReadVariableOp:ReadVariableOp" in names:
+            scopes.add(scope)
+    return scopes
+
+
+def _cpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ctx: Context | None = None) -> None:
+    planes = [(p, tf_op_meta_mask(p)) for p in trace.host_planes]
+    planes = [(p, mm) for p, mm in planes if mm.any()]
+    if not planes:
+        res.missing(["cpu_low_precision_pct", "cpu_precision_source"], "no TF op events on the host plane")
+        return
+
+    all_names = set()
+    for p, mm in planes:
+        all_names.update(p.event_names[mm].tolist())
+    scopes = _low_precision_scopes(all_names)
+
+    # Which source tells dtypes: memory events first, then the Keras cast signature.
+    known_ops = {n for n in all_names if op_name(n) in dtypes}
+    if known_ops:
+        source = "memory_events"
+    elif scopes:
+        source = "keras_casts"
+    else:
+        res.missing(["cpu_low_precision_pct", "cpu_precision_source"],
+                    "the trace does not tell op dtypes (no memory events with data_type, no mixed-precision "
+                    "casts); capture with TF_CPU_ALLOCATOR_USE_BFC=true to record them")
+        return
+
+    low_ps = 0.0
+    total_ps = 0.0
+    prefixes = tuple(f"{s}/" for s in scopes) + tuple(f"gradient_tape/{s}/" for s in scopes)
+    for p, mm in planes:
+        names = p.event_names
+        low = np.zeros(len(names), bool)
+        counted = np.zeros(len(names), bool)
+        for i in np.flatnonzero(mm):
+            n = names[i]
+            t = op_type(n)
+            if t in NO_KERNEL_TYPES:
+                continue
+            if source == "memory_events":
+                d = dtypes.get(op_name(n))
+                if d is None:
+                    continue
+                counted[i] = True
+                low[i] = DTYPE_CLASS[d] in LOW_PRECISION
+            else:
+                counted[i] = True
+                low[i] = t != "Cast" and n.startswith(prefixes)
+        dur = meta_durations(p, ctx)
+        low_ps += float(dur[low].sum())
+        total_ps += float(dur[counted].sum())
+    if total_ps <= 0:
+        res.missing(["cpu_low_precision_pct", "cpu_precision_source"], "no op time with a known dtype")
+        return
+    res.add("cpu_low_precision_pct", 100.0 * low_ps / total_ps, "%",
+            "share of host TF op time computing in 16 bits (of op time whose dtype the trace tells)")
+    res.add("cpu_precision_source", source, "",
+            "where the dtypes came from: memory_events (data_type of each op's outputs) or keras_casts "
+            "(ops inside layers that cast their variables to a 16-bit compute dtype)")
+    if source == "keras_casts":
+        res.notes.append(f"op dtypes inferred from the Keras mixed-precision casts of {len(scopes)} layer(s): "
+                         f"{', '.join(sorted(scopes)[:5])}{'...' if len(scopes) > 5 else ''}")
+
+
+# ----------------------------------------------------------------------------------------
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("precision")
+    dtypes, mix = op_dtypes(trace, ctx)
+    if mix is not None and len(mix):
+        res.tables["dtype_mix"] = mix
+    if gpu_planes(trace):
+        _gpu_precision(trace, res, dtypes, ctx)
+        res.missing(["cpu_low_precision_pct", "cpu_precision_source"],
+                    "cpu_low_precision_pct is for CPU-only traces; this one has a GPU (see fp16_pct ...)")
+    else:
+        why = ("no GPU plane: device compute precision needs GPU kernels"
+               if not trace.device_planes else "no GPU plane (TPU precision is not read from kernel names)")
+        res.missing(["device_compute_ms", "fp16_pct", "bf16_pct", "tf32_pct", "fp32_pct", "int8_pct",
+                     "low_precision_pct", "xprof_16bit_pct", "precision_unknown_pct", "tensor_core_capable",
+                     "compute_capability"], why)
+        _cpu_precision(trace, res, dtypes, ctx)
+    return res
