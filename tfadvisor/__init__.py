@@ -6,7 +6,8 @@ __version__ = "0.1.0"
 
 from tfadvisor.api import Result, analyze
 from tfadvisor.errors import TraceError
+from tfadvisor.profiling import profile, step  # capture helpers; TensorFlow is imported only when used
 from tfadvisor.reader import load
 from tfadvisor.trace import Plane, Trace
 
-__all__ = ["Plane", "Result", "Trace", "TraceError", "__version__", "analyze", "load"]
+__all__ = ["Plane", "Result", "Trace", "TraceError", "__version__", "analyze", "load", "profile", "step"]

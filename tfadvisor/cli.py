@@ -179,7 +179,7 @@ def rules_explain(
 
 
 def _register_optional() -> None:
-    """Commands that live in their own modules."""
+    """Commands that live in their own modules (none of them imports TensorFlow at import time)."""
     from tfadvisor.capture.cli import app as capture_app
     from tfadvisor.diff import diff_command
     from tfadvisor.multihost import scaling_command
@@ -191,11 +191,7 @@ def _register_optional() -> None:
 
 def main() -> None:
     """Entry point: run the app, turning bad input into one line and exit code 2."""
-    try:
-        _register_optional()
-    except ImportError:  # a module not yet present in a partial install
-        if os.environ.get("TFADVISOR_DEBUG"):
-            raise
+    _register_optional()
     try:
         app()  # standalone: usage errors print usage and exit 2
     except TraceError as err:

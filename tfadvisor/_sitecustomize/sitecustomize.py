@@ -1,0 +1,297 @@
+"""tfadvisor's capture hook for ``tfadvisor capture run`` (not for direct use).
+
+``tfadvisor capture run`` puts this directory first on ``PYTHONPATH`` and describes the
+capture in the ``TFADVISOR_CAPTURE`` environment variable (JSON). Python imports this
+``sitecustomize`` module at start-up; it then
+
+* takes the variable out of the environment (and this directory out of ``PYTHONPATH``),
+  so that processes the script starts are not armed too;
+* watches for the import of ``keras`` and wraps ``keras.Model.fit`` so that every
+  ``fit`` call gets one shared ``tfadvisor.keras.AdvisorCallback``: in step mode it
+  profiles the step window; in time mode it only marks steps;
+* in time mode, starts a timer thread that starts the profiler ``start_after_s`` seconds
+  after start-up (once TensorFlow is imported) and stops it ``duration_s`` later;
+* at exit, stops a profiler that is still running and writes what happened (run
+  directory, steps seen, errors) to the status file the parent reads;
+* finally runs the ``sitecustomize`` module this one shadows, if there is one.
+
+Nothing here imports TensorFlow, Keras or tfadvisor at start-up, and nothing here may
+break the script: every problem becomes a ``tfadvisor: ...`` line on stderr.
+"""
+
+import os
+import sys
+import time
+
+_ENV = "TFADVISOR_CAPTURE"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _say(line):
+    try:
+        sys.stderr.write("tfadvisor: " + line + "\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class _Capture:
+    def __init__(self, cfg):
+        import threading
+
+        self.cfg = cfg
+        self.mode = cfg.get("mode", "steps")
+        self.logdir = cfg["logdir"]
+        self.options = cfg.get("options") or {}
+        self.callback = None
+        self.callback_error = None
+        self.fit_calls = 0
+        self.keras_loaded = False
+        self.session = None
+        self.timer_note = None
+        self.lock = threading.Lock()
+        self.exiting = threading.Event()
+        self.thread = None
+        self.t0 = time.time()
+
+    # --- Keras ---------------------------------------------------------------------------
+    def make_callback(self):
+        if self.callback is None and self.callback_error is None:
+            try:
+                from tfadvisor.keras import AdvisorCallback
+
+                if self.mode == "steps":
+                    start = int(self.cfg.get("start_step", 10))
+                    window = (start, start + int(self.cfg.get("steps", 10)))
+                    self.callback = AdvisorCallback(self.logdir, steps=window, options=self.options,
+                                                    analyze=False, verbose=True, stream=sys.stderr)
+                    self.callback.hint = False  # the parent analyses it
+                else:
+                    self.callback = AdvisorCallback(self.logdir, steps=None, analyze=False, verbose=False,
+                                                    stream=sys.stderr)
+            except Exception as err:  # noqa: BLE001
+                self.callback_error = f"{type(err).__name__}: {err}"
+                _say(f"cannot arm the Keras callback ({self.callback_error}); the script runs unprofiled")
+        return self.callback
+
+    def keras_imported(self, keras):
+        import functools
+        import inspect
+
+        self.keras_loaded = True
+        model_cls = getattr(keras, "Model", None)
+        if model_cls is None or getattr(model_cls.fit, "_tfadvisor_wrapped", False):
+            return
+        orig_fit = model_cls.fit
+        sig = inspect.signature(orig_fit)
+        capture = self
+
+        @functools.wraps(orig_fit)
+        def fit(self, *args, **kwargs):
+            capture.fit_calls += 1
+            try:
+                cb = capture.make_callback()
+                if cb is not None:
+                    bound = sig.bind_partial(self, *args, **kwargs)
+                    given = bound.arguments.get("callbacks")
+                    if given is None or isinstance(given, (list, tuple)):
+                        cbs = list(given or [])
+                        if not any(c is cb for c in cbs):
+                            cbs.append(cb)
+                        bound.arguments["callbacks"] = cbs
+                        args, kwargs = bound.args[1:], bound.kwargs
+                    else:
+                        _say("fit(callbacks=...) is not a list; the tfadvisor callback is not added")
+            except Exception as err:  # noqa: BLE001
+                _say(f"cannot add the tfadvisor callback to fit ({type(err).__name__}: {err})")
+            return orig_fit(self, *args, **kwargs)
+
+        fit._tfadvisor_wrapped = True
+        model_cls.fit = fit
+
+    # --- time mode -------------------------------------------------------------------------
+    def start_timer(self):
+        import threading
+
+        self.thread = threading.Thread(target=self._timer, name="tfadvisor-capture", daemon=True)
+        self.thread.start()
+
+    def _timer(self):
+        try:
+            start = float(self.cfg.get("start_after_s", 0.0))
+            duration = float(self.cfg.get("duration_s", 5.0))
+            if self.exiting.wait(start):
+                return
+            while "tensorflow" not in sys.modules:
+                if self.exiting.wait(0.1):
+                    self.timer_note = "the script never imported TensorFlow"
+                    return
+            import importlib
+
+            importlib.import_module("tensorflow")  # waits for an import in progress to finish
+            from tfadvisor import profiling
+
+            with self.lock:
+                if self.exiting.is_set():
+                    return
+                self.session = profiling.ProfileSession(self.logdir, self.options, source="tfadvisor capture run",
+                                                        verbose=True, stream=sys.stderr)
+                self.session.label = f"{duration:g} s from {time.time() - self.t0:.1f} s after start"
+                self.session.hint = False
+                if not self.session.start():
+                    return
+            _say(f"profiling for {duration:g} s into {self.logdir}")
+            self.exiting.wait(duration)
+            with self.lock:
+                if self.session.started:
+                    if self.exiting.is_set():
+                        self.timer_note = "the script ended before the capture did"
+                    self.session.stop()
+        except Exception as err:  # noqa: BLE001
+            self.timer_note = f"{type(err).__name__}: {err}"
+            _say(f"timed capture failed ({self.timer_note})")
+
+    # --- exit ----------------------------------------------------------------------------------
+    def at_exit(self):
+        status = {"mode": self.mode, "fit_calls": self.fit_calls, "keras_imported": self.keras_loaded,
+                  "tensorflow_imported": "tensorflow" in sys.modules, "run_dir": None, "error": None}
+        try:
+            self.exiting.set()
+            cb = self.callback
+            if cb is not None and getattr(cb, "state", None) == "profiling":
+                cb.close()
+            if self.mode == "time":
+                with self.lock:
+                    if self.session is not None and self.session.started:
+                        self.timer_note = "the script ended before the capture did"
+                        self.session.stop()
+                if self.session is not None:
+                    status["run_dir"] = self.session.run_dir
+                    status["error"] = self.session.error
+                    status["steps_marked"] = self.session.steps
+                status["note"] = self.timer_note
+            elif cb is not None:
+                status.update(run_dir=cb.run_dir, error=cb.error, state=cb.state, steps_seen=cb.steps_seen,
+                              steps_profiled=cb.profiled_steps)
+            if self.callback_error:
+                status["error"] = status["error"] or self.callback_error
+        except Exception as err:  # noqa: BLE001
+            status["error"] = f"{type(err).__name__}: {err}"
+        path = self.cfg.get("status")
+        if path:
+            try:
+                import json
+
+                with open(path, "w") as fh:
+                    json.dump(status, fh)
+            except Exception as err:  # noqa: BLE001
+                _say(f"cannot write the status file {path} ({err})")
+
+
+class _KerasWatcher:
+    """A meta path finder that calls back once ``keras`` has been imported."""
+
+    def __init__(self, on_loaded):
+        self.on_loaded = on_loaded
+        self.busy = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "keras" or self.busy:
+            return None
+        self.busy = True
+        spec = None
+        try:
+            for finder in list(sys.meta_path):
+                if finder is self:
+                    continue
+                find = getattr(finder, "find_spec", None)
+                if find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        # importlib.util.find_spec("keras") also lands here without importing (TensorFlow does
+        # that): stay on sys.meta_path until a spec is actually executed.
+        original = spec.loader.exec_module
+        watcher = self
+
+        def exec_module(module):
+            original(module)
+            try:
+                sys.meta_path.remove(watcher)
+            except ValueError:
+                pass
+            try:
+                watcher.on_loaded(module)
+            except Exception as err:  # noqa: BLE001
+                _say(f"cannot patch keras.Model.fit ({type(err).__name__}: {err})")
+
+        try:
+            spec.loader.exec_module = exec_module
+        except Exception as err:  # noqa: BLE001
+            _say(f"cannot watch the keras import ({err})")
+        return spec
+
+
+def _disarm_children(cfg):
+    """Processes the script starts must not be armed: restore the environment."""
+    os.environ.pop(_ENV, None)
+    original = cfg.get("pythonpath")
+    if original is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = original
+
+
+def _arm():
+    raw = os.environ.get(_ENV)
+    if not raw:
+        return
+    try:
+        import json
+
+        cfg = json.loads(raw)
+    except Exception as err:  # noqa: BLE001
+        _say(f"bad {_ENV} ({err}); the script runs unprofiled")
+        os.environ.pop(_ENV, None)
+        return
+    _disarm_children(cfg)
+    try:
+        import atexit
+
+        capture = _Capture(cfg)
+        atexit.register(capture.at_exit)
+        if "keras" in sys.modules:
+            capture.keras_imported(sys.modules["keras"])
+        else:
+            sys.meta_path.insert(0, _KerasWatcher(capture.keras_imported))
+        if capture.mode == "time":
+            capture.start_timer()
+        globals()["_capture"] = capture
+    except Exception as err:  # noqa: BLE001
+        _say(f"cannot arm the capture ({type(err).__name__}: {err}); the script runs unprofiled")
+
+
+def _chain():
+    """Run the sitecustomize module this one shadows (e.g. a distribution's), if any."""
+    try:
+        import importlib.machinery
+        import importlib.util
+
+        here = os.path.normcase(os.path.realpath(_HERE))
+        rest = [p for p in sys.path if os.path.normcase(os.path.realpath(p or os.getcwd())) != here]
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+        if spec is None or spec.loader is None:
+            return
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001
+        _say(f"the shadowed sitecustomize failed ({type(err).__name__}: {err})")
+
+
+_arm()
+_chain()

@@ -1,0 +1,198 @@
+"""``tfadvisor capture``: get a profile, then analyse it.
+
+* ``tfadvisor capture service HOST:PORT[,HOST:PORT...] --logdir DIR --duration-ms N``
+  asks a running program's profiler server (``tf.profiler.experimental.server.start``)
+  for a trace.
+* ``tfadvisor capture run --logdir DIR [--start-step N --steps M | --start-after-s S
+  --duration-s D] -- python train.py ARGS`` runs a training script with the profiler
+  armed, passes its output and exit code through, then analyses the capture.
+
+Problems are one line on stderr and exit code 2 (a failing script's own exit code is
+passed through instead).
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+
+import typer
+
+app = typer.Typer(
+    help="Capture a profile: from a running program's profiler server, or by running a training script.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+HOST_LEVEL_HELP = "Host (CPU) tracer level: 1 critical, 2 info, 3 verbose."
+DEVICE_LEVEL_HELP = "Device (GPU/TPU) tracer level: 0 off, 1 on."
+PYTHON_LEVEL_HELP = "Python tracer level: 1 traces Python function calls (slow), 0 off."
+
+
+class Backend(str, Enum):
+    auto = "auto"
+    xprof = "xprof"
+    tf = "tf"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"tfadvisor: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _levels(host: int | None, device: int | None, python: int | None, delay_ms: int | None = None):
+    from tfadvisor.profiling import profiler_options
+
+    for name, value, lo, hi in (("--host-tracer-level", host, 1, 3), ("--device-tracer-level", device, 0, 1),
+                                ("--python-tracer-level", python, 0, 1)):
+        if value is not None and not lo <= value <= hi:
+            _fail(f"{name} must be between {lo} and {hi}, got {value}")
+    return profiler_options(host_tracer_level=host, device_tracer_level=device, python_tracer_level=python,
+                            delay_ms=delay_ms)
+
+
+def _report(run_dir: str, logdir: str, *, analyze: bool, no_steps: str | None = None) -> None:
+    """Say where the profile is; analyse it and print the result (or fail when it has no steps)."""
+    typer.echo(f"tfadvisor: profile written to {run_dir}")
+    if not analyze:
+        typer.echo(f"tfadvisor: analyse it with: tfadvisor analyze {logdir}")
+        return
+    import tfadvisor.api as api
+
+    try:
+        result = api.analyze(run_dir)
+    except Exception as err:  # noqa: BLE001 - the capture itself worked: keep it, say why
+        typer.echo(f"tfadvisor: analysis failed ({type(err).__name__}: {err}); the profile is kept: "
+                   f"tfadvisor analyze {logdir}", err=True)
+        return
+    if no_steps and result.metrics.get("steps_count") == 0:
+        _fail(no_steps)
+    try:
+        from tfadvisor.report.terminal import print_result
+    except ImportError:
+        from tfadvisor.profiling import summary_lines
+
+        for line in summary_lines(result, top=5, run_dir=logdir):
+            typer.echo(line)
+    else:
+        print_result(result)
+        typer.echo(f"tfadvisor: analyse it again with: tfadvisor analyze {logdir}")
+
+
+@app.command("service")
+def service(
+    address: str = typer.Argument(..., metavar="HOST:PORT[,HOST:PORT...]",
+                                  help="Profiler server(s) of the running program (grpc:// optional)."),
+    logdir: str = typer.Option(..., "--logdir", help="Where to write the profile (the server writes it too: "
+                                                     "use shared storage such as gs:// for remote hosts)."),
+    duration_ms: int = typer.Option(2000, "--duration-ms", help="How long to trace, in milliseconds."),
+    retries: int = typer.Option(2, "--retries", help="Tries again this many times when nothing was traced."),
+    host_tracer_level: int | None = typer.Option(None, "--host-tracer-level", help=HOST_LEVEL_HELP),
+    device_tracer_level: int | None = typer.Option(None, "--device-tracer-level", help=DEVICE_LEVEL_HELP),
+    python_tracer_level: int | None = typer.Option(None, "--python-tracer-level", help=PYTHON_LEVEL_HELP),
+    delay_ms: int | None = typer.Option(None, "--delay-ms", help="Start tracing this much later (all hosts)."),
+    backend: Backend = typer.Option(Backend.auto, "--backend",
+                                    help="Client: xprof (passes tracer levels on) or tf; auto prefers xprof."),
+    analyze: bool = typer.Option(True, "--analyze/--no-analyze", help="Analyse the capture and print the result."),
+) -> None:
+    """Capture DURATION ms from a program that runs tf.profiler.experimental.server.start(PORT).
+
+    Memory events on the CPU need the program itself to run with TF_CPU_ALLOCATOR_USE_BFC=true.
+    """
+    from tfadvisor.capture.service import CaptureError, capture_service
+
+    if retries < 0:
+        _fail(f"--retries must be >= 0, got {retries}")
+    opts = _levels(host_tracer_level, device_tracer_level, python_tracer_level, delay_ms)
+    try:
+        got = capture_service(address, logdir, duration_ms, retries=retries, options=opts, backend=backend.value)
+    except CaptureError as err:
+        _fail(str(err))
+        return
+    joined = ",".join(got.addresses)
+    typer.echo(f"tfadvisor: captured {duration_ms} ms from {joined} ({got.backend})")
+    _report(got.run_dir, logdir, analyze=analyze,
+            no_steps=f"no training steps ran during the {duration_ms} ms capture of {joined} (the profile is kept in "
+                     f"{got.run_dir}): capture while the program trains, or use a longer --duration-ms")
+
+
+@app.command("run", context_settings={"allow_interspersed_args": False})
+def run(
+    command: list[str] = typer.Argument(..., metavar="-- COMMAND [ARGS]...",
+                                        help="The training command, e.g. python train.py --epochs 3."),
+    logdir: str = typer.Option(..., "--logdir", help="Where the profiler writes."),
+    start_step: int | None = typer.Option(None, "--start-step",
+                                             help="First profiled step of keras Model.fit (global, from 0; "
+                                                  "default 10)."),
+    steps: int | None = typer.Option(None, "--steps", help="How many steps to profile (default 10)."),
+    start_after_s: float | None = typer.Option(None, "--start-after-s",
+                                                  help="Time mode: start the profiler this many seconds after the "
+                                                       "script starts (any TensorFlow program)."),
+    duration_s: float | None = typer.Option(None, "--duration-s", help="Time mode: profile this long (default 5)."),
+    host_tracer_level: int | None = typer.Option(None, "--host-tracer-level", help=HOST_LEVEL_HELP),
+    device_tracer_level: int | None = typer.Option(None, "--device-tracer-level", help=DEVICE_LEVEL_HELP),
+    python_tracer_level: int | None = typer.Option(None, "--python-tracer-level", help=PYTHON_LEVEL_HELP),
+    memory: bool = typer.Option(False, "--memory", help="Record CPU memory events (TF_CPU_ALLOCATOR_USE_BFC=true)."),
+    analyze: bool = typer.Option(True, "--analyze/--no-analyze", help="Analyse the capture and print the result."),
+) -> None:
+    """Run a training script with the profiler armed, then analyse what it captured.
+
+    Step mode (default) profiles steps START..START+STEPS-1 of keras Model.fit.
+
+    Time mode (--start-after-s/--duration-s) profiles a stretch of wall time of any TensorFlow program.
+
+    The script's output is shown as it runs and its exit code is passed through.
+    """
+    from tfadvisor.capture.runner import capture_config, explain_no_profile, run_script
+    from tfadvisor.capture.service import CaptureError, check_logdir
+
+    if not command:
+        _fail("no command given: tfadvisor capture run --logdir DIR -- python train.py")
+    opts = _levels(host_tracer_level, device_tracer_level, python_tracer_level)
+    try:
+        cfg = capture_config(logdir, start_step=start_step, steps=steps, start_after_s=start_after_s,
+                             duration_s=duration_s, options=opts)
+        check_logdir(logdir)
+    except (ValueError, CaptureError) as err:
+        _fail(str(err))
+        return
+    try:
+        done = run_script(list(command), cfg, memory=memory)
+    except FileNotFoundError:
+        _fail(f"cannot run {command[0]!r}: no such program")
+        return
+    except PermissionError:
+        _fail(f"cannot run {command[0]!r}: permission denied")
+        return
+    run_dir = (done.status or {}).get("run_dir")
+    if done.returncode != 0:
+        where = f"; what it captured is in {run_dir}" if run_dir else ""
+        typer.echo(f"tfadvisor: the script exited with code {done.returncode}{where}", err=True)
+        raise typer.Exit(done.returncode if done.returncode > 0 else 128 - done.returncode)
+    if not run_dir:
+        _fail(explain_no_profile(done))
+        return
+    _report(run_dir, logdir, analyze=analyze)
+
+
+def _register_vertex() -> None:
+    """``tfadvisor capture vertex`` lives in tfadvisor/capture/vertex.py (``register(app)``), when present."""
+    try:
+        from tfadvisor.capture import vertex as _vertex
+    except ImportError:
+        if os.environ.get("TFADVISOR_DEBUG"):
+            raise
+        return
+    register = getattr(_vertex, "register", None)
+    if callable(register):
+        register(app)
+
+
+_register_vertex()
+
+
+
+def main() -> None:
+    """Run ``app`` alone (``python -m tfadvisor.capture``); usage errors exit with 2."""
+    app(prog_name="tfadvisor capture")

@@ -1,0 +1,127 @@
+"""Run a training command with the profiler armed (``tfadvisor capture run``).
+
+The command runs as a child process with its output streamed as usual. Two entries go in
+front of its ``PYTHONPATH``: ``tfadvisor/_sitecustomize`` (a ``sitecustomize`` hook that
+Python imports at start-up) and a temporary directory holding only a ``tfadvisor`` link
+to this package (so the hook can import it without exposing anything else of this
+environment). The capture is described to the hook in ``TFADVISOR_CAPTURE`` (JSON); the
+hook reports back through a status file. ``TF_CPU_ALLOCATOR_USE_BFC=true`` is set for
+``memory=True``, before TensorFlow starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfadvisor.profiling import MEMORY_ENV
+
+HOOK_DIR = Path(__file__).resolve().parent.parent / "_sitecustomize"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+ENV_VAR = "TFADVISOR_CAPTURE"
+
+
+@dataclass
+class ScriptRun:
+    returncode: int
+    status: dict[str, Any] | None = None  # what the hook reported; None when it did not run
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def capture_config(logdir: str, *, start_step: int | None = None, steps: int | None = None,
+                   start_after_s: float | None = None, duration_s: float | None = None,
+                   options: dict | None = None) -> dict[str, Any]:
+    """The hook's configuration: step mode (default: steps 10-19) or time mode."""
+    time_mode = start_after_s is not None or duration_s is not None
+    if time_mode and (start_step is not None or steps is not None):
+        raise ValueError("give either --start-step/--steps or --start-after-s/--duration-s, not both")
+    cfg: dict[str, Any] = {"logdir": logdir, "options": {k: v for k, v in (options or {}).items() if v is not None}}
+    if time_mode:
+        s = 10.0 if start_after_s is None else float(start_after_s)
+        d = 5.0 if duration_s is None else float(duration_s)
+        if s < 0 or d <= 0:
+            raise ValueError("--start-after-s must be >= 0 and --duration-s > 0")
+        cfg.update(mode="time", start_after_s=s, duration_s=d)
+    else:
+        a = 10 if start_step is None else int(start_step)
+        n = 10 if steps is None else int(steps)
+        if a < 0 or n <= 0:
+            raise ValueError("--start-step must be >= 0 and --steps > 0")
+        cfg.update(mode="steps", start_step=a, steps=n)
+    return cfg
+
+
+def run_script(command: list[str], cfg: dict[str, Any], *, memory: bool = False,
+               env: dict[str, str] | None = None) -> ScriptRun:
+    """Run ``command`` armed with ``cfg``; its exit code and the hook's status."""
+    base = dict(os.environ if env is None else env)
+    tmp = tempfile.mkdtemp(prefix="tfadvisor_capture_")
+    try:
+        link_dir = os.path.join(tmp, "path")
+        os.makedirs(link_dir)
+        try:
+            os.symlink(PACKAGE_DIR, os.path.join(link_dir, "tfadvisor"), target_is_directory=True)
+            extra = link_dir
+        except OSError:  # no symlinks (Windows without privilege): the package's parent directory
+            extra = str(PACKAGE_DIR.parent)
+        status_path = os.path.join(tmp, "status.json")
+        original = base.get("PYTHONPATH")
+        full = dict(cfg, status=status_path, pythonpath=original)
+        base["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), extra] + ([original] if original else []))
+        base[ENV_VAR] = json.dumps(full)
+        if memory:
+            base[MEMORY_ENV] = "true"
+        proc = subprocess.Popen(command, env=base)
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:  # the child got the signal too: let it finish (and save)
+            try:
+                rc = proc.wait()
+            except KeyboardInterrupt:
+                proc.kill()
+                rc = proc.wait()
+        status = None
+        if os.path.isfile(status_path):
+            try:
+                with open(status_path, encoding="utf-8") as fh:
+                    status = json.load(fh)
+            except (OSError, ValueError):
+                status = None
+        return ScriptRun(returncode=rc, status=status, config=full)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def explain_no_profile(run: ScriptRun) -> str:
+    """Why a run left no profile, in one line."""
+    st = run.status
+    cfg = run.config
+    if st is None:
+        return ("the capture hook did not run in the command: is it a Python program started with an interpreter "
+                "that has tfadvisor's dependencies? (python -I, -E or -S ignore the hook)")
+    if st.get("error") and ("TensorFlow is not installed" in str(st.get("error")) or "No module named" in str(
+            st.get("error"))):
+        return f"{st['error']}"
+    if cfg.get("mode") == "time":
+        if not st.get("tensorflow_imported"):
+            return "the script never imported TensorFlow, so there was nothing to profile"
+        note = st.get("note") or st.get("error")
+        if note:
+            return f"no profile was written ({note}); is --start-after-s {cfg.get('start_after_s'):g} longer " \
+                   "than the script runs?"
+        return f"no profile was written: the script ended before {cfg.get('start_after_s'):g} s"
+    if not st.get("keras_imported") or not st.get("fit_calls"):
+        return ("the script never called keras Model.fit, so the step window was not armed; use --start-after-s/"
+                "--duration-s, or tfadvisor.profile() in the script")
+    if st.get("error"):
+        return f"no profile was written: {st['error']}"
+    start = cfg.get("start_step", 10)
+    end = start + cfg.get("steps", 10) - 1
+    return (f"the profiling window (steps {start}-{end}) was not reached: the script trained "
+            f"{st.get('steps_seen', 0)} step(s); lower --start-step")

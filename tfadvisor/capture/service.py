@@ -1,0 +1,216 @@
+"""Capture from a running program's profiler server (``tfadvisor capture service``).
+
+The training program starts a server with ``tf.profiler.experimental.server.start(PORT)``;
+this asks it for a trace of ``duration_ms`` over gRPC. Two clients can do that:
+
+* xprof's ``xprof.convert._pywrap_profiler_plugin.trace`` (no TensorFlow needed, starts
+  in a fraction of a second, and passes tracer levels through to the server);
+* TensorFlow's ``tf.profiler.experimental.client.trace`` (TF 2.21 drops the tracer levels
+  on the way: the capture uses the server's defaults).
+
+``backend="auto"`` uses xprof when it is installed, else TensorFlow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from tfadvisor import profiling
+
+
+class CaptureError(Exception):
+    """A capture that cannot be done; the CLI prints it as one line and exits with 2."""
+
+
+@dataclass
+class ServiceCapture:
+    run_dir: str
+    run_dirs: list[str] = field(default_factory=list)
+    backend: str = ""
+    addresses: list[str] = field(default_factory=list)
+
+
+def parse_addresses(spec: str) -> list[tuple[str, int]]:
+    """``"host:port,host2:port2"`` (``grpc://`` allowed) -> [(host, port), ...]."""
+    out = []
+    for raw in spec.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        if item.startswith("grpc://"):
+            item = item[len("grpc://"):]
+        host, sep, port = item.rpartition(":")
+        if not sep or not host:
+            raise CaptureError(f"bad address {raw.strip()!r}: expected HOST:PORT, e.g. localhost:6009")
+        host = host.strip("[]")
+        try:
+            port_n = int(port)
+        except ValueError:
+            raise CaptureError(f"bad address {raw.strip()!r}: port {port!r} is not a number") from None
+        if not 0 < port_n < 65536:
+            raise CaptureError(f"bad address {raw.strip()!r}: port {port_n} is out of range")
+        out.append((host, port_n))
+    if not out:
+        raise CaptureError("no address given: expected HOST:PORT[,HOST:PORT...]")
+    return out
+
+
+def check_listening(addresses: list[tuple[str, int]], timeout: float = 3.0) -> None:
+    """A clear error when nothing accepts connections on an address."""
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                pass
+        except OSError as err:
+            why = err.strerror or type(err).__name__
+            if isinstance(err, socket.timeout):
+                why = f"no answer in {timeout:g} s"
+            raise CaptureError(
+                f"nothing is listening on {host}:{port} ({why}); start a profiler server in the training "
+                f"program with tf.profiler.experimental.server.start({port})"
+            ) from None
+
+
+def check_logdir(logdir: str) -> None:
+    """Create a local logdir and make sure it can be written; remote ones are left to the writer."""
+    if "://" in logdir and not logdir.startswith("file://"):
+        return
+    path = logdir[len("file://"):] if logdir.startswith("file://") else logdir
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".tfadvisor_write_test_"):
+            pass
+    except OSError as err:
+        raise CaptureError(f"cannot write to logdir {logdir}: {err.strerror or err}") from None
+
+
+def _backend(name: str):
+    """("xprof"|"tf", trace function)."""
+    errors = []
+    if name in ("auto", "xprof"):
+        try:
+            from xprof.convert import _pywrap_profiler_plugin
+
+            return "xprof", _pywrap_profiler_plugin.trace
+        except Exception as err:  # noqa: BLE001 - ImportError, or its C library failing to load
+            errors.append(f"xprof: {err}")
+            if name == "xprof":
+                raise CaptureError(f"xprof is not usable ({err}): pip install 'tfadvisor[xprof]'") from None
+    try:
+        tf = profiling.import_tf()
+    except profiling.TensorFlowMissing:
+        if name == "tf":
+            raise CaptureError(profiling.TF_INSTALL_HINT) from None
+        raise CaptureError(
+            "capturing from a profiler server needs TensorFlow or xprof: pip install 'tfadvisor[tf]' "
+            "(or 'tfadvisor[xprof]')"
+        ) from None
+    return "tf", tf
+
+
+def capture_service(
+    spec: str,
+    logdir: str,
+    duration_ms: int,
+    *,
+    retries: int = 2,
+    options: dict | None = None,
+    backend: str = "auto",
+    check_timeout: float = 3.0,
+) -> ServiceCapture:
+    """Trace every address for ``duration_ms`` into ``logdir``; the new run directory."""
+    if duration_ms <= 0:
+        raise CaptureError(f"--duration-ms must be > 0, got {duration_ms}")
+    addresses = parse_addresses(spec)
+    check_listening(addresses, timeout=check_timeout)
+    check_logdir(logdir)
+    opts = {k: int(v) for k, v in (options or profiling.profiler_options()).items() if v is not None}
+    joined = ",".join(f"{h}:{p}" for h, p in addresses)
+    before = profiling.snapshot_runs(logdir)
+    kind, impl = _backend(backend)
+    try:
+        with _quiet_native_output():
+            _trace(kind, impl, addresses, joined, logdir, duration_ms, retries, opts)
+    except Exception as err:  # noqa: BLE001 - gRPC and C errors arrive as many types
+        text = " ".join(str(err).split()) or type(err).__name__
+        if "No trace event" in text or "no trace event" in text.lower():
+            raise CaptureError(
+                f"no trace events were collected from {joined} in {duration_ms} ms "
+                f"({max(1, retries + 1)} attempt(s)): the program ran nothing TensorFlow traces in the window; "
+                "capture while it trains, or use a longer --duration-ms"
+            ) from None
+        raise CaptureError(f"capture from {joined} failed: {text}") from None
+    dirs = profiling.new_run_dirs(logdir, before)
+    if not dirs:
+        raise CaptureError(
+            f"the profiler server at {joined} wrote no profile under {logdir}/plugins/profile "
+            "(the server writes the files itself: the logdir must be reachable from the training host)"
+        )
+    run_dir = dirs[-1]
+    facts = {
+        "tfadvisor_version": profiling.tfadvisor_version(),
+        "hosts": len(addresses),
+        "host_names": _host_names(run_dir) or [f"{h}:{p}" for h, p in addresses],
+        "capture": {"by": "tfadvisor capture service", "backend": kind, "service_addr": joined,
+                    "duration_ms": int(duration_ms), "options": opts},
+    }
+    profiling.write_run_metadata(run_dir, facts)
+    return ServiceCapture(run_dir=run_dir, run_dirs=dirs, backend=kind, addresses=[f"{h}:{p}" for h, p in addresses])
+
+
+def _host_names(run_dir: str) -> list[str]:
+    from tfadvisor.discovery import XPLANE_SUFFIX
+
+    if "://" in run_dir:
+        return []
+    try:
+        return sorted(f[: -len(XPLANE_SUFFIX)] for f in os.listdir(run_dir) if f.endswith(XPLANE_SUFFIX))
+    except OSError:
+        return []
+
+
+def _trace(kind, impl, addresses, joined, logdir, duration_ms, retries, opts) -> None:
+    attempts = max(1, retries + 1)
+    if kind == "xprof":
+        impl(joined, logdir, "", True, int(duration_ms), attempts, opts)
+        return
+    tf = impl
+    tf_opts = tf.profiler.experimental.ProfilerOptions(
+        host_tracer_level=opts.get("host_tracer_level", 2),
+        python_tracer_level=opts.get("python_tracer_level", 0),
+        device_tracer_level=opts.get("device_tracer_level", 1),
+        delay_ms=opts.get("delay_ms"),
+    )
+    tf.profiler.experimental.client.trace(",".join(f"grpc://{h}:{p}" for h, p in addresses), logdir,
+                                          int(duration_ms), num_tracing_attempts=attempts, options=tf_opts)
+
+
+@contextlib.contextmanager
+def _quiet_native_output():
+    """Hide what the native profiler client prints on fds 1 and 2 (its errors come back as exceptions)."""
+    if os.environ.get("TFADVISOR_DEBUG"):
+        yield
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = (os.dup(1), os.dup(2))
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    sink = tempfile.TemporaryFile()
+    try:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+        sink.close()

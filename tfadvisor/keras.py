@@ -1,0 +1,359 @@
+"""The Keras callback: profile a window of ``model.fit`` steps and say what is slow.
+
+::
+
+    from tfadvisor.keras import AdvisorCallback
+
+    model.fit(x, y, epochs=3, callbacks=[AdvisorCallback("logs/prof", steps=(10, 20))])
+
+The callback starts the TensorFlow profiler at global training step 10 (steps count from
+0 across epochs and ``fit`` calls of the same callback), marks every profiled step with
+``tf.profiler.experimental.Trace('train', step_num=n, _r=1)``, stops the profiler after
+10 steps, writes ``tfadvisor_run.json`` (parameter count, batch size, replicas, strategy,
+devices, versions, the step window) into the run directory and, by default, analyses
+the profile and prints the top findings. ``report_json=``/``report_html=`` also write
+reports. ``steps=None`` only marks steps (for captures started elsewhere: a profiler
+server, ``tfadvisor capture run --start-after-s``), and never starts the profiler.
+
+With ``steps_per_execution=k`` Keras runs k steps per call and calls the batch hooks
+once per call: each call is one marker (``step_num`` = its first step) and counts as k
+steps. The window starts at the first call at or after ``start`` and lasts at least
+``stop - start`` steps.
+
+Each marker opens in ``on_train_batch_begin`` and closes in ``on_train_batch_end``, after
+Keras has read the step's logs (which waits for the step to finish on a GPU), so the
+marker spans the whole step. (With the TensorFlow backend Keras calls the batch-end
+hooks synchronously whatever the callbacks, so overriding ``on_train_batch_end`` adds
+no device sync.) Outside the window the callback costs two Python calls per step.
+
+If ``fit`` raises inside the window, the profile is stopped and written when the process
+exits (or call ``close()``).
+
+It never raises into training: profiler, metadata and analysis problems become
+:class:`tfadvisor.profiling.CaptureWarning` warnings and log lines.
+
+This module imports Keras (and TensorFlow) only when ``AdvisorCallback`` is first used.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from typing import Any
+
+__all__ = ["AdvisorCallback"]  # noqa: F822 - built on first access (module __getattr__)
+
+_CLASS = None
+
+WAITING = "waiting"  # before the window
+PROFILING = "profiling"  # window open
+DONE = "done"  # window closed, profile written
+FAILED = "failed"  # the profiler did not start: nothing more to do
+MARKING = "marking"  # steps=None: mark steps, never start the profiler
+
+
+def __getattr__(name: str):
+    if name == "AdvisorCallback":
+        return _callback_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + ["AdvisorCallback"])
+
+
+def parse_window(steps: Any) -> tuple[int, int] | None:
+    """``(start, stop)`` (global step indexes, stop exclusive) from a tuple or ``"10,20"``."""
+    if steps is None:
+        return None
+    if isinstance(steps, str):
+        parts = [p for p in steps.replace(":", ",").split(",") if p.strip()]
+        steps = tuple(int(p) for p in parts)
+    try:
+        start, stop = (int(s) for s in steps)
+    except (TypeError, ValueError):
+        raise ValueError(f"steps must be (start, stop) with start < stop, got {steps!r}") from None
+    if start < 0 or stop <= start:
+        raise ValueError(f"steps must be (start, stop) with 0 <= start < stop, got {steps!r}")
+    return start, stop
+
+
+def _callback_class():
+    global _CLASS
+    if _CLASS is None:
+        try:
+            import keras  # the top-level Keras package (absolute import)
+        except ImportError as err:
+            raise ImportError(f"tfadvisor.keras.AdvisorCallback needs Keras 3 and TensorFlow ({err}): "
+                              "pip install 'tfadvisor[tf]'") from err
+        _CLASS = _build(keras)
+    return _CLASS
+
+
+def _infer_batch_size(model: Any) -> int | None:
+    """The batch size of the running ``fit``, read from its frame (numpy arrays, tf.data)."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "fit" and f.f_locals.get("self") is model:
+            loc = f.f_locals
+            it = loc.get("epoch_iterator")
+            adapter = getattr(it, "data_adapter", None) if it is not None else None
+            size = None
+            if adapter is not None:
+                try:
+                    size = adapter.batch_size
+                except Exception:  # noqa: BLE001
+                    size = None
+            if size is None:
+                size = loc.get("batch_size")
+            try:
+                return int(size) if size is not None else None
+            except (TypeError, ValueError):
+                return None
+        f = f.f_back
+    return None
+
+
+def _build(keras):
+    from tfadvisor import profiling
+
+    class AdvisorCallback(keras.callbacks.Callback):
+        """Profile steps ``[start, stop)`` of ``fit``, write metadata, print the top findings.
+
+        Args:
+            logdir: where the profiler writes (``<logdir>/plugins/profile/<run>/``); local or gs://.
+            steps: ``(start, stop)``, global step indexes from 0, stop exclusive; default
+                ``(10, 20)`` skips 10 warm-up steps (tracing, autotuning). ``None``: only mark
+                steps, never start the profiler.
+            options: ``tf.profiler.experimental.ProfilerOptions`` or dict; or the levels:
+            host_tracer_level: 1 (critical) .. 3 (verbose); default 2.
+            python_tracer_level: 1 traces Python calls (costly); default 0.
+            device_tracer_level: 0/1 GPU/TPU activity; default 1.
+            memory: record CPU memory events (``TF_CPU_ALLOCATOR_USE_BFC=true``; must be set
+                before TF starts, so it warns when too late).
+            analyze: analyse the profile when the window closes and print the top findings.
+            report_json, report_html: also write these reports.
+            top: how many findings to print.
+            verbose: print ``tfadvisor: ...`` lines (findings are logged either way).
+            batch_size: global batch size for the metadata (default: read from ``fit``).
+            metadata: extra keys for ``tfadvisor_run.json`` (e.g. ``link``, ``bandwidth_gbps``).
+            name: the step marker's name.
+        """
+
+        def __init__(
+            self,
+            logdir: str | os.PathLike,
+            steps: Any = (10, 20),
+            *,
+            options: Any = None,
+            host_tracer_level: int | None = None,
+            python_tracer_level: int | None = None,
+            device_tracer_level: int | None = None,
+            memory: bool = False,
+            analyze: bool = True,
+            report_json: str | os.PathLike | None = None,
+            report_html: str | os.PathLike | None = None,
+            top: int = 3,
+            verbose: bool = True,
+            batch_size: int | None = None,
+            metadata: dict[str, Any] | None = None,
+            name: str = "train",
+            stream=None,
+        ) -> None:
+            super().__init__()
+            self.logdir = os.fspath(logdir)
+            self.window = parse_window(steps)
+            self.options = profiling.profiler_options(
+                options, host_tracer_level=host_tracer_level, python_tracer_level=python_tracer_level,
+                device_tracer_level=device_tracer_level)
+            self.memory = memory
+            self.analyze = analyze
+            self.report_json = report_json
+            self.report_html = report_html
+            self.top = top
+            self.verbose = verbose
+            self.batch_size = batch_size
+            self.extra_metadata = dict(metadata or {})
+            self.name = name
+            self.stream = stream
+            self.state = MARKING if self.window is None else WAITING
+            self.hint = True  # print "analyse it with: tfadvisor analyze ..." when not analysing
+            self.steps_seen = 0  # global steps started so far (all epochs and fit calls)
+            self.profiled_steps = 0
+            self.marked_executions = 0
+            self.first_profiled: int | None = None
+            self.session: profiling.ProfileSession | None = None
+            self.run_dir: str | None = None
+            self.result = None
+            self.error: str | None = None
+            self._spe = 1
+            self._epoch_steps: int | None = None
+            self._exec_first = 0
+            self._exec_n = 1
+            self._marker = None
+            self._step = profiling.step
+            self._fit_batch_size: int | None = None
+            if memory:
+                profiling.enable_memory_events()
+
+        # --- Keras hooks -------------------------------------------------------------
+        def on_train_begin(self, logs=None):
+            try:
+                spe = getattr(self.model, "steps_per_execution", 1)
+                self._spe = max(1, int(spe if spe is not None else 1))
+            except Exception:  # noqa: BLE001
+                self._spe = 1
+            steps = (self.params or {}).get("steps")
+            self._epoch_steps = int(steps) if isinstance(steps, int) and steps > 0 else None
+            try:
+                self._fit_batch_size = self.batch_size or _infer_batch_size(self.model)
+            except Exception:  # noqa: BLE001
+                self._fit_batch_size = self.batch_size
+            if self.state is MARKING:
+                try:
+                    profiling._MODEL_INFO.update(self._model_info())
+                except Exception:  # noqa: BLE001
+                    pass
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self._marker is not None:  # left open: a step that raised, then fit was called again
+                self._end_marker()
+            n = self._spe
+            if n > 1 and self._epoch_steps is not None and isinstance(batch, int):
+                n = max(1, min(n, self._epoch_steps - batch))
+            first = self.steps_seen
+            self.steps_seen = first + n
+            self._exec_first = first
+            self._exec_n = n
+            state = self.state
+            if state is WAITING:
+                if first < self.window[0]:
+                    return
+                self._open()
+                state = self.state
+            if state is PROFILING or state is MARKING:
+                marker = self._step(first, self.name)
+                marker.__enter__()
+                self._marker = marker
+
+        def on_train_batch_end(self, batch, logs=None):
+            marker = self._marker
+            if marker is None:
+                return
+            self._marker = None
+            marker.__exit__(None, None, None)
+            if self.state is PROFILING:
+                self.profiled_steps += self._exec_n
+                self.marked_executions += 1
+                if self.profiled_steps >= self.window[1] - self.window[0]:
+                    self._close()
+
+        def on_train_end(self, logs=None):
+            self._end_marker()
+            if self.state is PROFILING:
+                self._close(note=f"training ended after {self.profiled_steps} of "
+                                 f"{self.window[1] - self.window[0]} window steps")
+            elif self.state is WAITING and self.verbose:
+                self._say(f"tfadvisor: profiling window (steps {self.window[0]}-{self.window[1] - 1}) not reached: "
+                          f"{self.steps_seen} step(s) trained so far")
+
+        def close(self) -> str | None:
+            """Stop a window that is still open (e.g. after ``fit`` raised); the run directory."""
+            open_marker = self._marker is not None
+            self._end_marker()
+            if self.state is PROFILING:
+                self.marked_executions += int(open_marker)
+                self._close(note=f"closed after {self.profiled_steps} of {self.window[1] - self.window[0]} "
+                                 "window steps")
+            return self.run_dir
+
+        # --- the window --------------------------------------------------------------
+        def _open(self) -> None:
+            try:
+                self.session = profiling.ProfileSession(
+                    self.logdir, self.options, memory=False, analyze=self.analyze,
+                    report_json=self.report_json, report_html=self.report_html, top=self.top,
+                    verbose=self.verbose, source="tfadvisor.keras.AdvisorCallback", stream=self.stream)
+                self.session.hint = self.hint
+                ok = self.session.start()
+            except Exception as err:  # noqa: BLE001
+                ok = False
+                self.error = f"{type(err).__name__}: {err}"
+                profiling.warn(f"not profiling: {self.error}")
+            if not ok:
+                self.state = FAILED
+                self.error = self.error or (self.session.error if self.session else None)
+                return
+            self.state = PROFILING
+            self.first_profiled = self._exec_first
+            atexit.register(self._at_exit)
+            if self.verbose:
+                self._say(f"tfadvisor: profiling from step {self._exec_first} "
+                          f"({self.window[1] - self.window[0]} steps) into {self.logdir}")
+
+        def _at_exit(self) -> None:
+            if self.state is PROFILING:
+                open_marker = self._marker is not None  # the step that was running when the program stopped
+                self._end_marker()
+                self.marked_executions += int(open_marker)
+                self._close(note=f"the program ended during the window, after {self.profiled_steps} step(s)")
+
+        def _end_marker(self) -> None:
+            marker = self._marker
+            if marker is not None:
+                self._marker = None
+                marker.__exit__(None, None, None)
+
+        def _close(self, note: str | None = None) -> None:
+            self.state = DONE
+            try:
+                atexit.unregister(self._at_exit)
+            except Exception:  # noqa: BLE001
+                pass
+            session = self.session
+            if session is None:
+                return
+            try:
+                first = self.first_profiled if self.first_profiled is not None else self.window[0]
+                steps = {
+                    "start": first,
+                    "stop": first + self.profiled_steps,
+                    "count": self.profiled_steps,
+                    "markers": self.marked_executions,
+                    "steps_per_execution": self._spe,
+                    "requested": list(self.window),
+                }
+                if note:
+                    steps["note"] = note
+                session.extra.update(self._model_info())
+                session.extra["steps"] = steps
+                session.extra.update(self.extra_metadata)
+                if note and self.verbose:
+                    self._say(f"tfadvisor: {note}")
+                last = first + self.profiled_steps - 1
+                session.label = f"steps {first}-{last}" if self.profiled_steps else "no steps"
+                self.run_dir = session.stop()
+                self.result = session.result
+                if self.error is None:
+                    self.error = session.error
+            except Exception as err:  # noqa: BLE001
+                self.error = f"{type(err).__name__}: {err}"
+                profiling.warn(f"profiling window did not close cleanly: {self.error}")
+
+        def _model_info(self) -> dict[str, Any]:
+            info = profiling.model_facts(self.model, self._fit_batch_size)
+            try:
+                strategy = self.model.distribute_strategy
+            except Exception:  # noqa: BLE001
+                strategy = None
+            facts = profiling.environment_facts(strategy)
+            facts.update(info)
+            return facts
+
+        def _say(self, line: str) -> None:
+            print(line, file=self.stream or sys.stdout, flush=True)
+
+    AdvisorCallback.__module__ = __name__
+    AdvisorCallback.__qualname__ = "AdvisorCallback"
+    return AdvisorCallback
