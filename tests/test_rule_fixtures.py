@@ -1,0 +1,342 @@
+"""Each built-in rule on small metric dicts: one that fires, one that does not, and the edges.
+
+Each case gives the metrics (anything absent is unknown) and the severity expected, or
+None when the rule must not fire.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tfadvisor.advice import Finding, evaluate, evaluate_rule, load_rules, severity_at_least
+
+RULES = {r.id: r for r in load_rules()}
+
+
+def fire(rule_id: str, metrics: dict) -> Finding | None:
+    return evaluate_rule(RULES[rule_id], metrics)
+
+
+STEP = dict(steps_count=10, step_time_mean_ms=20.0, step_time_median_ms=20.0)
+TFDATA = dict(tfdata_present=True, tfdata_has_prefetch=True, tfdata_has_cache=True, tfdata_sequential_map=False,
+              tfdata_expensive_map=False, tfdata_repeated_source_no_cache=False, tfdata_pipeline="Root::Prefetch::Map")
+GPU = dict(device_present=True)
+
+CASES = [
+    # ---- input_bound: xprof thresholds 5 % / 20 %, a floor of 1 ms per step for prefetching pipelines
+    ("input_bound", {**STEP, "input_pct": 78.0, "tfdata_has_prefetch": False}, "critical"),
+    ("input_bound", {**STEP, "input_pct": 20.0}, "critical"),  # edge: exactly 20
+    ("input_bound", {**STEP, "input_pct": 19.99}, "warning"),
+    ("input_bound", {**STEP, "input_pct": 5.0}, "warning"),  # edge: exactly 5 (1 ms of a 20 ms step)
+    ("input_bound", {**STEP, "input_pct": 4.99}, None),
+    ("input_bound", {**STEP, "input_pct": None}, None),  # unknown never fires
+    ("input_bound", {}, None),
+    # a tuned pipeline: prefetch on, 0.4 ms of a 4.4 ms step (input_tuned sample's figures)
+    ("input_bound", {"steps_count": 10, "step_time_mean_ms": 4.38, "input_pct": 8.9, **TFDATA}, None),
+    # ...but the same share without prefetch is a real wait
+    ("input_bound", {"steps_count": 10, "step_time_mean_ms": 4.38, "input_pct": 8.9,
+                     **{**TFDATA, "tfdata_has_prefetch": False}}, "warning"),
+    # prefetch on but still 2 ms per step: the pipeline is too slow
+    ("input_bound", {**STEP, "input_pct": 10.0, **TFDATA}, "warning"),
+    # tf.data CPU contention on a small host
+    ("input_bound", {**STEP, "input_pct": 1.0, "tfdata_cpu_ratio": 1.5, "tfdata_cpu_pct": 60.0}, "warning"),
+    ("input_bound", {**STEP, "input_pct": 1.0, "tfdata_cpu_ratio": 1.0, "tfdata_cpu_pct": 50.0}, "warning"),  # edge
+    ("input_bound", {**STEP, "input_pct": 1.0, "tfdata_cpu_ratio": 0.9, "tfdata_cpu_pct": 60.0}, None),
+    ("input_bound", {**STEP, "input_pct": 1.0, "tfdata_cpu_ratio": 2.0, "tfdata_cpu_pct": 49.0}, None),
+    # xprof's input figure alone (idle, eager, Python) is not input-bound
+    ("input_bound", {**STEP, "input_pct": 0.0, "xprof_input_pct": 43.0}, None),
+    # ---- tfdata_no_prefetch
+    ("tfdata_no_prefetch", {**TFDATA, "tfdata_has_prefetch": False, "input_pct": 60.0}, "warning"),
+    ("tfdata_no_prefetch", {**TFDATA, "tfdata_has_prefetch": False, "input_pct": 1.0}, "info"),
+    ("tfdata_no_prefetch", {**TFDATA, "tfdata_has_prefetch": False}, "info"),
+    ("tfdata_no_prefetch", {**TFDATA, "input_pct": 60.0}, None),
+    ("tfdata_no_prefetch", {"tfdata_present": False, "tfdata_has_prefetch": False}, None),
+    ("tfdata_no_prefetch", {"tfdata_present": True}, None),
+    # ---- tfdata_sequential_map
+    ("tfdata_sequential_map", {**TFDATA, "tfdata_sequential_map": True, "input_pct": 5.0}, "warning"),
+    ("tfdata_sequential_map", {**TFDATA, "tfdata_sequential_map": True, "input_pct": 4.0}, "info"),
+    ("tfdata_sequential_map", {**TFDATA, "input_pct": 60.0}, None),
+    # ---- tfdata_no_cache
+    ("tfdata_no_cache", {**TFDATA, "tfdata_repeated_source_no_cache": True, "input_pct": 50.0}, "warning"),
+    ("tfdata_no_cache", {**TFDATA, "tfdata_repeated_source_no_cache": True, "input_pct": 1.0,
+                         "tfdata_expensive_map": True}, "info"),
+    ("tfdata_no_cache", {**TFDATA, "tfdata_repeated_source_no_cache": True, "input_pct": 1.0}, None),
+    ("tfdata_no_cache", {**TFDATA, "input_pct": 50.0}, None),
+    # ---- tfdata_expensive_map
+    ("tfdata_expensive_map", {**TFDATA, "tfdata_expensive_map": True, "tfdata_map_element_us": 900.0,
+                              "input_pct": 70.0}, "warning"),
+    ("tfdata_expensive_map", {**TFDATA, "tfdata_expensive_map": True, "input_pct": 4.0, "tfdata_cpu_ratio": 1.2,
+                              "tfdata_cpu_pct": 70.0}, "info"),  # CPU contention without a wait
+    # a pipeline that keeps up is not worth re-engineering for its map cost alone
+    ("tfdata_expensive_map", {**TFDATA, "tfdata_expensive_map": True, "input_pct": 0.7,
+                              "tfdata_cpu_ratio": 0.05}, None),
+    ("tfdata_expensive_map", {**TFDATA, "input_pct": 70.0}, None),
+    # ---- h2d_pageable
+    ("h2d_pageable", {"h2d_pageable_pct": 80.0, "h2d_exposed_pct": 6.0}, "warning"),
+    ("h2d_pageable", {"h2d_pageable_pct": 50.0, "h2d_exposed_pct": 2.0}, "warning"),  # edges
+    ("h2d_pageable", {"h2d_pageable_pct": 49.0, "h2d_exposed_pct": 6.0}, None),
+    ("h2d_pageable", {"h2d_pageable_pct": 90.0, "h2d_exposed_pct": 1.9}, None),
+    # ---- step_gaps
+    ("step_gaps", {**STEP, "idle_between_steps_pct": 78.0, "gaps_count": 9, "gap_mean_ms": 50.0,
+                   "gap_max_ms": 52.0, "gap_host_activity": "python"}, "critical"),
+    ("step_gaps", {**STEP, "idle_between_steps_pct": 30.0}, "critical"),
+    ("step_gaps", {**STEP, "idle_between_steps_pct": 10.0}, "warning"),
+    ("step_gaps", {**STEP, "idle_between_steps_pct": 9.9}, None),
+    ("step_gaps", {"steps_count": 1, "idle_between_steps_pct": 80.0}, None),
+    ("step_gaps", {**STEP, "idle_pct": 80.0}, None),  # idle inside steps is not a gap between them
+    ("step_gaps", {**STEP, "idle_between_steps_pct": 15.0, "gap_host_activity": "input"}, "warning"),
+    ("step_gaps", {**STEP, "idle_between_steps_pct": 45.0, "gap_host_activity": "input"}, "critical"),
+    # ---- step_outliers: impact = n x (ratio - 1) x median / (steps x mean)
+    ("step_outliers", {**STEP, "step_outliers_count": 1, "step_outlier_max_ratio": 1.5}, "info"),  # 5 %
+    ("step_outliers", {**STEP, "step_outliers_count": 1, "step_outlier_max_ratio": 3.0}, "warning"),  # 20 %
+    ("step_outliers", {**STEP, "step_outliers_count": 1, "step_outlier_max_ratio": 1.49}, None),
+    ("step_outliers", {**STEP, "step_outliers_count": 0, "step_outlier_max_ratio": 1.0}, None),
+    ("step_outliers", {**STEP, "steps_count": 4, "step_outliers_count": 1, "step_outlier_max_ratio": 5.0}, None),
+    # ---- kernel_launch_bound: xprof 3 % / 15 %
+    ("kernel_launch_bound", {**GPU, **STEP, "kernel_launch_pct": 15.0}, "critical"),
+    ("kernel_launch_bound", {**GPU, **STEP, "kernel_launch_pct": 3.0}, "warning"),
+    ("kernel_launch_bound", {**GPU, **STEP, "kernel_launch_pct": 2.9}, None),
+    ("kernel_launch_bound", {"device_present": False, "kernel_launch_pct": 40.0}, None),
+    # ---- eager_execution: xprof > 10 %
+    ("eager_execution", {**STEP, "eager_pct": 85.0, "eager_op_count": 2980}, "critical"),
+    ("eager_execution", {**STEP, "eager_pct": 10.0, "eager_op_count": 100}, "warning"),  # edges: 10 %, 10/step
+    ("eager_execution", {**STEP, "eager_pct": 9.9, "eager_op_count": 2980}, None),
+    ("eager_execution", {**STEP, "eager_pct": 40.0, "eager_op_count": 99}, None),  # < 10 ops per step
+    # one eager op per step (e.g. a next(iterator) or one big op) is not dispatch overhead
+    ("eager_execution", {**STEP, "eager_pct": 78.0, "eager_op_count": 10}, None),
+    ("eager_execution", {"eager_pct": 50.0, "eager_op_count": 500}, "critical"),  # no steps found
+    ("eager_execution", {"eager_pct": 50.0, "eager_op_count": 50}, None),
+    ("eager_execution", {**STEP, "eager_pct": None, "eager_op_count": 2980}, None),
+    # ---- retracing
+    ("retracing", {"steps_count": 8, "retrace_count": 8, "retraced_functions": "train_step",
+                   "retrace_pct": 90.0}, "critical"),
+    ("retracing", {"steps_count": 8, "retrace_count": 4}, "critical"),  # edge: half the steps
+    ("retracing", {"steps_count": 100, "retrace_count": 2}, "warning"),
+    ("retracing", {"steps_count": 100, "retrace_count": 1}, None),
+    ("retracing", {"steps_count": 100, "retrace_count": 0}, None),
+    ("retracing", {"retrace_count": 3}, "warning"),  # steps unknown: not escalated
+    # ---- python_overhead
+    ("python_overhead", {**STEP, "python_overhead_pct": 60.0, "eager_pct": 1.0, "retrace_count": 0}, "critical"),
+    ("python_overhead", {**STEP, "python_overhead_pct": 20.0, "eager_pct": 1.0, "retrace_count": 0}, "warning"),
+    ("python_overhead", {**STEP, "python_overhead_pct": 19.9, "eager_pct": 1.0, "retrace_count": 0}, None),
+    ("python_overhead", {**STEP, "python_overhead_pct": 60.0}, "critical"),  # eager/retrace unknown
+    ("python_overhead", {**STEP, "python_overhead_pct": 60.0, "eager_pct": 40.0}, None),  # eager explains it
+    ("python_overhead", {**STEP, "python_overhead_pct": 60.0, "retrace_count": 5}, None),  # retracing does
+    # ---- host_ops_with_device
+    ("host_ops_with_device", {**GPU, "host_op_time_pct": 25.0, "host_op_count": 40}, "warning"),
+    ("host_ops_with_device", {**GPU, "host_op_time_pct": 10.0}, "warning"),
+    ("host_ops_with_device", {**GPU, "host_op_time_pct": 9.0}, None),
+    ("host_ops_with_device", {"device_present": False, "host_op_time_pct": 100.0}, None),
+    # ---- mixed_precision_unused
+    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 0.0,
+                                "step_device_compute_pct": 70.0, "compute_capability": "8.0"}, "warning"),
+    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 9.9,
+                                "step_device_compute_pct": 20.0}, "warning"),
+    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 10.0,
+                                "step_device_compute_pct": 70.0}, None),
+    ("mixed_precision_unused", {"tensor_core_capable": False, "low_precision_pct": 0.0,
+                                "step_device_compute_pct": 70.0}, None),  # e.g. a P100 or the CPU
+    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 0.0,
+                                "step_device_compute_pct": 5.0}, None),  # compute is not what matters
+    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 0.0,
+                                "device_compute_ms": 12.0}, "warning"),  # no step breakdown
+    # xprof counts Tensor Core kernels as 32-bit; tfadvisor's own share is what counts
+    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 80.0, "xprof_16bit_pct": 0.0,
+                                "step_device_compute_pct": 70.0}, None),
+    # ---- memory_oom_risk / memory_headroom
+    ("memory_oom_risk", {**GPU, "memory_peak_pct": 95.0, "memory_capacity_bytes": 16 * 2**30,
+                         "memory_peak_bytes": 15.2 * 2**30}, "warning"),
+    ("memory_oom_risk", {**GPU, "memory_peak_pct": 98.0, "memory_capacity_bytes": 1}, "critical"),
+    ("memory_oom_risk", {**GPU, "memory_peak_pct": 90.0, "memory_capacity_bytes": 1}, None),  # edge: > 90
+    ("memory_oom_risk", {"device_present": False, "memory_peak_pct": 99.0, "memory_capacity_bytes": 1}, None),
+    ("memory_headroom", {**GPU, "memory_peak_pct": 20.0, "memory_capacity_bytes": 40 * 2**30,
+                         "memory_peak_bytes": 8 * 2**30}, "info"),
+    ("memory_headroom", {**GPU, "memory_peak_pct": 50.0, "memory_capacity_bytes": 1}, None),  # edge: < 50
+    ("memory_headroom", {**GPU, "memory_peak_pct": None, "memory_capacity_bytes": None}, None),
+    ("memory_headroom", {"device_present": False, "memory_peak_pct": 5.0, "memory_capacity_bytes": 1}, None),
+    # ---- allreduce_share: exposed = pct x (100 - overlap) / 100; 10 % warning, 30 % critical
+    ("allreduce_share", {"allreduce_present": True, "allreduce_pct": 40.0, "allreduce_overlap_pct": 0.0}, "critical"),
+    ("allreduce_share", {"allreduce_present": True, "allreduce_pct": 40.0, "allreduce_overlap_pct": 50.0},
+     "warning"),
+    ("allreduce_share", {"allreduce_present": True, "allreduce_pct": 40.0, "allreduce_overlap_pct": 80.0}, None),
+    ("allreduce_share", {"allreduce_present": True, "allreduce_pct": 12.0}, "warning"),  # overlap unknown
+    ("allreduce_share", {"allreduce_present": True, "allreduce_pct": 35.0}, "critical"),
+    ("allreduce_share", {"allreduce_present": True, "allreduce_pct": 9.0}, None),
+    ("allreduce_share", {"allreduce_present": False, "allreduce_pct": 50.0}, None),
+    # the others wait in AllReduce for a straggler: straggler_host names that cause instead
+    ("allreduce_share", {"allreduce_present": True, "allreduce_pct": 35.0, "straggler_ratio": 1.6}, None),
+    ("allreduce_share", {"allreduce_present": True, "allreduce_pct": 35.0, "straggler_ratio": 1.05}, "critical"),
+    # ---- straggler_host / missing_host / load_imbalance
+    ("straggler_host", {"hosts_count": 4, "straggler_ratio": 1.6, "straggler_host": "worker3"}, "critical"),
+    ("straggler_host", {"hosts_count": 4, "straggler_ratio": 1.2}, "warning"),
+    ("straggler_host", {"hosts_count": 4, "straggler_ratio": 1.19}, None),
+    ("straggler_host", {"hosts_count": 1, "straggler_ratio": 3.0}, None),
+    ("missing_host", {"hosts_count": 3, "hosts_expected": 4, "missing_hosts": "worker2",
+                      "missing_hosts_count": 1}, "warning"),
+    ("missing_host", {"hosts_count": 4, "hosts_expected": 4, "missing_hosts": None, "missing_hosts_count": 0}, None),
+    ("missing_host", {"hosts_count": 2, "missing_hosts_count": 1}, "warning"),  # names unknown, a count missing
+    ("missing_host", {"hosts_count": 2, "hosts_expected": 2}, None),
+    ("missing_host", {"hosts_count": 2}, None),
+    ("load_imbalance", {"hosts_count": 2, "load_imbalance_pct": 30.0}, "critical"),
+    ("load_imbalance", {"hosts_count": 2, "load_imbalance_pct": 10.0}, "warning"),
+    ("load_imbalance", {"hosts_count": 2, "load_imbalance_pct": 9.0}, None),
+    ("load_imbalance", {"hosts_count": 1, "load_imbalance_pct": 90.0}, None),
+    # one straggler explains the imbalance: straggler_host reports it
+    ("load_imbalance", {"hosts_count": 4, "load_imbalance_pct": 58.0, "straggler_host": "host2"}, None),
+    # ---- data files (small < 1 MiB, huge >= 1 GiB)
+    ("data_small_files", {"data_files_count": 200_000, "data_small_files_pct": 99.0,
+                          "data_file_median_bytes": 80_000, "data_total_bytes": 16e9}, "warning"),
+    ("data_small_files", {"data_files_count": 100, "data_small_files_pct": 50.0}, "warning"),  # edges
+    ("data_small_files", {"data_files_count": 99, "data_small_files_pct": 100.0}, None),
+    ("data_small_files", {"data_files_count": 5000, "data_small_files_pct": 10.0}, None),
+    ("data_huge_files", {"data_files_count": 2, "data_largest_file_bytes": 20 * 2**30,
+                         "data_total_bytes": 40 * 2**30, "data_file_median_bytes": 20 * 2**30}, "warning"),
+    ("data_huge_files", {"data_files_count": 500, "data_largest_file_bytes": 30 * 2**30,
+                         "data_total_bytes": 50 * 2**30}, "warning"),  # one file holds most of it
+    ("data_huge_files", {"data_files_count": 500, "data_largest_file_bytes": 2 * 2**30,
+                         "data_total_bytes": 900 * 2**30}, None),  # many big files read fine in parallel
+    ("data_huge_files", {"data_files_count": 4, "data_largest_file_bytes": 2**30 - 1,
+                         "data_total_bytes": 3 * 2**30}, None),  # edge: just under 1 GiB
+]
+
+
+@pytest.mark.parametrize("rule_id, metrics, severity", CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule_fixture(rule_id, metrics, severity):
+    f = fire(rule_id, metrics)
+    if severity is None:
+        assert f is None, f"{rule_id} fired: {f and f.message}"
+    else:
+        assert f is not None, f"{rule_id} did not fire"
+        assert f.severity == severity, f.message
+        assert f.rule == rule_id and f.title and f.message and f.fix
+
+
+def test_every_rule_has_a_firing_and_a_quiet_fixture():
+    fires = {c[0] for c in CASES if c[2] is not None}
+    quiet = {c[0] for c in CASES if c[2] is None}
+    missing = set(RULES) - (fires & quiet) - {"allreduce_overhead"}  # the AllReduce rule has its own tests below
+    assert not missing, f"rules without both fixtures: {sorted(missing)}"
+
+
+def test_eager_impact_counts_python_dispatch_time():
+    f = fire("eager_execution", {**STEP, "eager_pct": 33.0, "eager_op_count": 2980, "python_overhead_pct": 45.0})
+    assert f.severity == "critical" and f.impact_pct == 78.0
+    f = fire("eager_execution", {**STEP, "eager_pct": 15.0, "eager_op_count": 2980, "python_overhead_pct": 95.0})
+    assert f.severity == "warning" and f.impact_pct == 100.0
+    f = fire("eager_execution", {**STEP, "eager_pct": 15.0, "eager_op_count": 2980})
+    assert f.impact_pct == 15.0
+
+
+def test_messages_quote_the_evidence():
+    f = fire("input_bound", {**STEP, "input_pct": 78.25, "tfdata_has_prefetch": False})
+    assert f.message == "78.2 % of step time (15.7 ms per step) is spent waiting for the next batch"
+    assert f.evidence == {"input_pct": 78.25, "step_time_mean_ms": 20.0}  # unknown metrics are left out
+    assert f.impact_pct == 78.25
+    f = fire("input_bound", {**STEP, "input_pct": 1.0, "tfdata_cpu_ratio": 1.5, "tfdata_cpu_pct": 60.0})
+    assert f.title == "The input pipeline competes with training for the CPU"
+    assert "60 % of the host's CPU time (1.5x" in f.message
+    assert "cpu_budget" in f.fix
+    f = fire("memory_oom_risk", {**GPU, "memory_peak_pct": 95.0, "memory_capacity_bytes": 16 * 2**30,
+                                 "memory_peak_bytes": 15.2 * 2**30, "memory_allocator": "GPU_0_bfc"})
+    assert f.message == "Peak memory in use is 15.2 GiB, 95 % of the 16.0 GiB available (GPU_0_bfc)"
+    f = fire("step_gaps", {**STEP, "idle_between_steps_pct": 40.0, "gap_host_activity": "input", "gaps_count": 9,
+                           "gap_mean_ms": 8.0})
+    assert f.title.endswith("waiting for input") and "outside the step" in f.message
+
+
+# --------------------------------------------------------------------------- AllReduce, by hand
+
+AR = dict(allreduce_present=True, allreduce_pct=40.0)
+
+
+def test_allreduce_ring_formula_by_hand():
+    # 25 M params x 4 bytes = 100 MB; at 10 GB/s: 10 ms; ring over 4: 10 x 2 x 3 / 4 = 15 ms.
+    # Threshold 1.5 x 15 = 22.5 ms.
+    m = dict(AR, param_count=25_000_000, link_bandwidth_gbps=10.0, replicas=4)
+    f = fire("allreduce_overhead", dict(m, allreduce_ms_per_step=30.0))
+    assert f is not None and f.severity == "warning"
+    assert "30.0 ms per step, 2.0x the 15 ms" in f.message
+    assert "25,000,000 float32 gradients over 4 replicas needs at 10 GB/s" in f.message
+    assert f.impact_pct == pytest.approx(40.0 * (1 - 15.0 / 30.0))  # the excess share: 20 %
+    assert fire("allreduce_overhead", dict(m, allreduce_ms_per_step=22.6)) is not None
+    assert fire("allreduce_overhead", dict(m, allreduce_ms_per_step=22.5)) is None  # not above 1.5x
+    assert fire("allreduce_overhead", dict(m, allreduce_ms_per_step=16.0)) is None
+
+
+def test_allreduce_eight_replicas_by_hand():
+    # 100 M params = 400 MB; 25 GB/s: 16 ms; ring over 8: 16 x 14 / 8 = 28 ms; threshold 42 ms.
+    m = dict(AR, param_count=100_000_000, link_bandwidth_gbps=25.0, replicas=8)
+    f = fire("allreduce_overhead", dict(m, allreduce_ms_per_step=56.0))
+    assert f is not None and "2.0x the 28 ms" in f.message
+    assert fire("allreduce_overhead", dict(m, allreduce_ms_per_step=42.0)) is None
+    assert fire("allreduce_overhead", dict(m, allreduce_ms_per_step=42.1)) is not None
+
+
+def test_allreduce_without_replica_count_uses_the_plain_formula():
+    # 25 M params at 10 GB/s: 10 ms; threshold 15 ms.
+    m = dict(AR, param_count=25_000_000, link_bandwidth_gbps=10.0)
+    f = fire("allreduce_overhead", dict(m, allreduce_ms_per_step=16.0))
+    assert f is not None and f.severity == "warning"
+    assert "1.6x the 10 ms" in f.message and "--replicas" in f.message
+    assert f.impact_pct == pytest.approx(40.0 * (1 - 10.0 / 16.0))
+    assert fire("allreduce_overhead", dict(m, allreduce_ms_per_step=15.0)) is None
+
+
+def test_allreduce_with_one_replica_never_fires_on_the_formula():
+    m = dict(AR, param_count=25_000_000, link_bandwidth_gbps=10.0, replicas=1, allreduce_ms_per_step=500.0)
+    assert fire("allreduce_overhead", m) is None
+
+
+def test_allreduce_without_params_or_bandwidth_asks_for_them():
+    for missing in ("param_count", "link_bandwidth_gbps"):
+        m = dict(AR, param_count=25_000_000, link_bandwidth_gbps=10.0, replicas=4, allreduce_ms_per_step=30.0)
+        m[missing] = None
+        f = fire("allreduce_overhead", m)
+        assert f is not None and f.severity == "info", missing
+        assert "cannot" in f.title
+        assert "--params" in f.fix and "--bandwidth" in f.fix and "metadata" in f.fix
+        assert "x" not in f.message.split("per step")[0]  # no ratio is invented
+    # with a straggler named, the AllReduce time is the others waiting for it: no request for figures
+    assert fire("allreduce_overhead", dict(AR, allreduce_ms_per_step=40.0, straggler_host="host2")) is None
+    m = dict(AR, allreduce_pct=4.0, allreduce_ms_per_step=2.0)
+    assert fire("allreduce_overhead", m) is None  # a small share is not worth asking about
+    assert fire("allreduce_overhead", {"allreduce_present": False, "allreduce_pct": 50.0}) is None
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+def test_findings_ordered_by_severity_then_impact():
+    metrics = {**STEP, "input_pct": 30.0, "eager_pct": 15.0, "eager_op_count": 500, "idle_between_steps_pct": 12.0,
+               "python_overhead_pct": 25.0, "retrace_count": 0, "step_outliers_count": 1,
+               "step_outlier_max_ratio": 1.6}
+    findings = evaluate(metrics, load_rules())
+    got = [(f.rule, f.severity) for f in findings]
+    assert got[0] == ("input_bound", "critical")
+    assert [r for r, _ in got] == ["input_bound", "eager_execution", "step_gaps", "step_outliers"]
+    warnings = [f for f in findings if f.severity == "warning"]
+    assert [f.impact_pct for f in warnings] == sorted([f.impact_pct for f in warnings], reverse=True)
+
+
+def test_no_metrics_no_findings():
+    assert evaluate({}, load_rules()) == []
+    assert evaluate({name: None for name in RULES}, load_rules()) == []
+
+
+def test_finding_to_dict():
+    f = fire("eager_execution", {**STEP, "eager_pct": 85.0, "eager_op_count": 2980})
+    d = f.to_dict()
+    assert set(d) == {"rule", "severity", "title", "message", "impact_pct", "evidence", "fix", "why", "docs"}
+    assert d["docs"] and all(u.startswith("https://") for u in d["docs"])
+    assert d["evidence"]["eager_op_count"] == 2980
+
+
+def test_severity_at_least():
+    assert severity_at_least("critical", "warning")
+    assert severity_at_least("warning", "warning")
+    assert not severity_at_least("info", "warning")
+    assert severity_at_least("critical", "critical")
+    assert not severity_at_least("warning", "critical")
+    with pytest.raises(ValueError):
+        severity_at_least("critical", "fatal")

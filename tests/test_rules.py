@@ -1,0 +1,253 @@
+"""Rule files: the built-in set, the loader's checks, and errors naming file and line."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tfadvisor.advice import KNOWN_METRICS, RuleError, builtin_rules_dir, evaluate, load_rules
+from tfadvisor.advice.metrics import METRICS_BY_SOURCE, readme_metric_names
+from tfadvisor.errors import TraceError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RULE_IDS = {
+    "input_bound", "tfdata_no_prefetch", "tfdata_sequential_map", "tfdata_no_cache", "tfdata_expensive_map",
+    "step_gaps", "step_outliers", "kernel_launch_bound", "eager_execution", "retracing", "python_overhead",
+    "host_ops_with_device", "mixed_precision_unused", "memory_oom_risk", "memory_headroom", "h2d_pageable",
+    "allreduce_overhead", "allreduce_share", "straggler_host", "missing_host", "load_imbalance", "data_small_files",
+    "data_huge_files",
+}
+
+GOOD_RULE = '''
+[[rule]]
+id = "{id}"
+title = "A test rule"
+severity = "warning"
+when = "{when}"
+message = "input is {{input_pct:.1f}} %"
+fix = "do something"
+'''
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    d = tmp_path / "myrules"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return d
+
+
+# --------------------------------------------------------------------------- built-in rules
+
+
+def test_builtin_rules_load_and_have_the_fixed_ids():
+    rules = load_rules()
+    assert {r.id for r in rules} == RULE_IDS
+    assert builtin_rules_dir() == ROOT / "rules"
+
+
+@pytest.mark.parametrize("rule", load_rules(), ids=lambda r: r.id)
+def test_every_rule_is_actionable(rule):
+    assert rule.title and rule.why and rule.example, rule.id
+    assert rule.evidence, f"{rule.id}: no evidence"
+    assert rule.docs and all(d.url.startswith("https://") for d in rule.docs), rule.id
+    assert "```" in rule.fix, f"{rule.id}: the fix needs a code example"
+    for fix in [rule.fix] + [c.fix for c in rule.cases if c.fix]:
+        in_code = False
+        for line in fix.splitlines():
+            if line.strip().startswith("```"):
+                in_code = not in_code
+                continue
+            if in_code:  # code is printed unwrapped at 7 columns in an 80-column terminal
+                assert len(line) <= 73, f"{rule.id}: code line too long: {line!r}"
+    assert rule.line and rule.path.endswith(".toml")
+
+
+def test_pyproject_ships_rules_in_the_wheel():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'"rules"\s*=\s*"tfadvisor/_rules"', text)
+
+
+def test_known_metrics_match_the_analyses_readme():
+    readme = readme_metric_names()
+    assert len({n for names in readme.values() for n in names}) >= 80, "README table not parsed"
+    assert {"steps", "gaps", "input", "tfdata", "eager", "overhead"} <= set(readme)
+    assert {n for names in readme.values() for n in names} <= KNOWN_METRICS
+    assert "trace_context" not in KNOWN_METRICS  # a value in parentheses, not a metric
+    for module, ours in METRICS_BY_SOURCE.items():
+        if module in ("multihost", "datafiles"):
+            continue
+        src = ROOT / f"tfadvisor/analyses/{module}.py"
+        produced = set(re.findall(r'"([a-z][a-z0-9_]*)"', src.read_text())) if src.exists() else set()
+        stray = set(ours) - readme.get(module, set()) - produced
+        assert not stray, f"{module}: advice/metrics.py names neither documented nor produced: {sorted(stray)}"
+
+
+def test_multihost_metrics_are_known():
+    mod = pytest.importorskip("tfadvisor.multihost")
+    documented = set(re.findall(r"``([a-z][a-z0-9_]*)``", (mod.__doc__ or "").split("cross-host metrics")[1]
+                                .split("run-level")[0])) if "cross-host metrics" in (mod.__doc__ or "") else set()
+    assert documented and documented - KNOWN_METRICS - {"multihost"} == set()
+
+
+def test_datafiles_metrics_are_known():
+    mod = pytest.importorskip("tfadvisor.datafiles")
+    import numpy as np
+
+    res = mod.summarise(np.array([10, 2_000_000, 3_000_000_000], dtype=np.int64), "x")
+    assert set(res.metrics) <= KNOWN_METRICS
+
+
+# --------------------------------------------------------------------------- malformed rule files
+
+
+def test_bad_toml_names_file_and_line(tmp_path):
+    d = write(tmp_path, "bad.toml", '''
+        [[rule]]
+        id = "x"
+        title = "unterminated
+        ''')
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    err = info.value
+    assert err.path.endswith("bad.toml") and err.line == 3
+    assert str(err).startswith(f"{d / 'bad.toml'}:3: TOML syntax error")
+
+
+def test_bad_expression_names_rule_file_line_and_column(tmp_path):
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="ok_rule", when="input_pct >= 5") +
+              GOOD_RULE.format(id="broken", when="input_pct >= (5 +"))
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    err = info.value
+    assert err.rule == "broken"
+    assert err.line == 13  # the `when` line of the second table (which starts at line 9)
+    msg = str(err)
+    assert msg.startswith(f"{d / 'r.toml'}:13: rule 'broken' (table at line 9): when:")
+    assert "column 18" in msg
+    assert "^" in err.detail
+
+
+def test_unknown_metric_is_a_load_error(tmp_path):
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="typo", when="inptu_pct >= 5"))
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    msg = str(info.value)
+    assert ":5: rule 'typo'" in msg and "unknown metric 'inptu_pct'" in msg and "did you mean 'input_pct'" in msg
+
+
+def test_unknown_metric_in_message_and_evidence(tmp_path):
+    d = write(tmp_path, "r.toml", '''
+        [[rule]]
+        id = "m"
+        title = "t"
+        severity = "info"
+        when = "input_pct > 1"
+        message = "{input_pc:.1f}"
+        fix = "f"
+        ''')
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    assert ":6:" in str(info.value) and "message" in str(info.value)
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="e", when="input_pct > 1") + 'evidence = ["nope"]\n')
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    assert ":8:" in str(info.value) and "'nope'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "extra, line, words",
+    [
+        ('sevrity = "info"\n', 8, "unknown key 'sevrity'"),
+        ('impact = "input_pct +"\n', 8, "impact"),
+        ('docs = ["not a url"]\n', 8, "not an http(s) URL"),
+        ('[[rule.case]]\nwhen = "input_pct > 20"\nseverity = "fatal"\n', 10, "severity must be one of"),
+        ('[[rule.case]]\nwhen = "input_pc > 20"\n', 9, "case 1: when"),
+        ('[[rule.case]]\nseverity = "critical"\n', 8, "missing 'when'"),
+    ],
+)
+def test_more_bad_rules(tmp_path, extra, line, words):
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="r1", when="input_pct > 1") + extra)
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    assert info.value.line == line, str(info.value)
+    assert words in str(info.value)
+
+
+def test_missing_key_bad_severity_bad_id(tmp_path):
+    d = write(tmp_path, "r.toml", '[[rule]]\nid = "x"\ntitle = "t"\n')
+    with pytest.raises(RuleError, match="missing required key 'severity'"):
+        load_rules([d])
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="x", when="input_pct > 1").replace('"warning"', '"fatal"'))
+    with pytest.raises(RuleError, match=r"r\.toml:4: rule 'x': severity must be one of"):
+        load_rules([d])
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="Bad-Id", when="input_pct > 1"))
+    with pytest.raises(RuleError, match=r"r\.toml:2: .*lower-case"):
+        load_rules([d])
+    d = write(tmp_path, "r.toml", 'something = 1\n')
+    with pytest.raises(RuleError, match=r"r\.toml:1: unexpected top-level key 'something'"):
+        load_rules([d])
+
+
+def test_duplicate_ids_in_one_directory(tmp_path):
+    d = write(tmp_path, "a.toml", GOOD_RULE.format(id="dup", when="input_pct > 1"))
+    write(tmp_path, "b.toml", GOOD_RULE.format(id="dup", when="input_pct > 2"))
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    assert "b.toml:1" in str(info.value) and "duplicate rule id 'dup'" in str(info.value) and "a.toml:1" in str(
+        info.value)
+
+
+def test_missing_or_empty_directory(tmp_path):
+    with pytest.raises(RuleError, match="no such rules directory"):
+        load_rules([tmp_path / "nope"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RuleError, match="no .toml rule files"):
+        load_rules([tmp_path / "empty"])
+
+
+def test_rule_error_is_bad_input_for_the_cli():
+    assert issubclass(RuleError, TraceError)  # the CLI prints it on one line and exits 2
+
+
+# --------------------------------------------------------------------------- user rules
+
+
+def test_user_rules_add_replace_and_disable(tmp_path):
+    d = write(tmp_path, "mine.toml", GOOD_RULE.format(id="my_rule", when="input_pct > 1") +
+              GOOD_RULE.format(id="input_bound", when="input_pct > 50") +
+              '[[rule]]\nid = "step_outliers"\nenabled = false\n')
+    rules = load_rules([d])
+    ids = [r.id for r in rules]
+    assert "my_rule" in ids and "step_outliers" not in ids
+    ib = next(r for r in rules if r.id == "input_bound")
+    assert ib.when.source == "input_pct > 50" and ib.path.endswith("mine.toml")
+    findings = evaluate({"input_pct": 30.0}, rules)
+    assert [f.rule for f in findings] == ["my_rule"]
+    assert findings[0].message == "input is 30.0 %"
+
+
+def test_a_single_file_can_be_given(tmp_path):
+    d = write(tmp_path, "one.toml", GOOD_RULE.format(id="solo", when="input_pct > 1"))
+    rules = load_rules([d / "one.toml"], builtin=False)
+    assert [r.id for r in rules] == ["solo"]
+
+
+def test_runtime_type_error_names_the_rule(tmp_path):
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="typed", when="steps_source > 3"))
+    rules = load_rules([d], builtin=False)
+    with pytest.raises(RuleError) as info:
+        evaluate({"steps_source": "trace_context"}, rules)
+    assert "rule 'typed'" in str(info.value) and "r.toml:1" in str(info.value)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib messages")
+def test_toml_error_at_end_of_document(tmp_path):
+    d = write(tmp_path, "r.toml", '[[rule]]\nid = "x"\ntitle = """never closed\n')
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    assert info.value.line is not None

@@ -1,0 +1,131 @@
+"""Text for ``tfadvisor rules`` (the list) and ``tfadvisor rules explain ID`` (one rule in full)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tfadvisor.advice.rules import Rule, builtin_rules_dir
+
+WIDTH = 80
+
+
+def _where(rule: Rule) -> str:
+    """The rule's file relative to the built-in rules directory when it is one of ours."""
+    p = Path(rule.path)
+    try:
+        rel = p.resolve().relative_to(builtin_rules_dir().resolve())
+        shown = f"rules/{rel.as_posix()}"
+    except (ValueError, OSError):
+        shown = str(p)
+    return f"{shown}:{rule.line}" if rule.line else shown
+
+
+def list_rules_text(rules: list[Rule]) -> str:
+    """One line per rule: id, severities, title (wrapped to 80 columns)."""
+    if not rules:
+        return "no rules loaded"
+    id_w = max(len("ID"), max(len(r.id) for r in rules))
+    sev_w = max(len("SEVERITY"), max(len("/".join(r.severities)) for r in rules))
+    title_w = max(20, WIDTH - id_w - sev_w - 4)
+    out = [f"{'ID':<{id_w}}  {'SEVERITY':<{sev_w}}  TITLE"]
+    for r in rules:
+        lines = textwrap.wrap(r.title, title_w) or [""]
+        out.append(f"{r.id:<{id_w}}  {'/'.join(r.severities):<{sev_w}}  {lines[0]}")
+        out.extend(" " * (id_w + sev_w + 4) + rest for rest in lines[1:])
+    out.append("")
+    out.extend(textwrap.wrap(f"{len(rules)} rules. `tfadvisor rules explain ID` shows one in full; "
+                             "add your own with --rules DIR.", WIDTH))
+    return "\n".join(out)
+
+
+def _para(text: str, indent: str = "") -> str:
+    """Wrap prose paragraphs to 80 columns; keep fenced code and indented/list lines as written."""
+    out: list[str] = []
+    in_code = False
+    buf: list[str] = []
+
+    def flush() -> None:
+        if buf:
+            out.extend(textwrap.wrap(" ".join(s.strip() for s in buf), WIDTH, initial_indent=indent,
+                                     subsequent_indent=indent) or [indent])
+            buf.clear()
+
+    for line in text.strip("\n").splitlines():
+        if line.strip().startswith("```"):
+            flush()
+            in_code = not in_code
+            out.append(indent + line.rstrip())
+            continue
+        if not in_code and line.lstrip().startswith(("- ", "* ")):
+            flush()
+            lead = line[: len(line) - len(line.lstrip())]
+            out.extend(textwrap.wrap(line.strip(), WIDTH, initial_indent=indent + lead,
+                                     subsequent_indent=indent + lead + "  ", break_on_hyphens=False))
+            continue
+        if in_code or line.startswith((" ", "\t")):
+            flush()
+            out.append(indent + line.rstrip() if line.strip() else "")
+            continue
+        if not line.strip():
+            flush()
+            out.append("")
+            continue
+        buf.append(line)
+    flush()
+    return "\n".join(out)
+
+
+def _code(expr: str) -> str:
+    """An expression as an indented block, its own line breaks kept."""
+    return textwrap.indent(textwrap.dedent(expr.strip("\n")).strip(), "    ")
+
+
+def explain_rule(rules: list[Rule], rule_id: str) -> str | None:
+    """One rule in full: what it checks, why it matters, example, fix, docs. None if no such rule."""
+    rule = next((r for r in rules if r.id == rule_id), None)
+    if rule is None:
+        return None
+    sev = rule.severity
+    escalations = [f"{c.severity} in case {j}" for j, c in enumerate(rule.cases, 1)
+                   if c.severity and c.severity != sev]
+    parts = [f"# {rule.id}: {rule.title}", ""]
+    parts.append(f"Severity: {sev}" + (f"; {'; '.join(escalations)}" if escalations else ""))
+    parts.append(f"Defined in: {_where(rule)}")
+    parts += ["", "## What it checks", "", "Fires when:", "", _code(rule.when.source)]
+    if rule.cases:
+        parts += ["", "Refinements (the first case that holds applies):"]
+    for j, c in enumerate(rule.cases, 1):
+        bits = []
+        if c.severity:
+            bits.append(f"severity {c.severity}")
+        if c.title:
+            bits.append(f"title \"{c.title}\"")
+        if c.message:
+            bits.append("its own message")
+        if c.fix:
+            bits.append("its own fix")
+        if c.impact:
+            bits.append(f"impact `{c.impact.source}`")
+        parts.append(_para(f"- Case {j}, when `{c.when.source}`: " + (", ".join(bits) or "no change")))
+    if rule.impact is not None:
+        parts += ["", "Impact (% of time at stake; orders the findings):", "", _code(rule.impact.source)]
+    if rule.evidence:
+        parts.append("")
+        parts.append(_para("Evidence: " + ", ".join(rule.evidence)))
+    if rule.why:
+        parts += ["", "## Why it matters", "", _para(rule.why)]
+    if rule.example:
+        parts += ["", "## Example", "", _para(rule.example)]
+    parts += ["", "## How to fix", "", _para(rule.fix)]
+    for j, c in enumerate(rule.cases, 1):
+        if c.fix:
+            parts += ["", f"When `{c.when.source}` (case {j}):", "", _para(c.fix)]
+    if rule.docs:
+        parts += ["", "## Learn more", ""]
+        for d in rule.docs:
+            parts.append(f"- {d.title}: {d.url}" if d.title and d.title != d.url else f"- {d.url}")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+__all__ = ["explain_rule", "list_rules_text"]

@@ -1,0 +1,125 @@
+"""Evaluate rules over metrics: ``evaluate(metrics, rules) -> list[Finding]``, most important first."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfadvisor.advice.expr import ExprError
+from tfadvisor.advice.rules import SEVERITIES, SEVERITY_RANK, Rule, RuleError, expr_problem
+
+
+@dataclass
+class Finding:
+    """One problem found: what, how bad, the evidence, and the change to make."""
+
+    rule: str
+    severity: str  # critical | warning | info
+    title: str
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)  # metric -> value (known values only)
+    impact_pct: float | None = None  # share of step/wall time at stake, %
+    fix: str = ""
+    docs: list[str] = field(default_factory=list)  # URLs
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "title": self.title,
+            "message": self.message,
+            "impact_pct": self.impact_pct,
+            "evidence": dict(self.evidence),
+            "fix": self.fix,
+            "why": self.why,
+            "docs": list(self.docs),
+        }
+
+
+def severity_at_least(severity: str, threshold: str) -> bool:
+    """``severity_at_least('critical', 'warning')`` is True; unknown names rank lowest."""
+    if threshold not in SEVERITY_RANK:
+        raise ValueError(f"unknown severity {threshold!r}; one of {', '.join(SEVERITIES)}")
+    return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[threshold]
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def evaluate_rule(rule: Rule, metrics: Mapping[str, Any]) -> Finding | None:
+    """The finding ``rule`` gives on ``metrics``, or None when its condition does not hold."""
+
+    def fail(err: ExprError, what: str, line: int | None) -> RuleError:
+        problem, detail = expr_problem(err)
+        return RuleError(rule.path, line or rule.line, f"rule {rule.id!r}: {what}: {problem}", rule.id, detail)
+
+    try:
+        fires = rule.when.test(metrics)
+    except ExprError as err:
+        raise fail(err, "when", rule.line) from None
+    if not fires:
+        return None
+    severity, title, message, impact, fix, evidence = (rule.severity, rule.title, rule.message, rule.impact,
+                                                       rule.fix, rule.evidence)
+    for j, case in enumerate(rule.cases):
+        try:
+            hit = case.when.test(metrics)
+        except ExprError as err:
+            raise fail(err, f"case {j + 1}: when", case.line) from None
+        if hit:
+            severity = case.severity or severity
+            title = case.title or title
+            message = case.message or message
+            impact = case.impact or impact
+            fix = case.fix or fix
+            evidence = case.evidence if case.evidence is not None else evidence
+            break
+    try:
+        impact_pct = _number(impact.evaluate(metrics)) if impact is not None else None
+    except ExprError as err:
+        raise fail(err, "impact", rule.line) from None
+    if impact_pct is not None:
+        impact_pct = round(max(0.0, min(100.0, impact_pct)), 2)
+    try:
+        text = message.render(metrics)
+    except ExprError as err:
+        raise fail(err, "message", rule.line) from None
+    ev = {}
+    for name in evidence:
+        v = metrics.get(name)
+        if hasattr(v, "item") and getattr(v, "shape", None) == ():
+            v = v.item()
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        ev[name] = v
+    return Finding(rule=rule.id, severity=severity, title=title, message=text, evidence=ev, impact_pct=impact_pct,
+                   fix=fix, docs=[d.url for d in rule.docs], why=rule.why)
+
+
+def sort_key(f: Finding, position: int = 0) -> tuple:
+    """Severity (critical first), then impact (largest first; unknown last), then rule order."""
+    return (-SEVERITY_RANK.get(f.severity, 0), -(f.impact_pct if f.impact_pct is not None else -1.0), position)
+
+
+def evaluate(metrics: Mapping[str, Any], rules: list[Rule]) -> list[Finding]:
+    """Every rule whose condition holds, ordered by severity (critical first) then impact (largest first).
+
+    Ties keep the order of the rules (files by name, tables in file order), so the cheaper
+    fix of a group comes first (prefetch before re-sharding the data).
+    """
+    hits = [(f, i) for i, f in enumerate(evaluate_rule(r, metrics) for r in rules) if f is not None]
+    hits.sort(key=lambda fi: sort_key(*fi))
+    return [f for f, _ in hits]
+
+
+__all__ = ["Finding", "evaluate", "evaluate_rule", "severity_at_least", "sort_key"]

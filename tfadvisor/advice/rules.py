@@ -1,0 +1,447 @@
+"""Rules are data: TOML files, one ``[[rule]]`` table per rule, loaded and checked here.
+
+A rule file looks like::
+
+    [[rule]]
+    id = "input_bound"
+    title = "Training waits for input"
+    severity = "warning"                  # critical | warning | info
+    when = "input_pct >= 5"               # condition over metric names (tfadvisor.advice.expr)
+    impact = "input_pct"                  # share of step/wall time at stake, % (orders findings)
+    message = "{input_pct:.1f} % of step time waits for input"
+    evidence = ["input_pct", "tfdata_pipeline"]
+    fix = '''...the change to make, with a code example...'''
+    why = "..."
+    example = "..."
+    docs = ["https://www.tensorflow.org/guide/data_performance"]   # or {title = "...", url = "..."}
+
+    [[rule.case]]                         # optional refinements: the first case whose `when`
+    when = "input_pct >= 20"              # holds overrides severity / title / message /
+    severity = "critical"                 # impact / fix / evidence of the finding
+
+Built-in rules live in ``rules/`` at the top of a source checkout and ship in the wheel
+as ``tfadvisor/_rules``. ``--rules DIR`` adds a directory (or one ``.toml`` file); a rule
+there with the id of an earlier one replaces it, and ``enabled = false`` with just an
+``id`` switches a rule off. Every problem is a :class:`RuleError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfadvisor.advice.expr import Expr, ExprError, Template, pointer
+from tfadvisor.advice.metrics import KNOWN_METRICS
+from tfadvisor.errors import TraceError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SEVERITIES = ("critical", "warning", "info")
+SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
+
+_RULE_KEYS_REQUIRED = ("id", "title", "severity", "when", "message", "fix")
+_RULE_KEYS = set(_RULE_KEYS_REQUIRED) | {"impact", "evidence", "why", "example", "docs", "case", "enabled"}
+_CASE_KEYS = {"when", "severity", "title", "message", "impact", "fix", "evidence"}
+_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class RuleError(TraceError):
+    """A rule file that cannot be used: ``path:line: problem`` (one line; ``detail`` adds a caret display).
+
+    A :class:`~tfadvisor.errors.TraceError`, so the command line reports it as bad input (exit code 2).
+    """
+
+    def __init__(self, path: object, line: int | None, problem: str, rule: str | None = None,
+                 detail: str | None = None) -> None:
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        self.rule = rule
+        where = f"{self.path}:{line}" if line else self.path
+        self.detail = f"{where}: {problem}" + (f"\n{detail}" if detail else "")
+        Exception.__init__(self, f"{where}: {problem}")
+
+
+def expr_problem(err: ExprError) -> tuple[str, str | None]:
+    """One-line text for a bad expression (message, column, the expression) and the caret display."""
+    if err.source is None:
+        return err.message, None
+    col = f" at column {err.pos + 1}" if err.pos is not None else ""
+    return f"{err.message}{col} of {err.source.strip()!r}", (pointer(err.source, err.pos) if err.pos is not None
+                                                             else None)
+
+
+@dataclass(frozen=True)
+class Doc:
+    title: str
+    url: str
+
+
+@dataclass
+class Case:
+    """A refinement of a rule, chosen when its ``when`` holds (first match wins)."""
+
+    when: Expr
+    line: int | None = None
+    severity: str | None = None
+    title: str | None = None
+    message: Template | None = None
+    impact: Expr | None = None
+    fix: str | None = None
+    evidence: list[str] | None = None
+
+
+@dataclass
+class Rule:
+    """One rule as loaded from a file."""
+
+    id: str
+    title: str
+    severity: str
+    when: Expr
+    message: Template
+    fix: str
+    impact: Expr | None = None
+    evidence: list[str] = field(default_factory=list)
+    why: str = ""
+    example: str = ""
+    docs: list[Doc] = field(default_factory=list)
+    cases: list[Case] = field(default_factory=list)
+    path: str = ""
+    line: int | None = None
+
+    @property
+    def severities(self) -> list[str]:
+        """Every severity the rule can report, most severe first."""
+        sev = {self.severity} | {c.severity for c in self.cases if c.severity}
+        return sorted(sev, key=lambda s: -SEVERITY_RANK[s])
+
+    def location(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+# --------------------------------------------------------------------------- where the rules are
+
+
+def builtin_rules_dir() -> Path:
+    """``rules/`` in a source checkout, else ``tfadvisor/_rules`` in an installed wheel."""
+    installed = Path(__file__).resolve().parents[1] / "_rules"  # .../tfadvisor/_rules (wheel)
+    source = Path(__file__).resolve().parents[2] / "rules"  # <checkout>/rules
+    if installed.is_dir() and any(installed.glob("*.toml")):
+        return installed
+    return source
+
+
+def load_rules(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True,
+               known_metrics: Iterable[str] | None = None) -> list[Rule]:
+    """Built-in rules, then each extra directory (or file) in order; later ids replace earlier ones."""
+    known = set(KNOWN_METRICS if known_metrics is None else known_metrics)
+    ordered: dict[str, Rule] = {}
+    sources: list[tuple[Path, bool]] = []
+    if builtin:
+        d = builtin_rules_dir()
+        if not d.is_dir():
+            raise RuleError(d, None, "built-in rules directory not found (broken install?)")
+        sources.append((d, True))
+    for extra in extra_dirs or ():
+        sources.append((Path(extra), False))
+    for src, _is_builtin in sources:
+        files = _rule_files(src)
+        seen: dict[str, Rule] = {}
+        for f in files:
+            for rule_id, rule in load_file(f, known):
+                if rule_id in seen:
+                    prev = seen[rule_id]
+                    line = rule.line if isinstance(rule, Rule) else rule
+                    raise RuleError(f, line, f"duplicate rule id {rule_id!r} (first defined at {prev.location()})",
+                                    rule_id)
+                if isinstance(rule, Rule):
+                    seen[rule_id] = rule
+                    ordered[rule_id] = rule  # a later directory replaces an earlier rule of the same id
+                else:  # enabled = false
+                    ordered.pop(rule_id, None)
+    return list(ordered.values())
+
+
+def _rule_files(src: Path) -> list[Path]:
+    if src.is_file():
+        if src.suffix != ".toml":
+            raise RuleError(src, None, "a rules file must end in .toml")
+        return [src]
+    if not src.exists():
+        raise RuleError(src, None, "no such rules directory")
+    if not src.is_dir():
+        raise RuleError(src, None, "not a directory")
+    files = sorted(p for p in src.glob("*.toml") if p.is_file())
+    if not files:
+        raise RuleError(src, None, "no .toml rule files in this directory")
+    return files
+
+
+# --------------------------------------------------------------------------- one file
+
+
+def load_file(path: str | Path, known_metrics: Iterable[str] | None = None) -> list[tuple[str, Any]]:
+    """Parse one file: ``[(id, Rule)]``, or ``(id, line)`` for a rule switched off with ``enabled = false``."""
+    path = Path(path)
+    known = set(KNOWN_METRICS if known_metrics is None else known_metrics)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise RuleError(path, None, f"cannot read: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise RuleError(path, None, f"not UTF-8 text: {err}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise RuleError(path, _toml_error_line(str(err), text), f"TOML syntax error: {_toml_message(str(err))}") \
+            from None
+    lines = _Lines(text)
+    for key in data:
+        if key != "rule":
+            raise RuleError(path, lines.key_line(key), f"unexpected top-level key {key!r}: rules are [[rule]] tables")
+    tables = data.get("rule", [])
+    if not isinstance(tables, list) or any(not isinstance(t, dict) for t in tables):
+        raise RuleError(path, lines.key_line("rule"), "'rule' must be an array of tables: write [[rule]]")
+    headers = lines.headers("rule")
+    case_headers = lines.headers("rule.case")
+    out: list[tuple[str, Any]] = []
+    for i, table in enumerate(tables):
+        start = headers[i] if i < len(headers) and len(headers) == len(tables) else None
+        end = headers[i + 1] if start is not None and i + 1 < len(headers) else None
+        if start is None:  # inline or unusual layout: find the id line instead
+            start = lines.value_line("id", table.get("id"))
+        my_cases = [h for h in case_headers if start is not None and h > start and (end is None or h < end)]
+        out.append(_build_rule(path, table, start, end, my_cases, lines, known))
+    return out
+
+
+def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lines: list[int], lines: _Lines,
+                known: set[str]) -> tuple[str, Any]:
+    def key_line(key: str) -> int | None:
+        return lines.key_line(key, line, end) or line
+
+    def err(problem: str, key: str | None = None, rule_id: str | None = None) -> RuleError:
+        where = key_line(key) if key else line
+        label = f"rule {rule_id!r}" if rule_id else "rule"
+        return RuleError(path, where, f"{label}: {problem}", rule_id)
+
+    rule_id = t.get("id")
+    if not isinstance(rule_id, str) or not rule_id:
+        raise err("missing 'id' (a string such as \"input_bound\")")
+    if not _ID.match(rule_id):
+        raise err("id must be lower-case letters, digits and '_', starting with a letter", "id", rule_id)
+    for key in t:
+        if key not in _RULE_KEYS:
+            raise err(f"unknown key {key!r}{_did_you_mean(key, _RULE_KEYS)}", key, rule_id)
+    enabled = t.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise err("'enabled' must be true or false", "enabled", rule_id)
+    if not enabled:
+        return rule_id, line
+    for key in _RULE_KEYS_REQUIRED:
+        if key not in t:
+            raise err(f"missing required key {key!r}", None, rule_id)
+
+    def string(key: str, required: bool = True) -> str:
+        v = t.get(key, "")
+        if not isinstance(v, str) or (required and not v.strip()):
+            raise err(f"{key!r} must be a non-empty string", key, rule_id)
+        return v.strip("\n")
+
+    def severity(v: Any, key_where: int | None) -> str:
+        if v not in SEVERITIES:
+            raise RuleError(path, key_where, f"rule {rule_id!r}: severity must be one of {', '.join(SEVERITIES)}; "
+                            f"got {v!r}", rule_id)
+        return v
+
+    def expr(source: Any, key: str, where: int | None, what: str) -> Expr:
+        if isinstance(source, (int, float)) and not isinstance(source, bool) and key == "impact":
+            source = repr(source)
+        if not isinstance(source, str):
+            raise RuleError(path, where, f"rule {rule_id!r}: {what} must be a string expression", rule_id)
+        try:
+            e = Expr(source)
+            e.check_names(known)
+        except ExprError as e2:
+            problem, detail = expr_problem(e2)
+            raise RuleError(path, where, f"rule {rule_id!r} (table at line {line}): {what}: {problem}", rule_id,
+                            detail) from None
+        return e
+
+    def template(source: Any, where: int | None, what: str) -> Template:
+        if not isinstance(source, str):
+            raise RuleError(path, where, f"rule {rule_id!r}: {what} must be a string", rule_id)
+        try:
+            tpl = Template(source)
+            tpl.check_names(known)
+        except ExprError as e2:
+            problem, detail = expr_problem(e2)
+            raise RuleError(path, where, f"rule {rule_id!r} (table at line {line}): {what}: {problem}", rule_id,
+                            detail) from None
+        return tpl
+
+    def evidence(v: Any, where: int | None) -> list[str]:
+        if not isinstance(v, list) or any(not isinstance(x, str) for x in v):
+            raise RuleError(path, where, f"rule {rule_id!r}: evidence must be a list of metric names", rule_id)
+        for name in v:
+            if name not in known:
+                raise RuleError(path, where, f"rule {rule_id!r}: evidence: unknown metric {name!r}"
+                                f"{_did_you_mean(name, known)}", rule_id)
+        return list(v)
+
+    rule = Rule(
+        id=rule_id,
+        title=string("title"),
+        severity=severity(t["severity"], key_line("severity")),
+        when=expr(t["when"], "when", key_line("when"), "when"),
+        message=template(t["message"], key_line("message"), "message"),
+        fix=string("fix"),
+        impact=expr(t["impact"], "impact", key_line("impact"), "impact") if "impact" in t else None,
+        evidence=evidence(t.get("evidence", []), key_line("evidence")),
+        why=string("why", required=False),
+        example=string("example", required=False),
+        docs=_docs(t.get("docs", []), lambda p: RuleError(path, key_line("docs"), f"rule {rule_id!r}: {p}", rule_id)),
+        path=str(path),
+        line=line,
+    )
+    cases = t.get("case", [])
+    if not isinstance(cases, list) or any(not isinstance(c, dict) for c in cases):
+        raise err("'case' must be an array of tables: write [[rule.case]]", "case", rule_id)
+    for j, c in enumerate(cases):
+        cline = case_lines[j] if j < len(case_lines) and len(case_lines) == len(cases) else line
+        cend = case_lines[j + 1] if j + 1 < len(case_lines) else end
+
+        def cline_of(key: str, _cline=cline, _cend=cend) -> int | None:
+            return lines.key_line(key, _cline, _cend) or _cline
+
+        for key in c:
+            if key not in _CASE_KEYS:
+                raise RuleError(path, cline_of(key), f"rule {rule_id!r}: case {j + 1}: unknown key {key!r}"
+                                f"{_did_you_mean(key, _CASE_KEYS)}", rule_id)
+        if "when" not in c:
+            raise RuleError(path, cline, f"rule {rule_id!r}: case {j + 1}: missing 'when'", rule_id)
+        case = Case(when=expr(c["when"], "when", cline_of("when"), f"case {j + 1}: when"), line=cline)
+        if "severity" in c:
+            case.severity = severity(c["severity"], cline_of("severity"))
+        if "title" in c:
+            if not isinstance(c["title"], str) or not c["title"].strip():
+                raise RuleError(path, cline_of("title"), f"rule {rule_id!r}: case {j + 1}: title must be a string",
+                                rule_id)
+            case.title = c["title"]
+        if "message" in c:
+            case.message = template(c["message"], cline_of("message"), f"case {j + 1}: message")
+        if "impact" in c:
+            case.impact = expr(c["impact"], "impact", cline_of("impact"), f"case {j + 1}: impact")
+        if "fix" in c:
+            if not isinstance(c["fix"], str) or not c["fix"].strip():
+                raise RuleError(path, cline_of("fix"), f"rule {rule_id!r}: case {j + 1}: fix must be a string",
+                                rule_id)
+            case.fix = c["fix"].strip("\n")
+        if "evidence" in c:
+            case.evidence = evidence(c["evidence"], cline_of("evidence"))
+        rule.cases.append(case)
+    return rule_id, rule
+
+
+def _docs(v: Any, error) -> list[Doc]:
+    if not isinstance(v, list):
+        raise error("docs must be a list of URLs or {title, url} tables")
+    out = []
+    for d in v:
+        if isinstance(d, str):
+            m = re.match(r"^(.*?)\s*<(\S+)>\s*$", d)
+            title, url = (m.group(1), m.group(2)) if m else ("", d.strip())
+        elif isinstance(d, dict) and isinstance(d.get("url"), str) and set(d) <= {"title", "url"}:
+            title, url = str(d.get("title", "")), d["url"]
+        else:
+            raise error(f"bad docs entry {d!r}: give a URL or {{title = \"...\", url = \"...\"}}")
+        if not re.match(r"^https?://\S+$", url):
+            raise error(f"docs entry {url!r} is not an http(s) URL")
+        out.append(Doc(title or url, url))
+    return out
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    import difflib
+
+    hits = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.7)
+    return f" (did you mean {hits[0]!r}?)" if hits else ""
+
+
+def _toml_error_line(message: str, text: str) -> int | None:
+    m = re.search(r"at line (\d+)", message)
+    if m:
+        return int(m.group(1))
+    if "end of document" in message:
+        return max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+    return None
+
+
+def _toml_message(message: str) -> str:
+    return re.sub(r"\s*\((at line \d+, column \d+|at end of document)\)\s*$", "", message)
+
+
+class _Lines:
+    """Line numbers of table headers and keys in a TOML text (outside multi-line strings)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.code: list[bool] = []  # True where the line starts outside a multi-line string
+        state = None
+        for raw in self.lines:
+            self.code.append(state is None)
+            i = 0
+            while i < len(raw):
+                if state is None:
+                    if raw.startswith('"""', i) or raw.startswith("'''", i):
+                        state = raw[i : i + 3]
+                        i += 3
+                        continue
+                    if raw[i] == "#":
+                        break
+                    if raw[i] in "\"'":  # single-line string: skip it
+                        q = raw[i]
+                        j = i + 1
+                        while j < len(raw) and raw[j] != q:
+                            j += 2 if (q == '"' and raw[j] == "\\") else 1
+                        i = j + 1
+                        continue
+                elif raw.startswith(state, i):
+                    i += 3
+                    state = None
+                    continue
+                i += 1
+
+    def headers(self, name: str) -> list[int]:
+        pat = re.compile(r"^\s*\[\[\s*" + re.escape(name).replace(r"\.", r"\s*\.\s*") + r"\s*\]\]")
+        return [i + 1 for i, raw in enumerate(self.lines) if self.code[i] and pat.match(raw)]
+
+    def key_line(self, key: str, start: int | None = None, end: int | None = None) -> int | None:
+        pat = re.compile(r"^\s*(" + re.escape(key) + r"|\"" + re.escape(key) + r"\")\s*=")
+        lo = (start or 1) - 1
+        hi = (end - 1) if end else len(self.lines)
+        for i in range(lo, min(hi, len(self.lines))):
+            if self.code[i] and pat.match(self.lines[i]):
+                return i + 1
+        return None
+
+    def value_line(self, key: str, value: Any) -> int | None:
+        if not isinstance(value, str):
+            return None
+        pat = re.compile(r"^\s*" + re.escape(key) + r"\s*=\s*[\"']" + re.escape(value) + r"[\"']")
+        for i, raw in enumerate(self.lines):
+            if self.code[i] and pat.match(raw):
+                return i + 1
+        return None
+
+
+__all__ = ["Case", "Doc", "Rule", "RuleError", "SEVERITIES", "SEVERITY_RANK", "builtin_rules_dir", "load_file",
+           "load_rules"]

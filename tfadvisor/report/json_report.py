@@ -1,0 +1,108 @@
+"""The JSON report: one object, a stable shape (``schema_version``), for CI and scripts.
+
+``result_to_dict(result) -> dict`` (what ``Result.to_dict()`` and ``--format json`` give)::
+
+    {
+      "schema_version": 1,
+      "version": "0.1.0",                  # tfadvisor version
+      "run": {"name", "directory", "label", "hosts": [..], "files": [..]},
+      "summary": {
+        "steps": 10,                       # int, 0 when no steps were found
+        "steps_source": "trace_context",   # how steps were found, or null
+        "step_time_ms": {"mean", "median", "p90", "min", "max"},   # numbers or null
+        "breakdown_pct": {"input": 78.2, "host_compute": 15.0, ...},  # known categories only
+        "loaded": {...}                    # what was read: run, files, hosts, events, time_span_ms, planes
+      },
+      "metrics": {"input_pct": 78.2, ...}, # every metric, null when the trace lacks it
+      "units": {"input_pct": "%", ...},
+      "findings": [                        # most important first
+        {"rule", "severity", "title", "message", "impact_pct", "evidence": {metric: value},
+         "fix", "why", "docs": [url, ...]}
+      ],
+      "notes": ["steps: ...", ...],        # what could not be measured, and why
+      "hosts": [{"host", "metrics", "notes"}],  # per host when several hosts were analysed, else []
+      "options": {"param_count", "bandwidth_gbps", "link", "replicas", "batch_size", ...}
+    }
+
+Additions keep ``schema_version``; a renamed or removed key bumps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from tfadvisor.report import breakdown, plain, step_time
+
+SCHEMA_VERSION = 1
+
+
+def _finding_dict(f: Any) -> dict[str, Any]:
+    if hasattr(f, "to_dict"):
+        return plain(f.to_dict())
+    if isinstance(f, dict):
+        return plain(f)
+    return plain(vars(f))
+
+
+def _run_dict(run: Any) -> dict[str, Any]:
+    if run is None:
+        return {}
+    try:
+        label = run.label()
+    except Exception:  # noqa: BLE001 - a hand-made run object
+        label = str(getattr(run, "directory", "") or getattr(run, "name", ""))
+    hosts = getattr(run, "hosts", None)
+    return {
+        "name": getattr(run, "name", None),
+        "directory": getattr(run, "directory", None),
+        "label": label,
+        "hosts": list(hosts) if hosts is not None else [],
+        "files": list(getattr(run, "files", ()) or ()),
+    }
+
+
+def _steps(metrics: Any) -> int:
+    v = plain(metrics.get("steps_count")) if metrics is not None else None
+    try:
+        return int(v) if v is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def result_to_dict(result: Any) -> dict[str, Any]:
+    """The stable JSON shape of a :class:`~tfadvisor.api.Result` (see the module docstring)."""
+    from tfadvisor import __version__
+
+    metrics = getattr(result, "metrics", None) or {}
+    units = getattr(metrics, "units", None) or {}
+    hosts = list(getattr(result, "hosts", None) or [])
+    options = getattr(result, "options", None)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "version": __version__,
+        "run": _run_dict(getattr(result, "run", None)),
+        "summary": {
+            "steps": _steps(metrics),
+            "steps_source": plain(metrics.get("steps_source")),
+            "step_time_ms": step_time(metrics),
+            "breakdown_pct": breakdown(metrics),
+            "loaded": plain(getattr(result, "summary", None) or {}),
+        },
+        "metrics": {str(k): plain(v) for k, v in metrics.items()},
+        "units": {str(k): str(v) for k, v in units.items()},
+        "findings": [_finding_dict(f) for f in getattr(result, "findings", None) or []],
+        "notes": [str(n) for n in getattr(result, "notes", None) or []],
+        "hosts": [
+            {
+                "host": getattr(h, "host", ""),
+                "metrics": {str(k): plain(v) for k, v in (getattr(h, "metrics", None) or {}).items()},
+                "notes": [str(n) for n in getattr(h, "notes", None) or []],
+            }
+            for h in hosts
+        ] if len(hosts) > 1 else [],
+        "options": plain(asdict(options)) if is_dataclass(options) else {},
+    }
+
+
+__all__ = ["SCHEMA_VERSION", "result_to_dict"]

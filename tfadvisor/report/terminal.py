@@ -1,0 +1,226 @@
+"""The terminal report: a summary, then the findings most important first, then the notes.
+
+Readable in an 80-column terminal; colour only on a TTY (rich decides; ``NO_COLOR`` is
+honoured). Each finding shows its severity, title, message, the evidence, the fix with
+its code, and links to the TensorFlow guides.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from tfadvisor.report import BREAKDOWN, STEP_TIME_KEYS, breakdown, format_metric, format_number, plain, step_time
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
+_FENCE = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+
+
+def _out(console: Console, text: str | Text, indent: int = 0, style: str = "", hang: int = 0) -> None:
+    """Print ``text`` wrapped to the console width at ``indent`` (``hang`` more on continuation lines).
+
+    Lines are wrapped here and printed unpadded, so piped output has no trailing spaces.
+    """
+    width = max(40, (console.width or 80)) - indent
+    if isinstance(text, Text):
+        plain_text, spans = text.plain, text
+    else:
+        plain_text, spans = str(text), None
+    for para in plain_text.split("\n"):
+        lines = textwrap.wrap(para, width, subsequent_indent=" " * hang, break_long_words=False,
+                              break_on_hyphens=False) or [""]
+        if spans is not None and len(lines) == 1 and para == plain_text:
+            line = Text(" " * indent)
+            line.append_text(spans)
+            console.print(line, soft_wrap=True)
+            continue
+        for ln in lines:
+            console.print(Text(" " * indent + ln, style=style), soft_wrap=True)
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _run_label(result: Any) -> str:
+    run = getattr(result, "run", None)
+    if run is None:
+        return "?"
+    try:
+        return run.label()
+    except Exception:  # noqa: BLE001
+        return str(getattr(run, "directory", None) or getattr(run, "name", run))
+
+
+def _kv(console: Console, label: str, value: str) -> None:
+    width = max(40, console.width or 80) - 13
+    lines = textwrap.wrap(value, width, break_long_words=False, break_on_hyphens=False) or [""]
+    first = Text("  ")
+    first.append(f"{label:<11}", style="bold")
+    first.append(lines[0])
+    console.print(first, soft_wrap=True)
+    for ln in lines[1:]:
+        console.print(" " * 13 + ln, soft_wrap=True, highlight=False, markup=False)
+
+
+def _loaded_line(summary: dict) -> str:
+    planes = summary.get("planes") or []
+    lines = sum(int(p.get("lines", 0) or 0) for p in planes if isinstance(p, dict))
+    bits = []
+    if planes:
+        bits.append(f"{len(planes)} planes")
+        bits.append(f"{lines:,} lines")
+    if summary.get("events") is not None:
+        bits.append(f"{int(summary['events']):,} events")
+    span = plain(summary.get("time_span_ms"))
+    if isinstance(span, (int, float)):
+        bits.append(f"{format_number(span)} ms span")
+    size = plain(summary.get("file_bytes"))
+    if isinstance(size, (int, float)) and size:
+        from tfadvisor.report import human_bytes
+
+        bits.append(human_bytes(size))
+    return ", ".join(bits) or "n/a"
+
+
+def _summary(console: Console, result: Any) -> None:
+    metrics = getattr(result, "metrics", None) or {}
+    summary = getattr(result, "summary", None) or {}
+    console.print(Text.assemble(("tfadvisor", "bold"), " report for ", (_run_label(result), "bold")))
+    hosts = summary.get("hosts") or list(getattr(getattr(result, "run", None), "hosts", []) or [])
+    if hosts:
+        shown = ", ".join(str(h) for h in hosts[:6]) + (f" (+{len(hosts) - 6} more)" if len(hosts) > 6 else "")
+        _kv(console, "hosts", f"{len(hosts)}: {shown}")
+    _kv(console, "loaded", _loaded_line(summary))
+    steps = plain(metrics.get("steps_count"))
+    source = plain(metrics.get("steps_source"))
+    if steps:
+        _kv(console, "steps", f"{int(steps)}" + (f" (found by {source})" if source else ""))
+    else:
+        _kv(console, "steps", "none found" + (f" ({source})" if source and source != "none" else ""))
+    st = step_time(metrics)
+    if any(v is not None for v in st.values()):
+        parts = [f"{k} {format_number(st[k])}" for k in STEP_TIME_KEYS if st[k] is not None]
+        _kv(console, "step time", "  ".join(parts) + " ms")
+    shares = breakdown(metrics)
+    if shares:
+        labels = dict(BREAKDOWN)
+        ordered = sorted(shares.items(), key=lambda kv: -kv[1])
+        _kv(console, "breakdown", ", ".join(f"{labels[k]} {format_number(v, 2)} %" for k, v in ordered
+                                            if v >= 0.05) + " of step time")
+    hosts_detail = list(getattr(result, "hosts", None) or [])
+    if len(hosts_detail) > 1:
+        straggler = plain(metrics.get("straggler_host"))
+        console.print()
+        console.print(Text("Hosts", style="bold"))
+        for h in hosts_detail:
+            m = getattr(h, "metrics", None) or {}
+            name = str(getattr(h, "host", "?"))
+            bits = [f"{int(plain(m.get('steps_count')) or 0)} steps"]
+            for key, label, unit in (("step_time_mean_ms", "step", "ms"), ("step_device_compute_pct", "compute", "%"),
+                                     ("step_collective_pct", "collectives", "%"), ("step_input_pct", "input", "%")):
+                v = plain(m.get(key))
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    bits.append(f"{label} {format_number(v, 2)}{' ' if unit == 'ms' else ''}{unit}")
+            label = f"{name} (straggler)" if straggler and name == straggler else name
+            line = f"{label}: " + ", ".join(bits)
+            _out(console, line, 2, hang=2)
+
+
+def _fix_parts(fix: str) -> list[tuple[str, str]]:
+    """[(kind, text)]: prose paragraphs and fenced code blocks."""
+    out: list[tuple[str, str]] = []
+    pos = 0
+    for m in _FENCE.finditer(fix):
+        out += [("text", p) for p in _paragraphs(fix[pos : m.start()])]
+        out.append(("code", m.group(2).rstrip("\n")))
+        pos = m.end()
+    out += [("text", p) for p in _paragraphs(fix[pos:])]
+    return out
+
+
+def _paragraphs(s: str) -> list[str]:
+    paras = []
+    for para in re.split(r"\n[ \t]*\n", s):
+        if not para.strip():
+            continue
+        lines = [ln.strip() for ln in para.strip().splitlines()]
+        # keep list items on their own lines; join the rest
+        merged: list[str] = []
+        for ln in lines:
+            if ln.startswith(("- ", "* ")) or not merged:
+                merged.append(ln)
+            else:
+                merged[-1] += " " + ln
+        paras.append("\n".join(merged))
+    return paras
+
+
+def _finding(console: Console, i: int, f: Any, units: dict) -> None:
+    sev = str(_get(f, "severity", "info"))
+    head = Text()
+    head.append(f"{i}. ")
+    head.append(sev.upper(), style=SEVERITY_STYLE.get(sev, "bold"))
+    head.append(f"  {_get(f, 'title', '')}", style="bold")
+    console.print(head, soft_wrap=True)
+    impact = _get(f, "impact_pct")
+    sub = str(_get(f, "rule", ""))
+    if isinstance(impact, (int, float)) and not isinstance(impact, bool):
+        sub += f" · about {format_number(impact, 2)} % of time at stake"
+    _out(console, sub, 3, style="dim")
+    _out(console, str(_get(f, "message", "")), 3)
+    evidence = _get(f, "evidence") or {}
+    if evidence:
+        _out(console, "Evidence: " + ", ".join(f"{k} = {format_metric(k, v, units)}" for k, v in evidence.items()),
+             3, hang=2)
+    fix = str(_get(f, "fix", "") or "")
+    if fix:
+        console.print(Text("   Fix:", style="bold green"), soft_wrap=True)
+        for kind, body in _fix_parts(fix):
+            if kind == "code":
+                for ln in body.splitlines():  # code is never re-wrapped
+                    console.print(Text(" " * 7 + ln.rstrip(), style="green" if console.is_terminal else ""),
+                                  soft_wrap=True)
+            else:
+                for item in body.split("\n"):
+                    _out(console, item, 5, hang=2 if item.startswith(("- ", "* ")) else 0)
+    docs = _get(f, "docs") or []
+    if docs:
+        console.print(Text("   Docs:", style="bold"), soft_wrap=True)
+        for url in docs:  # never wrapped, so they stay clickable
+            console.print(Text("     " + str(url), style="blue" if console.is_terminal else ""), soft_wrap=True)
+
+
+def print_result(result: Any, console: Console | None = None) -> None:
+    """Print the summary, the findings (most important first) and the notes."""
+    console = console or Console(highlight=False)
+    units = dict(getattr(getattr(result, "metrics", None), "units", None) or {})
+    _summary(console, result)
+    findings = list(getattr(result, "findings", None) or [])
+    console.print()
+    if not findings:
+        console.print(Text("No findings: no rule matched this profile.", style="bold green"))
+    else:
+        counts = {}
+        for f in findings:
+            counts[_get(f, "severity", "info")] = counts.get(_get(f, "severity", "info"), 0) + 1
+        tally = ", ".join(f"{counts[s]} {s}" for s in ("critical", "warning", "info") if s in counts)
+        console.print(Text.assemble(("Findings", "bold underline"), f" ({tally}), most important first"))
+        for i, f in enumerate(findings, 1):
+            console.print()
+            _finding(console, i, f, units)
+    notes = list(getattr(result, "notes", None) or [])
+    if notes:
+        console.print()
+        console.print(Text("Notes: what this trace could not tell", style="bold"))
+        for n in notes:
+            _out(console, f"- {n}", 2, hang=2)
+
+
+__all__ = ["print_result"]
