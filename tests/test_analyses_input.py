@@ -1,0 +1,113 @@
+"""Input analyses (input, tfdata) on the samples: planted truth, the planted findings' flags,
+and what happens when a trace lacks the data."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SAMPLES, expected, sample_dirs
+from test_analyses_steps import CASES, IDS, _host_arg, run_mine
+
+from tfadvisor.analyses.input import severity
+
+
+def _truth(sample: str) -> dict:
+    return expected(SAMPLES / sample).get("truth", {})
+
+
+def _findings(sample: str) -> dict:
+    return expected(SAMPLES / sample).get("findings", {})
+
+
+@pytest.mark.parametrize("sample,host", CASES, ids=IDS)
+def test_input_pct_against_truth(sample, host):
+    truth = _truth(sample)
+    if "input_pct" not in truth:
+        pytest.skip("no planted input_pct")
+    ctx = run_mine(sample, _host_arg(sample, host))
+    lo, hi = truth["input_pct"]
+    v = ctx.metric("input_pct")
+    assert v is not None and lo <= v <= hi, f"{sample}: input_pct {v} outside {truth['input_pct']}"
+
+
+@pytest.mark.parametrize("sample,host", CASES, ids=IDS)
+def test_input_definitions(sample, host):
+    ctx = run_mine(sample, _host_arg(sample, host))
+    ip, xp = ctx.metric("input_pct"), ctx.metric("xprof_input_pct")
+    if ip is None:
+        pytest.skip("no steps")
+    assert ctx.metric("input_severity") == severity(ip)
+    if ctx.metric("input_h2d_pct") is None:  # CPU-only: the same figure as xprof's by construction
+        assert xp == pytest.approx(ip, abs=1e-9)
+    else:  # with a device xprof leaves the host wait out
+        assert xp <= ip + 1e-9
+
+
+# Which metric each planted tf.data / input finding rests on.
+FLAG_OF = {
+    "tfdata_no_prefetch": ("tfdata_has_prefetch", False),
+    "tfdata_sequential_map": ("tfdata_sequential_map", True),
+    "tfdata_no_cache": ("tfdata_repeated_source_no_cache", True),
+    "tfdata_expensive_map": ("tfdata_expensive_map", True),
+}
+
+
+@pytest.mark.parametrize("sample", [p.name for p in sample_dirs()])
+def test_tfdata_flags_match_planted_findings(sample):
+    f = _findings(sample)
+    host = sorted({x.name.split(".xplane.pb")[0] for x in (SAMPLES / sample).rglob("*.xplane.pb")})[0]
+    ctx = run_mine(sample, _host_arg(sample, host))
+    checked = 0
+    for rid, (m, want) in FLAG_OF.items():
+        v = ctx.metric(m)
+        if rid in f.get("present", []):
+            assert v is want, f"{sample}: {m} = {v}, planted {rid}"
+            checked += 1
+        elif rid in f.get("absent", []):
+            assert v is not want, f"{sample}: {m} = {v}, but {rid} must not hold"
+            checked += 1
+    if "h2d_pageable" in f.get("present", []):
+        assert ctx.metric("h2d_pageable_pct") >= 50
+        checked += 1
+    elif "h2d_pageable" in f.get("absent", []):
+        v = ctx.metric("h2d_pageable_pct")
+        assert v is None or v < 50 or (ctx.metric("h2d_exposed_pct") or 0) < 2
+        checked += 1
+    if not checked:
+        pytest.skip("no planted tf.data / H2D finding")
+
+
+def test_input_bound_pipeline_read_as_written():
+    if not (SAMPLES / "input_bound").is_dir():
+        pytest.skip("input_bound sample missing")
+    ctx = run_mine("input_bound")
+    assert ctx.metric("tfdata_pipeline") == "Root::ForeverRepeat::BatchV2::Map::TensorSlice"
+    stages = ctx.table("tfdata_stages")
+    m = stages[stages["stage"] == "Map"].iloc[0]
+    assert m["calls"] >= 32 * 8  # one call per element: 10 batches of 32 (the last epochs may be partial)
+    assert ctx.metric("tfdata_map_element_us") > 100
+    # the sequential map runs on the host's threads while the step waits: tf.data does real CPU work
+    assert ctx.metric("tfdata_cpu_ratio") > 0.2
+    assert ctx.metric("input_severity") == "high"
+
+
+def test_input_metrics_missing_on_cpu_and_without_tfdata():
+    if not (SAMPLES / "eager").is_dir():
+        pytest.skip("eager sample missing")
+    ctx = run_mine("eager")
+    inp = ctx.results["input"]
+    for m in ("input_h2d_pct", "input_device_wait_pct", "h2d_pageable_pct", "h2d_exposed_pct",
+              "tfdata_cpu_ratio", "tfdata_cpu_pct"):
+        assert inp.metrics[m].value is None, m
+    assert any("CPU-only" in n for n in inp.notes)
+    assert any("tf_data" in n for n in inp.notes)
+    td = ctx.results["tfdata"]
+    assert td.metrics["tfdata_present"].value is False
+    assert td.metrics["tfdata_pipeline"].value is None and td.notes
+
+
+def test_severity_thresholds():
+    assert severity(None) is None
+    assert severity(4.99) == "low"
+    assert severity(5.0) == "moderate"
+    assert severity(19.9) == "moderate"
+    assert severity(20.0) == "high"

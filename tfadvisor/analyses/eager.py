@@ -1,0 +1,127 @@
+"""Eager execution and tf.function retracing.
+
+* Eager ops: ``EagerExecute`` events with ``is_func`` 0 (an op dispatched from Python one
+  at a time) that are not inside a function execution on the same thread. ``eager_pct`` is
+  their wall time (union) as % of the profiled wall time: from the first step's start to
+  the last step's end, else the trace span.
+* tf.function: events carrying ``tf_function_call`` (``notTraced-nonXla``,
+  ``traced-nonXla``, ``traced-xla``...) are calls of a ``tf.function``; ``tracing_count``
+  counts that function's traces so far. A call that traced (``traced-*``) with
+  ``tracing_count`` of 2 or more is a retrace. Without ``tf_function_call`` the growth of
+  ``tracing_count`` per function over the window counts instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.steps import (
+    STEP_STATS,
+    Measure,
+    activity,
+    positions_at,
+    stats,
+    stats_for_rows,
+    string_values,
+    union_of,
+    values_at,
+)
+from tfadvisor.trace import Trace
+
+#: Eager ops that fetch the next batch: their time is input wait.
+INPUT_OPS = frozenset({"OptionalGetValue", "OptionalHasValue", "IteratorGetNextAsOptional", "IteratorGetNextSync",
+                       "MultiDeviceIteratorGetNextFromShard"})
+
+
+def _wall(ctx: Context, act) -> tuple[int, int]:
+    steps_res = ctx.result("steps")
+    tbl = steps_res.tables.get("steps") if steps_res is not None else None
+    if tbl is not None and len(tbl):
+        return int(tbl["start_ps"].min()), int(tbl["end_ps"].max())
+    return act.span
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("eager")
+    act = activity(trace, ctx)
+    p = act.host
+    if p is None:
+        res.missing(["eager_pct", "eager_op_count", "tf_function_calls", "retrace_count", "retraced_functions"],
+                    "no host plane: eager execution and tf.function calls are host events")
+        return res
+    lo, hi = _wall(ctx, act)
+    wall = hi - lo
+    er = act.rows.get("eager", np.empty(0, np.int64))
+    if not p.meta_mask("EagerExecute").any():
+        res.missing(["eager_pct", "eager_op_count"], "no EagerExecute events: the host tracer level may be too low "
+                                                    "or no op was dispatched from Python")
+    else:
+        # Ops that fetch input (IteratorGetNext, Optional*) are input time, not eager overhead.
+        col = stats_for_rows(p, er, ("eager_op",))["eager_op"]
+        op_names = string_values(col, positions_at(col, er))
+        is_input = np.array([bool(n) and (str(n).startswith("IteratorGetNext") or str(n) in INPUT_OPS)
+                             for n in op_names], bool) if er.shape[0] else np.zeros(0, bool)
+        sel = er[~is_input]
+        sel = sel[(p.ev_end_ps[sel] > lo) & (p.ev_start_ps[sel] < hi)] if sel.shape[0] else sel
+        res.add("eager_op_count", int(sel.shape[0]), "count",
+                "ops dispatched eagerly (EagerExecute, is_func 0, outside functions; input fetches left out) in the "
+                "profiled wall time")
+        em = Measure.of_rows(p, sel)
+        w = (np.array([lo]), np.array([hi]))
+        inp = act.get("input_wait")
+        # eager time not spent waiting for input
+        eager_ps = int(union_of(em, inp).within(*w)[0] - inp.within(*w)[0]) if wall > 0 else 0
+        res.add("eager_pct", 100.0 * eager_ps / wall if wall > 0 else None, "%",
+                "eager op time (union, input waits left out), % of the profiled wall time")
+        res.add("eager_ms", eager_ps / PS_PER_MS, "ms", "eager op time over the profiled wall time")
+
+    st = stats(p, STEP_STATS, ctx)
+    call = st["tf_function_call"]
+    tc = st["tracing_count"]
+    if len(call) == 0 and len(tc) == 0:
+        res.missing(["tf_function_calls", "retrace_count", "retraced_functions"],
+                    "no tf.function call events (tf_function_call / tracing_count stats)")
+        return res
+    rows = np.union1d(call.rows, tc.rows)  # few rows
+    kind = string_values(call, positions_at(call, rows))
+    count = values_at(tc, rows)
+    names = p.names_of(rows).astype(str)
+    df = pd.DataFrame({"function": names, "call": kind, "tracing_count": count,
+                       "dur_ps": p.ev_dur_ps[rows].astype(np.float64), "start_ps": p.ev_start_ps[rows]})
+    df["traced"] = df["call"].fillna("").str.startswith("traced")
+    df["retrace"] = df["traced"] & (df["tracing_count"] >= 2)
+    has_kind = df["call"].notna()
+    g = df.groupby("function", sort=False)
+    tbl = pd.DataFrame({
+        "calls": g.size(),
+        "traced_calls": g["traced"].sum().astype(int),
+        "retraces": g["retrace"].sum().astype(int),
+        "tracing_count_min": g["tracing_count"].min(),
+        "tracing_count_max": g["tracing_count"].max(),
+        "total_ms": g["dur_ps"].sum() / PS_PER_MS,
+        "mean_ms": g["dur_ps"].mean() / PS_PER_MS,
+    })
+    if not has_kind.any():  # no call kinds: count tracing_count growth
+        growth = (tbl["tracing_count_max"] - tbl["tracing_count_min"]).fillna(0).astype(int)
+        tbl["retraces"] = growth
+        res.notes.append("no tf_function_call stat: retraces counted as tracing_count growth over the window")
+    tbl = tbl.reset_index().sort_values("total_ms", ascending=False)
+    res.tables["tf_functions"] = tbl
+    res.add("tf_function_calls", int(len(df)), "count", "tf.function calls in the profile")
+    res.add("retrace_count", int(tbl["retraces"].sum()), "count",
+            "tf.function retraces in the profile (traced calls with tracing_count >= 2)")
+    retraced = tbl.loc[tbl["retraces"] > 0, "function"].tolist()
+    res.add("retraced_functions", ",".join(retraced), "", "functions that retraced")
+    # time spent tracing (python-side graph building) as a share of the wall time
+    tr = df.loc[df["traced"]]
+    if len(tr) and wall > 0:
+        m = Measure.union(tr["start_ps"].to_numpy(np.int64),
+                          (tr["start_ps"] + tr["dur_ps"]).to_numpy(np.int64))
+        res.add("retrace_pct", 100.0 * float(m.within(np.array([lo]), np.array([hi]))[0]) / wall, "%",
+                "time in tf.function calls that traced, % of the profiled wall time")
+    return res
+
+
+__all__ = ["analyze"]

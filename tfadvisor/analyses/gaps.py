@@ -1,0 +1,172 @@
+"""Idle time: between steps and inside them, and what the host did meanwhile.
+
+"Busy" is the device's activity (kernels, copies, collectives on any GPU plane) or, on a
+CPU-only trace, the TF activity of the training threads (ops, the runtime, eager kernels,
+input waits, collectives: every traced event except bare Python-side API calls).
+
+* Between steps: the part of each gap between one step's end and the next step's start
+  during which nothing is busy (the host may still be running Python: logging, callbacks,
+  checkpoints, sleeping).
+* Inside steps: the steps analysis' ``idle`` category (nothing traced at all: with a
+  device, the device idles while the host is not feeding, launching or computing; CPU-only,
+  time on the python thread outside any TF call, i.e. pure Python).
+
+Shares are of the profiled wall time, from the first step's start to the last step's end
+(the whole trace span when there are no steps). The host activity in each gap is the
+class covering most of it: ``python`` (python-thread events, python-tracer frames),
+``callbacks`` (summary writing, Keras callback frames), ``input`` (tf.data threads busy),
+``ops`` (TF ops on the host), else ``idle``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.steps import LazyUnion, Measure, activity
+from tfadvisor.trace import Trace
+
+CALLBACK_RE = re.compile(r"(?i)callback|on_(train|test|epoch)_batch|on_epoch|WriteSummary|FlushSummaryWriter|"
+                         r"summary|checkpoint|SaveV2|MergeV2Checkpoints|progbar|log_metrics")
+
+#: A gap counts (gaps_count) when its idle time is at least this share of the median step.
+GAP_MIN_FRACTION = 0.05
+GAP_MIN_PS = 100 * 1_000_000  # 100 us
+
+
+def busy_set(act, ctx: Context) -> LazyUnion:
+    """What keeps the device (CPU-only: the training threads) busy."""
+    key = "tfadvisor.busy"
+    if key in ctx.cache:
+        return ctx.cache[key]
+    if act.has_device:
+        m = act.lazy("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
+    else:
+        m = act.lazy("train_threads", "func", "input_wait")
+    ctx.cache[key] = m
+    return m
+
+
+def _host_classes(act, ctx: Context) -> dict[str, Measure]:
+    p = act.host
+    out: dict[str, Measure] = {}
+    if p is None:
+        return out
+    rows = act.rows.get("python_all", np.empty(0, np.int64))
+    if rows.shape[0]:
+        names = p.event_names
+        cb_meta = np.append(np.fromiter((CALLBACK_RE.search(str(n)) is not None for n in names), bool, len(names)),
+                            False)
+        em = np.where(p.ev_meta[rows] >= 0, p.ev_meta[rows], len(names))
+        is_cb = cb_meta[em]
+        out["callbacks"] = Measure.union(p.ev_start_ps[rows[is_cb]], p.ev_end_ps[rows[is_cb]])
+        out["python"] = Measure.union(p.ev_start_ps[rows], p.ev_end_ps[rows])
+    out["input"] = LazyUnion(act.threads("tfdata").wall(), act.get("input_wait"))
+    out["ops"] = act.get("train_threads")
+    return out
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("gaps")
+    act = activity(trace, ctx)
+    names = ["idle_pct", "idle_between_steps_pct", "idle_within_steps_pct", "gaps_count", "gap_mean_ms",
+             "gap_max_ms", "gap_host_activity", "gap_host_python_pct"]
+    if act.host is None and not act.devices:
+        res.missing(names, "the trace has no host or device events")
+        return res
+    busy = busy_set(act, ctx)
+    steps_res = ctx.result("steps")
+    tbl = steps_res.tables.get("steps") if steps_res is not None else None
+    what = "the device" if act.has_device else "the training threads"
+    if tbl is None or len(tbl) == 0:
+        lo, hi = act.span
+        if hi <= lo:
+            res.missing(names, "empty trace")
+            return res
+        idle = (hi - lo) - int(busy.within(np.array([lo]), np.array([hi]))[0])
+        res.add("idle_pct", 100.0 * idle / (hi - lo), "%",
+                f"share of the profiled wall time in which {what} ran nothing (no steps: whole trace span)")
+        res.missing(names[1:], "no steps found: idle time cannot be split between and within steps")
+        return res
+
+    s = tbl["start_ps"].to_numpy(np.int64)
+    e = tbl["end_ps"].to_numpy(np.int64)
+    wall_lo, wall_hi = int(s.min()), int(e.max())
+    wall = wall_hi - wall_lo
+    within_ps = int(tbl["idle_ms"].sum() * PS_PER_MS)
+
+    # Gaps between consecutive steps.
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    gs = e[:-1]
+    ge = s[1:]
+    ok = ge > gs
+    gs, ge = gs[ok], ge[ok]
+    gap_len = ge - gs
+    gap_idle = gap_len - busy.within(gs, ge) if gs.shape[0] else np.empty(0, np.int64)
+    between_ps = int(gap_idle.sum()) if gs.shape[0] else 0
+
+    res.add("idle_pct", 100.0 * (between_ps + within_ps) / wall if wall > 0 else None, "%",
+            f"share of the profiled wall time (first step start to last step end) in which {what} ran nothing")
+    res.add("idle_between_steps_pct", 100.0 * between_ps / wall if wall > 0 else None, "%",
+            f"idle time between steps ({what} idle), % of wall time")
+    res.add("idle_within_steps_pct", 100.0 * within_ps / wall if wall > 0 else None, "%",
+            "idle time inside steps (nothing traced), % of wall time")
+
+    med = float(np.median(e - s))
+    thr = max(GAP_MIN_PS, GAP_MIN_FRACTION * med)
+    sig = gap_idle >= thr if gs.shape[0] else np.zeros(0, bool)
+    src = steps_res.metrics.get("steps_source")
+    cadence = src is not None and str(src.value).endswith("_cadence")
+    res.add("gaps_count", int(sig.sum()), "count",
+            "gaps between steps with at least max(100 us, 5% of the median step) idle")
+    if sig.any():
+        res.add("gap_mean_ms", float(gap_idle[sig].mean() / PS_PER_MS), "ms", "mean idle time of those gaps")
+        res.add("gap_max_ms", float(gap_idle[sig].max() / PS_PER_MS), "ms", "longest idle gap between steps")
+    else:
+        res.add("gap_mean_ms", 0.0, "ms", "mean idle time of the gaps between steps (none)")
+        res.add("gap_max_ms", 0.0, "ms", "longest idle gap between steps (none)")
+    if cadence:
+        res.notes.append("steps follow a call cadence: each step runs until the next one starts, so the time "
+                         "between steps is inside them (idle_within_steps_pct)")
+
+    # What the host did in the gaps.
+    classes = _host_classes(act, ctx)
+    activity_col = np.full(gs.shape[0], "idle", dtype=object)
+    py_cov = np.zeros(gs.shape[0], np.int64)
+    if gs.shape[0]:
+        cov = {k: m.within(gs, ge) for k, m in classes.items() if len(m)}
+        py_cov = cov.get("python", py_cov)
+        keys = [k for k in ("callbacks", "input", "ops", "python") if k in cov]
+        if keys:
+            mat = np.stack([cov[k] for k in keys], axis=1)
+            best = mat.argmax(axis=1)
+            frac = mat[np.arange(gs.shape[0]), best] / np.maximum(gap_len, 1)
+            # callbacks are python too: name them when they cover a fair share of the python time
+            activity_col = np.where(frac >= 0.1, np.array(keys, dtype=object)[best], "idle")
+            if "callbacks" in cov and "python" in cov:
+                cbm = (cov["callbacks"] >= 0.5 * cov["python"]) & (cov["python"] > 0) & (activity_col == "python")
+                activity_col[cbm] = "callbacks"
+        tot = float(gap_len.sum())
+        res.add("gap_host_python_pct", 100.0 * float(py_cov.sum()) / tot if tot > 0 else None, "%",
+                "share of the time between steps with python-thread events")
+        weights = pd.Series(gap_len.astype(float)).groupby(activity_col).sum()
+        res.add("gap_host_activity", str(weights.idxmax()) if len(weights) else "idle", "",
+                "what the host ran in the gaps between steps, weighted by gap length")
+    else:
+        res.missing(["gap_host_activity", "gap_host_python_pct"], "no time between steps")
+    res.tables["gaps"] = pd.DataFrame({
+        "start_ps": gs,
+        "end_ps": ge,
+        "duration_ms": gap_len / PS_PER_MS,
+        "idle_ms": gap_idle / PS_PER_MS if gs.shape[0] else np.empty(0),
+        "between_steps": np.ones(gs.shape[0], bool),
+        "host_activity": activity_col,
+    })
+    return res
+
+
+__all__ = ["analyze", "busy_set"]

@@ -1,0 +1,126 @@
+"""Input pipeline cost per step: waiting for batches, host-to-device copies, tf.data CPU use.
+
+* ``input_pct``: the steps analysis' ``input`` category: time in the step spent waiting for
+  input that nothing of higher priority hides. CPU-only: the host waiting in
+  ``IteratorGetNext*`` (exactly xprof's input time). With a device: H2D copies and host
+  waits for the next batch while the device computes nothing.
+* ``input_host_wait_pct``, ``input_h2d_pct``: the raw host wait and H2D copy time inside
+  steps, overlapped or not; ``input_device_wait_pct``: device idle while the host waits for
+  input; ``h2d_exposed_pct``: H2D copy time not overlapped by device compute.
+* ``xprof_input_pct``: xprof's own figure over the same steps (xprof's step set, i.e. the
+  first and last step left out when there are more than five): CPU-only the host wait in
+  ``IteratorGetNext*``; with a device xprof counts only the device-side copies (host waits
+  are not in its device steps), so an input-bound GPU job can show 0 % there while
+  ``input_pct`` is high.
+* ``input_severity``: xprof's thresholds on ``input_pct``: ``high`` >= 20 %, ``moderate``
+  >= 5 %, else ``low``.
+* tf.data CPU contention: ``tfdata_cpu_ratio`` is thread-busy time of the ``tf_data_*``
+  threads divided by that of the training threads, inside steps; ``tfdata_cpu_pct`` is the
+  tf.data thread-busy time as % of the step wall time times the cores (the intra-op Eigen
+  threads). On a small host an expensive map slows every step without showing as a wait.
+* ``h2d_pageable_pct``: share of H2D copy time from pageable host memory (``memcpy_details``
+  ``kind_src:pageable``): such copies are synchronous and slower than from pinned memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.steps import activity
+from tfadvisor.trace import Trace
+
+HIGH_PCT = 20.0
+MODERATE_PCT = 5.0
+
+
+def severity(pct: float | None) -> str | None:
+    if pct is None:
+        return None
+    return "high" if pct >= HIGH_PCT else "moderate" if pct >= MODERATE_PCT else "low"
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("input")
+    act = activity(trace, ctx)
+    steps_res = ctx.result("steps")
+    tbl = steps_res.tables.get("steps") if steps_res is not None else None
+    all_names = ["input_pct", "input_host_wait_pct", "input_h2d_pct", "input_device_wait_pct", "xprof_input_pct",
+                 "input_severity", "tfdata_cpu_ratio", "tfdata_cpu_pct", "h2d_pageable_pct", "h2d_exposed_pct"]
+    if tbl is None or len(tbl) == 0:
+        res.missing(all_names, "no steps found: input time is measured per step")
+        return res
+    a = tbl["start_ps"].to_numpy(np.int64)
+    b = tbl["end_ps"].to_numpy(np.int64)
+    in_stats = tbl["in_stats"].to_numpy(bool)
+    dur = (b - a).astype(np.float64)
+    tot = float(dur[in_stats].sum())
+    g = act.get
+
+    def pct(v: np.ndarray) -> float | None:
+        return 100.0 * float(np.asarray(v)[in_stats].sum()) / tot if tot > 0 else None
+
+    input_ms = tbl["input_ms"].to_numpy(np.float64)
+    res.add("input_pct", pct(input_ms * PS_PER_MS), "%",
+            "share of step time waiting for input (host wait + H2D + device waiting for the host)")
+    wait = g("input_wait").within(a, b)
+    has_wait = len(g("input_wait")) > 0
+    res.add("input_host_wait_pct", pct(wait), "%", "host time in IteratorGetNext* inside steps, % of step time")
+    per = {"step": tbl["step"].to_numpy(), "host_wait_ms": wait / PS_PER_MS, "input_ms": input_ms}
+    if act.has_device:
+        dev_busy = act.lazy("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
+        h2d = g("dev_h2d").within(a, b)
+        res.add("input_h2d_pct", pct(h2d), "%", "host-to-device copy time inside steps, % of step time")
+        # device idle while the host waits for input
+        both = act.lazy("input_wait", "dev_compute", "dev_h2d", "dev_copy", "dev_collective")
+        dev_wait = both.within(a, b) - dev_busy.within(a, b)
+        res.add("input_device_wait_pct", pct(dev_wait), "%",
+                "time the device idles while the host waits for input, % of step time")
+        compute = act.lazy("dev_compute", "dev_collective")
+        exposed = act.lazy("dev_compute", "dev_collective", "dev_h2d").within(a, b) - compute.within(a, b)
+        res.add("h2d_exposed_pct", pct(exposed), "%", "H2D copy time not overlapped by device compute, % of step")
+        res.add("xprof_input_pct", pct(exposed), "%",
+                "xprof's input share: with a device it counts only copies to the device (not host waits)")
+        if has_wait:
+            res.notes.append("xprof_input_pct leaves out the host's wait for the next batch (xprof builds GPU "
+                             "steps from device events): input_pct counts it")
+        pg = ctx.cache.get("tfadvisor.h2d_pageable_ps")
+        if pg and pg[1] > 0:
+            res.add("h2d_pageable_pct", 100.0 * pg[0] / pg[1], "%", "share of H2D copy time from pageable memory")
+        elif len(g("dev_h2d")):
+            res.missing(["h2d_pageable_pct"], "H2D copies carry no memcpy_details: pinned or pageable unknown")
+        else:
+            res.missing(["h2d_pageable_pct"], "no host-to-device copies in the trace")
+        per.update({"h2d_ms": h2d / PS_PER_MS, "device_wait_ms": dev_wait / PS_PER_MS})
+    else:
+        res.missing(["input_h2d_pct", "input_device_wait_pct", "h2d_pageable_pct", "h2d_exposed_pct"],
+                    "CPU-only trace: no device copies")
+        res.add("xprof_input_pct", pct(wait), "%", "xprof's input share (CPU-only: host wait in IteratorGetNext*)")
+    ip = res.metrics["input_pct"].value
+    res.add("input_severity", severity(ip), "", "xprof's input-bound levels: high >= 20 %, moderate >= 5 %")
+    if not has_wait and not act.has_device:
+        res.notes.append("no IteratorGetNext events: the input pipeline is not traced or not tf.data")
+
+    # tf.data CPU contention.
+    tfd = act.threads("tfdata")
+    if len(tfd):
+        trn = act.threads("training")
+        tb = tfd.within(a, b).astype(np.float64)
+        rb = trn.within(a, b).astype(np.float64) if trn is not None else np.zeros(a.shape[0])
+        per.update({"tfdata_busy_ms": tb / PS_PER_MS, "training_busy_ms": rb / PS_PER_MS})
+        rsum = float(rb[in_stats].sum())
+        res.add("tfdata_cpu_ratio", float(tb[in_stats].sum()) / rsum if rsum > 0 else None, "",
+                "tf.data thread-busy time / training thread-busy time inside steps")
+        if act.n_cores:
+            res.add("tfdata_cpu_pct", 100.0 * float(tb[in_stats].sum()) / (tot * act.n_cores) if tot > 0 else None,
+                    "%", f"tf.data thread-busy time, % of step wall time x {act.n_cores} cores (Eigen threads)")
+        else:
+            res.missing(["tfdata_cpu_pct"], "core count unknown (no intra-op Eigen threads in the trace)")
+    else:
+        res.missing(["tfdata_cpu_ratio", "tfdata_cpu_pct"], "no tf.data worker threads (tf_data_*) in the trace")
+    res.tables["input_per_step"] = pd.DataFrame(per)
+    return res
+
+
+__all__ = ["analyze", "severity", "HIGH_PCT", "MODERATE_PCT"]

@@ -1,0 +1,1454 @@
+"""Training steps: where they are, how long they take, and what their time went to.
+
+Steps come from the first marker kind the trace has, in this order (``steps_source``):
+
+``trace_context``
+    Events with a non-zero ``_r`` (root) stat or named ``TraceContext``, e.g.
+    ``tf.profiler.experimental.Trace('train', step_num=i, _r=1)``. TF's own implicit roots
+    (``FunctionRun``, ``SessionRun``, ``RunGraph``, ``ExecutorState::Process``) carry ``_r`` too;
+    like xprof they never make a step by themselves. Where a Keras ``Profiled batch`` event
+    wraps the marker, the outermost of the two is the step.
+``profiled_batch``
+    Keras 3's TensorBoard callback: ``Profiled batch`` events with ``step_num`` (no ``_r``, so
+    xprof finds no steps in such profiles).
+``device_steps``
+    The ``Steps`` line of a device plane (TPU).
+``function_cadence``
+    No markers: the calls of the repeating train function on the python thread
+    (``EagerLocalExecute: __inference_<fn>_<n>``, e.g. Keras 3's
+    ``__inference_multi_step_on_iterator_<n>``); step *i* runs from call *i* to call *i+1*.
+``iterator_cadence``
+    As above from the ``IteratorGetNext*`` calls.
+
+Only the outermost marker of each nest counts. The step time is the marker's duration
+(what xprof calls the step time); ``period_ms`` (start to the next step's start) also counts
+the time between steps.
+
+Summary statistics follow xprof: with more than five steps the first and the last are left
+out (``in_stats`` False): they are often cut or slowed by the profiler starting and stopping.
+Outliers are steps slower than median + k * MAD (``Options.outlier_k``), over all steps.
+
+Each step's wall time is split into exclusive categories by priority (interval arithmetic,
+so overlapping threads are not counted twice):
+
+* with a device plane: device compute > collectives > input (H2D copies and host waits for
+  the next batch) > other (D2H/D2D copies, memsets) > kernel launch > host compute > idle.
+* CPU-only: input (host waits in ``IteratorGetNext*``, as xprof counts it) > collectives >
+  device compute (the TF ops on the training threads and eagerly executed kernels: the CPU
+  is the device) > other (TF runtime: executor and function-call time not covered by an op) >
+  host compute (Python-side TF API calls) > idle (nothing traced: pure Python, sleeping).
+
+The module also holds the interval helpers and the per-host activity model that ``gaps``,
+``input``, ``eager`` and ``overhead`` share (:func:`activity`, cached in the context).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from numba import njit
+
+from tfadvisor import wire
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane, StatColumn, Trace
+
+# ------------------------------------------------------------------------------------------
+# Interval arithmetic (linear-time kernels; intervals are [start, end) in ps)
+# ------------------------------------------------------------------------------------------
+
+_EMPTY = np.empty(0, np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _merge_sorted(s, e):
+    """Union of start-sorted intervals; ok=False when the starts were not sorted."""
+    n = s.shape[0]
+    os_ = np.empty(n, np.int64)
+    oe = np.empty(n, np.int64)
+    k = 0
+    ok = True
+    for i in range(n):
+        a = s[i]
+        b = e[i]
+        if i > 0 and a < s[i - 1]:
+            ok = False
+            break
+        if b <= a:
+            continue
+        if k > 0 and a <= oe[k - 1]:
+            if b > oe[k - 1]:
+                oe[k - 1] = b
+        else:
+            os_[k] = a
+            oe[k] = b
+            k += 1
+    return os_[:k], oe[:k], ok
+
+
+def _union2(s1, e1, s2, e2):
+    """Union of two sets of disjoint sorted intervals."""
+    n1, n2 = s1.shape[0], s2.shape[0]
+    if n1 * 16 < n2:
+        return _union_small(s2, e2, s1, e1)
+    if n2 * 16 < n1:
+        return _union_small(s1, e1, s2, e2)
+    return _union2_linear(s1, e1, s2, e2)
+
+
+@njit(cache=True, nogil=True)
+def _union2_linear(s1, e1, s2, e2):
+    """Union of two sets of disjoint sorted intervals."""
+    n1 = s1.shape[0]
+    n2 = s2.shape[0]
+    os_ = np.empty(n1 + n2, np.int64)
+    oe = np.empty(n1 + n2, np.int64)
+    i = 0
+    j = 0
+    k = 0
+    while i < n1 or j < n2:
+        if j >= n2 or (i < n1 and s1[i] <= s2[j]):
+            a = s1[i]
+            b = e1[i]
+            i += 1
+        else:
+            a = s2[j]
+            b = e2[j]
+            j += 1
+        if k > 0 and a <= oe[k - 1]:
+            if b > oe[k - 1]:
+                oe[k - 1] = b
+        else:
+            os_[k] = a
+            oe[k] = b
+            k += 1
+    return os_[:k], oe[:k]
+
+
+@njit(cache=True, nogil=True)
+def _union_small(bs, be, ss, se):
+    """Union of a big and a small set of disjoint sorted intervals: the big set is copied in
+    blocks, only the neighbourhood of each small interval is merged."""
+    nb = bs.shape[0]
+    ns = ss.shape[0]
+    os_ = np.empty(nb + ns, np.int64)
+    oe = np.empty(nb + ns, np.int64)
+    i = 0
+    k = 0
+    for j in range(ns):
+        a = ss[j]
+        b = se[j]
+        # big intervals wholly before this one (ending before it starts) are copied as they are
+        lo = i
+        hi = nb
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if be[mid] < a:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo > i:
+            os_[k:k + lo - i] = bs[i:lo]
+            oe[k:k + lo - i] = be[i:lo]
+            k += lo - i
+            i = lo
+        if k > 0 and a <= oe[k - 1]:
+            k -= 1
+            a = os_[k]
+            if oe[k] > b:
+                b = oe[k]
+        while i < nb and bs[i] <= b:
+            if bs[i] < a:
+                a = bs[i]
+            if be[i] > b:
+                b = be[i]
+            i += 1
+        os_[k] = a
+        oe[k] = b
+        k += 1
+    if i < nb:
+        os_[k:k + nb - i] = bs[i:]
+        oe[k:k + nb - i] = be[i:]
+        k += nb - i
+    return os_[:k], oe[:k]
+
+
+@njit(cache=True, nogil=True)
+def _prefix_lengths(s, e):
+    n = s.shape[0]
+    out = np.empty(n + 1, np.int64)
+    out[0] = 0
+    acc = 0
+    for i in range(n):
+        acc += e[i] - s[i]
+        out[i + 1] = acc
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _cover_sorted(s, e, t):
+    """Covered length of disjoint sorted intervals in (-inf, t] for ascending query points t."""
+    n = s.shape[0]
+    q = t.shape[0]
+    out = np.empty(q, np.int64)
+    i = 0
+    acc = 0
+    for j in range(q):
+        tj = t[j]
+        while i < n and e[i] <= tj:
+            acc += e[i] - s[i]
+            i += 1
+        if i < n and s[i] < tj:
+            out[j] = acc + (tj - s[i])
+        else:
+            out[j] = acc
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _bucket(ev_line, ev_meta, line_cls, meta_cls, unknown, ncodes):
+    """Class code per event (line class * 32 + metadata class) and the rows of each code, ascending."""
+    n = ev_line.shape[0]
+    codes = np.empty(n, np.uint8)
+    counts = np.zeros(ncodes + 1, np.int64)
+    for i in range(n):
+        m = ev_meta[i]
+        mc = meta_cls[m] if m >= 0 else unknown
+        c = line_cls[ev_line[i]] * 32 + mc
+        codes[i] = c
+        counts[c + 1] += 1
+    for c in range(ncodes):
+        counts[c + 1] += counts[c]
+    pos = counts[:-1].copy()
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        c = codes[i]
+        order[pos[c]] = i
+        pos[c] += 1
+    return order, counts
+
+
+@njit(cache=True, nogil=True)
+def _merge_rows(start, end, line, rows):
+    """Per-thread union of the intervals of event rows (ascending rows: grouped by thread).
+
+    Returns the merged intervals, thread by thread, the bounds of each thread's run, and
+    ok=False when a thread's starts were not sorted.
+    """
+    n = rows.shape[0]
+    os_ = np.empty(n, np.int64)
+    oe = np.empty(n, np.int64)
+    bounds = np.empty(n + 1, np.int64)
+    nb = 0
+    k = 0
+    ok = True
+    cur_line = -1
+    run_start = 0
+    prev = 0
+    for j in range(n):
+        i = rows[j]
+        a = start[i]
+        b = end[i]
+        ln = line[i]
+        if ln != cur_line:
+            if ln < cur_line:
+                ok = False
+            bounds[nb] = k
+            nb += 1
+            cur_line = ln
+            run_start = k
+        elif a < prev:
+            ok = False
+        prev = a
+        if b <= a:
+            continue
+        if k > run_start and a <= oe[k - 1]:
+            if b > oe[k - 1]:
+                oe[k - 1] = b
+        else:
+            os_[k] = a
+            oe[k] = b
+            k += 1
+    bounds[nb] = k
+    nb += 1
+    return os_[:k], oe[:k], bounds[:nb], ok
+
+
+def _runs_to_list(s, e, bounds):
+    return [(s[a:b], e[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def rows_runs(plane: Plane, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each thread's union of the intervals of (ascending) event rows."""
+    rows = np.ascontiguousarray(rows, np.int64)
+    if rows.shape[0] == 0:
+        return []
+    s, e, b, ok = _merge_rows(plane.ev_start_ps, plane.ev_end_ps, plane.ev_line, rows)
+    if ok:
+        return _runs_to_list(s, e, b)
+    return merge_runs(plane.ev_line[rows], plane.ev_start_ps[rows], plane.ev_end_ps[rows])
+
+
+def line_ranges(plane: Plane) -> np.ndarray | None:
+    """[first, last) event row of each line when the plane's events are grouped by line, else None."""
+    ln = plane.ev_line
+    nl = len(plane.lines)
+    if ln.shape[0] == 0:
+        return np.zeros((nl, 2), np.int64)
+    if ln.shape[0] > 1 and not bool(np.all(ln[1:] >= ln[:-1])):
+        return None
+    idx = np.arange(nl, dtype=ln.dtype)
+    return np.stack([np.searchsorted(ln, idx, side="left"), np.searchsorted(ln, idx, side="right")], axis=1)
+
+
+def line_runs(plane: Plane, line_ok: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each chosen thread's union of its events' intervals."""
+    rng = line_ranges(plane)
+    ok = np.asarray(line_ok, bool)
+    if rng is not None:
+        out = []
+        for li in np.flatnonzero(ok[:len(plane.lines)]):
+            x, y = int(rng[li, 0]), int(rng[li, 1])
+            if y > x:
+                out.append(merge(plane.ev_start_ps[x:y], plane.ev_end_ps[x:y]))
+        return out
+    m = ok[plane.ev_line] & (plane.ev_meta >= 0)
+    return merge_runs(plane.ev_line[m], plane.ev_start_ps[m], plane.ev_end_ps[m])
+
+
+def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals as sorted disjoint intervals."""
+    starts = np.ascontiguousarray(starts, np.int64)
+    ends = np.ascontiguousarray(ends, np.int64)
+    if starts.shape[0] == 0:
+        return _EMPTY, _EMPTY
+    s, e, ok = _merge_sorted(starts, ends)
+    if not ok:
+        o = np.argsort(starts, kind="stable")
+        s, e, _ = _merge_sorted(starts[o], ends[o])
+    return s, e
+
+
+def _runs(lines: np.ndarray) -> np.ndarray:
+    n = lines.shape[0]
+    if n == 0:
+        return np.zeros(1, np.int64)
+    cut = np.flatnonzero(lines[1:] != lines[:-1]) + 1
+    return np.concatenate([[0], cut, [n]]).astype(np.int64)
+
+
+def merge_runs(lines: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per run of equal ``lines`` (a thread), the union of its intervals."""
+    starts = np.ascontiguousarray(starts, np.int64)
+    ends = np.ascontiguousarray(ends, np.int64)
+    b = _runs(np.asarray(lines))
+    if b.shape[0] - 1 > 256:  # not grouped by line: group first
+        o = np.argsort(lines, kind="stable")
+        lines, starts, ends = np.asarray(lines)[o], starts[o], ends[o]
+        b = _runs(lines)
+    return [merge(starts[x:y], ends[x:y]) for x, y in zip(b[:-1], b[1:])]
+
+
+def union_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    runs = [r for r in runs if r[0].shape[0]]
+    if not runs:
+        return _EMPTY, _EMPTY
+    if len(runs) == 1:
+        return runs[0]
+    # always join the two smallest: the big sets are copied as few times as possible
+    heap = [(r[0].shape[0], i, r) for i, r in enumerate(runs)]
+    heapq.heapify(heap)
+    k = len(heap)
+    while len(heap) > 1:
+        _, _, x = heapq.heappop(heap)
+        _, _, y = heapq.heappop(heap)
+        z = _union2(x[0], x[1], y[0], y[1])
+        heapq.heappush(heap, (z[0].shape[0], k, z))
+        k += 1
+    return heap[0][2]
+
+
+def merge_lines(lines: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals given grouped by thread (each thread's start-sorted): linear time."""
+    return union_runs(merge_runs(lines, starts, ends))
+
+
+class Measure:
+    """Length of a set of intervals inside windows.
+
+    Intervals may overlap (each counts) unless
+    the set is ``disjoint`` (wall time); ``within(a, b)`` is vectorised over windows.
+    """
+
+    __slots__ = ("s", "e", "_ss", "_cs", "_es", "_ce", "disjoint", "_prefix", "_queries")
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, disjoint: bool = False):
+        self.s = np.asarray(starts, np.int64)
+        self.e = np.asarray(ends, np.int64)
+        self.disjoint = disjoint
+        self._ss = None
+        self._prefix = None
+        self._queries = 0
+
+    @classmethod
+    def union(cls, starts: np.ndarray, ends: np.ndarray) -> Measure:
+        s, e = merge(starts, ends)
+        return cls(s, e, disjoint=True)
+
+    @classmethod
+    def of_rows(cls, plane: Plane, rows: np.ndarray) -> Measure:
+        """Wall-time union of event rows (ascending rows: grouped by thread, sorted in each)."""
+        s, e = union_runs(rows_runs(plane, rows))
+        return cls(s, e, disjoint=True)
+
+    @classmethod
+    def empty(cls) -> Measure:
+        return cls(_EMPTY, _EMPTY, disjoint=True)
+
+    def __len__(self) -> int:
+        return int(self.s.shape[0])
+
+    def total(self) -> int:
+        return int(np.sum(self.e - self.s))
+
+    def _prep(self) -> None:
+        if self._ss is not None:
+            return
+        if self.disjoint:
+            self._ss = self.s
+            self._es = self.e
+        else:
+            self._ss = np.sort(self.s, kind="stable")
+            self._es = np.sort(self.e, kind="stable")
+        self._cs = np.concatenate([[0], np.cumsum(self._ss)])
+        self._ce = np.concatenate([[0], np.cumsum(self._es)])
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        """Covered length in (-inf, t] for each t."""
+        t = np.asarray(t, np.int64)
+        if self.s.shape[0] == 0:
+            return np.zeros(t.shape, np.int64)
+        if self.disjoint and (self._prefix is not None or (self._queries >= 1 and t.size * 64 < self.s.shape[0])):
+            # queried again with few points: binary search in a prefix sum of the lengths
+            if self._prefix is None:
+                self._prefix = _prefix_lengths(self.s, self.e)
+            k = np.searchsorted(self.s, t, side="right")
+            last = np.maximum(k - 1, 0)
+            over = np.where(k > 0, np.maximum(self.e[last] - t, 0), 0)
+            return self._prefix[k] - over
+        if self.disjoint:  # the first query: one streaming pass, nothing to allocate
+            self._queries += 1
+            flat = np.ascontiguousarray(t.ravel())
+            if flat.shape[0] > 1 and not bool(np.all(flat[1:] >= flat[:-1])):
+                o = np.argsort(flat, kind="stable")
+                r = np.empty_like(flat)
+                r[o] = _cover_sorted(self.s, self.e, flat[o])
+            else:
+                r = _cover_sorted(self.s, self.e, flat)
+            return r.reshape(t.shape)
+        self._prep()
+        ns = np.searchsorted(self._ss, t, side="right")
+        ne = np.searchsorted(self._es, t, side="right")
+        return (ns * t - self._cs[ns]) - (ne * t - self._ce[ne])
+
+    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Covered length inside each window [a, b)."""
+        a = np.asarray(a, np.int64)
+        b = np.asarray(b, np.int64)
+        r = self.upto(np.concatenate([a.ravel(), b.ravel()]))
+        n = a.size
+        return (r[n:] - r[:n]).reshape(a.shape)
+
+    def wall(self) -> Measure:
+        return self if self.disjoint else Measure.union(self.s, self.e)
+
+    def __or__(self, other: Measure) -> Measure:
+        a, b = self.wall(), other.wall()
+        if len(b) == 0:
+            return a
+        if len(a) == 0:
+            return b
+        return Measure(*_union2(a.s, a.e, b.s, b.e), disjoint=True)
+
+
+def union_of(*parts: Measure) -> Measure:
+    parts = [p.wall() for p in parts if p is not None and len(p)]
+    if not parts:
+        return Measure.empty()
+    s, e = union_runs([(p.s, p.e) for p in parts])
+    return Measure(s, e, disjoint=True)
+
+
+class Runs:
+    """Thread time: one disjoint set per thread; lengths add up over threads."""
+
+    def __init__(self, runs: list[tuple[np.ndarray, np.ndarray]]):
+        self.parts = [Measure(a, b, disjoint=True) for a, b in runs if a.shape[0]]
+
+    def __len__(self) -> int:
+        return sum(len(m) for m in self.parts)
+
+    def total(self) -> int:
+        return sum(m.total() for m in self.parts)
+
+    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = np.zeros(np.asarray(a).shape, np.int64)
+        for m in self.parts:
+            out += m.within(a, b)
+        return out
+
+    def wall(self) -> Measure:
+        return union_of(*self.parts)
+
+
+@njit(cache=True, nogil=True)
+def _intersect(s1, e1, s2, e2):
+    """Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2, with the index into set 2."""
+    n1 = s1.shape[0]
+    n2 = s2.shape[0]
+    cap = n1 + n2
+    ps = np.empty(cap, np.int64)
+    pe = np.empty(cap, np.int64)
+    pw = np.empty(cap, np.int64)
+    i = 0
+    j = 0
+    k = 0
+    while i < n1 and j < n2:
+        a = max(s1[i], s2[j])
+        b = min(e1[i], e2[j])
+        if a < b:
+            ps[k] = a
+            pe[k] = b
+            pw[k] = j
+            k += 1
+        if e1[i] <= e2[j]:
+            i += 1
+        else:
+            j += 1
+    return ps[:k], pe[:k], pw[:k]
+
+
+class LazyUnion:
+    """A union for ``within`` queries kept as one big set plus a small one, so that adding a
+    small set does not copy the big one (within = big + small - their overlap)."""
+
+    SMALL = 1 / 16
+
+    def __init__(self, *measures: Measure):
+        self.big = Measure.empty()
+        self.small = Measure.empty()
+        for m in sorted((m for m in measures if m is not None and len(m)), key=len, reverse=True):
+            self.add(m)
+
+    def __len__(self) -> int:
+        return len(self.big) + len(self.small)
+
+    def wall(self) -> Measure:
+        return self.big | self.small
+
+    def total(self) -> int:
+        return self.wall().total()
+
+    def add(self, m) -> None:
+        if isinstance(m, LazyUnion):
+            self.add(m.big)
+            self.add(m.small)
+            return
+        m = m.wall()
+        if len(m) <= max(len(self.big), 1) * self.SMALL:
+            self.small = self.small | m
+        else:
+            self.big = self.big | m
+        if len(self.small) > max(len(self.big), 1) * self.SMALL:
+            self.big, self.small = self.big | self.small, Measure.empty()
+
+    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = self.big.within(a, b)
+        if len(self.small) == 0:
+            return out
+        out = out + self.small.within(a, b)
+        if len(self.big) == 0:
+            return out
+        a = np.ascontiguousarray(a, np.int64)
+        b = np.ascontiguousarray(b, np.int64)
+        if a.shape[0] > 1 and not (bool(np.all(a[1:] >= b[:-1])) and bool(np.all(b >= a))):
+            u = self.big | self.small  # windows overlap each other: the plain way
+            return u.within(a, b)
+        # the overlap of small and big inside each window, from the small set's pieces
+        ps, pe, pw = _intersect(self.small.s, self.small.e, a, b)
+        if ps.shape[0]:
+            ov = self.big.upto(pe) - self.big.upto(ps)
+            out = out - np.bincount(pw, weights=ov.astype(np.float64), minlength=a.shape[0]).astype(np.int64)
+        return out
+
+
+def contained(m: Measure, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per interval: lies entirely inside the (disjoint) set ``m``."""
+    if len(m) == 0 or starts.shape[0] == 0:
+        return np.zeros(starts.shape[0], bool)
+    return m.within(starts, ends) >= (ends - starts)
+
+
+def priority_split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[str, Measure]]) -> dict[str, np.ndarray]:
+    """Split each window's time into exclusive categories, the first layer winning overlaps.
+
+    Returns the ps per window for each layer name (layers with the same name add up) and
+    ``_rest`` for time no layer covers.
+    """
+    a, b = windows
+    out: dict[str, np.ndarray] = {}
+    acc = LazyUnion()
+    prev = np.zeros(a.shape[0], np.int64)
+    for name, m in layers:
+        if m is None or len(m) == 0:
+            out.setdefault(name, np.zeros(a.shape[0], np.int64))
+            continue
+        acc.add(m)
+        cur = acc.within(a, b)
+        out[name] = out.get(name, 0) + (cur - prev)
+        prev = cur
+    out["_rest"] = (b - a) - prev
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Stats: several stat names in one pass over a plane's stat column
+# ------------------------------------------------------------------------------------------
+
+def _empty_col(plane: Plane, name: str) -> StatColumn:
+    return StatColumn(plane, name, _EMPTY, np.empty(0, np.uint8), _EMPTY)
+
+
+def stats(plane: Plane, names: list[str] | tuple[str, ...], ctx: Context | None = None) -> dict[str, StatColumn]:
+    """Stat columns for ``names`` (event-level, else the event's metadata), one pass for all."""
+    cache: dict = {}
+    if ctx is not None:
+        cache = ctx.cache.setdefault(("tfadvisor.stats", id(plane)), {})
+    want = [n for n in dict.fromkeys(names) if n not in cache]
+    present = [(n, plane.stat_index[n]) for n in want if n in plane.stat_index]
+    for n in want:
+        if n not in plane.stat_index:
+            cache[n] = _empty_col(plane, n)
+    if present:
+        lut = np.full(len(plane.stat_names) + 1, -1, np.int16)
+        for k, (_, sid) in enumerate(present):
+            lut[sid] = k
+        slot = lut[plane.st_stat]
+        idx = np.flatnonzero(slot >= 0)
+        sl = slot[idx]
+        order = np.argsort(sl, kind="stable")
+        idx, sl = idx[order], sl[order]
+        bounds = np.searchsorted(sl, np.arange(len(present) + 1))
+        ms = plane.meta_stats
+        for k, (n, sid) in enumerate(present):
+            sel = idx[bounds[k]:bounds[k + 1]]
+            rows = plane.st_event[sel].astype(np.int64)
+            kind = plane.st_kind[sel]
+            raw = plane.st_value[sel]
+            if rows.shape[0] > 1 and not bool(np.all(rows[1:] >= rows[:-1])):
+                o = np.argsort(rows, kind="stable")
+                rows, kind, raw = rows[o], kind[o], raw[o]
+            if len(ms):
+                sub = ms[ms["stat"] == sid]
+                if len(sub):
+                    nm = len(plane.event_names) + 1
+                    has = np.zeros(nm, bool)
+                    lk = np.zeros(nm, np.uint8)
+                    lr = np.zeros(nm, np.int64)
+                    metas = sub["meta"].to_numpy(np.int64)
+                    has[metas] = True
+                    lk[metas] = sub["kind"].to_numpy(np.uint8)
+                    lr[metas] = sub["raw"].to_numpy(np.int64)
+                    ev_has = has[plane.ev_meta]
+                    if rows.shape[0]:
+                        ev_has[rows] = False
+                    extra = np.flatnonzero(ev_has)
+                    if extra.shape[0]:
+                        em = plane.ev_meta[extra]
+                        rows = np.concatenate([rows, extra])
+                        kind = np.concatenate([kind, lk[em]])
+                        raw = np.concatenate([raw, lr[em]])
+                        o = np.argsort(rows, kind="stable")
+                        rows, kind, raw = rows[o], kind[o], raw[o]
+            cache[n] = StatColumn(plane, n, rows, kind, raw)
+    return {n: cache[n] for n in names}
+
+
+def values_at(col: StatColumn, rows: np.ndarray) -> np.ndarray:
+    """Numeric stat values at event rows (NaN where the event lacks the stat)."""
+    rows = np.asarray(rows, np.int64)
+    if len(col) == 0 or rows.shape[0] == 0:
+        return np.full(rows.shape, np.nan)
+    i = np.minimum(np.searchsorted(col.rows, rows), len(col) - 1)
+    hit = col.rows[i] == rows
+    return np.where(hit, col.numeric()[i], np.nan)
+
+
+def positions_at(col: StatColumn, rows: np.ndarray) -> np.ndarray:
+    """Index into ``col`` for each event row (-1 where absent)."""
+    rows = np.asarray(rows, np.int64)
+    if len(col) == 0 or rows.shape[0] == 0:
+        return np.full(rows.shape, -1, np.int64)
+    i = np.minimum(np.searchsorted(col.rows, rows), len(col) - 1)
+    return np.where(col.rows[i] == rows, i, -1)
+
+
+@njit(cache=True, nogil=True)
+def _fnv(pool, off, ln):
+    out = np.empty(off.shape[0], np.int64)
+    for i in range(off.shape[0]):
+        h = np.uint64(1469598103934665603)
+        o = off[i]
+        for j in range(ln[i]):
+            h = (h ^ np.uint64(pool[o + j])) * np.uint64(1099511628211)
+        out[i] = np.int64(h)
+    return out
+
+
+def string_values(col: StatColumn, pos: np.ndarray) -> np.ndarray:
+    """Strings of ``col`` at positions (None where -1); formats only the distinct values
+    (inline strings are told apart by a hash of their bytes, not decoded one by one)."""
+    out = np.full(pos.shape, None, dtype=object)
+    ok = pos >= 0
+    if not ok.any():
+        return out
+    kind = col.kind[pos[ok]]
+    raw = col.raw[pos[ok]].astype(np.int64)
+    is_str = (kind == wire.KIND_STR) | (kind == wire.KIND_BYTES)
+    if is_str.sum() > 64:
+        plane = col.plane
+        idx = raw[is_str]
+        raw = raw.copy()
+        raw[is_str] = _fnv(plane.str_pool, plane.str_off[idx], plane.str_len[idx])
+        first_raw = col.raw[pos[ok]]
+    else:
+        first_raw = None
+    pair = np.stack([raw, kind.astype(np.int64)], axis=1)
+    _, first, inv = np.unique(pair, axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    src = first_raw if first_raw is not None else raw
+    strs = col.plane._stat_strings(kind[first], src[first])
+    out[ok] = strs[inv]
+    return out
+
+
+def stats_for_rows(plane: Plane, rows: np.ndarray, names: list[str] | tuple[str, ...]) -> dict[str, StatColumn]:
+    """Stat columns for ``names`` restricted to the given (ascending) event rows.
+
+    Reads only those events' stats (the stat columns are ordered by event), so it costs
+    little for a few rows of a big plane.
+    """
+    rows = np.asarray(rows, np.int64)
+    out = {n: _empty_col(plane, n) for n in names}
+    sids = {n: plane.stat_index[n] for n in names if n in plane.stat_index}
+    if rows.shape[0] == 0 or not sids:
+        return out
+    st_event = plane.st_event
+    q = rows.astype(st_event.dtype)  # same dtype: else numpy converts the whole stat column
+    a = np.searchsorted(st_event, q, side="left")
+    b = np.searchsorted(st_event, q, side="right")
+    ln = b - a
+    tot = int(ln.sum())
+    if tot:
+        first = np.repeat(a - np.concatenate([[0], np.cumsum(ln)[:-1]]), ln)
+        idx = first + np.arange(tot)
+        sid = plane.st_stat[idx]
+    ms = plane.meta_stats
+    for n, k in sids.items():
+        if tot:
+            sel = idx[sid == k]
+            r = st_event[sel].astype(np.int64)
+            kind = plane.st_kind[sel]
+            raw = plane.st_value[sel]
+        else:
+            r, kind, raw = _EMPTY, np.empty(0, np.uint8), _EMPTY
+        if len(ms):
+            sub = ms[ms["stat"] == k]
+            if len(sub):
+                nm = len(plane.event_names) + 1
+                has = np.zeros(nm, bool)
+                lk = np.zeros(nm, np.uint8)
+                lr = np.zeros(nm, np.int64)
+                metas = sub["meta"].to_numpy(np.int64)
+                has[metas] = True
+                lk[metas] = sub["kind"].to_numpy(np.uint8)
+                lr[metas] = sub["raw"].to_numpy(np.int64)
+                em = plane.ev_meta[rows]
+                em = np.where(em >= 0, em, nm - 1)
+                extra = rows[has[em] & ~np.isin(rows, r)]
+                if extra.shape[0]:
+                    xm = plane.ev_meta[extra]
+                    r = np.concatenate([r, extra])
+                    kind = np.concatenate([kind, lk[xm]])
+                    raw = np.concatenate([raw, lr[xm]])
+                    o = np.argsort(r, kind="stable")
+                    r, kind, raw = r[o], kind[o], raw[o]
+        out[n] = StatColumn(plane, n, r, kind, raw)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# The activity model of one host (and its devices)
+# ------------------------------------------------------------------------------------------
+
+#: A TF op event: ``scope/name:Type``.
+TF_OP_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
+#: Op types whose event spans the ops they call.
+WRAPPER_OP_TYPES = frozenset({
+    "PartitionedCall", "StatefulPartitionedCall", "While", "StatelessWhile", "If", "StatelessIf", "Case",
+    "StatelessCase", "RemoteCall", "FunctionRun",
+})
+#: Roots TF itself sets ``_r`` on: never a step marker by themselves (as in xprof).
+IMPLICIT_ROOTS = frozenset({"FunctionRun", "SessionRun", "RunGraph", "ExecutorState::Process"})
+HOST_COLLECTIVE_RE = re.compile(
+    r"Collective(Reduce|Gather|Bcast|Permute|AllToAll|Assign)|^CollectiveExecutor|NcclAllReduce|Nccl[A-Z]|"
+    r"Horovod(Allreduce|Allgather|Broadcast)|(?i:all-reduce|allreduce)")
+LAUNCH_RE = re.compile(r"^(cu|cuda|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|LaunchKernelEx|"
+                       r"ModuleLaunchKernel|ExtModuleLaunchKernel)")
+H2D_API_RE = re.compile(r"^(cu|cuda|hip)Memcpy(HtoD|H2D|Async.*HtoD)|^(cu|cuda|hip)Memcpy.*HtoD")
+DEVICE_MEMCPY_RE = re.compile(r"(?i)memcpy|memset|^\[?(HtoD|DtoH|DtoD)")
+DEVICE_H2D_RE = re.compile(r"(?i)HtoD|H2D")
+DEVICE_COLLECTIVE_RE = re.compile(
+    r"(?i)nccl|rccl|all-reduce|all_reduce|allreduce|all-gather|all_gather|allgather|reduce-scatter|reduce_scatter|"
+    r"reducescatter|all-to-all|alltoall|collective-permute|collective_permute")
+DERIVED_DEVICE_LINES = frozenset(
+    FRAMEWORK_OPS_LINES + FRAMEWORK_SCOPE_LINES
+    + ("Steps", "XLA Modules", "XLA Ops", "XLA TraceMe", "Source code", "CUPTI overhead", "Launch Stats",
+       "SparseCore", "Async XLA Ops", "Sparse Core", "Sparse Core Steps", "TensorFlow Name Scope"))
+PYTHON_FRAME_PREFIX = "$"
+
+# Metadata classes of host events.
+(M_NONE, M_INPUT, M_H2D_API, M_LAUNCH, M_COLL, M_OP, M_WRAPPER, M_EAGER, M_EAGER_KERNEL, M_FUNC_CALL, M_FUNC_RUN,
+ M_PROFILED_BATCH, M_TRACE_CONTEXT, M_FRAME, M_ITERATOR, M_PRODUCE, M_CAPTURED_FN) = range(17)
+M_UNKNOWN = 31
+N_META = 32
+KNOWN_META = tuple(range(M_CAPTURED_FN + 1))
+_PRODUCE_RE = re.compile(r"^(Parallel)?Map(AndBatch)?Produce$|^ParallelMapProduce$|^MapAndBatchProduce$")
+# Line classes of host threads.
+L_TRAIN, L_PYTHON, L_TFDATA, L_COMM = range(4)
+
+STEP_STATS = ("_r", "step_num", "step_id", "iter_num", "is_func", "tf_function_call", "tracing_count")
+
+
+@dataclass
+class Activity:
+    """Classified activity of one host's CPU plane and its devices, as interval sets (ps).
+
+    Host sets are built on first use from ``rows`` (event rows per class) and cached;
+    ``union(*names)`` caches unions too.
+    """
+
+    host: Plane | None
+    devices: list[Plane]
+    python_lines: np.ndarray
+    tfdata_lines: np.ndarray
+    sets: dict[str, Measure] = field(default_factory=dict)  # wall-time (union) sets
+    thread: dict[str, Runs] = field(default_factory=dict)  # thread-time sets
+    rows: dict[str, np.ndarray] = field(default_factory=dict)  # host event rows, ascending
+    n_cores: int | None = None
+    span: tuple[int, int] = (0, 0)
+    order: np.ndarray | None = None  # host rows bucketed by class code
+    bounds: np.ndarray | None = None
+    line_cls: np.ndarray | None = None
+    _unions: dict = field(default_factory=dict)
+
+    @property
+    def has_device(self) -> bool:
+        return any(len(self.sets.get(k, ())) for k in ("dev_compute", "dev_h2d", "dev_copy", "dev_collective"))
+
+    def get(self, name: str) -> Measure:
+        m = self.sets.get(name)
+        if m is None and name == "train_threads":
+            # every event on the training threads (TF ops, launches, the executor...), wall time
+            m = self.sets[name] = self.threads("training").wall()
+        if m is None:
+            src = SET_ROWS.get(name, name)
+            r = self.rows.get(src)
+            m = Measure.of_rows(self.host, r) if (r is not None and self.host is not None) else Measure.empty()
+            self.sets[name] = m
+        return m
+
+    def union(self, *names: str) -> Measure:
+        """The union of named sets, materialised (cached)."""
+        key = tuple(sorted(names))
+        if key not in self._unions:
+            self._unions[key] = union_of(*[self.get(n) for n in names])
+        return self._unions[key]
+
+    def lazy(self, *names: str) -> LazyUnion:
+        """The union of named sets for ``within`` queries, without copying the biggest (cached)."""
+        key = ("lazy",) + tuple(sorted(names))
+        if key not in self._unions:
+            self._unions[key] = LazyUnion(*[self.get(n) for n in names])
+        return self._unions[key]
+
+    def threads(self, name: str) -> Runs:
+        """Thread time of the tf.data workers (``tfdata``) or the training threads (``training``)."""
+        m = self.thread.get(name)
+        if m is None:
+            p = self.host
+            if p is None or self.line_cls is None:
+                m = Runs([])
+            elif name == "tfdata":
+                ok = self.line_cls == L_TFDATA
+                runs = line_runs(p, ok)
+                # the consumer's own waits on those threads are not pipeline work
+                inp = self.rows.get("input", _EMPTY)
+                if inp.shape[0] and np.any(ok[p.ev_line[inp]]):
+                    rr = self.code_rows((L_TFDATA,), [mc for mc in KNOWN_META if mc != M_INPUT])
+                    runs = rows_runs(p, rr[p.ev_dur_ps[rr] > 0])
+                m = Runs(runs)
+            else:
+                ok = (self.line_cls == L_TRAIN) | (self.line_cls == L_COMM)
+                runs = line_runs(p, ok)
+                extra = union_rows(self.code_rows((L_PYTHON,), (M_OP,)), self.rows.get("eager_kernel", _EMPTY))
+                runs += rows_runs(p, extra)
+                m = Runs(runs)
+            self.thread[name] = m
+        return m
+
+    def code_rows(self, line_classes, meta_classes) -> np.ndarray:
+        """Host rows whose line class and metadata class are in the given sets (ascending)."""
+        if self.order is None:
+            return _EMPTY
+        parts = []
+        for lc in line_classes:
+            for mc in meta_classes:
+                c = lc * N_META + mc
+                a, b = self.bounds[c], self.bounds[c + 1]
+                if b > a:
+                    parts.append(self.order[a:b])
+        if not parts:
+            return _EMPTY
+        if len(parts) == 1:
+            return parts[0]
+        return np.sort(np.concatenate(parts), kind="stable")
+
+
+#: Wall-time set name -> the rows it is built from.
+SET_ROWS = {"input_wait": "input"}
+
+
+def union_rows(*arrays: np.ndarray) -> np.ndarray:
+    """Sorted union of ascending row arrays (np.union1d hashes: slow on millions)."""
+    arrays = [np.asarray(a, np.int64) for a in arrays if a is not None and len(a)]
+    if not arrays:
+        return _EMPTY
+    if len(arrays) == 1:
+        return arrays[0]
+    r = np.sort(np.concatenate(arrays), kind="stable")
+    if r.shape[0] > 1:
+        keep = np.empty(r.shape[0], bool)
+        keep[0] = True
+        np.not_equal(r[1:], r[:-1], out=keep[1:])
+        r = r[keep]
+    return r
+
+
+def host_trace(trace: Trace) -> tuple[Trace, str | None]:
+    """The part of the trace from one host (the first), and a note when there were more."""
+    hosts = trace.hosts
+    if len(hosts) <= 1:
+        return trace, None
+    return trace.host(hosts[0]), (f"the trace holds {len(hosts)} hosts; analysed {hosts[0]} "
+                                 "(analyse one host at a time)")
+
+
+def _host_plane(trace: Trace) -> Plane | None:
+    hp = [p for p in trace.host_planes if p.n_events]
+    if not hp:
+        return None
+    return max(hp, key=lambda p: p.n_events)
+
+
+def _line_classes(plane: Plane) -> tuple[np.ndarray, int]:
+    names = [str(n) for n in plane.line_names]
+    raw = [str(n) for n in plane.lines["name"]] if len(plane.lines) else []
+    out = np.full(len(names) + 1, L_TRAIN, np.int64)
+    n_eigen = 0
+    for i, (n, r) in enumerate(zip(names, raw)):
+        if n == "python" or r == "python" or n.startswith("python") or n == "MainThread":
+            out[i] = L_PYTHON
+        elif n.startswith("tf_data") or r.startswith("tf_data"):
+            out[i] = L_TFDATA
+        elif n.startswith("collective_ops") or "grpc" in n.lower():
+            out[i] = L_COMM
+        if "Eigen" in n:
+            n_eigen += 1
+    return out, n_eigen
+
+
+def _maybe_collective(nm: str) -> bool:
+    low = nm.lower()
+    return "collective" in low or "nccl" in low or "horovod" in low or "allreduce" in low or "all-reduce" in low
+
+
+def _meta_classes(plane: Plane) -> np.ndarray:
+    names = plane.event_names
+    out = np.zeros(len(names) + 1, np.int64)
+    out[-1] = M_UNKNOWN
+    for i, nm in enumerate(names):
+        nm = str(nm)
+        cuda = nm.startswith("cu") or nm.startswith("hip")
+        if nm.startswith("IteratorGetNext"):
+            c = M_INPUT
+        elif cuda and LAUNCH_RE.match(nm):
+            c = M_LAUNCH
+        elif cuda and H2D_API_RE.match(nm):
+            c = M_H2D_API
+        elif nm == "EagerExecute":
+            c = M_EAGER
+        elif nm == "EagerKernelExecute":
+            c = M_EAGER_KERNEL
+        elif nm.startswith("EagerLocalExecute: __inference_") or nm.startswith("__inference_"):
+            c = M_FUNC_CALL
+        elif nm in ("FunctionRun", "SessionRun", "RunGraph"):
+            c = M_FUNC_RUN
+        elif nm == "Profiled batch":
+            c = M_PROFILED_BATCH
+        elif nm == "TraceContext":
+            c = M_TRACE_CONTEXT
+        elif nm.startswith("Iterator::"):
+            c = M_ITERATOR
+        elif nm.endswith("Produce") and _PRODUCE_RE.match(nm):
+            c = M_PRODUCE
+        elif nm == "InstantiatedCapturedFunction::Run":
+            c = M_CAPTURED_FN
+        elif nm.startswith(PYTHON_FRAME_PREFIX):
+            c = M_FRAME
+        elif _maybe_collective(nm) and HOST_COLLECTIVE_RE.search(nm):
+            c = M_COLL
+        elif ":" in nm and TF_OP_RE.match(nm):
+            c = M_WRAPPER if nm[nm.rfind(":") + 1:] in WRAPPER_OP_TYPES else M_OP
+        else:
+            c = M_NONE
+        out[i] = c
+    return out
+
+
+def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
+    keys = ("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
+    parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {k: [] for k in keys}
+    pageable_ps, h2d_ps = 0, 0
+    for p in devices:
+        if not p.n_events or not len(p.lines):
+            continue
+        lnames = [str(n) for n in p.line_names]
+        raw = [str(n) for n in p.lines["name"]]
+        stream = np.array([n.startswith("Stream") or r.startswith("Stream") for n, r in zip(lnames, raw)], bool)
+        if not stream.any():
+            stream = np.array([n not in DERIVED_DEVICE_LINES and r not in DERIVED_DEVICE_LINES
+                               for n, r in zip(lnames, raw)], bool)
+        if not stream.any():
+            continue
+        line_cls = np.append(np.where(stream, 0, 1), 1).astype(np.int64)  # 1: skip
+        names = p.event_names
+        mc = np.zeros(len(names) + 1, np.int64)
+        for i, nm in enumerate(names):
+            nm = str(nm)[:96]  # kernel names are long C++ signatures: the kind is in the head
+            if DEVICE_MEMCPY_RE.search(nm):
+                mc[i] = 1 if DEVICE_H2D_RE.search(nm) else 2
+            elif DEVICE_COLLECTIVE_RE.search(nm):
+                mc[i] = 3
+        mc[-1] = 4  # unknown metadata: skip
+        order, bounds = _bucket(p.ev_line, p.ev_meta, line_cls, mc, 4, 32)
+        # copies are told apart by their memcpy_details where present
+        cp = np.sort(np.concatenate([order[bounds[1]:bounds[2]], order[bounds[2]:bounds[3]]]), kind="stable")
+        klass = {k: order[bounds[i]:bounds[i + 1]] for i, k in enumerate(keys)}
+        if cp.shape[0]:
+            md = stats_for_rows(p, cp, ("memcpy_details",))["memcpy_details"]
+            if len(md):
+                det = string_values(md, np.arange(len(md)))
+                codes, uniq = pd.factorize(pd.Series(det, dtype=object).fillna(""))
+                u_h2d = np.array(["kind_dst:device" in d and "kind_src:device" not in d for d in uniq], bool)
+                u_pg = np.array(["kind_src:pageable" in d for d in uniq], bool)
+                is_h2d = u_h2d[codes]
+                h2d_rows = union_rows(np.setdiff1d(klass["dev_h2d"], md.rows), md.rows[is_h2d])
+                copy_rows = np.setdiff1d(cp, h2d_rows)
+                klass["dev_h2d"], klass["dev_copy"] = h2d_rows, copy_rows
+                pg_rows = md.rows[is_h2d & u_pg[codes]]
+                pageable_ps += int(p.ev_dur_ps[pg_rows].sum())
+            h2d_ps += int(p.ev_dur_ps[klass["dev_h2d"]].sum())
+        for k in keys:
+            r = klass[k]
+            if r.shape[0]:
+                parts[k].append(merge_lines(p.ev_line[r], p.ev_start_ps[r], p.ev_end_ps[r]))
+    out = {}
+    for k in keys:
+        s, e = union_runs(parts[k])
+        out[k] = Measure(s, e, disjoint=True)
+    if h2d_ps:
+        ctx.cache["tfadvisor.h2d_pageable_ps"] = (pageable_ps, h2d_ps)
+    return out
+
+
+def activity(trace: Trace, ctx: Context) -> Activity:
+    """Classify the host's events (and its devices') once per analysis run."""
+    key = "tfadvisor.activity"
+    if key in ctx.cache:
+        return ctx.cache[key]
+    trace, _ = host_trace(trace)
+    host = _host_plane(trace)
+    devices = [p for p in trace.device_planes if p.n_events]
+    act = Activity(host=host, devices=devices, python_lines=_EMPTY, tfdata_lines=_EMPTY)
+    ctx.cache[key] = act
+    lo, hi = None, None
+    for p in ([host] if host is not None else []) + devices:
+        a, b = int(p.ev_start_ps.min()), int(p.ev_end_ps.max())
+        lo = a if lo is None else min(lo, a)
+        hi = b if hi is None else max(hi, b)
+    act.span = (lo or 0, hi or 0)
+    act.sets.update(_device_sets(devices, ctx))
+    if host is None:
+        return act
+    p = host
+    line_cls, n_eigen = _line_classes(p)
+    act.line_cls = line_cls
+    act.python_lines = np.flatnonzero(line_cls[:-1] == L_PYTHON)
+    act.tfdata_lines = np.flatnonzero(line_cls[:-1] == L_TFDATA)
+    act.n_cores = n_eigen or None
+    act.order, act.bounds = _bucket(p.ev_line, p.ev_meta, line_cls, _meta_classes(p), M_UNKNOWN, 4 * N_META)
+    cr = act.code_rows
+    ALL = (L_TRAIN, L_PYTHON, L_TFDATA, L_COMM)
+    TRAIN_PY = (L_TRAIN, L_PYTHON)
+    start, end, dur = p.ev_start_ps, p.ev_end_ps, p.ev_dur_ps
+
+    rows = act.rows
+    rows["input"] = cr(ALL, (M_INPUT,))
+    rows["h2d_api"] = cr(ALL, (M_H2D_API,))
+    rows["launch"] = cr(ALL, (M_LAUNCH,))
+    rows["collective"] = union_rows(cr(TRAIN_PY, (M_COLL,)), cr((L_COMM,), [m for m in KNOWN_META if m != M_INPUT]))
+    rows["op"] = cr(TRAIN_PY, (M_OP,))
+    rows["iterator"] = cr(ALL, (M_ITERATOR,))
+    rows["frame"] = cr((L_PYTHON,), (M_FRAME,))
+
+    st = stats(p, STEP_STATS, ctx)
+    # Step marker candidates: user roots (_r, TraceContext) and Keras' Profiled batch.
+    r = st["_r"]
+    roots = _EMPTY
+    if len(r):
+        v = r.numeric()
+        roots = r.rows[(v != 0) & ~np.isnan(v)]
+        roots = roots[~np.isin(p.names_of(roots).astype(str), list(IMPLICIT_ROOTS))]
+    rows["roots"] = union_rows(roots, cr(ALL, (M_TRACE_CONTEXT,)))
+    rows["profiled_batch"] = cr(ALL, (M_PROFILED_BATCH,))
+
+    # TF runtime on the training threads: what is not an op, a launch, an input wait... (nor a marker)
+    rt = union_rows(cr((L_TRAIN,), (M_NONE, M_WRAPPER, M_EAGER, M_EAGER_KERNEL, M_FUNC_CALL, M_FUNC_RUN, M_FRAME,
+                                    M_ITERATOR, M_PRODUCE, M_CAPTURED_FN)),
+                    cr((L_PYTHON,), (M_WRAPPER,)))
+    rt = rt[dur[rt] > 0]
+    if rows["roots"].shape[0]:
+        rt = rt[~np.isin(rt, rows["roots"])]
+    rows["runtime"] = rt
+
+    # Eager execution: EagerExecute with is_func 0 (op by op) or 1 (a function).
+    ee = cr(ALL, (M_EAGER,))
+    is_func = values_at(st["is_func"], ee)
+    func_rows = union_rows(ee[is_func == 1], union_rows(cr(ALL, (M_FUNC_CALL,)), cr((L_PYTHON,), (M_FUNC_RUN,))))
+    func_m = Measure.of_rows(p, func_rows)
+    e0 = ee[is_func == 0]
+    eager_rows = e0[~contained(func_m, start[e0], end[e0])]
+    eager_m = Measure.of_rows(p, eager_rows)
+    ek = cr(ALL, (M_EAGER_KERNEL,))
+    ek = ek[contained(eager_m, start[ek], end[ek])]
+    rows["func"], rows["eager"], rows["eager_kernel"] = func_rows, eager_rows, ek
+
+    rows["python_all"] = cr((L_PYTHON,), KNOWN_META)
+    rows["produce"] = cr(ALL, (M_PRODUCE,))
+    rows["captured_fn"] = cr(ALL, (M_CAPTURED_FN,))
+
+    act.sets["func"] = func_m
+    act.sets["eager"] = eager_m
+    return act
+
+
+def _outermost(p: Plane, rows: np.ndarray) -> np.ndarray:
+    """Rows not nested inside another of ``rows`` on the same line."""
+    if rows.shape[0] <= 1:
+        return rows
+    s, e, ln = p.ev_start_ps[rows], p.ev_end_ps[rows], p.ev_line[rows].astype(np.int64)
+    order = np.lexsort((-e, s, ln))
+    rows, s, e, ln = rows[order], s[order], e[order], ln[order]
+    keep = np.ones(rows.shape[0], bool)
+    cut = np.flatnonzero(ln[1:] != ln[:-1]) + 1
+    for a, b in zip(np.concatenate([[0], cut]), np.concatenate([cut, [rows.shape[0]]])):
+        if b - a < 2:
+            continue
+        emax = np.maximum.accumulate(e[a:b])
+        keep[a + 1:b] = e[a + 1:b] > emax[:-1]
+    out = rows[keep]
+    return out[np.argsort(p.ev_start_ps[out], kind="stable")]
+
+
+# ------------------------------------------------------------------------------------------
+# Step detection
+# ------------------------------------------------------------------------------------------
+
+@dataclass
+class StepSet:
+    source: str
+    start: np.ndarray
+    end: np.ndarray
+    number: np.ndarray
+    name: np.ndarray
+    marker_rows: np.ndarray = field(default_factory=lambda: _EMPTY)  # host rows used as markers
+    note: str | None = None
+
+
+def _step_numbers(p: Plane, st: dict[str, StatColumn], rows: np.ndarray, inner: np.ndarray | None = None) -> np.ndarray:
+    num = np.full(rows.shape, np.nan)
+    for key in ("step_num", "step_id", "iter_num"):
+        for rr in ([inner] if inner is not None else []) + [rows]:
+            v = values_at(st[key], rr)
+            fill = np.isnan(num) & ~np.isnan(v)
+            num[fill] = v[fill]
+    missing = np.isnan(num)
+    if missing.all():
+        return np.arange(rows.shape[0], dtype=np.int64)
+    if missing.any():
+        num[missing] = -1
+    return num.astype(np.int64)
+
+
+def detect_steps(trace: Trace, ctx: Context) -> StepSet:
+    act = activity(trace, ctx)
+    p = act.host
+    none = StepSet("none", _EMPTY, _EMPTY, _EMPTY, np.empty(0, object))
+    if p is not None:
+        st = stats(p, STEP_STATS, ctx)
+        roots, pb = act.rows.get("roots", _EMPTY), act.rows.get("profiled_batch", _EMPTY)
+        if roots.shape[0]:
+            outer_roots = _outermost(p, roots)
+            rows = outer_roots
+            inner = None
+            if pb.shape[0]:
+                both = _outermost(p, union_rows(outer_roots, pb))
+                # keep the outermost marker of each nest that holds a root marker
+                rm = Measure(p.ev_start_ps[outer_roots], p.ev_end_ps[outer_roots])
+                holds = rm.within(p.ev_start_ps[both], p.ev_end_ps[both]) > 0
+                rows = both[holds]
+                # the root marker inside each (for the step number)
+                idx = np.searchsorted(p.ev_start_ps[outer_roots], p.ev_start_ps[rows], side="left")
+                inner = outer_roots[np.minimum(idx, outer_roots.shape[0] - 1)]
+            return StepSet("trace_context", p.ev_start_ps[rows], p.ev_end_ps[rows],
+                           _step_numbers(p, st, rows, inner), p.names_of(rows), rows)
+        if pb.shape[0]:
+            rows = _outermost(p, pb)
+            return StepSet("profiled_batch", p.ev_start_ps[rows], p.ev_end_ps[rows], _step_numbers(p, st, rows),
+                           p.names_of(rows), rows)
+    for d in act.devices:
+        lr = d.line_rows(("Steps",))
+        if lr.shape[0]:
+            rows = np.flatnonzero(d.line_event_mask(lr[:1]) & (d.ev_dur_ps > 0))
+            if rows.shape[0]:
+                rows = rows[np.argsort(d.ev_start_ps[rows], kind="stable")]
+                dst = stats(d, STEP_STATS, ctx)
+                return StepSet("device_steps", d.ev_start_ps[rows], d.ev_end_ps[rows],
+                               _step_numbers(d, dst, rows), d.names_of(rows))
+    if p is None:
+        return none
+    # Cadence of the repeating train function on the python thread.
+    cand = act.code_rows((L_PYTHON,), (M_FUNC_CALL,))
+    if cand.shape[0] >= 2:
+        cand = _outermost(p, cand)
+        names = np.array([str(n).split(": ", 1)[-1] for n in p.names_of(cand)], dtype=object)
+        fn = pd.Series(p.ev_dur_ps[cand]).groupby(names).agg(["count", "sum"])
+        fn = fn[fn["count"] >= 2]
+        if len(fn):
+            pref = fn.index.to_series().str.contains(r"multi_step_on_iterator|train_step|train_function|"
+                                                     r"one_step_on|step_on_iterator")
+            pool = fn[pref] if pref.any() else fn
+            best = pool["sum"].idxmax()
+            rows = cand[names == best]
+            rows = rows[np.argsort(p.ev_start_ps[rows], kind="stable")]
+            s = p.ev_start_ps[rows]
+            e = np.append(s[1:], p.ev_end_ps[rows[-1]])
+            return StepSet("function_cadence", s, e, np.arange(rows.shape[0], dtype=np.int64),
+                           np.full(rows.shape[0], str(best), dtype=object),
+                           note=f"no step markers: steps follow the calls of {best}")
+    it = act.rows.get("input", _EMPTY)
+    if it.shape[0] >= 2:
+        it = _outermost(p, it)
+        ln = pd.Series(p.ev_line[it]).value_counts()
+        it = it[p.ev_line[it] == ln.index[0]]
+        if it.shape[0] >= 2:
+            s = p.ev_start_ps[it]
+            e = np.append(s[1:], p.ev_end_ps[it[-1]])
+            return StepSet("iterator_cadence", s, e, np.arange(it.shape[0], dtype=np.int64),
+                           np.full(it.shape[0], "IteratorGetNext", dtype=object),
+                           note="no step markers or repeating function: steps follow the IteratorGetNext calls")
+    return none
+
+
+# ------------------------------------------------------------------------------------------
+# Per-step categories
+# ------------------------------------------------------------------------------------------
+
+CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
+
+
+def python_host_activity(act: Activity, ctx: Context, steps: StepSet) -> Measure:
+    """Python-thread events that are host work: not step markers, not wrappers around whole steps,
+    not function-execution waits."""
+    key = "tfadvisor.python_host"
+    if key in ctx.cache:
+        return ctx.cache[key]
+    p = act.host
+    if p is None:
+        ctx.cache[key] = Measure.empty()
+        return ctx.cache[key]
+    rows = act.rows.get("python_all", _EMPTY)
+    s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
+    drop = np.zeros(rows.shape[0], bool)
+    mk = union_rows(act.rows.get("roots", _EMPTY), act.rows.get("profiled_batch", _EMPTY))
+    if mk.shape[0]:
+        drop |= np.isin(rows, mk)
+    if steps.start.shape[0]:
+        # wrappers: events that contain a whole step
+        k = np.searchsorted(steps.start, s, side="left")
+        ok = k < steps.start.shape[0]
+        kk = np.minimum(k, steps.start.shape[0] - 1)
+        drop |= ok & (steps.end[kk] <= e) & (steps.start[kk] >= s)
+    func = act.get("func")
+    if len(func):
+        drop |= contained(func, s, e)
+    keep = rows[~drop & (e > s)]
+    m = Measure.of_rows(p, keep)
+    ctx.cache[key] = m
+    ctx.cache["tfadvisor.python_host_rows"] = keep
+    return m
+
+
+def step_layers(act: Activity, ctx: Context, steps: StepSet) -> list[tuple[str, Measure]]:
+    """The priority layers of the step-time split."""
+    g = act.get
+    py = python_host_activity(act, ctx, steps)
+    # a category given in several parts: each part takes what the ones before left over
+    if act.has_device:
+        return [
+            ("device_compute", g("dev_compute")),
+            ("collective", g("dev_collective")), ("collective", g("collective")),
+            ("input", g("dev_h2d")), ("input", g("input_wait")), ("input", g("h2d_api")),
+            ("other", g("dev_copy")),
+            ("kernel_launch", g("launch")),
+            # host ops, the executor and everything else on the TF threads (the ones above took theirs)
+            ("host_compute", g("train_threads")), ("host_compute", g("eager")), ("host_compute", py),
+            ("idle", g("func")),  # the python thread waits for a function while nothing runs
+        ]
+    return [
+        ("input", g("input_wait")),
+        ("collective", g("collective")),
+        ("device_compute", g("op")), ("device_compute", g("eager_kernel")),
+        ("kernel_launch", g("launch")),
+        ("other", g("runtime")), ("other", g("func")),
+        ("host_compute", g("eager")), ("host_compute", py),
+    ]
+
+
+def _stats_mask(n: int) -> np.ndarray:
+    m = np.ones(n, bool)
+    if n > 5:
+        m[0] = False
+        m[-1] = False
+    return m
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("steps")
+    _, note = host_trace(trace)
+    if note:
+        res.notes.append(note)
+    act = activity(trace, ctx)
+    steps = detect_steps(trace, ctx)
+    ctx.cache["tfadvisor.steps"] = steps
+    res.add("steps_source", steps.source, "", "where the steps came from")
+    if steps.note:
+        res.notes.append(steps.note)
+    n = int(steps.start.shape[0])
+    names = ["steps_count", "step_time_mean_ms", "step_time_median_ms", "step_time_p90_ms", "step_time_min_ms",
+             "step_time_max_ms", "step_time_std_ms", "step_outliers_count", "step_outlier_max_ratio",
+             "step_period_mean_ms", "steps_in_stats_count", "steps_wall_pct"] + \
+            [f"step_{c}_pct" for c in CATEGORIES]
+    lo, hi = act.span
+    if n == 0:
+        res.add("steps_count", 0, "count", "steps found")
+        res.add("profile_wall_ms", (hi - lo) / PS_PER_MS if hi > lo else None, "ms",
+                "profiled wall time (no steps: first to last event)")
+        res.missing(names[1:], "no steps found: no step markers (_r / TraceContext / Profiled batch), no device "
+                               "Steps line and no repeating train function or IteratorGetNext calls")
+        return res
+    dur = steps.end - steps.start
+    dur_ms = dur / PS_PER_MS
+    period = np.append(np.diff(steps.start), np.nan) / PS_PER_MS
+    in_stats = _stats_mask(n)
+    d = dur_ms[in_stats]
+    med_all = float(np.median(dur_ms))
+    mad = float(np.median(np.abs(dur_ms - med_all)))
+    k = float(ctx.options.outlier_k)
+    thr = med_all + k * max(mad, 0.01 * med_all)
+    outlier = dur_ms > thr
+
+    layers = step_layers(act, ctx, steps)
+    split = priority_split((steps.start, steps.end), layers)
+    cat_ps = {c: np.zeros(n, np.int64) for c in CATEGORIES}
+    for c, v in split.items():
+        if c == "_rest":
+            cat_ps["idle"] += v
+        else:
+            cat_ps[c] += v
+
+    tbl = pd.DataFrame({
+        "step": steps.number,
+        "name": steps.name.astype(str) if steps.name.shape[0] else steps.name,
+        "start_ps": steps.start,
+        "end_ps": steps.end,
+        "duration_ms": dur_ms,
+        "period_ms": period,
+        "in_stats": in_stats,
+        "outlier": outlier,
+    })
+    for c in CATEGORIES:
+        tbl[f"{c}_ms"] = cat_ps[c] / PS_PER_MS
+    res.tables["steps"] = tbl
+
+    res.add("steps_count", n, "count", "steps found")
+    res.add("steps_in_stats_count", int(in_stats.sum()), "count",
+            "steps the statistics use (with more than 5 steps the first and last are left out, as in xprof)")
+    res.add("step_time_mean_ms", float(d.mean()), "ms", "mean step time (marker duration)")
+    res.add("step_time_median_ms", float(np.median(d)), "ms", "median step time")
+    res.add("step_time_p90_ms", float(np.percentile(d, 90)), "ms", "90th percentile step time")
+    res.add("step_time_min_ms", float(d.min()), "ms", "fastest step")
+    res.add("step_time_max_ms", float(d.max()), "ms", "slowest step")
+    res.add("step_time_std_ms", float(d.std(ddof=1)) if d.shape[0] > 1 else 0.0, "ms", "step time standard deviation")
+    res.add("step_outliers_count", int(outlier.sum()), "count",
+            f"steps slower than median + {k:g} x MAD (all steps)")
+    res.add("step_outlier_max_ratio", float(dur_ms.max() / med_all) if med_all > 0 else None, "",
+            "slowest step / median step")
+    per = period[~np.isnan(period)]
+    if per.shape[0]:
+        res.add("step_period_mean_ms", float(per.mean()), "ms",
+                "mean time from one step's start to the next step's start (step time + time between steps)")
+    else:
+        res.missing(["step_period_mean_ms"], "a single step: no step period")
+    wall_lo, wall_hi = int(steps.start.min()), int(steps.end.max())
+    wall = wall_hi - wall_lo
+    res.add("profile_wall_ms", wall / PS_PER_MS, "ms", "wall time from the first step's start to the last step's end")
+    inside = Measure.union(steps.start, steps.end).total()
+    res.add("steps_wall_pct", 100.0 * inside / wall if wall > 0 else None, "%", "share of that wall time inside steps")
+    total = float(dur[in_stats].sum())
+    for c in CATEGORIES:
+        if c == "kernel_launch" and not act.has_device:
+            res.missing(["step_kernel_launch_pct"], "CPU-only trace: no kernel launches", "%")
+            continue
+        res.add(f"step_{c}_pct", 100.0 * float(cat_ps[c][in_stats].sum()) / total if total > 0 else None, "%",
+                f"share of step time: {c.replace('_', ' ')}")
+    return res
+
+
+__all__ = ["Activity", "CATEGORIES", "LazyUnion", "Measure", "Runs", "StepSet", "activity", "analyze", "contained",
+           "detect_steps", "merge", "positions_at", "priority_split", "python_host_activity", "stats",
+           "stats_for_rows", "step_layers", "string_values", "union_of", "union_rows", "values_at"]
