@@ -50,15 +50,26 @@ def is_remote(path: str) -> bool:
     return "://" in str(path) and not str(path).startswith("file://")
 
 
-def filesystem(path: str):
-    """An fsspec filesystem for a remote path, with a clear error when the extra is missing."""
+def filesystem(path: str, **storage_options):
+    """An fsspec filesystem for a remote path, with a clear error when the extra is missing.
+
+    With ``STORAGE_EMULATOR_HOST`` set (a local GCS emulator), ``gs://`` uses gcsfs's plain
+    ``GCSFileSystem`` with anonymous access: gcsfs >= 2025 otherwise first asks the
+    storage-control gRPC API for the bucket type, which emulators do not serve.
+    """
     try:
         import fsspec
     except ImportError:
         raise TraceError(path, "remote paths need fsspec/gcsfs: pip install 'tfadvisor[gcs]'") from None
     protocol = str(path).split("://", 1)[0]
     try:
-        return fsspec.filesystem(protocol)
+        if protocol in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+            from gcsfs.core import GCSFileSystem
+
+            host = os.environ["STORAGE_EMULATOR_HOST"]
+            host = host if host.startswith(("http://", "https://")) else f"http://{host}"
+            return GCSFileSystem(**{"token": "anon", "endpoint_url": host, **storage_options})
+        return fsspec.filesystem(protocol, **storage_options)
     except (ImportError, ValueError) as err:
         raise TraceError(path, f"cannot open {protocol}:// paths ({err}); pip install 'tfadvisor[gcs]'") from None
 

@@ -1,0 +1,244 @@
+"""Compare two profiles: did the change make training faster, and which findings did it fix?
+
+``diff_results(before, after) -> dict`` puts the headline figures side by side (step time,
+where the step time goes, input, idle gaps, precision, memory peak, AllReduce, eager and
+Python overhead) with the change of each, a verdict on the step time, and the findings that
+were fixed, are new, or remain (matched by rule id).
+
+``tfadvisor diff BEFORE AFTER [--format text|json] [--fail-on-regression PCT]`` runs both
+analyses and prints the comparison; with ``--fail-on-regression`` it exits 1 when the mean
+step time got slower by more than PCT %.
+
+A step-time change within :data:`NOISE_PCT` (1 %) is reported as "unchanged": profiles of
+the same program differ by about that much from run to run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import typer
+
+from tfadvisor.report.plots import finding_rule, fmt_value, get, run_label
+
+NOISE_PCT = 1.0
+
+#: (metric, label, section, better): better is "lower", "higher" or "" (neither).
+FIGURES: tuple[tuple[str, str, str, str], ...] = (
+    ("step_time_mean_ms", "mean", "Step time", "lower"),
+    ("step_time_median_ms", "median", "Step time", "lower"),
+    ("step_time_p90_ms", "p90", "Step time", "lower"),
+    ("step_time_max_ms", "max", "Step time", "lower"),
+    ("steps_count", "steps profiled", "Step time", ""),
+    ("step_device_compute_pct", "device compute", "Breakdown (% of step)", ""),
+    ("step_input_pct", "input", "Breakdown (% of step)", "lower"),
+    ("step_host_compute_pct", "host compute", "Breakdown (% of step)", ""),
+    ("step_kernel_launch_pct", "kernel launch", "Breakdown (% of step)", "lower"),
+    ("step_collective_pct", "collectives", "Breakdown (% of step)", "lower"),
+    ("step_idle_pct", "idle", "Breakdown (% of step)", "lower"),
+    ("step_other_pct", "other", "Breakdown (% of step)", ""),
+    ("input_pct", "waiting for input", "Input", "lower"),
+    ("tfdata_cpu_ratio", "tf.data CPU / training CPU", "Input", ""),
+    ("idle_pct", "idle", "Idle and gaps", "lower"),
+    ("gaps_count", "gaps", "Idle and gaps", "lower"),
+    ("gap_max_ms", "longest gap", "Idle and gaps", "lower"),
+    ("eager_pct", "eager execution", "Host overhead", "lower"),
+    ("python_overhead_pct", "Python overhead", "Host overhead", "lower"),
+    ("retrace_count", "retraces", "Host overhead", "lower"),
+    ("low_precision_pct", "16-bit compute", "Precision", "higher"),
+    ("fp32_pct", "fp32 compute", "Precision", "lower"),
+    ("memory_peak_bytes", "peak in use", "Memory", ""),
+    ("memory_peak_pct", "peak / capacity", "Memory", ""),
+    ("allreduce_ms_per_step", "AllReduce per step", "AllReduce", "lower"),
+    ("allreduce_pct", "AllReduce % of step", "AllReduce", "lower"),
+    ("allreduce_ratio", "measured / expected", "AllReduce", "lower"),
+)
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        f = float(v)
+        return None if math.isnan(f) else f
+    return None
+
+
+def _unit(result: Any, name: str) -> str:
+    return (getattr(getattr(result, "metrics", None), "units", None) or {}).get(name, "")
+
+
+def _change(b: float | None, a: float | None) -> tuple[float | None, float | None]:
+    if b is None or a is None:
+        return None, None
+    delta = a - b
+    pct = (delta / b * 100) if b != 0 else (0.0 if a == 0 else None)
+    return delta, pct
+
+
+def _judge(delta: float | None, pct: float | None, better: str) -> str:
+    """better / worse / same / '' (no direction or no data)."""
+    if delta is None or not better:
+        return ""
+    if (pct is not None and abs(pct) < NOISE_PCT) or delta == 0:
+        return "same"
+    lower = delta < 0
+    return "better" if lower == (better == "lower") else "worse"
+
+
+def diff_results(before: Any, after: Any) -> dict:
+    """The two results side by side: figures with changes, the verdict, findings fixed/new/remaining."""
+    mb = getattr(before, "metrics", None) or {}
+    ma = getattr(after, "metrics", None) or {}
+    figures = []
+    for name, label, section, better in FIGURES:
+        vb, va = mb.get(name), ma.get(name)
+        if vb is None and va is None:
+            continue
+        delta, pct = _change(_num(vb), _num(va))
+        figures.append(dict(metric=name, label=label, section=section, unit=_unit(before, name) or _unit(after, name),
+                            before=vb, after=va, change=delta, change_pct=pct, better=better or None,
+                            judgement=_judge(delta, pct, better) or None))
+    sb, sa = _num(mb.get("step_time_mean_ms")), _num(ma.get("step_time_mean_ms"))
+    step = dict(before_ms=sb, after_ms=sa, change_ms=None, change_pct=None, speedup=None, verdict="unknown")
+    if sb is not None and sa is not None and sb > 0 and sa > 0:
+        change_pct = (sa - sb) / sb * 100
+        step.update(change_ms=sa - sb, change_pct=change_pct, speedup=sb / sa)
+        if abs(change_pct) < NOISE_PCT:
+            step["verdict"] = "unchanged"
+            text = f"unchanged: step time within {NOISE_PCT:g} % ({_pct(change_pct)})"
+        elif change_pct < 0:
+            step["verdict"] = "faster"
+            text = (f"faster by {abs(change_pct):.1f} % per step ({sb:.3g} ms -> {sa:.3g} ms, "
+                    f"{sb / sa:.2f}x)")
+        else:
+            step["verdict"] = "slower"
+            text = f"slower by {change_pct:.1f} % per step ({sb:.3g} ms -> {sa:.3g} ms)"
+    else:
+        missing = [w for w, v in (("before", sb), ("after", sa)) if v is None or v <= 0]
+        text = f"no verdict: no step time in the {' and '.join(missing)} profile"
+    step["text"] = text
+
+    fb = {finding_rule(f): f for f in getattr(before, "findings", None) or []}
+    fa = {finding_rule(f): f for f in getattr(after, "findings", None) or []}
+
+    def brief(f: Any) -> dict:
+        return dict(rule=finding_rule(f), severity=get(f, "severity"), title=get(f, "title"),
+                    impact_pct=get(f, "impact_pct"))
+
+    findings = dict(
+        fixed=[brief(f) for r, f in fb.items() if r not in fa],
+        new=[brief(f) for r, f in fa.items() if r not in fb],
+        remaining=[dict(brief(fa[r]), impact_before_pct=get(fb[r], "impact_pct")) for r in fb if r in fa],
+    )
+    return dict(
+        before=dict(run=run_label(before), directory=getattr(getattr(before, "run", None), "directory", None),
+                    hosts=len(getattr(before, "hosts", None) or []) or None),
+        after=dict(run=run_label(after), directory=getattr(getattr(after, "run", None), "directory", None),
+                   hosts=len(getattr(after, "hosts", None) or []) or None),
+        step_time=step,
+        verdict=step["verdict"],
+        verdict_text=text,
+        figures=figures,
+        findings=findings,
+    )
+
+
+def _pct(p: float | None) -> str:
+    return "" if p is None else f"{p:+.1f} %"
+
+
+def _fmt(v: Any, unit: str, name: str) -> str:
+    return fmt_value(v, unit, name)
+
+
+def _change_text(fig: dict) -> str:
+    if fig["change"] is None:
+        if fig["before"] != fig["after"]:
+            return "changed" if fig["before"] is not None and fig["after"] is not None else (
+                "new" if fig["before"] is None else "gone")
+        return ""
+    name, unit = fig["metric"], fig["unit"]
+    if fig["change"] == 0:
+        return "="
+    if name.endswith("_pct") or unit in ("%", "pct"):
+        s = f"{fig['change']:+.1f} pts"
+    elif fig["change_pct"] is not None:
+        s = _pct(fig["change_pct"])
+    else:
+        s = f"{fig['change']:+.3g}"
+    return s
+
+
+def render_text(d: dict, console: Any = None) -> None:
+    """Print the comparison with rich: a verdict line, a figures table, the findings lists."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    con = console or Console(width=min(100, max(60, Console().width)))
+    colour = {"faster": "green", "slower": "red"}.get(d["verdict"], "yellow")
+    for key in ("before", "after"):
+        side = d[key]
+        con.print(Text(f"{key + ':':8}", style="dim") + Text(str(side.get("directory") or side["run"])))
+    con.print(Text("Verdict: ", style="bold") + Text(d["verdict_text"], style=f"bold {colour}"))
+    table = Table(show_header=True, header_style="bold", show_lines=False, pad_edge=False, expand=False)
+    table.add_column("figure", overflow="fold")
+    table.add_column("before", justify="right")
+    table.add_column("after", justify="right")
+    table.add_column("change", justify="right")
+    section = None
+    for fig in d["figures"]:
+        if fig["section"] != section:
+            if section is not None:
+                table.add_section()
+            section = fig["section"]
+            table.add_row(Text(section, style="bold cyan"), "", "", "")
+        style = {"better": "green", "worse": "red"}.get(fig["judgement"] or "", "")
+        table.add_row(Text("  " + fig["label"]), Text(_fmt(fig["before"], fig["unit"], fig["metric"])),
+                      Text(_fmt(fig["after"], fig["unit"], fig["metric"])), Text(_change_text(fig), style=style))
+    con.print(table)
+    f = d["findings"]
+    for key, label, style, mark in (("fixed", "Fixed", "green", "-"), ("new", "New", "red", "+"),
+                                    ("remaining", "Remaining", "yellow", "=")):
+        items = f[key]
+        con.print(Text(f"{label} findings ({len(items)})" + ("" if items else ": none"), style=f"bold {style}"))
+        for i in items:
+            line = Text(f"  {mark} ", style=style)
+            line.append(i["rule"], style="bold")
+            line.append(f" [{i.get('severity') or '?'}] {i.get('title') or ''}")
+            con.print(line)
+
+
+def diff_command(
+    before: str = typer.Argument(..., metavar="BEFORE",
+                                 help="The profile before the change (logdir, run dir or .xplane.pb)."),
+    after: str = typer.Argument(..., metavar="AFTER", help="The profile after the change."),
+    fmt: str = typer.Option("text", "--format", "-f", metavar="text|json", help="Output format: text or json."),
+    fail_on_regression: float | None = typer.Option(
+        None, "--fail-on-regression", metavar="PCT",
+        help="Exit 1 when the mean step time got slower by more than PCT %."),
+    run_before: str | None = typer.Option(None, "--run-before", help="Run to use in BEFORE (default: newest)."),
+    run_after: str | None = typer.Option(None, "--run-after", help="Run to use in AFTER (default: newest)."),
+    rules: list[str] = typer.Option([], "--rules", help="Extra rules directory (repeatable)."),
+) -> None:
+    """Compare two profiles: step time, breakdown, input, gaps, precision, memory, AllReduce, findings."""
+    from tfadvisor.api import analyze
+
+    if fmt not in ("text", "json"):
+        typer.echo(f"tfadvisor: --format must be text or json, not {fmt!r}", err=True)
+        raise typer.Exit(2)
+    rb = analyze(before, run=run_before, rules_dirs=rules)
+    ra = analyze(after, run=run_after, rules_dirs=rules)
+    d = diff_results(rb, ra)
+    if fmt == "json":
+        typer.echo(json.dumps(d, indent=2, default=str))
+    else:
+        render_text(d)
+    if fail_on_regression is not None:
+        pct = d["step_time"]["change_pct"]
+        if pct is not None and pct > fail_on_regression:
+            typer.echo(f"tfadvisor: step time regressed by {pct:.1f} % (> {fail_on_regression:g} %)", err=True)
+            raise typer.Exit(1)

@@ -1,0 +1,369 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no scripts, no fonts, no CDN).
+
+``write_html(result, path)`` writes it; ``render_html(result) -> str`` returns it. Sections:
+summary, findings (severity, impact, message, evidence, fix with code in ``<pre><code>``),
+then the plots (see :mod:`tfadvisor.report.plots` for why they are hand-made SVG):
+
+=================  ======================================================  ===================
+id                 what                                                    data
+=================  ======================================================  ===================
+plot-steps         step time per step, stacked by category                 table ``steps``
+plot-timeline      busy vs idle over the window, gaps marked               ``steps``, ``gaps``
+plot-tfdata        tf.data time per stage (+ the stage table)              ``tfdata_stages``
+plot-precision     precision mix of device compute                         ``precision_mix``
+plot-memory        memory in use over time, peak, top live allocations     ``memory_timeline``,
+                                                                           ``memory_live_at_peak``
+plot-allreduce     AllReduce measured vs expected                          ``allreduce_*`` metrics
+plot-hosts         per-host step time (multi-host runs)                    ``result.hosts``
+plot-datafiles     training data files by size (``--data``)                ``data_files_sizes``
+=================  ======================================================  ===================
+
+A plot whose data the trace lacks is a box with the same id saying so and why (the note
+the analysis left, when there is one). Every trace-derived string is escaped.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tfadvisor.report import plots as P
+from tfadvisor.report.plots import esc, fmt_num, fmt_value
+
+PLOT_IDS = ("plot-steps", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory", "plot-allreduce",
+            "plot-hosts", "plot-datafiles")
+
+CSS = """
+:root { --fg:#1d1d1f; --muted:#666; --line:#ddd; --bg:#fff; --panel:#f7f7f9;
+        --crit:#c62828; --warn:#ef6c00; --info:#1565c0; }
+* { box-sizing: border-box; }
+body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif; color: var(--fg);
+       background: var(--bg); margin: 0; line-height: 1.45; font-size: 14px; }
+main { max-width: 1000px; margin: 0 auto; padding: 16px 24px 48px; }
+h1 { font-size: 22px; margin: 8px 0 2px; } h2 { font-size: 18px; margin: 28px 0 8px;
+     border-bottom: 1px solid var(--line); padding-bottom: 4px; } h3 { font-size: 15px; margin: 12px 0 6px; }
+.sub { color: var(--muted); margin: 0 0 12px; }
+nav a { margin-right: 12px; color: var(--info); text-decoration: none; font-size: 13px; }
+.cards { display: flex; flex-wrap: wrap; gap: 8px; }
+.card { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 6px 10px;
+        min-width: 130px; }
+.card .v { font-size: 17px; font-weight: 600; } .card .k { font-size: 12px; color: var(--muted); }
+table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
+th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: var(--panel); } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.scroll { overflow-x: auto; }
+.finding { border: 1px solid var(--line); border-left: 6px solid var(--info); border-radius: 6px;
+           padding: 8px 14px; margin: 10px 0; background: #fff; }
+.finding.sev-critical, .finding.sev-high, .finding.sev-error { border-left-color: var(--crit); }
+.finding.sev-warning, .finding.sev-medium { border-left-color: var(--warn); }
+.badge { display: inline-block; font-size: 11px; font-weight: 700; text-transform: uppercase; color: #fff;
+         background: var(--info); border-radius: 3px; padding: 1px 6px; margin-right: 6px; vertical-align: 2px; }
+.badge.sev-critical, .badge.sev-high, .badge.sev-error { background: var(--crit); }
+.badge.sev-warning, .badge.sev-medium { background: var(--warn); }
+.finding h3 { display: inline; } .impact { color: var(--muted); margin-left: 8px; }
+.rule { color: var(--muted); font-family: monospace; font-size: 12px; margin-left: 8px; }
+pre { background: #f4f4f6; border: 1px solid var(--line); border-radius: 4px; padding: 8px 10px;
+      overflow-x: auto; font-size: 12.5px; } code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+p code, li code, td code { background: #f4f4f6; padding: 0 3px; border-radius: 3px; }
+figure { margin: 8px 0 16px; } figcaption { color: var(--muted); font-size: 12px; }
+svg.plot { max-width: 100%; height: auto; background: #fff; }
+.missing { border: 1px dashed #bbb; background: var(--panel); color: #555; padding: 10px 14px; border-radius: 6px; }
+.ok { color: #2e7d32; }
+details summary { cursor: pointer; color: var(--info); }
+footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
+"""
+
+
+def write_html(result: Any, path: str | os.PathLike) -> Path:
+    """Write the self-contained HTML report of ``result`` to ``path`` (parents created)."""
+    out = Path(path)
+    if out.parent and not out.parent.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(result), encoding="utf-8")
+    return out
+
+
+def render_html(result: Any) -> str:
+    metrics = getattr(result, "metrics", None) or {}
+    tables = getattr(result, "tables", None) or {}
+    notes = list(getattr(result, "notes", None) or [])
+    label = P.run_label(result)
+    body = [
+        f"<header><h1>tfadvisor report</h1><p class=\"sub\">{esc(label)}</p>",
+        "<nav>" + "".join(f'<a href="#{a}">{t}</a>' for a, t in (
+            ("summary", "Summary"), ("findings", "Findings"), ("steps", "Step time"), ("timeline", "Timeline"),
+            ("input", "Input pipeline"), ("precision", "Precision"), ("memory", "Memory"),
+            ("allreduce", "AllReduce"), ("hosts", "Hosts"), ("datafiles", "Data files"), ("notes", "Notes"),
+            ("metrics", "All metrics"))) + "</nav></header>",
+        _summary(result, metrics),
+        _findings(getattr(result, "findings", None) or [], metrics),
+        _section("steps", "Step time per step",
+                 P.steps_svg(tables.get("steps"), why=P.notes_for(notes, "steps") or "no training steps were found"),
+                 "Each bar is one step, split into where its time went. Hover a bar for its numbers."),
+        _section("timeline", "Busy vs idle",
+                 P.timeline_svg(tables.get("steps"), tables.get("gaps"), metrics.get("device_present"),
+                                why=P.notes_for(notes, "gaps") or "no step or idle-gap data")
+                 + _gaps_line(metrics),
+                 "Top row: the steps. Bottom row: when the "
+                 + ("device" if metrics.get("device_present") else "host's training threads")
+                 + " did work (green) and the idle gaps (red: between steps, orange: inside a step)."),
+        _section("input", "Input pipeline (tf.data)",
+                 P.tfdata_svg(tables.get("tfdata_stages"),
+                              why=P.notes_for(notes, "tfdata") or "no tf.data iterator events")
+                 + _input_line(metrics) + _table(tables.get("tfdata_stages"), "tfdata-stages", limit=40)),
+        _section("precision", "Precision mix",
+                 P.precision_svg(P.precision_shares(tables, metrics),
+                                 why=P.notes_for(notes, "precision") or "no device compute with a known precision")
+                 + _precision_line(metrics)),
+        _section("memory", "Memory",
+                 P.memory_svg(tables.get("memory_timeline"), metrics.get("memory_peak_bytes"),
+                              metrics.get("memory_capacity_bytes"),
+                              why=P.notes_for(notes, "memory") or "no memory allocation events")
+                 + _memory_live(tables.get("memory_live_at_peak"), metrics)),
+        _section("allreduce", "AllReduce",
+                 P.allreduce_svg(metrics.get("allreduce_ms_per_step"), metrics.get("allreduce_expected_ms"),
+                                 metrics.get("allreduce_expected_ring_ms"),
+                                 why=P.notes_for(notes, "collectives") or "no AllReduce / collective ops")
+                 + _allreduce_line(metrics)),
+        _section("hosts", "Hosts",
+                 P.hosts_svg(getattr(result, "hosts", None) or [], tables.get("hosts"), why=_hosts_why(result))
+                 + _hosts_table(getattr(result, "hosts", None) or [], tables.get("hosts"))),
+        _section("datafiles", "Training data files",
+                 P.datafiles_svg(tables.get("data_files_sizes"),
+                                 why=P.notes_for(notes, "datafiles")
+                                 or "no training data files were checked (pass --data DIR_OR_GLOB)")
+                 + _datafiles_line(metrics) + _table(tables.get("data_largest_files"), "data-largest-files")),
+        _notes(notes),
+        _all_metrics(metrics),
+        f"<footer>Generated by tfadvisor {esc(_version())} on "
+        f"{esc(_dt.datetime.now().strftime('%Y-%m-%d %H:%M'))}. This file is self-contained and works offline."
+        "</footer>",
+    ]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>tfadvisor: {esc(label)}</title><style>{CSS}</style></head>"
+            "<body><main>" + "\n".join(body) + "</main></body></html>\n")
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _version() -> str:
+    try:
+        from tfadvisor import __version__
+
+        return __version__
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _section(anchor: str, title: str, content: str, caption: str = "") -> str:
+    shown = not content.startswith('<div class="missing"')
+    cap = f"<figcaption>{esc(caption)}</figcaption>" if caption and shown else ""
+    return f'<section id="{anchor}"><h2>{esc(title)}</h2><figure>{content}{cap}</figure></section>'
+
+
+def _unit(metrics: Any, name: str) -> str:
+    return (getattr(metrics, "units", None) or {}).get(name, "")
+
+
+def _mv(metrics: Any, name: str) -> str:
+    return fmt_value(metrics.get(name), _unit(metrics, name), name)
+
+
+def _summary(result: Any, metrics: Any) -> str:
+    summ = getattr(result, "summary", None) or {}
+    run = getattr(result, "run", None)
+    hosts = summ.get("hosts") or (list(getattr(run, "hosts", []) or []) if run is not None else [])
+    facts = [
+        ("Run", P.run_label(result)),
+        ("Directory", getattr(run, "directory", None) or summ.get("run_dir")),
+        ("Hosts", f"{len(hosts)}: {', '.join(map(str, hosts[:8]))}{' ...' if len(hosts) > 8 else ''}"
+         if hosts else None),
+        ("Events", fmt_num(summ.get("events")) if summ.get("events") is not None else None),
+        ("Time span", fmt_value(summ.get("time_span_ms"), "ms") if summ.get("time_span_ms") is not None else None),
+        ("Trace size", P.fmt_bytes(summ.get("file_bytes")) if summ.get("file_bytes") else None),
+        ("Steps found by", metrics.get("steps_source")),
+    ]
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts if v not in (None, ""))
+    cards = "".join(
+        f'<div class="card"><div class="v">{esc(_mv(metrics, name))}</div><div class="k">{esc(label)}</div></div>'
+        for name, label in P.KEY_METRICS if metrics.get(name) is not None)
+    findings = getattr(result, "findings", None) or []
+    verdict = (f"<p><strong>{len(findings)} finding{'s' if len(findings) != 1 else ''}</strong>; the first: "
+               f"{esc(P.get(findings[0], 'title', ''))}</p>" if findings
+               else '<p class="ok"><strong>No findings</strong>: no rule fired on this profile.</p>')
+    return (f'<section id="summary"><h2>Summary</h2>{verdict}<table>{rows}</table>'
+            f'<div class="cards">{cards}</div></section>')
+
+
+def _findings(findings: list, metrics: Any) -> str:
+    if not findings:
+        return ('<section id="findings"><h2>Findings</h2><p class="ok">None: nothing in this profile matched a '
+                "rule.</p></section>")
+    parts = ['<section id="findings"><h2>Findings</h2>']
+    for i, f in enumerate(findings, 1):
+        sev = str(P.get(f, "severity", "info") or "info").lower()
+        rule = P.finding_rule(f)
+        impact = P.get(f, "impact_pct")
+        impact_s = (f'<span class="impact">~{esc(fmt_num(impact, 2))} % of step time</span>'
+                    if isinstance(impact, (int, float)) and not isinstance(impact, bool) else "")
+        parts.append(f'<article class="finding sev-{esc(sev)}" id="finding-{esc(rule)}">'
+                     f'<span class="badge sev-{esc(sev)}">{esc(sev)}</span>'
+                     f"<h3>{i}. {esc(P.get(f, 'title', rule))}</h3>{impact_s}<span class=\"rule\">{esc(rule)}</span>")
+        msg = P.get(f, "message")
+        if msg:
+            parts.append(_prose(str(msg)))
+        evidence = P.get(f, "evidence") or {}
+        if evidence:
+            rows = "".join(f"<tr><th><code>{esc(k)}</code></th><td class=\"num\">"
+                           f"{esc(fmt_value(v, _unit(metrics, k), str(k)))}</td></tr>"
+                           for k, v in (evidence.items() if isinstance(evidence, dict) else enumerate(evidence)))
+            parts.append(f'<details open><summary>Evidence</summary><table class="evidence">{rows}</table></details>')
+        fix_parts = P.split_fix(P.get(f, "fix"))
+        code = P.get(f, "code") or P.get(f, "example")
+        if code:
+            fix_parts.append(("code", str(code).strip("\n"), "python"))
+        if fix_parts:
+            parts.append('<div class="fix"><strong>Fix</strong>')
+            for kind, text, lang in fix_parts:
+                if kind == "code":
+                    cls = f' class="language-{esc(lang)}"' if lang else ""
+                    parts.append(f"<pre><code{cls}>{esc(text)}</code></pre>")
+                else:
+                    parts.append(_prose(text))
+            parts.append("</div>")
+        why = P.get(f, "why")
+        if why:
+            parts.append(f"<details><summary>Why it matters</summary>{_prose(str(why).strip())}</details>")
+        links = P.docs_links(P.get(f, "docs"))
+        if links:
+            parts.append("<p>Docs: " + ", ".join(f'<a href="{esc(u)}">{esc(t)}</a>' for t, u in links) + "</p>")
+        parts.append("</article>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _prose(text: str) -> str:
+    """Plain text to paragraphs, with `inline code` spans; everything escaped."""
+    out = []
+    for para in text.split("\n\n"):
+        chunks = para.split("`")
+        html = "".join(esc(c) if i % 2 == 0 else f"<code>{esc(c)}</code>" for i, c in enumerate(chunks))
+        out.append(f"<p>{html.replace(chr(10), '<br>')}</p>")
+    return "".join(out)
+
+
+def _table(df: Any, css_id: str, limit: int = 25, columns: list[str] | None = None) -> str:
+    if not P.has_rows(df):
+        return ""
+    d = df if columns is None else df[[c for c in columns if c in df.columns]]
+    more = len(d) - limit
+    d = d.head(limit)
+    head = "".join(f"<th>{esc(c)}</th>" for c in d.columns)
+    body = []
+    for row in d.itertuples(index=False):
+        cells = []
+        for col, v in zip(d.columns, row, strict=False):
+            if v is None or (isinstance(v, float) and pd.isna(v)):
+                cells.append("<td></td>")
+                continue
+            num = isinstance(v, (int, float)) and not isinstance(v, bool)
+            text = P.fmt_bytes(v) if num and str(col).endswith("bytes") else fmt_num(v) if num else (
+                "" if v is None or (isinstance(v, float) and pd.isna(v)) else v)
+            cells.append(f'<td class="num">{esc(text)}</td>' if num else f"<td>{esc(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    tail = f"<p class=\"sub\">... and {more} more rows</p>" if more > 0 else ""
+    return (f'<div class="scroll"><table id="{esc(css_id)}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>{tail}")
+
+
+def _line(metrics: Any, names: list[tuple[str, str]]) -> str:
+    items = [f"{esc(label)}: <strong>{esc(_mv(metrics, n))}</strong>" for n, label in names
+             if metrics.get(n) is not None]
+    return f'<p class="figline">{" &middot; ".join(items)}</p>' if items else ""
+
+
+def _gaps_line(metrics: Any) -> str:
+    return _line(metrics, [("idle_pct", "idle"), ("idle_between_steps_pct", "between steps"),
+                           ("idle_within_steps_pct", "within steps"), ("gaps_count", "gaps"),
+                           ("gap_max_ms", "longest gap"), ("gap_host_activity", "host in gaps ran")])
+
+
+def _input_line(metrics: Any) -> str:
+    return _line(metrics, [("input_pct", "waiting for input"), ("input_severity", "severity"),
+                           ("tfdata_pipeline", "pipeline"), ("tfdata_has_prefetch", "prefetch"),
+                           ("tfdata_has_cache", "cache"), ("tfdata_map_element_us", "map time per element")])
+
+
+def _precision_line(metrics: Any) -> str:
+    return _line(metrics, [("low_precision_pct", "16-bit (fp16+bf16+int8)"), ("xprof_16bit_pct", "as xprof counts"),
+                           ("tensor_core_capable", "tensor cores"), ("compute_capability", "compute capability")])
+
+
+def _allreduce_line(metrics: Any) -> str:
+    s = _line(metrics, [("allreduce_pct", "share of step"), ("allreduce_overlap_pct", "overlapped"),
+                        ("allreduce_ratio", "measured / expected"), ("param_count", "parameters"),
+                        ("link_bandwidth_gbps", "link GB/s"), ("replicas", "replicas")])
+    if metrics.get("allreduce_ms_per_step") is not None and metrics.get("allreduce_expected_ms") is None:
+        s += ('<p class="sub">Expected time needs the parameter count and link bandwidth: pass '
+              "<code>--params</code> and <code>--bandwidth</code>.</p>")
+    return s
+
+
+def _memory_live(df: Any, metrics: Any) -> str:
+    s = _line(metrics, [("memory_peak_bytes", "peak"), ("memory_capacity_bytes", "capacity"),
+                        ("memory_peak_pct", "peak / capacity"), ("memory_fragmentation", "fragmentation"),
+                        ("memory_allocator", "allocator")])
+    if P.has_rows(df):
+        d = df.sort_values("bytes", ascending=False) if "bytes" in df.columns else df
+        s += "<h3>Largest allocations live at the peak</h3>" + _table(d, "memory-live-at-peak", limit=15)
+    return s
+
+
+def _hosts_why(result: Any) -> str:
+    hosts = getattr(result, "hosts", None) or []
+    n = len(hosts) or len(getattr(getattr(result, "run", None), "files", ()) or ())
+    if len(hosts) < 2:
+        return f"{'one host was' if n == 1 else f'{n} hosts were'} profiled; per-host comparison needs two or more"
+    return "no host has step times"
+
+
+def _hosts_table(hosts: list, hosts_table: Any = None) -> str:
+    df = P.host_rows(hosts, hosts_table)
+    if len(df) < 2:
+        return ""
+    cols = [c for c in ("host", "steps", "steps_count", "step_time_mean_ms", "step_time_p90_ms", "step_time_max_ms",
+                        "compute_ms", "wait_ms", "work_ratio", "input_pct",
+                        "idle_pct", "allreduce_ms_per_step") if c in df.columns and df[c].notna().any()]
+    return _table(df, "hosts-table", limit=64, columns=cols)
+
+
+def _datafiles_line(metrics: Any) -> str:
+    return _line(metrics, [("data_files_count", "files"), ("data_total_bytes", "total"),
+                           ("data_file_median_bytes", "median"), ("data_file_p90_bytes", "p90"),
+                           ("data_largest_file_bytes", "largest"), ("data_small_files_pct", "under 1 MiB"),
+                           ("data_huge_files_count", "over 1 GiB")])
+
+
+def _notes(notes: list[str]) -> str:
+    if not notes:
+        return '<section id="notes"><h2>Notes</h2><p class="sub">None.</p></section>'
+    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+    return f'<section id="notes"><h2>Notes</h2><p class="sub">What the trace could not tell, and why.</p>' \
+           f"<ul>{items}</ul></section>"
+
+
+def _all_metrics(metrics: Any) -> str:
+    if not metrics:
+        return ""
+    docs = getattr(metrics, "docs", None) or {}
+    rows = "".join(f"<tr><td><code>{esc(k)}</code></td><td class=\"num\">{esc(_mv(metrics, k))}</td>"
+                   f"<td>{esc(docs.get(k, ''))}</td></tr>" for k in metrics)
+    return (f'<section id="metrics"><h2>All metrics</h2><details><summary>{len(metrics)} metrics</summary>'
+            f"<table><thead><tr><th>metric</th><th>value</th><th>meaning</th></tr></thead><tbody>{rows}</tbody>"
+            "</table></details></section>")

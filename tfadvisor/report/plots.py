@@ -1,0 +1,897 @@
+"""Inline SVG plots for the HTML report, plus the value formatting both reports share.
+
+Why hand-written SVG rather than matplotlib, plotly or a JS charting library:
+
+* The report must be one file that works offline. A JS library would have to be inlined
+  (hundreds of KB) and would need a browser with scripts enabled; plotly alone is ~3 MB.
+  SVG is native to every browser, needs no script, prints, and stays sharp when zoomed.
+* matplotlib is a heavy optional dependency (and slow to import) for six simple chart
+  shapes; tfadvisor's analysis path needs only numpy/pandas. Rasterised PNGs would also lose
+  per-element ``<title>`` tooltips (hover a bar to see the step, its categories, the op).
+* The charts here are deliberately few and simple (stacked bars, a two-row timeline, a
+  step line, horizontal bars), so ~400 lines of Python cover them with exact control of
+  escaping: every trace-derived string goes through :func:`esc` (op names contain ``<``,
+  ``>`` and ``&``).
+
+Each ``*_svg`` function returns an ``<svg id=...>`` string or, when its data is absent,
+:func:`missing` -- a ``<div>`` with the same id saying what is not in this trace and why.
+Large inputs are thinned (steps binned, memory samples reduced keeping each bucket's
+max, gaps limited to the longest) so a report of a million-event trace stays small.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import math
+import re
+import textwrap
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Step-time categories in display order, with colours (colour-blind friendly-ish palette).
+CATEGORY_ORDER = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
+PALETTE = ("#4e79a7", "#e15759", "#f28e2b", "#76b7b2", "#59a14f", "#bab0ac", "#b07aa1", "#edc948",
+           "#ff9da7", "#9c755f")
+CATEGORY_COLOURS = {
+    "device_compute": "#4e79a7",
+    "input": "#e15759",
+    "host_compute": "#f28e2b",
+    "kernel_launch": "#76b7b2",
+    "collective": "#59a14f",
+    "idle": "#bab0ac",
+    "other": "#b07aa1",
+    "unattributed": "#e9e9e9",
+}
+BUSY = "#59a14f"
+IDLE_BETWEEN = "#e15759"
+IDLE_WITHIN = "#f28e2b"
+
+W = 760  # viewBox width of every plot
+FONT = 11
+MAX_STEP_BARS = 400
+MAX_GAPS = 3000
+MAX_MEMORY_POINTS = 2000
+MAX_BARS = 25
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def esc(value: Any) -> str:
+    """HTML/SVG-escape any value (quotes too, so it is safe inside attributes)."""
+    return _html.escape("" if value is None else str(value), quote=True)
+
+
+def fmt_bytes(n: Any) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "n/a"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def fmt_num(v: Any, digits: int = 3) -> str:
+    """A number with about ``digits`` significant figures, without scientific noise."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if math.isnan(f):
+        return "n/a"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    if f == 0:
+        return "0"
+    if f.is_integer() and abs(f) < 1e15:
+        return f"{int(f):,}"
+    if abs(f) >= 10 ** digits:
+        return f"{f:,.0f}"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(f)))))
+    return f"{f:.{min(decimals, 6)}f}"
+
+
+def fmt_value(v: Any, unit: str = "", name: str = "") -> str:
+    """A metric value with its unit, human-readable (bytes as KiB/MiB/GiB)."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, str):
+        return v
+    unit = unit or _unit_from_name(name)
+    if unit in ("count", "counts", "n"):
+        unit = ""
+    if unit in ("bytes", "B"):
+        return fmt_bytes(v)
+    if unit in ("%", "pct", "percent"):
+        return f"{fmt_num(v)} %"
+    if unit:
+        return f"{fmt_num(v)} {unit}"
+    return fmt_num(v)
+
+
+def _unit_from_name(name: str) -> str:
+    if "_ms_per_" in name:
+        return "ms"
+    for suffix, unit in (("_bytes", "bytes"), ("_pct", "%"), ("_ms", "ms"), ("_us", "us")):
+        if name.endswith(suffix):
+            return unit
+    return ""
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi]."""
+    if not math.isfinite(lo) or not math.isfinite(hi):
+        return [0.0, 1.0]
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    t = start
+    while t <= hi + step * 1e-9:
+        ticks.append(round(t, 12))
+        t += step
+    if ticks[-1] < hi:
+        ticks.append(round(t, 12))
+    return ticks
+
+
+def byte_ticks(hi: float, n: int = 4) -> list[float]:
+    """Round ticks in binary units (0, 1 GiB, 2 GiB, ...) covering [0, hi]."""
+    scale = 1.0
+    while hi / scale >= 1024 and scale < 1024**4:
+        scale *= 1024
+    return [t * scale for t in nice_ticks(0, hi / scale, n)]
+
+
+def _tick_label(v: float, unit: str) -> str:
+    if unit == "bytes":
+        s = fmt_bytes(v)
+        return s.replace(".0 ", " ")
+    return fmt_num(v, 3)
+
+
+# --------------------------------------------------------------------------- SVG pieces
+
+
+def missing(plot_id: str, title: str, why: str) -> str:
+    """The box shown instead of a plot whose data this trace does not have."""
+    return (f'<div class="missing" id="{esc(plot_id)}" role="note"><strong>{esc(title)}</strong>: '
+            f"not in this trace: {esc(why)}</div>")
+
+
+def _svg_open(plot_id: str, height: int, title: str) -> str:
+    return (f'<svg id="{esc(plot_id)}" class="plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {height}" '
+            f'width="100%" role="img" aria-label="{esc(title)}" font-family="sans-serif" font-size="{FONT}">'
+            f"<title>{esc(title)}</title>")
+
+
+def _text(x: float, y: float, s: str, anchor: str = "start", extra: str = "") -> str:
+    if "fill=" not in extra:
+        extra += ' fill="#333"'
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {extra}>{esc(s)}</text>'
+
+
+def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str | None = None, extra: str = "") -> str:
+    tip_el = f"<title>{esc(tip)}</title>" if tip else ""
+    return (f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0):.2f}" height="{max(h, 0):.2f}" fill="{fill}" {extra}>'
+            f"{tip_el}</rect>")
+
+
+def _legend(items: list[tuple[str, str]], x: float, y: float, width: float = W - 20) -> tuple[str, float]:
+    """Swatches in rows; returns (svg, y below the legend)."""
+    out = []
+    cx, cy = x, y
+    for label, colour in items:
+        w = 18 + 7 * len(label)
+        if cx + w > width and cx > x:
+            cx, cy = x, cy + 16
+        if colour.startswith("tri:"):  # a marker, not a swatch
+            out.append(f'<path d="M{cx},{cy - 9} L{cx + 11},{cy - 9} L{cx + 5.5},{cy + 1} Z" fill="{colour[4:]}"/>'
+                       + _text(cx + 15, cy, label))
+        else:
+            out.append(_rect(cx, cy - 9, 11, 11, colour) + _text(cx + 15, cy, label))
+        cx += w + 10
+    return "".join(out), cy + 8
+
+
+def _y_axis(x0: float, y0: float, h: float, ticks: list[float], lo: float, hi: float, unit: str,
+            x1: float, label: str) -> str:
+    """Left axis with gridlines from x0 to x1; y0 is the bottom."""
+    out = [f'<line x1="{x0}" y1="{y0 - h}" x2="{x0}" y2="{y0}" stroke="#333"/>']
+    for t in ticks:
+        y = y0 - (t - lo) / (hi - lo) * h
+        out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#e3e3e3"/>')
+        out.append(_text(x0 - 4, y + 4, _tick_label(t, unit), "end"))
+    out.append(_text(14, y0 - h / 2, label, "middle", f'transform="rotate(-90 14 {y0 - h / 2:.1f})"'))
+    return "".join(out)
+
+
+def _x_axis(x0: float, y0: float, w: float, ticks: list[float], lo: float, hi: float, unit: str, label: str) -> str:
+    out = [f'<line x1="{x0}" y1="{y0}" x2="{x0 + w}" y2="{y0}" stroke="#333"/>']
+    for t in ticks:
+        x = x0 + (t - lo) / (hi - lo) * w
+        out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y0 + 4}" stroke="#333"/>')
+        out.append(_text(x, y0 + 15, _tick_label(t, unit), "middle"))
+    out.append(_text(x0 + w / 2, y0 + 30, label, "middle"))
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- data helpers
+
+
+def has_rows(df: Any) -> bool:
+    return isinstance(df, pd.DataFrame) and len(df) > 0
+
+
+def step_categories(steps: pd.DataFrame) -> list[str]:
+    """The ``<category>_ms`` columns of the steps table, in display order (names without _ms).
+
+    Known categories first; another ``*_ms`` column counts as a category only if adding it keeps
+    the per-step sum within the step duration (so ``period_ms``, ``self_ms``... are left out).
+    """
+    skip = {"duration_ms", "start_ms", "end_ms", "time_ms", "period_ms", "self_ms", "wall_ms", "mean_ms",
+            "total_ms", "step_time_ms"}
+    numeric = [c for c in steps.columns if str(c).endswith("_ms") and c not in skip
+               and pd.api.types.is_numeric_dtype(steps[c])]
+    cats = [c for c in CATEGORY_ORDER if f"{c}_ms" in numeric]
+    if "duration_ms" not in steps.columns:
+        return cats
+    dur = _num(steps, "duration_ms")
+    total = sum((_num(steps, f"{c}_ms") for c in cats), np.zeros(len(steps)))
+    for col in sorted(c for c in numeric if c[:-3] not in cats):
+        cand = total + _num(steps, col)
+        if (cand <= dur * 1.02 + 1e-9).all():
+            cats.append(col[:-3])
+            total = cand
+    return cats
+
+
+def category_colour(cat: str, i: int) -> str:
+    return CATEGORY_COLOURS.get(cat, PALETTE[i % len(PALETTE)])
+
+
+def _num(df: pd.DataFrame, col: str) -> np.ndarray:
+    return pd.to_numeric(df[col], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+
+
+def precision_shares(tables: dict, metrics: dict) -> list[tuple[str, float]]:
+    """(precision class, % of device compute), from table ``precision_mix`` or the ``*_pct`` metrics."""
+    df = tables.get("precision_mix")
+    if has_rows(df):
+        label_col = next((c for c in ("precision", "class", "dtype", "category", "kind") if c in df.columns), None)
+        if label_col is None:
+            label_col = next((c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])), None)
+        pct_col = next((c for c in ("pct", "share_pct", "time_pct", "percent", "compute_pct") if c in df.columns), None)
+        val_col = next((c for c in ("time_ms", "ms", "total_ms", "duration_ms", "time_ps", "time_us")
+                        if c in df.columns), None)
+        if label_col is not None and (pct_col or val_col):
+            vals = _num(df, pct_col or val_col)
+            total = vals.sum()
+            if pct_col is None and total > 0:
+                vals = vals / total * 100
+            out = [(str(lbl), float(v)) for lbl, v in zip(df[label_col], vals, strict=False) if v > 0]
+            if out:
+                return out
+    out = []
+    for cls in ("fp16", "bf16", "tf32", "fp32", "int8"):
+        v = metrics.get(f"{cls}_pct")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            out.append((cls, float(v)))
+    return out
+
+
+# --------------------------------------------------------------------------- the plots
+
+
+def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training steps were found") -> str:
+    """Step time per step, stacked by category; outliers marked with a triangle."""
+    title = "Step time per step, by category"
+    if not has_rows(steps) or "duration_ms" not in steps.columns:
+        return missing(plot_id, title, why)
+    cats = step_categories(steps)
+    dur = _num(steps, "duration_ms")
+    parts = {c: _num(steps, f"{c}_ms") for c in cats}
+    step_ids = steps["step"].to_numpy() if "step" in steps.columns else np.arange(len(steps))
+    outlier_col = next((c for c in ("outlier", "is_outlier") if c in steps.columns), None)
+    outl = steps[outlier_col].fillna(False).astype(bool).to_numpy() if outlier_col else np.zeros(len(steps), bool)
+    attributed = sum(parts.values()) if parts else np.zeros(len(steps))
+    rest = np.clip(dur - attributed, 0, None)
+    if (rest > 0.01 * np.maximum(dur, 1e-12)).any():
+        parts["unattributed"] = rest
+        cats = cats + ["unattributed"]
+    n = len(steps)
+    per_bar = 1
+    if n > MAX_STEP_BARS:  # bin consecutive steps, show the mean of each bin
+        per_bar = math.ceil(n / MAX_STEP_BARS)
+        edges = np.arange(0, n, per_bar)
+        counts = np.diff(np.append(edges, n))
+        dur = np.add.reduceat(dur, edges) / counts
+        parts = {c: np.add.reduceat(v, edges) / counts for c, v in parts.items()}
+        outl = np.maximum.reduceat(outl.astype(int), edges).astype(bool)
+        step_ids = [f"{step_ids[a]}-{step_ids[min(a + per_bar, n) - 1]}" for a in edges]
+    m = len(dur)
+    top = max(float(max(dur.max(), sum(v for v in parts.values()).max() if parts else 0)), 1e-9)
+    ticks = nice_ticks(0, top)
+    hi = ticks[-1]
+    x0, y0, pw, ph = 62, 200, W - 82, 170
+    height = 260
+    legend_items = [(c.replace("_", " "), category_colour(c, i)) for i, c in enumerate(cats)]
+    legend, ly = _legend(legend_items, x0, y0 + 48)
+    height = int(ly + 6)
+    out = [_svg_open(plot_id, height, title)]
+    out.append(_y_axis(x0, y0, ph, ticks, 0, hi, "ms", x0 + pw, "step time (ms)"))
+    slot = pw / m
+    bw = max(slot * 0.8, 0.6)
+    for i in range(m):
+        x = x0 + i * slot + (slot - bw) / 2
+        ybase = y0
+        label = f"step {step_ids[i]}" + (f" (mean of {per_bar})" if per_bar > 1 else "")
+        lines = [f"{label}: {fmt_num(dur[i])} ms" + (" - outlier" if outl[i] else "")]
+        lines += [f"{c.replace('_', ' ')}: {fmt_num(parts[c][i])} ms" for c in cats if parts[c][i] > 0]
+        tip = "\n".join(lines)
+        out.append('<g class="step">')
+        for j, c in enumerate(cats):
+            v = parts[c][i]
+            if v <= 0:
+                continue
+            h = v / hi * ph
+            ybase -= h
+            out.append(_rect(x, ybase, bw, h, category_colour(c, j), tip))
+        if not cats:
+            h = dur[i] / hi * ph
+            out.append(_rect(x, y0 - h, bw, h, PALETTE[0], tip))
+        if outl[i]:
+            yt = y0 - dur[i] / hi * ph - 3
+            cx = x + bw / 2
+            out.append(f'<path d="M{cx - 4:.1f},{yt - 7:.1f} L{cx + 4:.1f},{yt - 7:.1f} L{cx:.1f},{yt:.1f} Z" '
+                       f'fill="#d62728"><title>{esc(tip)}</title></path>')
+        out.append("</g>")
+    # x labels: a handful of step ids
+    every = max(1, math.ceil(m / (8 if per_bar > 1 else 12)))
+    out.append(f'<line x1="{x0}" y1="{y0}" x2="{x0 + pw}" y2="{y0}" stroke="#333"/>')
+    for i in range(0, m, every):
+        label = str(step_ids[i]).split("-")[0] if per_bar > 1 else str(step_ids[i])
+        out.append(_text(x0 + (i + 0.5) * slot, y0 + 14, label, "middle"))
+    xlabel = "step" + (f" (each bar: mean of {per_bar} steps, labelled by the first)" if per_bar > 1 else "")
+    if outl.any():
+        xlabel += "; red triangle = outlier step"
+    out.append(_text(x0 + pw / 2, y0 + 30, xlabel, "middle"))
+    out.append(legend)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def timeline_svg(steps: Any, gaps: Any, device_present: Any, plot_id: str = "plot-timeline",
+                 why: str = "no step or idle-gap data") -> str:
+    """Busy vs idle over the profiled window: a steps row and a busy row with the gaps cut out."""
+    title = "Busy vs idle over the profiled window"
+    have_steps = has_rows(steps) and {"start_ps", "end_ps"} <= set(steps.columns)
+    have_gaps = isinstance(gaps, pd.DataFrame) and {"start_ps", "end_ps"} <= set(gaps.columns)
+    if not have_gaps and not (have_steps and isinstance(gaps, pd.DataFrame)):
+        return missing(plot_id, title, why)
+    starts, ends = [], []
+    if have_steps:
+        starts.append(float(pd.to_numeric(steps["start_ps"]).min()))
+        ends.append(float(pd.to_numeric(steps["end_ps"]).max()))
+    if have_gaps and len(gaps):
+        starts.append(float(pd.to_numeric(gaps["start_ps"]).min()))
+        ends.append(float(pd.to_numeric(gaps["end_ps"]).max()))
+    if not starts:
+        return missing(plot_id, title, why)
+    lo, hi = min(starts), max(ends)
+    if hi <= lo:
+        hi = lo + 1
+    span_ms = (hi - lo) / 1e9
+    x0, pw = 130, W - 150
+    out_h = 170
+    legend_items = [("busy", BUSY), ("idle between steps", IDLE_BETWEEN)]
+    if have_gaps and "between_steps" in gaps.columns and (~gaps["between_steps"].fillna(True).astype(bool)).any():
+        legend_items.append(("idle within a step", IDLE_WITHIN))
+    legend_items.append((f"gap with {fmt_num(gap_threshold_ms(steps))} ms or more idle", "tri:" + IDLE_BETWEEN))
+    legend, ly = _legend(legend_items, x0, 164)
+    out_h = int(ly + 6)
+    out = [_svg_open(plot_id, out_h, title)]
+
+    def xs(ps: float) -> float:
+        return x0 + (ps - lo) / (hi - lo) * pw
+
+    row1, row2, rh = 22, 70, 30
+    who = "device" if device_present else "host (training)"
+    out.append(_text(x0 - 6, row1 + rh / 2 + 4, "steps", "end"))
+    out.append(_text(x0 - 6, row2 + rh / 2 + 4, f"{who} busy", "end"))
+    if have_steps:
+        st = pd.to_numeric(steps["start_ps"]).to_numpy(float)
+        en = pd.to_numeric(steps["end_ps"]).to_numpy(float)
+        sid = steps["step"].to_numpy() if "step" in steps.columns else np.arange(len(st))
+        stride = max(1, math.ceil(len(st) / 1500))
+        for i in range(0, len(st), stride):
+            x = xs(st[i])
+            w = max(xs(en[i]) - x, 0.5)
+            tip = f"step {sid[i]}: {fmt_num((en[i] - st[i]) / 1e9)} ms, at {fmt_num((st[i] - lo) / 1e9)} ms"
+            out.append(_rect(x, row1, w, rh, "#4e79a7" if i % 2 == 0 else "#a0cbe8", tip, 'stroke="#fff" '
+                             'stroke-width="0.3"'))
+    else:
+        out.append(_text(x0 + 4, row1 + rh / 2 + 4, "(no step markers)"))
+    out.append(_rect(x0, row2, pw, rh, BUSY, f"busy (window {fmt_num(span_ms)} ms)"))
+    ngaps = 0
+    if have_gaps and len(gaps):
+        g = gaps
+        idle_col = "idle_ms" if "idle_ms" in g.columns else "duration_ms" if "duration_ms" in g.columns else None
+        if idle_col is not None:
+            g = g[_num(g, idle_col) > 0]
+        if len(g) > MAX_GAPS:
+            g = g.sort_values(idle_col or "end_ps", ascending=False).head(MAX_GAPS)
+        gs = pd.to_numeric(g["start_ps"]).to_numpy(float)
+        ge = pd.to_numeric(g["end_ps"]).to_numpy(float)
+        idle = _num(g, idle_col) if idle_col else (ge - gs) / 1e9
+        between = g["between_steps"].fillna(True).astype(bool).to_numpy() if "between_steps" in g.columns \
+            else np.ones(len(g), bool)
+        act = g["host_activity"].astype(str).to_numpy() if "host_activity" in g.columns else [""] * len(g)
+        threshold = gap_threshold_ms(steps)
+        for i in range(len(g)):
+            x = xs(gs[i])
+            w = max(xs(ge[i]) - x, 1.0)
+            big = idle[i] >= threshold
+            ngaps += int(big)
+            colour = IDLE_BETWEEN if between[i] else IDLE_WITHIN
+            tip = (f"{fmt_num(idle[i])} ms idle in a {fmt_num((ge[i] - gs[i]) / 1e9)} ms gap at "
+                   f"{fmt_num((gs[i] - lo) / 1e9)} ms, {'between steps' if between[i] else 'within a step'}"
+                   + (f"; host ran: {act[i]}" if act[i] and act[i] != "nan" else ""))
+            opacity = "1" if big else "0.45"
+            out.append(_rect(x, row2 - 4, w, rh + 8, colour, tip, f'class="gap" fill-opacity="{opacity}"'))
+            if big:  # a marker above the row so short gaps are still visible
+                out.append(f'<path d="M{x + w / 2 - 4:.1f},{row2 - 14:.1f} L{x + w / 2 + 4:.1f},{row2 - 14:.1f} '
+                           f'L{x + w / 2:.1f},{row2 - 6:.1f} Z" fill="{colour}"><title>{esc(tip)}</title></path>')
+    ticks = nice_ticks(0, span_ms)
+    ticks = [t for t in ticks if t <= span_ms * 1.0001]
+    out.append(_x_axis(x0, row2 + rh + 10, pw, ticks, 0, span_ms, "ms", "time since window start (ms)"))
+    if ngaps == 0:
+        out.append(_text(x0 + pw / 2, row2 + rh / 2 + 4,
+                         f"no idle gaps of {fmt_num(gap_threshold_ms(steps))} ms or more", "middle", 'fill="#fff"'))
+    out.append(legend)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def gap_threshold_ms(steps: Any) -> float:
+    """The gaps analysis' threshold: idle of at least max(100 us, 5 % of the median step)."""
+    med = 0.0
+    if has_rows(steps) and "duration_ms" in steps.columns:
+        med = float(pd.to_numeric(steps["duration_ms"], errors="coerce").median() or 0.0)
+    return max(0.1, 0.05 * med)
+
+
+def hbar_svg(plot_id: str, title: str, labels: list[str], values: list[float], unit: str, xlabel: str,
+             tips: list[str] | None = None, colours: list[str] | None = None,
+             marks: list[tuple[float, str, str]] | None = None) -> str:
+    """Horizontal bars (longest list first as given), value printed at the bar end.
+
+    ``marks``: vertical reference lines (value, label, colour).
+    """
+    labels = labels[:MAX_BARS]
+    values = [float(v) for v in values[:MAX_BARS]]
+    n = len(labels)
+    shown = [lb if len(lb) <= 34 else lb[:15] + "…" + lb[-18:] for lb in labels]
+    x0 = 20 + min(34, max((len(s) for s in shown), default=4)) * 6.2
+    pw = W - x0 - 90
+    bh, gap, top = 20, 6, 12
+    y_axis = top + n * (bh + gap)
+    height = int(y_axis + 40)
+    vmax = max([*values, *(m[0] for m in marks or [])], default=0) or 1.0
+    ticks = nice_ticks(0, vmax)
+    hi = ticks[-1]
+    out = [_svg_open(plot_id, height, title)]
+    for t in ticks:
+        x = x0 + t / hi * pw
+        out.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{y_axis}" stroke="#e3e3e3"/>')
+    for i, (lb, v) in enumerate(zip(shown, values, strict=False)):
+        y = top + i * (bh + gap)
+        colour = colours[i] if colours else PALETTE[0]
+        tip = tips[i] if tips else f"{labels[i]}: {fmt_value(v, unit)}"
+        out.append(_text(x0 - 6, y + bh / 2 + 4, lb, "end"))
+        out.append(_rect(x0, y, v / hi * pw, bh, colour, tip))
+        out.append(_text(x0 + v / hi * pw + 4, y + bh / 2 + 4, fmt_value(v, unit)))
+    for value, label, colour in marks or []:
+        x = x0 + value / hi * pw
+        out.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{y_axis}" stroke="{colour}" '
+                   f'stroke-dasharray="4 3" stroke-width="1.5"><title>{esc(label)}</title></line>')
+    out.append(_x_axis(x0, y_axis, pw, ticks, 0, hi, unit, xlabel))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def tfdata_svg(stages: Any, plot_id: str = "plot-tfdata", why: str = "no tf.data iterator events") -> str:
+    title = "tf.data pipeline: time in each stage"
+    if not has_rows(stages):
+        return missing(plot_id, title, why)
+    df = stages
+    label_col = next((c for c in ("stage", "iterator", "name") if c in df.columns), df.columns[0])
+    val_col = next((c for c in ("self_ms", "total_ms", "time_ms", "mean_us") if c in df.columns), None)
+    if val_col is None:
+        return missing(plot_id, title, "the stage table has no timing column")
+    vals = _num(df, val_col)
+    order = np.argsort(-vals, kind="stable")
+    labels, values, tips = [], [], []
+    for i in order[:MAX_BARS]:
+        row = df.iloc[int(i)]
+        labels.append(str(row[label_col]))
+        values.append(float(vals[i]))
+        tips.append("\n".join(f"{c}: {row[c]}" for c in df.columns))
+    unit = "ms" if val_col.endswith("_ms") else "us"
+    xlabel = ("self time (ms): the stage's own time, without the stages it reads from" if val_col == "self_ms"
+              else val_col.replace("_", " "))
+    return hbar_svg(plot_id, title, labels, values, unit, xlabel, tips, colours=[PALETTE[1]] * len(labels))
+
+
+def precision_svg(shares: list[tuple[str, float]], plot_id: str = "plot-precision",
+                  why: str = "no device compute with a known precision") -> str:
+    """One 100 % bar split by precision class, plus a legend with the percentages."""
+    title = "Precision mix of device compute"
+    if not shares:
+        return missing(plot_id, title, why)
+    colours = {"fp16": "#59a14f", "bf16": "#8cd17d", "int8": "#b6992d", "tf32": "#f28e2b", "fp32": "#4e79a7",
+               "fp64": "#9c755f"}
+    x0, pw, y, bh = 20, W - 40, 14, 34
+    total = sum(v for _, v in shares) or 1.0
+    items = [(f"{k}: {fmt_num(v)} %", colours.get(k.lower(), PALETTE[(i + 5) % len(PALETTE)]))
+             for i, (k, v) in enumerate(shares)]
+    legend, ly = _legend(items, x0, y + bh + 46)
+    out = [_svg_open(plot_id, int(ly + 6), title)]
+    x = x0
+    for (k, v), (_, colour) in zip(shares, items, strict=False):
+        w = v / total * pw
+        out.append(_rect(x, y, w, bh, colour, f"{k}: {fmt_num(v)} % of device compute time"))
+        if w > 40:
+            out.append(_text(x + w / 2, y + bh / 2 + 4, f"{k} {fmt_num(v, 2)}%", "middle", 'fill="#fff"'))
+        x += w
+    ticks = [0, 25, 50, 75, 100]
+    out.append(_x_axis(x0, y + bh, pw, ticks, 0, 100, "%", "% of device compute time"))
+    out.append(legend)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def memory_svg(timeline: Any, peak_bytes: Any = None, capacity: Any = None, plot_id: str = "plot-memory",
+               why: str = "no memory allocation events") -> str:
+    """Bytes in use over time (a step line), the peak marked, the capacity as a dashed line."""
+    title = "Memory in use over time"
+    if not has_rows(timeline) or not {"time_ms", "bytes_in_use"} <= set(timeline.columns):
+        return missing(plot_id, title, why)
+    series = []  # (label, t, b) per allocator, the one with the highest peak first
+    if "allocator" in timeline.columns and timeline["allocator"].nunique() > 1:
+        for name, g in timeline.groupby("allocator", sort=False):
+            series.append((str(name), _num(g, "time_ms"), _num(g, "bytes_in_use")))
+        series.sort(key=lambda x: -x[2].max())
+        series = series[:5]
+    else:
+        label = str(timeline["allocator"].iloc[0]) if "allocator" in timeline.columns else "bytes in use"
+        series.append((label, _num(timeline, "time_ms"), _num(timeline, "bytes_in_use")))
+    thinned = []
+    for label, t, b in series:
+        order = np.argsort(t, kind="stable")
+        thinned.append((label, t[order], b[order]))
+    label0, t, b = thinned[0]
+    ipk = int(np.argmax(b))
+    t_pk, b_pk = float(t[ipk]), float(b[ipk])
+    if peak_bytes is not None and isinstance(peak_bytes, (int, float)) and peak_bytes > b_pk:
+        b_pk_label = float(peak_bytes)
+    else:
+        b_pk_label = b_pk
+    for k, (label, tk, bk) in enumerate(thinned):
+        if len(tk) > MAX_MEMORY_POINTS:  # keep each bucket's max so the peak survives thinning
+            per = math.ceil(len(tk) / MAX_MEMORY_POINTS)
+            edges = np.arange(0, len(tk), per)
+            idx = np.array([a + int(np.argmax(bk[a:a + per])) for a in edges])
+            thinned[k] = (label, tk[idx], bk[idx])
+    t = np.concatenate([x[1] for x in thinned])
+    b = np.concatenate([x[2] for x in thinned])
+    tlo, thi = float(t.min()), float(t.max())
+    if thi <= tlo:
+        thi = tlo + 1
+    cap = float(capacity) if isinstance(capacity, (int, float)) and not isinstance(capacity, bool) and capacity > 0 \
+        else None
+    ymax = max(b_pk_label, float(b.max()), 1.0)
+    if cap is not None and cap < ymax * 3:
+        ymax = max(ymax, cap)
+    yt = byte_ticks(ymax, 4)
+    yhi = yt[-1]
+    x0, y0, pw, ph = 80, 190, W - 100, 160
+    colours = [PALETTE[0], PALETTE[2], PALETTE[4], PALETTE[6], PALETTE[9]]
+    legend, ly = _legend([(lbl if len(thinned) > 1 else f"bytes in use ({lbl})" if lbl != "bytes in use" else lbl,
+                           colours[k]) for k, (lbl, _, _) in enumerate(thinned)] + [("peak", "#d62728")]
+                         + ([("capacity", "#555")] if cap is not None and cap <= yhi else []), x0, y0 + 48)
+    out = [_svg_open(plot_id, int(ly + 6), title)]
+    out.append(_y_axis(x0, y0, ph, yt, 0, yhi, "bytes", x0 + pw, "in use"))
+
+    def px(tv: float) -> float:
+        return x0 + (tv - tlo) / (thi - tlo) * pw
+
+    def py(bv: float) -> float:
+        return y0 - bv / yhi * ph
+
+    for k, (lbl, tk, bk) in reversed(list(enumerate(thinned))):
+        d = [f"M{px(tk[0]):.1f},{py(bk[0]):.1f}"]
+        for i in range(1, len(tk)):
+            d.append(f"H{px(tk[i]):.1f}V{py(bk[i]):.1f}")
+        path = "".join(d)
+        if k == 0:
+            out.append(f'<path d="{path}H{px(tk[-1]):.1f}V{y0}H{px(tk[0]):.1f}Z" fill="{colours[0]}" '
+                       'fill-opacity="0.15"/>')
+        out.append(f'<path d="{path}" fill="none" stroke="{colours[k]}" stroke-width="1.5"><title>'
+                   f"{esc(lbl)}: up to {esc(fmt_bytes(bk.max()))}</title></path>")
+    if cap is not None and cap <= yhi:
+        out.append(f'<line x1="{x0}" y1="{py(cap):.1f}" x2="{x0 + pw}" y2="{py(cap):.1f}" stroke="#555" '
+                   f'stroke-dasharray="6 4"><title>capacity {esc(fmt_bytes(cap))}</title></line>')
+    pk_tip = f"peak {fmt_bytes(b_pk_label)} at {fmt_num(t_pk)} ms"
+    out.append(f'<circle cx="{px(t_pk):.1f}" cy="{py(b_pk):.1f}" r="5" fill="#d62728"><title>{esc(pk_tip)}'
+               f"</title></circle>")
+    anchor = "end" if px(t_pk) > x0 + pw * 0.7 else "start"
+    dx = -8 if anchor == "end" else 8
+    out.append(_text(px(t_pk) + dx, max(py(b_pk) - 6, 12), pk_tip, anchor, 'fill="#d62728" font-weight="bold"'))
+    xt = [v for v in nice_ticks(tlo, thi) if tlo <= v <= thi]
+    out.append(_x_axis(x0, y0, pw, xt, tlo, thi, "ms", "time (ms)"))
+    out.append(legend)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def allreduce_svg(measured: Any, expected: Any, expected_ring: Any = None, plot_id: str = "plot-allreduce",
+                  why: str = "no AllReduce / collective ops in this trace") -> str:
+    title = "AllReduce per step: measured vs expected"
+    if not isinstance(measured, (int, float)) or isinstance(measured, bool):
+        return missing(plot_id, title, why)
+    labels, values, colours, tips = ["measured"], [float(measured)], [PALETTE[1]], [
+        f"measured AllReduce time per step: {fmt_num(measured)} ms"]
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        labels.append("expected: params x 4 B / bandwidth")
+        values.append(float(expected))
+        colours.append(PALETTE[0])
+        tips.append(f"expected at the link bandwidth: {fmt_num(expected)} ms")
+    if isinstance(expected_ring, (int, float)) and not isinstance(expected_ring, bool):
+        labels.append("expected, ring all-reduce")
+        values.append(float(expected_ring))
+        colours.append(PALETTE[3])
+        tips.append(f"expected for a ring all-reduce (x 2(N-1)/N): {fmt_num(expected_ring)} ms")
+    return hbar_svg(plot_id, title, labels, values, "ms", "ms per step", tips, colours)
+
+
+def host_rows(hosts: list, hosts_table: Any = None) -> pd.DataFrame:
+    """One row per host: host, step_time_mean_ms, min/p90/max when known, and ``<category>_ms`` means."""
+    if has_rows(hosts_table) and {"host", "step_time_mean_ms"} <= set(hosts_table.columns):
+        return hosts_table.reset_index(drop=True)
+    rows = []
+    for h in hosts or []:
+        m = getattr(h, "metrics", {}) or {}
+        row = {"host": str(getattr(h, "host", "?"))}
+        for k in ("steps_count", "step_time_mean_ms", "step_time_min_ms", "step_time_p90_ms", "step_time_max_ms",
+                  "input_pct", "idle_pct", "allreduce_ms_per_step"):
+            row[k] = m.get(k)
+        mean = m.get("step_time_mean_ms")
+        for c in CATEGORY_ORDER:  # per-category ms from the step shares
+            pct = m.get(f"step_{c}_pct")
+            if isinstance(pct, (int, float)) and isinstance(mean, (int, float)):
+                row[f"{c}_ms"] = mean * pct / 100
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def hosts_svg(hosts: list, hosts_table: Any = None, plot_id: str = "plot-hosts",
+              why: str = "a single host was profiled") -> str:
+    """Per-host mean step time, stacked by category when known, with min..max whiskers."""
+    title = "Step time per host"
+    n_hosts = max(len(hosts or []), len(hosts_table) if has_rows(hosts_table) else 0)
+    if n_hosts < 2:
+        return missing(plot_id, title, why)
+    df = host_rows(hosts, hosts_table)
+    if not len(df) or "step_time_mean_ms" not in df.columns:
+        return missing(plot_id, title, "no host has step times")
+    df = df[pd.to_numeric(df["step_time_mean_ms"], errors="coerce").notna()].head(40)
+    if not len(df):
+        return missing(plot_id, title, "no host has step times")
+    mean = _num(df, "step_time_mean_ms")
+    cats = [c for c in CATEGORY_ORDER if f"{c}_ms" in df.columns]
+    parts = {c: _num(df, f"{c}_ms") for c in cats}
+    mn = _num(df, "step_time_min_ms") if "step_time_min_ms" in df.columns else None
+    mx = _num(df, "step_time_max_ms") if "step_time_max_ms" in df.columns else None
+    names = [str(h) for h in df["host"]]
+    x0 = 20 + min(28, max(len(nm) for nm in names)) * 6.4
+    pw = W - x0 - 100
+    bh, gap, top = 18, 6, 12
+    y_axis = top + len(df) * (bh + gap)
+    vmax = max(float(mean.max()), float(mx.max()) if mx is not None else 0.0,
+               float(sum(parts.values()).max()) if parts else 0.0, 1e-9)
+    ticks = nice_ticks(0, vmax)
+    hi = ticks[-1]
+    items = [(c.replace("_", " "), category_colour(c, i)) for i, c in enumerate(cats)] if cats else \
+        [("mean step time", PALETTE[0])]
+    if mx is not None:
+        items.append(("min..max", "#333"))
+    legend, ly = _legend(items, x0, y_axis + 48)
+    out = [_svg_open(plot_id, int(ly + 6), title)]
+    for t in ticks:
+        x = x0 + t / hi * pw
+        out.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{y_axis}" stroke="#e3e3e3"/>')
+    slowest = int(np.argmax(mean))
+    for i, name in enumerate(names):
+        y = top + i * (bh + gap)
+        shown = name if len(name) <= 28 else name[:12] + "…" + name[-15:]
+        lines = [f"{name}: mean step {fmt_num(mean[i])} ms"]
+        if mx is not None and mn is not None:
+            lines.append(f"min {fmt_num(mn[i])} ms, max {fmt_num(mx[i])} ms")
+        lines += [f"{c.replace('_', ' ')}: {fmt_num(parts[c][i])} ms" for c in cats if parts[c][i] > 0]
+        for extra in ("work_ratio", "wait_ms", "allreduce_ms_per_step", "steps"):
+            if extra in df.columns and pd.notna(df[extra].iloc[i]):
+                lines.append(f"{extra}: {fmt_num(df[extra].iloc[i])}")
+        tip = "\n".join(lines)
+        weight = ' font-weight="bold"' if i == slowest else ""
+        out.append(_text(x0 - 6, y + bh / 2 + 4, shown, "end", weight))
+        if cats:
+            x = x0
+            for j, c in enumerate(cats):
+                w = parts[c][i] / hi * pw
+                if w > 0:
+                    out.append(_rect(x, y, w, bh, category_colour(c, j), tip))
+                    x += w
+        else:
+            out.append(_rect(x0, y, mean[i] / hi * pw, bh, PALETTE[0], tip))
+        end = mean[i]
+        if mx is not None and mn is not None and mx[i] > 0:
+            xa, xb = x0 + mn[i] / hi * pw, x0 + mx[i] / hi * pw
+            out.append(f'<line x1="{xa:.1f}" y1="{y + bh / 2:.1f}" x2="{xb:.1f}" y2="{y + bh / 2:.1f}" '
+                       f'stroke="#333"><title>{esc(tip)}</title></line>')
+            out.append(f'<line x1="{xb:.1f}" y1="{y + 4}" x2="{xb:.1f}" y2="{y + bh - 4}" stroke="#333"/>')
+            end = max(end, mx[i])
+        out.append(_text(x0 + end / hi * pw + 6, y + bh / 2 + 4, f"{fmt_num(mean[i])} ms"))
+    out.append(_x_axis(x0, y_axis, pw, ticks, 0, hi, "ms", "mean step time (ms), split by category; slowest "
+                       "host in bold"))
+    out.append(legend)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def datafiles_svg(sizes: Any, plot_id: str = "plot-datafiles",
+                  why: str = "no training data files were checked (pass --data DIR_OR_GLOB)") -> str:
+    title = "Training data files by size"
+    if not has_rows(sizes) or "files" not in sizes.columns:
+        return missing(plot_id, title, why)
+    label_col = "bucket" if "bucket" in sizes.columns else sizes.columns[0]
+    labels = [str(v) for v in sizes[label_col]]
+    values = [float(v) for v in _num(sizes, "files")]
+    tips = ["\n".join(f"{c}: {sizes.iloc[i][c]}" for c in sizes.columns) for i in range(len(sizes))]
+    colours = [PALETTE[1] if "small" in str(sizes.iloc[i].get("class", "")) else
+               PALETTE[2] if "huge" in str(sizes.iloc[i].get("class", "")) else PALETTE[0] for i in range(len(sizes))]
+    return hbar_svg(plot_id, title, labels, values, "", "files", tips, colours)
+
+
+# --------------------------------------------------------------------------- content both reports share
+
+#: The headline figures of the summary, in order: (metric, label).
+KEY_METRICS = (
+    ("steps_count", "Steps"),
+    ("step_time_mean_ms", "Step time (mean)"),
+    ("step_time_median_ms", "Step time (median)"),
+    ("step_time_p90_ms", "Step time (p90)"),
+    ("input_pct", "Waiting for input"),
+    ("idle_pct", "Idle"),
+    ("step_device_compute_pct", "Device compute"),
+    ("step_host_compute_pct", "Host compute"),
+    ("eager_pct", "Eager execution"),
+    ("python_overhead_pct", "Python overhead"),
+    ("low_precision_pct", "16-bit device compute"),
+    ("memory_peak_bytes", "Memory peak"),
+    ("allreduce_ms_per_step", "AllReduce per step"),
+    ("data_files_count", "Data files"),
+    ("data_small_files_pct", "Data files under 1 MiB"),
+)
+
+SEVERITY_RANK = {"critical": 0, "high": 0, "error": 0, "warning": 1, "medium": 1, "info": 2, "low": 2}
+
+
+def get(obj: Any, name: str, default: Any = None) -> Any:
+    """Attribute or dict key: findings may be Finding objects or their ``to_dict()``."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def finding_rule(f: Any) -> str:
+    return str(get(f, "rule", None) or get(f, "id", None) or get(f, "title", "") or "")
+
+
+def notes_for(notes: list[str], *analyses: str) -> str | None:
+    """The first note an analysis left (``"memory: no allocation events ..."``), without the prefix."""
+    for n in notes or []:
+        for a in analyses:
+            if str(n).startswith(f"{a}: "):
+                return str(n)[len(a) + 2:]
+    return None
+
+
+def split_fix(fix: Any) -> list[tuple[str, str, str]]:
+    """A fix as [(kind, text, lang)], kind ``text`` or ``code``.
+
+    Accepts a string with Markdown fences (```python ... ```), indented code paragraphs, a
+    dict (``text``/``description`` and ``code``/``example``) or a list of strings.
+    """
+    if fix is None:
+        return []
+    if isinstance(fix, dict):
+        out: list[tuple[str, str, str]] = []
+        text = fix.get("text") or fix.get("description") or fix.get("summary")
+        if text:
+            out += split_fix(str(text))
+        code = fix.get("code") or fix.get("example")
+        if code:
+            out.append(("code", str(code).strip("\n"), str(fix.get("lang", fix.get("language", "python")))))
+        return out
+    if isinstance(fix, (list, tuple)):
+        return [part for item in fix for part in split_fix(item)]
+    s = str(fix).replace("\r\n", "\n")
+    out = []
+    pos = 0
+    for m in _FENCE.finditer(s):
+        out += _text_or_indented(s[pos:m.start()])
+        out.append(("code", m.group(2).strip("\n"), m.group(1).strip()))
+        pos = m.end()
+    out += _text_or_indented(s[pos:])
+    return out
+
+
+_FENCE = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+
+
+def _text_or_indented(s: str) -> list[tuple[str, str, str]]:
+    out = []
+    for para in re.split(r"\n[ \t]*\n", s):
+        if not para.strip():
+            continue
+        lines = para.split("\n")
+        if all(ln.startswith(("    ", "\t")) or not ln.strip() for ln in lines):
+            out.append(("code", textwrap.dedent(para).strip("\n"), ""))
+        else:
+            out.append(("text", para.strip(), ""))
+    return out
+
+
+def docs_links(docs: Any) -> list[tuple[str, str]]:
+    """[(title, url)] from a list of URLs, of {title, url} dicts, or one string."""
+    if not docs:
+        return []
+    if isinstance(docs, str):
+        return [(d, d) for d in re.split(r"[\s,]+", docs) if d]
+    if isinstance(docs, dict):
+        docs = [docs] if "url" in docs else [{"title": k, "url": v} for k, v in docs.items()]
+    out = []
+    for d in docs:
+        if isinstance(d, dict):
+            url = str(d.get("url") or d.get("href") or "")
+            if url:
+                out.append((str(d.get("title") or url), url))
+        elif d:
+            out.append((str(d), str(d)))
+    return out
+
+
+def run_label(result: Any) -> str:
+    run = getattr(result, "run", None)
+    if run is None:
+        return "?"
+    try:
+        return run.label()
+    except Exception:  # noqa: BLE001 - a hand-made run object
+        return str(getattr(run, "directory", None) or getattr(run, "name", run))
