@@ -15,6 +15,7 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from tfadvisor import wire
 
@@ -22,6 +23,8 @@ from tfadvisor import wire
 FRAMEWORK_OPS_LINES = ("Framework Ops", "TensorFlow Ops")
 FRAMEWORK_SCOPE_LINES = ("Framework Name Scope", "TensorFlow Name Scope")
 STEP_LINES = ("Steps",)
+
+_EMPTY = np.empty(0, np.int64)
 
 
 @dataclass
@@ -34,8 +37,52 @@ class StatColumn:
     kind: np.ndarray  # wire.KIND_* per value
     raw: np.ndarray  # int64 payload per value
 
+    @classmethod
+    def empty(cls, plane: Plane, name: str) -> StatColumn:
+        return cls(plane, name, _EMPTY, np.empty(0, np.uint8), _EMPTY)
+
     def __len__(self) -> int:
         return int(self.rows.shape[0])
+
+    def positions(self, rows: np.ndarray) -> np.ndarray:
+        """Index into this column of each (event) row: -1 where the event lacks the stat."""
+        rows = np.asarray(rows, np.int64)
+        if len(self) == 0 or rows.size == 0:
+            return np.full(rows.shape, -1, np.int64)
+        i = np.minimum(np.searchsorted(self.rows, rows), len(self) - 1)
+        return np.where(self.rows[i] == rows, i, -1)
+
+    def values_at(self, rows: np.ndarray, integer: bool = False) -> np.ndarray:
+        """Values at event rows: float64 with NaN where absent, or with ``integer`` int64 (exact
+        for addresses; see :meth:`integers`) with -1 where absent."""
+        pos = self.positions(rows)
+        missing = -1 if integer else np.nan
+        if len(self) == 0:
+            return np.full(pos.shape, missing)
+        values = self.integers() if integer else self.numeric()
+        return np.where(pos >= 0, values[pos], missing)
+
+    def codes(self) -> tuple[np.ndarray, list[str]]:
+        """Dense codes for the values, and the string of each code.
+
+        Values stored as references to stat metadata (the usual case for ``tf_op``,
+        ``kernel_details``, ``allocator_name``...) are coded by their reference; inline strings
+        by a hash of their bytes (FNV-1a), so that no Python loop runs per value. Only one
+        value per code is formatted (numbers as text).
+        """
+        return self.plane.value_codes(self.kind, self.raw)
+
+    def strings_at(self, rows: np.ndarray, missing=None) -> np.ndarray:
+        """Values at event rows as str (object array, ``missing`` where absent); only the
+        distinct values are formatted."""
+        pos = self.positions(rows)
+        out = np.full(pos.shape, missing, dtype=object)
+        ok = pos >= 0
+        if ok.any():
+            sel = pos[ok]
+            codes, strings = self.plane.value_codes(self.kind[sel], self.raw[sel])
+            out[ok] = np.array(strings, dtype=object)[codes]
+        return out
 
     def numeric(self) -> np.ndarray:
         """Values as float64 (NaN for string values)."""
@@ -189,38 +236,122 @@ class Plane:
         return ext[self.ev_meta[rows]]
 
     # --- stats ----------------------------------------------------------------------
-    def stat(self, name: str, *, metadata_level: bool = True) -> StatColumn:
-        """All values of stat ``name``: event-level, falling back to the event's metadata."""
-        sid = self.stat_index.get(name)
-        if sid is None:
-            empty = np.empty(0, np.int64)
-            return StatColumn(self, name, empty, np.empty(0, np.uint8), empty)
-        m = self.st_stat == sid
-        rows = self.st_event[m].astype(np.int64)
-        kind = self.st_kind[m]
-        raw = self.st_value[m]
-        if metadata_level and len(self.meta_stats):
-            ms = self.meta_stats[self.meta_stats["stat"] == sid]
-            if len(ms):
-                lut_has = np.zeros(len(self.event_names) + 1, bool)
-                lut_kind = np.zeros(len(self.event_names) + 1, np.uint8)
-                lut_raw = np.zeros(len(self.event_names) + 1, np.int64)
-                metas = ms["meta"].to_numpy(np.int64)
-                lut_has[metas] = True
-                lut_kind[metas] = ms["kind"].to_numpy(np.uint8)
-                lut_raw[metas] = ms["raw"].to_numpy(np.int64)
-                has = lut_has[self.ev_meta]
-                if len(rows):
-                    has[rows] = False  # event-level values win
-                extra = np.flatnonzero(has)
-                if len(extra):
-                    em = self.ev_meta[extra]
-                    rows = np.concatenate([rows, extra])
-                    kind = np.concatenate([kind, lut_kind[em]])
-                    raw = np.concatenate([raw, lut_raw[em]])
-                    order = np.argsort(rows, kind="stable")
-                    rows, kind, raw = rows[order], kind[order], raw[order]
-        return StatColumn(self, name, rows, kind, raw)
+    @cached_property
+    def stats_by_event(self) -> bool:
+        """Whether the stat columns are ordered by event (as the reader writes them)."""
+        se = self.st_event
+        return bool(se.shape[0] < 2 or np.all(se[1:] >= se[:-1]))
+
+    def stat(self, name: str, rows: np.ndarray | None = None, *, metadata_level: bool = True) -> StatColumn:
+        """All values of stat ``name`` (or those of the given event rows): event-level, falling
+        back to the event's metadata. See :meth:`stat_columns`."""
+        return self.stat_columns((name,), rows, metadata_level=metadata_level)[name]
+
+    def stat_columns(self, names: Iterable[str], rows: np.ndarray | None = None, *,
+                     metadata_level: bool = True) -> dict[str, StatColumn]:
+        """Stat columns for several names in one pass over the plane's stats.
+
+        With ``rows`` (event rows), only the values of those events: as the stats are stored
+        in event order, a few rows of a big plane are found by binary search instead of a pass
+        over every stat. Event-level values win; where an event has none, its metadata's
+        value (with ``metadata_level``).
+        """
+        names = list(dict.fromkeys(names))
+        out = {n: StatColumn.empty(self, n) for n in names}
+        sids = {n: self.stat_index[n] for n in names if n in self.stat_index}
+        if rows is not None:
+            rows = np.asarray(rows, np.int64)
+            if rows.shape[0] > 1 and not bool(np.all(rows[1:] > rows[:-1])):
+                rows = np.unique(rows)
+            if rows.shape[0] == 0:
+                return out
+            if rows.shape[0] * 50 > self.n_events or not self.stats_by_event:
+                # many rows (or stats out of event order): a pass over the plane, then keep the rows
+                keep = np.zeros(self.n_events, bool)
+                keep[rows] = True
+                for n, col in self.stat_columns(list(sids), metadata_level=metadata_level).items():
+                    k = keep[col.rows]
+                    out[n] = StatColumn(self, n, col.rows[k], col.kind[k], col.raw[k])
+                return out
+        for n, sel in zip(sids, self._stat_positions(list(sids.values()), rows)):
+            ev = self.st_event[sel].astype(np.int64)
+            kind, raw = self.st_kind[sel], self.st_value[sel]
+            if ev.shape[0] > 1 and not bool(np.all(ev[1:] >= ev[:-1])):
+                o = np.argsort(ev, kind="stable")
+                ev, kind, raw = ev[o], kind[o], raw[o]
+            if metadata_level:
+                ev, kind, raw = self._with_metadata_stats(sids[n], ev, kind, raw, rows)
+            out[n] = StatColumn(self, n, ev, kind, raw)
+        return out
+
+    def _stat_positions(self, sids: list[int], among: np.ndarray | None) -> list[np.ndarray]:
+        """For each stat id, its positions in the stat columns (of the events ``among`` only)."""
+        if not sids:
+            return []
+        if among is None:
+            if len(sids) == 1:
+                return [np.flatnonzero(self.st_stat == sids[0])]
+            lut = np.full(len(self.stat_names) + 1, -1, np.int32)
+            lut[sids] = np.arange(len(sids), dtype=np.int32)
+            slot = lut[self.st_stat]
+            idx = np.flatnonzero(slot >= 0)
+            sl = slot[idx]
+            order = np.argsort(sl, kind="stable")
+            idx, sl = idx[order], sl[order]
+            bounds = np.searchsorted(sl, np.arange(len(sids) + 1))
+            return [idx[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        st_event = self.st_event
+        q = among.astype(st_event.dtype)  # same dtype: else numpy converts the whole stat column
+        lo = np.searchsorted(st_event, q, side="left")
+        n = np.searchsorted(st_event, q, side="right") - lo
+        tot = int(n.sum())
+        if tot == 0:
+            return [_EMPTY for _ in sids]
+        # all stat positions of the rows: lo[i] .. lo[i] + n[i] - 1, vectorised
+        idx = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(tot)
+        sid_of = self.st_stat[idx]
+        return [idx[sid_of == sid] for sid in sids]
+
+    def metadata_stat_values(self, sid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(event metadata index, kind, raw) of the metadata-level values of stat id ``sid``, or None."""
+        ms = self.meta_stats
+        if not len(ms):
+            return None
+        sub = ms[ms["stat"] == sid]
+        if not len(sub):
+            return None
+        return sub["meta"].to_numpy(np.int64), sub["kind"].to_numpy(np.uint8), sub["raw"].to_numpy(np.int64)
+
+    def _with_metadata_stats(self, sid: int, rows: np.ndarray, kind: np.ndarray, raw: np.ndarray,
+                             among: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Add the metadata-level values of a stat for the events (all, or ``among``) that have
+        no event-level value (``rows``, ascending); the result stays in event order."""
+        md = self.metadata_stat_values(sid)
+        if md is None:
+            return rows, kind, raw
+        metas, mkind, mraw = md
+        nm = len(self.event_names) + 1  # the last entry: unknown metadata (-1)
+        has = np.zeros(nm, bool)
+        lut_kind = np.zeros(nm, np.uint8)
+        lut_raw = np.zeros(nm, np.int64)
+        has[metas] = True
+        lut_kind[metas] = mkind
+        lut_raw[metas] = mraw
+        if among is None:
+            ev_has = has[self.ev_meta]
+            if rows.shape[0]:
+                ev_has[rows] = False  # event-level values win
+            extra = np.flatnonzero(ev_has)
+        else:
+            extra = among[has[self.ev_meta[among]] & ~np.isin(among, rows)]
+        if extra.shape[0] == 0:
+            return rows, kind, raw
+        em = self.ev_meta[extra]
+        rows = np.concatenate([rows, extra])
+        kind = np.concatenate([kind, lut_kind[em]])
+        raw = np.concatenate([raw, lut_raw[em]])
+        order = np.argsort(rows, kind="stable")
+        return rows[order], kind[order], raw[order]
 
     def has_stat(self, name: str) -> bool:
         return name in self.stat_index
@@ -228,6 +359,35 @@ class Plane:
     def string_at(self, index: int) -> str:
         o = int(self.str_off[index])
         return bytes(self.str_pool[o : o + int(self.str_len[index])]).decode("utf-8", "replace")
+
+    def value_codes(self, kind: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """Dense codes for stat values (kind, raw), and the string of each code (see
+        :meth:`StatColumn.codes`)."""
+        n = kind.shape[0]
+        if n == 0:
+            return np.empty(0, np.int64), []
+        is_ref = kind == wire.KIND_REF
+        is_str = (kind == wire.KIND_STR) | (kind == wire.KIND_BYTES)
+        key = raw.astype(np.int64, copy=True)
+        if is_str.any():
+            idx = raw[is_str]
+            key[is_str] = _fnv1a(self.str_pool, self.str_off[idx], self.str_len[idx])
+        # Factorise each key space separately: references, inline strings, numbers of each kind.
+        space = np.where(is_ref, 0, np.where(is_str, 1, 2 + kind.astype(np.int64)))
+        codes = np.empty(n, np.int64)
+        first_parts = []
+        offset = 0
+        for sp in np.unique(space):
+            sel = np.flatnonzero(space == sp)
+            c, uniq = pd.factorize(key[sel])
+            codes[sel] = c + offset
+            # factorize numbers codes by first appearance: a code is new where it exceeds all before.
+            new = np.ones(sel.size, bool)
+            new[1:] = c[1:] > np.maximum.accumulate(c)[:-1]
+            first_parts.append(sel[np.flatnonzero(new)])
+            offset += len(uniq)
+        first = np.concatenate(first_parts)
+        return codes, list(self._stat_strings(kind[first], raw[first]))
 
     def _stat_strings(self, kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
         out = np.empty(len(raw), dtype=object)
@@ -260,6 +420,19 @@ class Plane:
         if rows is not None:
             df.index = np.asarray(rows)
         return df
+
+
+@njit(cache=True, nogil=True)
+def _fnv1a(pool, off, ln):
+    """64-bit FNV-1a hash of each string (bytes ``pool[off[i]:off[i] + ln[i]]``)."""
+    out = np.empty(off.shape[0], np.int64)
+    for i in range(off.shape[0]):
+        h = np.uint64(1469598103934665603)
+        o = off[i]
+        for j in range(ln[i]):
+            h = (h ^ np.uint64(pool[o + j])) * np.uint64(1099511628211)
+        out[i] = np.int64(h)
+    return out
 
 
 @dataclass

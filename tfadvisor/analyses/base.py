@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from tfadvisor.trace import Trace
+from tfadvisor.trace import Plane, StatColumn, Trace
 
 PS_PER_MS = 1e9
 PS_PER_US = 1e6
@@ -81,6 +81,18 @@ class Context:
             if name in r.tables:
                 return r.tables[name]
         return None
+
+    def stats(self, plane: Plane, names: list[str] | tuple[str, ...]) -> dict[str, StatColumn]:
+        """``plane.stat_columns(names)``: each column read once per analysis run (one pass for
+        all the names not read yet)."""
+        key = ("tfadvisor.stats", id(plane))
+        if key not in self.cache:
+            self.cache[key] = (plane, {})  # the plane is kept so that its id stays unique
+        cache = self.cache[key][1]
+        want = [n for n in names if n not in cache]
+        if want:
+            cache.update(plane.stat_columns(want))
+        return {n: cache[n] for n in names}
 
 
 def _plain(value: Any) -> Any:

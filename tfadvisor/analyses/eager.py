@@ -17,17 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.analyses.steps import (
-    STEP_STATS,
-    Measure,
-    activity,
-    positions_at,
-    stats,
-    stats_for_rows,
-    string_values,
-    union_of,
-    values_at,
-)
+from tfadvisor.analyses.steps import STEP_STATS, Measure, activity, union_of
 from tfadvisor.trace import Trace
 
 #: Eager ops that fetch the next batch: their time is input wait.
@@ -59,8 +49,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                                                     "or no op was dispatched from Python")
     else:
         # Ops that fetch input (IteratorGetNext, Optional*) are input time, not eager overhead.
-        col = stats_for_rows(p, er, ("eager_op",))["eager_op"]
-        op_names = string_values(col, positions_at(col, er))
+        op_names = p.stat("eager_op", er).strings_at(er)
         is_input = np.array([bool(n) and (str(n).startswith("IteratorGetNext") or str(n) in INPUT_OPS)
                              for n in op_names], bool) if er.shape[0] else np.zeros(0, bool)
         sel = er[~is_input]
@@ -77,7 +66,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                 "eager op time (union, input waits left out), % of the profiled wall time")
         res.add("eager_ms", eager_ps / PS_PER_MS, "ms", "eager op time over the profiled wall time")
 
-    st = stats(p, STEP_STATS, ctx)
+    st = ctx.stats(p, STEP_STATS)
     call = st["tf_function_call"]
     tc = st["tracing_count"]
     if len(call) == 0 and len(tc) == 0:
@@ -85,8 +74,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                     "no tf.function call events (tf_function_call / tracing_count stats)")
         return res
     rows = np.union1d(call.rows, tc.rows)  # few rows
-    kind = string_values(call, positions_at(call, rows))
-    count = values_at(tc, rows)
+    kind = call.strings_at(rows)
+    count = tc.values_at(rows)
     names = p.names_of(rows).astype(str)
     df = pd.DataFrame({"function": names, "call": kind, "tracing_count": count,
                        "dur_ps": p.ev_dur_ps[rows].astype(np.float64), "start_ps": p.ev_start_ps[rows]})

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.analyses.placement import stat_rows, step_windows, strings_at, values_at
+from tfadvisor.analyses.placement import step_windows
 from tfadvisor.analyses.precision import DTYPE_NAMES
 from tfadvisor.trace import Trace
 
@@ -63,11 +63,12 @@ def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame:
             "t": p.ev_start_ps[rows],
             "alloc": np.append(names == ALLOC, False)[p.ev_meta[rows]],
         })
+        st = p.stat_columns(NUMERIC + ("addr",) + STRINGS, rows)
         for name in NUMERIC:
-            df[name] = values_at(stat_rows(p, name, rows), rows)
-        df["addr"] = values_at(stat_rows(p, "addr", rows), rows, numeric="int")
+            df[name] = st[name].values_at(rows)
+        df["addr"] = st["addr"].values_at(rows, integer=True)
         for name in STRINGS:
-            df[name] = strings_at(stat_rows(p, name, rows), rows).astype(object)
+            df[name] = st[name].strings_at(rows, missing=np.nan)
         parts.append(df)
     if not parts:
         out = pd.DataFrame()

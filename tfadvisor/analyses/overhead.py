@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.analyses.steps import L_PYTHON, M_FRAME, STEP_STATS, LazyUnion, Measure, activity, stats, union_rows
+from tfadvisor.analyses.steps import L_PYTHON, M_FRAME, STEP_STATS, LazyUnion, Measure, activity, union_rows
 from tfadvisor.trace import Trace
 
 
@@ -30,8 +30,7 @@ def python_tf_rows(act, ctx: Context, starts: np.ndarray, ends: np.ndarray) -> n
         return rows
     drop = np.isin(rows, union_rows(act.rows.get("roots"), act.rows.get("profiled_batch"),
                                     act.code_rows((L_PYTHON,), (M_FRAME,))))
-    st = stats(p, STEP_STATS, ctx)
-    fc = st["tf_function_call"]
+    fc = ctx.stats(p, STEP_STATS)["tf_function_call"]
     if len(fc):
         drop |= np.isin(rows, fc.rows)
     s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]

@@ -6,7 +6,7 @@ for a GPU op is the kernel launch); the ops whose name appears as a kernel's ``t
 device plane ran on the device, the others on the host.
 
 The module also holds the small vectorised helpers the device analyses share (interval
-unions and overlaps, step windows, kernel selection, string-stat codes).
+unions and overlaps, step windows, kernel selection).
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import re
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
 from tfadvisor import wire
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane, StatColumn, Trace
+from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane, Trace
 
 # ----------------------------------------------------------------------------------------
 # Shared helpers (placement, precision, memory, collectives)
@@ -166,159 +165,6 @@ def memo(ctx: Context | None, plane: Plane, key: str, fn):
     if k not in ctx.cache:
         ctx.cache[k] = (plane, fn())  # the plane is kept so that its id stays unique
     return ctx.cache[k][1]
-
-
-def plane_stat(plane: Plane, name: str, ctx: Context | None = None) -> StatColumn:
-    """``plane.stat(name)`` (a pass over all the plane's stats), once per analysis run."""
-    return memo(ctx, plane, f"stat:{name}", lambda: plane.stat(name))
-
-
-def stat_rows(plane: Plane, name: str, rows: np.ndarray) -> StatColumn:
-    """The values of stat ``name`` on the given event rows only.
-
-    Stats are stored in event order, so the stats of a few rows are found by binary search
-    instead of a pass over every stat of the plane. Falls back to :meth:`Plane.stat`.
-    """
-    rows = np.asarray(rows, np.int64)
-    if rows.size > 1 and not bool(np.all(rows[1:] > rows[:-1])):
-        rows = np.unique(rows)
-    sid = plane.stat_index.get(name)
-    if sid is None or rows.size == 0:
-        empty = np.empty(0, np.int64)
-        return StatColumn(plane, name, empty, np.empty(0, np.uint8), empty)
-    st_event = plane.st_event
-    if rows.size * 50 > plane.n_events or not _sorted_stats(plane):
-        col = plane.stat(name)
-        keep = np.isin(col.rows, rows)
-        return StatColumn(plane, name, col.rows[keep], col.kind[keep], col.raw[keep])
-    keys = rows.astype(st_event.dtype)  # same dtype: no conversion of the whole column
-    lo = np.searchsorted(st_event, keys, side="left")
-    hi = np.searchsorted(st_event, keys, side="right")
-    n = hi - lo
-    if n.sum() == 0:
-        idx = np.empty(0, np.int64)
-    else:
-        # All stat positions of the rows: lo[i] .. hi[i]-1, vectorised.
-        rep = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
-        idx = np.arange(int(n.sum())) + rep
-    idx = idx[plane.st_stat[idx] == sid]
-    ev_rows = plane.st_event[idx].astype(np.int64)
-    kind, raw = plane.st_kind[idx], plane.st_value[idx]
-    if len(plane.meta_stats):
-        ms_ = plane.meta_stats[plane.meta_stats["stat"] == sid]
-        if len(ms_):
-            lut = dict(zip(ms_["meta"].to_numpy(np.int64).tolist(),
-                           zip(ms_["kind"].to_numpy(np.uint8).tolist(), ms_["raw"].to_numpy(np.int64).tolist())))
-            extra = np.setdiff1d(rows, ev_rows)
-            extra = extra[np.isin(plane.ev_meta[extra], list(lut))]
-            if extra.size:
-                kv = [lut[int(m)] for m in plane.ev_meta[extra]]
-                ev_rows = np.concatenate([ev_rows, extra])
-                kind = np.concatenate([kind, np.array([k for k, _ in kv], np.uint8)])
-                raw = np.concatenate([raw, np.array([v for _, v in kv], np.int64)])
-                order = np.argsort(ev_rows, kind="stable")
-                ev_rows, kind, raw = ev_rows[order], kind[order], raw[order]
-    return StatColumn(plane, name, ev_rows, kind, raw)
-
-
-def _sorted_stats(plane: Plane) -> bool:
-    key = "_tfadvisor_sorted_stats"
-    v = plane.__dict__.get(key)
-    if v is None:
-        se = plane.st_event
-        v = bool(se.size < 2 or np.all(se[1:] >= se[:-1]))
-        plane.__dict__[key] = v
-    return v
-
-
-def values_at(col: StatColumn, rows: np.ndarray, numeric: bool | str = True) -> np.ndarray:
-    """A stat's values at the given event rows.
-
-    ``numeric=True``: float64, NaN where absent. ``numeric="int"``: int64 (exact for
-    addresses), ``missing`` -1 where absent. ``numeric=False``: positions into ``col``
-    (-1 where absent), for use with :func:`stat_codes`.
-    """
-    rows = np.asarray(rows, np.int64)
-    if len(col) == 0:
-        if numeric is True:
-            return np.full(rows.shape, np.nan)
-        return np.full(rows.shape, -1, np.int64)
-    idx = np.searchsorted(col.rows, rows)
-    idx_c = np.minimum(idx, len(col) - 1)
-    hit = col.rows[idx_c] == rows
-    if numeric is False:
-        return np.where(hit, idx_c, -1)
-    if numeric == "int":
-        return np.where(hit, col.integers()[idx_c], -1)
-    return np.where(hit, col.numeric()[idx_c], np.nan)
-
-
-def strings_at(col: StatColumn, rows: np.ndarray) -> pd.Categorical:
-    """A string stat's values at the given event rows as a Categorical (NaN where absent)."""
-    rows = np.asarray(rows, np.int64)
-    codes, strings = stat_codes(col)
-    if not strings:
-        return pd.Categorical.from_codes(np.full(rows.size, -1), categories=[])
-    uniq: dict[str, int] = {}
-    remap = np.array([uniq.setdefault(s, len(uniq)) for s in strings], np.int64)
-    pos = values_at(col, rows, numeric=False)
-    c = np.where(pos >= 0, remap[codes[np.maximum(pos, 0)]], -1)
-    return pd.Categorical.from_codes(c, categories=list(uniq))
-
-
-@njit(cache=True, nogil=True)
-def _fnv1a(pool, off, ln):
-    out = np.empty(off.shape[0], np.int64)
-    for i in range(off.shape[0]):
-        h = np.uint64(1469598103934665603)
-        o = off[i]
-        for j in range(ln[i]):
-            h = (h ^ np.uint64(pool[o + j])) * np.uint64(1099511628211)
-        out[i] = np.int64(h)
-    return out
-
-
-def stat_codes(col: StatColumn) -> tuple[np.ndarray, list[str]]:
-    """Dense codes for a string stat's values, and the distinct strings.
-
-    Values stored as references to stat metadata (the usual case for ``tf_op``,
-    ``kernel_details``, ``allocator_name``...) are coded by their reference; inline strings
-    are hashed (FNV-1a over their bytes) so that no Python loop runs per value.
-    Numbers are formatted as text.
-    """
-    n = len(col)
-    if n == 0:
-        return np.empty(0, np.int64), []
-    plane = col.plane
-    kind, raw = col.kind, col.raw
-    key = np.empty(n, np.int64)
-    is_ref = kind == wire.KIND_REF
-    is_str = (kind == wire.KIND_STR) | (kind == wire.KIND_BYTES)
-    other = ~(is_ref | is_str)
-    key[is_ref] = raw[is_ref]
-    if is_str.any():
-        idx = raw[is_str]
-        key[is_str] = _fnv1a(plane.str_pool, plane.str_off[idx], plane.str_len[idx])
-    key[other] = raw[other]
-    # Factorise each key space (reference, inline string, number) separately.
-    space = np.where(is_ref, 0, np.where(is_str, 1, 2))
-    codes = np.empty(n, np.int64)
-    first_parts = []
-    offset = 0
-    for s in (0, 1, 2):
-        sel = np.flatnonzero(space == s)
-        if sel.size == 0:
-            continue
-        c, uniq = pd.factorize(key[sel])
-        codes[sel] = c + offset
-        # factorize numbers codes by first appearance: a code is new where it exceeds all before.
-        new = np.ones(sel.size, bool)
-        new[1:] = c[1:] > np.maximum.accumulate(c)[:-1]
-        first_parts.append(sel[np.flatnonzero(new)])
-        offset += len(uniq)
-    first = np.concatenate(first_parts)
-    strings = list(plane._stat_strings(kind[first], raw[first]))
-    return codes.astype(np.int64), strings
 
 
 def kernel_rows(plane: Plane, ctx: Context | None = None) -> np.ndarray:
@@ -485,7 +331,7 @@ def _device_meta_classes(plane: Plane, ctx: Context | None) -> tuple[np.ndarray,
             first = np.full(len(names), -1, np.int64)
             first[m[::-1]] = rows[::-1]  # the last write wins: the first row of each name
             sample = first[cand]
-            col = stat_rows(plane, "memcpy_details", sample[sample >= 0])
+            col = plane.stat("memcpy_details", sample[sample >= 0])
             if len(col):
                 memcpy[plane.ev_meta[col.rows]] = True
     return memcpy, coll
@@ -512,26 +358,6 @@ def _compute_kernel_rows(plane: Plane, ctx: Context | None) -> np.ndarray:
     return rows[~bad[plane.ev_meta[rows]]]
 
 
-def stat_strings_unique(col: StatColumn) -> list[str]:
-    """The distinct string values of a stat (no per-value Python work)."""
-    if len(col) == 0:
-        return []
-    return _unique_strings(col.plane, col.kind, col.raw, col.name)
-
-
-def _unique_strings(plane: Plane, kind: np.ndarray, raw: np.ndarray, name: str) -> list[str]:
-    is_ref = kind == wire.KIND_REF
-    out: set[str] = set()
-    if is_ref.any():
-        refs = pd.unique(raw[is_ref])
-        out.update(plane._stat_strings(np.full(refs.size, wire.KIND_REF, np.uint8), refs.astype(np.int64)))
-    if (~is_ref).any():
-        rest = np.flatnonzero(~is_ref)
-        sub = StatColumn(plane, name, rest, kind[rest], raw[rest])
-        out.update(stat_codes(sub)[1])
-    return sorted(out)
-
-
 def plane_stat_strings(plane: Plane, name: str, ctx: Context | None = None) -> list[str]:
     """Distinct string values of stat ``name`` on a plane (event- and metadata-level)."""
     def run() -> list[str]:
@@ -543,12 +369,11 @@ def plane_stat_strings(plane: Plane, name: str, ctx: Context | None = None) -> l
         if raw.size and bool((kind == wire.KIND_REF).all()) and len(plane.stat_names) < (1 << 24):
             present = np.flatnonzero(np.bincount(raw, minlength=len(plane.stat_names)))
             kind, raw = np.full(present.size, wire.KIND_REF, np.uint8), present.astype(np.int64)
-        if len(plane.meta_stats):
-            ms_ = plane.meta_stats[plane.meta_stats["stat"] == sid]
-            if len(ms_):
-                kind = np.concatenate([kind, ms_["kind"].to_numpy(np.uint8)])
-                raw = np.concatenate([raw, ms_["raw"].to_numpy(np.int64)])
-        return _unique_strings(plane, kind, raw, name) if raw.size else []
+        md = plane.metadata_stat_values(sid)
+        if md is not None:
+            kind = np.concatenate([kind, md[1]])
+            raw = np.concatenate([raw, md[2]])
+        return sorted(set(plane.value_codes(kind, raw)[1]))
     return memo(ctx, plane, f"unique:{name}", run)
 
 

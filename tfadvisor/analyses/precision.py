@@ -34,11 +34,7 @@ from tfadvisor.analyses.placement import (
     meta_durations,
     op_name,
     op_type,
-    plane_stat,
-    stat_codes,
-    stat_rows,
     tf_op_meta_mask,
-    values_at,
 )
 from tfadvisor.trace import Trace
 
@@ -192,14 +188,14 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
         if unk_used.size and dtypes and p.has_stat("tf_op"):
             rows = compute_kernel_rows(p, ctx)
             urows = rows[unknown_meta[p.ev_meta[rows]]]
-            col = stat_rows(p, "tf_op", urows)
-            codes, strings = stat_codes(col)
+            col = p.stat("tf_op", urows)
+            codes, strings = col.codes()
             if strings:
                 # Kernels name their op ``scope/name:Type``; memory events ``scope/name``.
                 dts = [dtypes.get(x, dtypes.get(op_name(x))) for x in strings]
                 code_cls = np.array([cls_idx[DTYPE_CLASS[d]] if d is not None else unknown_idx for d in dts]
                                     + [unknown_idx], np.int64)
-                pos = values_at(col, urows, numeric=False)
+                pos = col.positions(urows)
                 c = code_cls[np.where(pos >= 0, codes[np.maximum(pos, 0)], len(strings))]
                 um = p.ev_meta[urows]
                 moved = np.bincount(um * nc + c, weights=p.ev_dur_ps[urows].astype(np.float64),
@@ -209,13 +205,13 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
         # xprof: a tensor_shapes stat, when present, decides instead of the name.
         x16_ps = float(tot[x16_meta].sum())
         if p.has_stat("tensor_shapes"):
-            col = plane_stat(p, "tensor_shapes", ctx)
-            codes, strings = stat_codes(col)
+            col = ctx.stats(p, ("tensor_shapes",))["tensor_shapes"]
+            codes, strings = col.codes()
             if strings:
                 rows = compute_kernel_rows(p, ctx)
                 m = p.ev_meta[rows]
                 half = np.array(["half" in x for x in strings] + [False], bool)
-                pos = values_at(col, rows, numeric=False)
+                pos = col.positions(rows)
                 has = pos >= 0
                 ev_x16 = np.where(has, half[np.where(has, codes[np.maximum(pos, 0)], len(strings))],
                                   x16_meta[m])

@@ -52,7 +52,6 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
-from tfadvisor import wire
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
 from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane, StatColumn, Trace
 
@@ -615,182 +614,6 @@ def priority_split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[st
 
 
 # ------------------------------------------------------------------------------------------
-# Stats: several stat names in one pass over a plane's stat column
-# ------------------------------------------------------------------------------------------
-
-def _empty_col(plane: Plane, name: str) -> StatColumn:
-    return StatColumn(plane, name, _EMPTY, np.empty(0, np.uint8), _EMPTY)
-
-
-def stats(plane: Plane, names: list[str] | tuple[str, ...], ctx: Context | None = None) -> dict[str, StatColumn]:
-    """Stat columns for ``names`` (event-level, else the event's metadata), one pass for all."""
-    cache: dict = {}
-    if ctx is not None:
-        cache = ctx.cache.setdefault(("tfadvisor.stats", id(plane)), {})
-    want = [n for n in dict.fromkeys(names) if n not in cache]
-    present = [(n, plane.stat_index[n]) for n in want if n in plane.stat_index]
-    for n in want:
-        if n not in plane.stat_index:
-            cache[n] = _empty_col(plane, n)
-    if present:
-        lut = np.full(len(plane.stat_names) + 1, -1, np.int16)
-        for k, (_, sid) in enumerate(present):
-            lut[sid] = k
-        slot = lut[plane.st_stat]
-        idx = np.flatnonzero(slot >= 0)
-        sl = slot[idx]
-        order = np.argsort(sl, kind="stable")
-        idx, sl = idx[order], sl[order]
-        bounds = np.searchsorted(sl, np.arange(len(present) + 1))
-        ms = plane.meta_stats
-        for k, (n, sid) in enumerate(present):
-            sel = idx[bounds[k]:bounds[k + 1]]
-            rows = plane.st_event[sel].astype(np.int64)
-            kind = plane.st_kind[sel]
-            raw = plane.st_value[sel]
-            if rows.shape[0] > 1 and not bool(np.all(rows[1:] >= rows[:-1])):
-                o = np.argsort(rows, kind="stable")
-                rows, kind, raw = rows[o], kind[o], raw[o]
-            if len(ms):
-                sub = ms[ms["stat"] == sid]
-                if len(sub):
-                    nm = len(plane.event_names) + 1
-                    has = np.zeros(nm, bool)
-                    lk = np.zeros(nm, np.uint8)
-                    lr = np.zeros(nm, np.int64)
-                    metas = sub["meta"].to_numpy(np.int64)
-                    has[metas] = True
-                    lk[metas] = sub["kind"].to_numpy(np.uint8)
-                    lr[metas] = sub["raw"].to_numpy(np.int64)
-                    ev_has = has[plane.ev_meta]
-                    if rows.shape[0]:
-                        ev_has[rows] = False
-                    extra = np.flatnonzero(ev_has)
-                    if extra.shape[0]:
-                        em = plane.ev_meta[extra]
-                        rows = np.concatenate([rows, extra])
-                        kind = np.concatenate([kind, lk[em]])
-                        raw = np.concatenate([raw, lr[em]])
-                        o = np.argsort(rows, kind="stable")
-                        rows, kind, raw = rows[o], kind[o], raw[o]
-            cache[n] = StatColumn(plane, n, rows, kind, raw)
-    return {n: cache[n] for n in names}
-
-
-def values_at(col: StatColumn, rows: np.ndarray) -> np.ndarray:
-    """Numeric stat values at event rows (NaN where the event lacks the stat)."""
-    rows = np.asarray(rows, np.int64)
-    if len(col) == 0 or rows.shape[0] == 0:
-        return np.full(rows.shape, np.nan)
-    i = np.minimum(np.searchsorted(col.rows, rows), len(col) - 1)
-    hit = col.rows[i] == rows
-    return np.where(hit, col.numeric()[i], np.nan)
-
-
-def positions_at(col: StatColumn, rows: np.ndarray) -> np.ndarray:
-    """Index into ``col`` for each event row (-1 where absent)."""
-    rows = np.asarray(rows, np.int64)
-    if len(col) == 0 or rows.shape[0] == 0:
-        return np.full(rows.shape, -1, np.int64)
-    i = np.minimum(np.searchsorted(col.rows, rows), len(col) - 1)
-    return np.where(col.rows[i] == rows, i, -1)
-
-
-@njit(cache=True, nogil=True)
-def _fnv(pool, off, ln):
-    out = np.empty(off.shape[0], np.int64)
-    for i in range(off.shape[0]):
-        h = np.uint64(1469598103934665603)
-        o = off[i]
-        for j in range(ln[i]):
-            h = (h ^ np.uint64(pool[o + j])) * np.uint64(1099511628211)
-        out[i] = np.int64(h)
-    return out
-
-
-def string_values(col: StatColumn, pos: np.ndarray) -> np.ndarray:
-    """Strings of ``col`` at positions (None where -1); formats only the distinct values
-    (inline strings are told apart by a hash of their bytes, not decoded one by one)."""
-    out = np.full(pos.shape, None, dtype=object)
-    ok = pos >= 0
-    if not ok.any():
-        return out
-    kind = col.kind[pos[ok]]
-    raw = col.raw[pos[ok]].astype(np.int64)
-    is_str = (kind == wire.KIND_STR) | (kind == wire.KIND_BYTES)
-    if is_str.sum() > 64:
-        plane = col.plane
-        idx = raw[is_str]
-        raw = raw.copy()
-        raw[is_str] = _fnv(plane.str_pool, plane.str_off[idx], plane.str_len[idx])
-        first_raw = col.raw[pos[ok]]
-    else:
-        first_raw = None
-    pair = np.stack([raw, kind.astype(np.int64)], axis=1)
-    _, first, inv = np.unique(pair, axis=0, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    src = first_raw if first_raw is not None else raw
-    strs = col.plane._stat_strings(kind[first], src[first])
-    out[ok] = strs[inv]
-    return out
-
-
-def stats_for_rows(plane: Plane, rows: np.ndarray, names: list[str] | tuple[str, ...]) -> dict[str, StatColumn]:
-    """Stat columns for ``names`` restricted to the given (ascending) event rows.
-
-    Reads only those events' stats (the stat columns are ordered by event), so it costs
-    little for a few rows of a big plane.
-    """
-    rows = np.asarray(rows, np.int64)
-    out = {n: _empty_col(plane, n) for n in names}
-    sids = {n: plane.stat_index[n] for n in names if n in plane.stat_index}
-    if rows.shape[0] == 0 or not sids:
-        return out
-    st_event = plane.st_event
-    q = rows.astype(st_event.dtype)  # same dtype: else numpy converts the whole stat column
-    a = np.searchsorted(st_event, q, side="left")
-    b = np.searchsorted(st_event, q, side="right")
-    ln = b - a
-    tot = int(ln.sum())
-    if tot:
-        first = np.repeat(a - np.concatenate([[0], np.cumsum(ln)[:-1]]), ln)
-        idx = first + np.arange(tot)
-        sid = plane.st_stat[idx]
-    ms = plane.meta_stats
-    for n, k in sids.items():
-        if tot:
-            sel = idx[sid == k]
-            r = st_event[sel].astype(np.int64)
-            kind = plane.st_kind[sel]
-            raw = plane.st_value[sel]
-        else:
-            r, kind, raw = _EMPTY, np.empty(0, np.uint8), _EMPTY
-        if len(ms):
-            sub = ms[ms["stat"] == k]
-            if len(sub):
-                nm = len(plane.event_names) + 1
-                has = np.zeros(nm, bool)
-                lk = np.zeros(nm, np.uint8)
-                lr = np.zeros(nm, np.int64)
-                metas = sub["meta"].to_numpy(np.int64)
-                has[metas] = True
-                lk[metas] = sub["kind"].to_numpy(np.uint8)
-                lr[metas] = sub["raw"].to_numpy(np.int64)
-                em = plane.ev_meta[rows]
-                em = np.where(em >= 0, em, nm - 1)
-                extra = rows[has[em] & ~np.isin(rows, r)]
-                if extra.shape[0]:
-                    xm = plane.ev_meta[extra]
-                    r = np.concatenate([r, extra])
-                    kind = np.concatenate([kind, lk[xm]])
-                    raw = np.concatenate([raw, lr[xm]])
-                    o = np.argsort(r, kind="stable")
-                    r, kind, raw = r[o], kind[o], raw[o]
-        out[n] = StatColumn(plane, n, r, kind, raw)
-    return out
-
-
-# ------------------------------------------------------------------------------------------
 # The activity model of one host (and its devices)
 # ------------------------------------------------------------------------------------------
 
@@ -1059,9 +882,9 @@ def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
         cp = np.sort(np.concatenate([order[bounds[1]:bounds[2]], order[bounds[2]:bounds[3]]]), kind="stable")
         klass = {k: order[bounds[i]:bounds[i + 1]] for i, k in enumerate(keys)}
         if cp.shape[0]:
-            md = stats_for_rows(p, cp, ("memcpy_details",))["memcpy_details"]
+            md = p.stat("memcpy_details", cp)
             if len(md):
-                det = string_values(md, np.arange(len(md)))
+                det = md.strings_at(md.rows)
                 codes, uniq = pd.factorize(pd.Series(det, dtype=object).fillna(""))
                 u_h2d = np.array(["kind_dst:device" in d and "kind_src:device" not in d for d in uniq], bool)
                 u_pg = np.array(["kind_src:pageable" in d for d in uniq], bool)
@@ -1125,7 +948,7 @@ def activity(trace: Trace, ctx: Context) -> Activity:
     rows["iterator"] = cr(ALL, (M_ITERATOR,))
     rows["frame"] = cr((L_PYTHON,), (M_FRAME,))
 
-    st = stats(p, STEP_STATS, ctx)
+    st = ctx.stats(p, STEP_STATS)
     # Step marker candidates: user roots (_r, TraceContext) and Keras' Profiled batch.
     r = st["_r"]
     roots = _EMPTY
@@ -1147,7 +970,7 @@ def activity(trace: Trace, ctx: Context) -> Activity:
 
     # Eager execution: EagerExecute with is_func 0 (op by op) or 1 (a function).
     ee = cr(ALL, (M_EAGER,))
-    is_func = values_at(st["is_func"], ee)
+    is_func = st["is_func"].values_at(ee)
     func_rows = union_rows(ee[is_func == 1], union_rows(cr(ALL, (M_FUNC_CALL,)), cr((L_PYTHON,), (M_FUNC_RUN,))))
     func_m = Measure.of_rows(p, func_rows)
     e0 = ee[is_func == 0]
@@ -1203,7 +1026,7 @@ def _step_numbers(p: Plane, st: dict[str, StatColumn], rows: np.ndarray, inner: 
     num = np.full(rows.shape, np.nan)
     for key in ("step_num", "step_id", "iter_num"):
         for rr in ([inner] if inner is not None else []) + [rows]:
-            v = values_at(st[key], rr)
+            v = st[key].values_at(rr)
             fill = np.isnan(num) & ~np.isnan(v)
             num[fill] = v[fill]
     missing = np.isnan(num)
@@ -1219,7 +1042,7 @@ def detect_steps(trace: Trace, ctx: Context) -> StepSet:
     p = act.host
     none = StepSet("none", _EMPTY, _EMPTY, _EMPTY, np.empty(0, object))
     if p is not None:
-        st = stats(p, STEP_STATS, ctx)
+        st = ctx.stats(p, STEP_STATS)
         roots, pb = act.rows.get("roots", _EMPTY), act.rows.get("profiled_batch", _EMPTY)
         if roots.shape[0]:
             outer_roots = _outermost(p, roots)
@@ -1246,7 +1069,7 @@ def detect_steps(trace: Trace, ctx: Context) -> StepSet:
             rows = np.flatnonzero(d.line_event_mask(lr[:1]) & (d.ev_dur_ps > 0))
             if rows.shape[0]:
                 rows = rows[np.argsort(d.ev_start_ps[rows], kind="stable")]
-                dst = stats(d, STEP_STATS, ctx)
+                dst = ctx.stats(d, STEP_STATS)
                 return StepSet("device_steps", d.ev_start_ps[rows], d.ev_end_ps[rows],
                                _step_numbers(d, dst, rows), d.names_of(rows))
     if p is None:
@@ -1450,5 +1273,4 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
 
 __all__ = ["Activity", "CATEGORIES", "LazyUnion", "Measure", "Runs", "StepSet", "activity", "analyze", "contained",
-           "detect_steps", "merge", "positions_at", "priority_split", "python_host_activity", "stats",
-           "stats_for_rows", "step_layers", "string_values", "union_of", "union_rows", "values_at"]
+           "detect_steps", "merge", "priority_split", "python_host_activity", "step_layers", "union_of", "union_rows"]

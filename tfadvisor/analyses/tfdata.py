@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context
-from tfadvisor.analyses.steps import activity, positions_at, stats_for_rows, string_values
+from tfadvisor.analyses.steps import activity
 from tfadvisor.trace import Trace
 
 EXPENSIVE_MAP_US = 50.0
@@ -76,7 +76,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     calls = np.bincount(chain_codes, minlength=len(chains))
     total = np.bincount(chain_codes, weights=dur, minlength=len(chains))
 
-    st = stats_for_rows(p, rows, STAGE_STATS)
+    st = p.stat_columns(STAGE_STATS, rows)
     table = pd.DataFrame({"stage": [c.split("::")[-1] for c in chains], "iterator": list(chains), "calls": calls,
                           "total_ms": total / PS_PER_MS, "mean_us": total / np.maximum(calls, 1) / PS_PER_US})
     # self time: minus the direct child stage(s)
@@ -89,13 +89,13 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     table["self_ms"] = np.maximum(total - child_total, 0.0) / PS_PER_MS
     for sn in ("parallelism", "autotune", "buffered_elements", "batch_size", "name"):
         col = st[sn]
-        pos = positions_at(col, rows)
+        pos = col.positions(rows)
         has = pos >= 0
         if not has.any():
             table[sn] = None
             continue
         last = pd.Series(pos[has]).groupby(chain_codes[has]).last()  # only the last value is formatted
-        strs = string_values(col, last.to_numpy(np.int64))
+        strs = col.strings_at(col.rows[last.to_numpy(np.int64)])
         got = dict(zip(last.index.tolist(), strs))
         table[sn] = [got.get(i) for i in range(len(chains))]
     table = table.sort_values("iterator", key=lambda s: s.str.count("::")).reset_index(drop=True)
