@@ -364,8 +364,8 @@ def plane_stat_strings(plane: Plane, name: str, ctx: Context | None = None) -> l
         sid = plane.stat_index.get(name)
         if sid is None:
             return []
-        m = plane.st_stat == sid
-        kind, raw = plane.st_kind[m], plane.st_value[m]
+        col = plane.stat(name, metadata_level=False)
+        kind, raw = col.kind, col.raw
         if raw.size and bool((kind == wire.KIND_REF).all()) and len(plane.stat_names) < (1 << 24):
             present = np.flatnonzero(np.bincount(raw, minlength=len(plane.stat_names)))
             kind, raw = np.full(present.size, wire.KIND_REF, np.uint8), present.astype(np.int64)
