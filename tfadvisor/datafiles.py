@@ -41,6 +41,7 @@ import pandas as pd
 from tfadvisor.analyses.base import AnalysisResult
 from tfadvisor.discovery import filesystem as remote_filesystem
 from tfadvisor.errors import TraceError
+from tfadvisor.units import human_bytes
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SMALL_FILE_BYTES = 1 * MiB
@@ -127,9 +128,7 @@ def summarise(sizes: np.ndarray, path: str = "", top: list[tuple[int, str]] | No
 
 
 def _h(n: float) -> str:
-    from tfadvisor.report.plots import fmt_bytes
-
-    return fmt_bytes(n).replace(".0 ", " ")
+    return human_bytes(n).replace(".0 ", " ")
 
 
 # --------------------------------------------------------------------------- listing

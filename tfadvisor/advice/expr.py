@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfadvisor.units import human_bytes
+
 __all__ = ["ExprError", "Expr", "Template", "parse", "parse_template", "truth", "FUNCTIONS", "format_value",
            "pointer"]
 
@@ -700,16 +702,6 @@ def format_value(value: Any, spec: str = "") -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
     return str(value)
-
-
-def human_bytes(n: float) -> str:
-    """Binary units, as ``ls -h`` and the reports show sizes: ``1.5 MiB``."""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
 
 
 @dataclass

@@ -11,8 +11,11 @@ breakdown read from the metrics, and value formatting.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
+
+from tfadvisor.units import human_bytes
 
 #: Step-time categories (metric ``step_<name>_pct``) in display order, with labels.
 BREAKDOWN = (
@@ -60,24 +63,23 @@ def breakdown(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def human_bytes(n: float) -> str:
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
-
-
-def format_number(v: float, digits: int = 3) -> str:
-    """About ``digits`` significant figures, thousands separators, no scientific notation."""
+def format_number(v: Any, digits: int = 3) -> str:
+    """About ``digits`` significant figures, thousands separators, no scientific notation
+    (``n/a`` for None and NaN; a value that is no number as text)."""
+    if v is None:
+        return "n/a"
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}"
-    f = float(v)
+    if isinstance(v, numbers.Integral):
+        return f"{int(v):,}"
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
     if math.isnan(f):
         return "n/a"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
     if f == 0:
         return "0"
     if f.is_integer() and abs(f) < 1e15:

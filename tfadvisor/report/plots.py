@@ -30,6 +30,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfadvisor.report import format_number, unit_of
+from tfadvisor.units import human_bytes
+
 #: Step-time categories in display order, with colours (colour-blind friendly-ish palette).
 CATEGORY_ORDER = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
 PALETTE = ("#4e79a7", "#e15759", "#f28e2b", "#76b7b2", "#59a14f", "#bab0ac", "#b07aa1", "#edc948",
@@ -67,38 +70,11 @@ def esc(value: Any) -> str:
 def fmt_bytes(n: Any) -> str:
     if n is None or (isinstance(n, float) and math.isnan(n)):
         return "n/a"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
+    return human_bytes(n)
 
 
-def fmt_num(v: Any, digits: int = 3) -> str:
-    """A number with about ``digits`` significant figures, without scientific noise."""
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, (int, np.integer)):
-        return f"{int(v):,}"
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    if math.isnan(f):
-        return "n/a"
-    if math.isinf(f):
-        return "inf" if f > 0 else "-inf"
-    if f == 0:
-        return "0"
-    if f.is_integer() and abs(f) < 1e15:
-        return f"{int(f):,}"
-    if abs(f) >= 10 ** digits:
-        return f"{f:,.0f}"
-    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(f)))))
-    return f"{f:.{min(decimals, 6)}f}"
+#: A number with about ``digits`` significant figures, without scientific noise.
+fmt_num = format_number
 
 
 def fmt_value(v: Any, unit: str = "", name: str = "") -> str:
@@ -109,7 +85,7 @@ def fmt_value(v: Any, unit: str = "", name: str = "") -> str:
         return "yes" if v else "no"
     if isinstance(v, str):
         return v
-    unit = unit or _unit_from_name(name)
+    unit = unit or unit_of(name)
     if unit in ("count", "counts", "n"):
         unit = ""
     if unit in ("bytes", "B"):
@@ -119,15 +95,6 @@ def fmt_value(v: Any, unit: str = "", name: str = "") -> str:
     if unit:
         return f"{fmt_num(v)} {unit}"
     return fmt_num(v)
-
-
-def _unit_from_name(name: str) -> str:
-    if "_ms_per_" in name:
-        return "ms"
-    for suffix, unit in (("_bytes", "bytes"), ("_pct", "%"), ("_ms", "ms"), ("_us", "us")):
-        if name.endswith(suffix):
-            return unit
-    return ""
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
