@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.analyses.steps import STEP_STATS, Measure, activity, union_of
+from tfadvisor.analyses.steps import STEP_STATS, Measure, activity, step_table, union_of
 from tfadvisor.trace import Trace
 
 #: Eager ops that fetch the next batch: their time is input wait.
@@ -26,9 +26,8 @@ INPUT_OPS = frozenset({"OptionalGetValue", "OptionalHasValue", "IteratorGetNextA
 
 
 def _wall(ctx: Context, act) -> tuple[int, int]:
-    steps_res = ctx.result("steps")
-    tbl = steps_res.tables.get("steps") if steps_res is not None else None
-    if tbl is not None and len(tbl):
+    tbl = step_table(ctx)
+    if tbl is not None:
         return int(tbl["start_ps"].min()), int(tbl["end_ps"].max())
     return act.span
 

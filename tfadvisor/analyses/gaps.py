@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.analyses.steps import LazyUnion, Measure, activity
+from tfadvisor.analyses.steps import LazyUnion, Measure, activity, step_table
 from tfadvisor.trace import Trace
 
 CALLBACK_RE = re.compile(r"(?i)callback|on_(train|test|epoch)_batch|on_epoch|WriteSummary|FlushSummaryWriter|"
@@ -78,10 +78,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(names, "the trace has no host or device events")
         return res
     busy = busy_set(act, ctx)
-    steps_res = ctx.result("steps")
-    tbl = steps_res.tables.get("steps") if steps_res is not None else None
+    tbl = step_table(ctx)
     what = "the device" if act.has_device else "the training threads"
-    if tbl is None or len(tbl) == 0:
+    if tbl is None:
         lo, hi = act.span
         if hi <= lo:
             res.missing(names, "empty trace")
@@ -119,8 +118,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     med = float(np.median(e - s))
     thr = max(GAP_MIN_PS, GAP_MIN_FRACTION * med)
     sig = gap_idle >= thr if gs.shape[0] else np.zeros(0, bool)
-    src = steps_res.metrics.get("steps_source")
-    cadence = src is not None and str(src.value).endswith("_cadence")
+    src = ctx.metric("steps_source")
+    cadence = src is not None and str(src).endswith("_cadence")
     res.add("gaps_count", int(sig.sum()), "count",
             "gaps between steps with at least max(100 us, 5% of the median step) idle")
     if sig.any():

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.analyses.steps import activity
+from tfadvisor.analyses.steps import activity, step_spans, step_table
 from tfadvisor.trace import Trace
 
 HIGH_PCT = 20.0
@@ -44,18 +44,13 @@ def severity(pct: float | None) -> str | None:
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("input")
     act = activity(trace, ctx)
-    steps_res = ctx.result("steps")
-    tbl = steps_res.tables.get("steps") if steps_res is not None else None
+    tbl = step_table(ctx)
     all_names = ["input_pct", "input_host_wait_pct", "input_h2d_pct", "input_device_wait_pct", "xprof_input_pct",
                  "input_severity", "tfdata_cpu_ratio", "tfdata_cpu_pct", "h2d_pageable_pct", "h2d_exposed_pct"]
-    if tbl is None or len(tbl) == 0:
+    if tbl is None:
         res.missing(all_names, "no steps found: input time is measured per step")
         return res
-    a = tbl["start_ps"].to_numpy(np.int64)
-    b = tbl["end_ps"].to_numpy(np.int64)
-    in_stats = tbl["in_stats"].to_numpy(bool)
-    dur = (b - a).astype(np.float64)
-    tot = float(dur[in_stats].sum())
+    a, b, in_stats, tot = step_spans(tbl)
     g = act.get
 
     def pct(v: np.ndarray) -> float | None:

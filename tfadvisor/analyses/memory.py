@@ -25,6 +25,7 @@ import pandas as pd
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
 from tfadvisor.analyses.placement import step_windows
 from tfadvisor.analyses.precision import DTYPE_NAMES
+from tfadvisor.analyses.steps import step_table
 from tfadvisor.trace import Trace
 
 ALLOC, DEALLOC = "MemoryAllocation", "MemoryDeallocation"
@@ -215,7 +216,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     windows = step_windows(ctx)
     if windows is not None:
-        tbl = ctx.result("steps").tables["steps"]
+        tbl = step_table(ctx)
         st = tbl[tbl["end_ps"] > tbl["start_ps"]]
         s, e = st["start_ps"].to_numpy(np.int64), st["end_ps"].to_numpy(np.int64)
         inside = np.flatnonzero((s <= pick["peak_t_ps"]) & (pick["peak_t_ps"] < e))

@@ -18,7 +18,17 @@ from __future__ import annotations
 import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.analyses.steps import L_PYTHON, M_FRAME, STEP_STATS, LazyUnion, Measure, activity, union_rows
+from tfadvisor.analyses.steps import (
+    L_PYTHON,
+    M_FRAME,
+    STEP_STATS,
+    LazyUnion,
+    Measure,
+    activity,
+    step_spans,
+    step_table,
+    union_rows,
+)
 from tfadvisor.trace import Trace
 
 
@@ -44,16 +54,12 @@ def python_tf_rows(act, ctx: Context, starts: np.ndarray, ends: np.ndarray) -> n
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("overhead")
     act = activity(trace, ctx)
-    steps_res = ctx.result("steps")
-    tbl = steps_res.tables.get("steps") if steps_res is not None else None
+    tbl = step_table(ctx)
     names = ["kernel_launch_pct", "kernel_launch_host_pct", "python_overhead_pct", "python_overhead_ms_per_step"]
-    if tbl is None or len(tbl) == 0:
+    if tbl is None:
         res.missing(names, "no steps found: overheads are measured per step")
         return res
-    a = tbl["start_ps"].to_numpy(np.int64)
-    b = tbl["end_ps"].to_numpy(np.int64)
-    in_stats = tbl["in_stats"].to_numpy(bool)
-    tot = float((b - a)[in_stats].sum())
+    a, b, in_stats, tot = step_spans(tbl)
     g = act.get
 
     launch = g("launch")

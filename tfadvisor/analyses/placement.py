@@ -18,6 +18,7 @@ import pandas as pd
 
 from tfadvisor import wire
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.steps import step_table
 from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane, Trace
 
 # ----------------------------------------------------------------------------------------
@@ -140,9 +141,8 @@ def within(us: np.ndarray, ue: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np
 
 def step_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     """(start_ps, end_ps) of the steps found by the ``steps`` analysis, or None."""
-    res = ctx.result("steps")
-    tbl = res.tables.get("steps") if res is not None else None
-    if tbl is None or len(tbl) == 0 or "start_ps" not in tbl or "end_ps" not in tbl:
+    tbl = step_table(ctx)
+    if tbl is None or "start_ps" not in tbl or "end_ps" not in tbl:
         return None
     s = tbl["start_ps"].to_numpy(np.int64)
     e = tbl["end_ps"].to_numpy(np.int64)

@@ -1111,6 +1111,22 @@ def detect_steps(trace: Trace, ctx: Context) -> StepSet:
 # Per-step categories
 # ------------------------------------------------------------------------------------------
 
+def step_table(ctx: Context) -> pd.DataFrame | None:
+    """The steps analysis' table of this run (a row per step), or None when it found no steps."""
+    res = ctx.result("steps")
+    tbl = res.tables.get("steps") if res is not None else None
+    return tbl if tbl is not None and len(tbl) else None
+
+
+def step_spans(tbl: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(start_ps, end_ps, in_stats) of each step of a step table, and the step time (ps) the
+    statistics count (the ``in_stats`` steps)."""
+    a = tbl["start_ps"].to_numpy(np.int64)
+    b = tbl["end_ps"].to_numpy(np.int64)
+    in_stats = tbl["in_stats"].to_numpy(bool)
+    return a, b, in_stats, float((b - a)[in_stats].sum())
+
+
 CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
 
 
@@ -1273,4 +1289,5 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
 
 __all__ = ["Activity", "CATEGORIES", "LazyUnion", "Measure", "Runs", "StepSet", "activity", "analyze", "contained",
-           "detect_steps", "merge", "priority_split", "python_host_activity", "step_layers", "union_of", "union_rows"]
+           "detect_steps", "merge", "priority_split", "python_host_activity", "step_layers", "step_spans", "step_table",
+           "union_of", "union_rows"]

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context
-from tfadvisor.analyses.steps import activity
+from tfadvisor.analyses.steps import activity, step_table
 from tfadvisor.trace import Trace
 
 EXPENSIVE_MAP_US = 50.0
@@ -112,9 +112,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res.add("tfdata_has_cache", has_cache, "", "the pipeline has a cache stage")
 
     # What is material: a share of the step time (all steps), else of the traced span.
-    steps_res = ctx.result("steps")
-    tbl = steps_res.tables.get("steps") if steps_res is not None else None
-    if tbl is not None and len(tbl):
+    tbl = step_table(ctx)
+    if tbl is not None:
         ref_ms = float(tbl["duration_ms"].sum())
     else:
         lo, hi = act.span
