@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tfadvisor import synthetic as syn
+from tfadvisor import wire
 from tfadvisor.proto import xplane_pb2
 
 if sys.version_info >= (3, 11):
@@ -261,7 +262,7 @@ def test_varint_encoding():
     n = syn._vlen(v)
     m = syn._varint_matrix(v, n, np.full((v.size, 1), 0x10, np.uint8))
     for i, x in enumerate(vals):
-        want = bytes([0x10]) + syn._varint_bytes(int(x))
+        want = bytes([0x10]) + wire.encode_varint(int(x))
         assert n[i] + 1 == len(want)
         assert bytes(m[i, : n[i] + 1]) == want
 

@@ -200,19 +200,6 @@ def _skip_stream(fh: BinaryIO, path: str, wt: int, pos: int) -> int:
     return n
 
 
-def _encode_varint(v: int) -> bytes:
-    out = bytearray()
-    v &= (1 << 64) - 1
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _fail(path: str, base: int, code: int, at: int, what: str) -> TraceError:
     return TraceError(path, f"not a valid XPlane profile: {wire.ERROR_TEXT.get(code, 'decode error')} "
                             f"in {what} at byte {base + at}")
@@ -252,9 +239,9 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0) -> Plane:
     for f, w, o, ln in zip(fld[~is_line].tolist(), wts[~is_line].tolist(), offs[~is_line].tolist(),
                            lens[~is_line].tolist()):
         if w == 2:
-            meta += _encode_varint((f << 3) | 2) + _encode_varint(ln) + buf[o : o + ln].tobytes()
+            meta += wire.encode_varint((f << 3) | 2) + wire.encode_varint(ln) + buf[o : o + ln].tobytes()
         elif w == 0:
-            meta += _encode_varint(f << 3) + _encode_varint(ln)
+            meta += wire.encode_varint(f << 3) + wire.encode_varint(ln)
     xp = xplane_pb2.XPlane()
     try:
         xp.ParseFromString(bytes(meta))

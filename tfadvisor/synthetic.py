@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from tfadvisor import wire
 from tfadvisor.proto import xplane_pb2
 
 __all__ = [
@@ -1020,18 +1021,6 @@ _STAT_TAG = {"u64": 0x18, "i64": 0x20}
 _THRESH = [np.uint64(1) << np.uint64(7 * k) for k in range(1, 10)]
 
 
-def _varint_bytes(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _vlen(v: np.ndarray) -> np.ndarray:
     """Varint lengths of a uint64 array."""
     n = np.ones(v.shape, np.int32)
@@ -1200,7 +1189,7 @@ class _Tiler:
 
 
 def _len_delim(tag: int, payload_len: int) -> bytes:
-    return bytes([tag]) + _varint_bytes(payload_len)
+    return bytes([tag]) + wire.encode_varint(payload_len)
 
 
 def _large_spec(seed: int) -> SyntheticSpec:

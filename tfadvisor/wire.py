@@ -45,6 +45,20 @@ L_FIRST_EVENT, L_N_EVENTS = 8, 9
 N_LINE_COLS = 10
 
 
+def encode_varint(v: int) -> bytes:
+    """The protobuf varint of ``v`` (a negative value as its 64-bit two's complement)."""
+    out = bytearray()
+    v &= (1 << 64) - 1
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
 @njit(cache=True, nogil=True)
 def _varint(buf, pos, end):
     """Return (value as uint64, new position); position -1 on error."""
