@@ -262,31 +262,27 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
                             f"got {v!r}", rule_id)
         return v
 
+    def compiled(kind: type[Expr] | type[Template], source: str, where: int | None, what: str):
+        try:
+            out = kind(source)
+            out.check_names(known)
+        except ExprError as e2:
+            problem, detail = expr_problem(e2)
+            raise RuleError(path, where, f"rule {rule_id!r} (table at line {line}): {what}: {problem}", rule_id,
+                            detail) from None
+        return out
+
     def expr(source: Any, key: str, where: int | None, what: str) -> Expr:
         if isinstance(source, (int, float)) and not isinstance(source, bool) and key == "impact":
             source = repr(source)
         if not isinstance(source, str):
             raise RuleError(path, where, f"rule {rule_id!r}: {what} must be a string expression", rule_id)
-        try:
-            e = Expr(source)
-            e.check_names(known)
-        except ExprError as e2:
-            problem, detail = expr_problem(e2)
-            raise RuleError(path, where, f"rule {rule_id!r} (table at line {line}): {what}: {problem}", rule_id,
-                            detail) from None
-        return e
+        return compiled(Expr, source, where, what)
 
     def template(source: Any, where: int | None, what: str) -> Template:
         if not isinstance(source, str):
             raise RuleError(path, where, f"rule {rule_id!r}: {what} must be a string", rule_id)
-        try:
-            tpl = Template(source)
-            tpl.check_names(known)
-        except ExprError as e2:
-            problem, detail = expr_problem(e2)
-            raise RuleError(path, where, f"rule {rule_id!r} (table at line {line}): {what}: {problem}", rule_id,
-                            detail) from None
-        return tpl
+        return compiled(Template, source, where, what)
 
     def evidence(v: Any, where: int | None) -> list[str]:
         if not isinstance(v, list) or any(not isinstance(x, str) for x in v):
