@@ -21,7 +21,8 @@ from typing import Any
 
 import typer
 
-from tfadvisor.report.plots import finding_rule, fmt_value, get, run_label
+from tfadvisor.report import get, run_label
+from tfadvisor.report.plots import finding_rule, fmt_value
 
 NOISE_PCT = 1.0
 

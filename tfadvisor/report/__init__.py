@@ -48,6 +48,24 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+def get(obj: Any, name: str, default: Any = None) -> Any:
+    """Attribute or dict key: findings may be Finding objects or their ``to_dict()``."""
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def run_label(result: Any) -> str:
+    """The result's run as the reports name it (``?`` when it has none)."""
+    run = getattr(result, "run", None)
+    if run is None:
+        return "?"
+    try:
+        return run.label()
+    except Exception:  # noqa: BLE001 - a hand-made run object
+        return str(getattr(run, "directory", None) or getattr(run, "name", run))
+
+
 def step_time(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     """``{mean, median, p90, min, max}`` in ms from the steps analysis (None where unknown)."""
     return {k: plain(metrics.get(f"step_time_{k}_ms")) for k in STEP_TIME_KEYS}
@@ -123,5 +141,5 @@ def format_metric(name: str, value: Any, units: Mapping[str, str] | None = None)
     return format_number(value)
 
 
-__all__ = ["BREAKDOWN", "STEP_TIME_KEYS", "breakdown", "format_metric", "format_number", "human_bytes", "plain",
-           "step_time", "unit_of"]
+__all__ = ["BREAKDOWN", "STEP_TIME_KEYS", "breakdown", "format_metric", "format_number", "get", "human_bytes", "plain",
+           "run_label", "step_time", "unit_of"]

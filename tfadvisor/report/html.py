@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from tfadvisor.report import plots as P
+from tfadvisor.report import run_label
 from tfadvisor.report.plots import esc, fmt_num, fmt_value
 
 PLOT_IDS = ("plot-steps", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory", "plot-allreduce",
@@ -91,7 +92,7 @@ def render_html(result: Any) -> str:
     metrics = getattr(result, "metrics", None) or {}
     tables = getattr(result, "tables", None) or {}
     notes = list(getattr(result, "notes", None) or [])
-    label = P.run_label(result)
+    label = run_label(result)
     body = [
         f"<header><h1>tfadvisor report</h1><p class=\"sub\">{esc(label)}</p>",
         "<nav>" + "".join(f'<a href="#{a}">{t}</a>' for a, t in (
@@ -180,7 +181,7 @@ def _summary(result: Any, metrics: Any) -> str:
     run = getattr(result, "run", None)
     hosts = summ.get("hosts") or (list(getattr(run, "hosts", []) or []) if run is not None else [])
     facts = [
-        ("Run", P.run_label(result)),
+        ("Run", run_label(result)),
         ("Directory", getattr(run, "directory", None) or summ.get("run_dir")),
         ("Hosts", f"{len(hosts)}: {', '.join(map(str, hosts[:8]))}{' ...' if len(hosts) > 8 else ''}"
          if hosts else None),
@@ -224,10 +225,7 @@ def _findings(findings: list, metrics: Any) -> str:
                            f"{esc(fmt_value(v, _unit(metrics, k), str(k)))}</td></tr>"
                            for k, v in (evidence.items() if isinstance(evidence, dict) else enumerate(evidence)))
             parts.append(f'<details open><summary>Evidence</summary><table class="evidence">{rows}</table></details>')
-        fix_parts = P.split_fix(P.get(f, "fix"))
-        code = P.get(f, "code") or P.get(f, "example")
-        if code:
-            fix_parts.append(("code", str(code).strip("\n"), "python"))
+        fix_parts = P.finding_fix(f)
         if fix_parts:
             parts.append('<div class="fix"><strong>Fix</strong>')
             for kind, text, lang in fix_parts:

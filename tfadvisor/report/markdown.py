@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from tfadvisor.report import plots as P
+from tfadvisor.report import run_label
 from tfadvisor.report.plots import fmt_num, fmt_value
 
 
@@ -25,7 +26,7 @@ def render_markdown(result: Any) -> str:
     metrics = getattr(result, "metrics", None) or {}
     tables = getattr(result, "tables", None) or {}
     notes = list(getattr(result, "notes", None) or [])
-    out: list[str] = [f"# tfadvisor report: {code(P.run_label(result))}", ""]
+    out: list[str] = [f"# tfadvisor report: {code(run_label(result))}", ""]
     out += _summary(result, metrics)
     out += _findings(getattr(result, "findings", None) or [], metrics)
     out += _steps(tables.get("steps"), metrics, notes)
@@ -134,7 +135,7 @@ def _summary(result: Any, metrics: Any) -> list[str]:
     summ = getattr(result, "summary", None) or {}
     run = getattr(result, "run", None)
     hosts = summ.get("hosts") or (list(getattr(run, "hosts", []) or []) if run is not None else [])
-    rows = [("Run", code(P.run_label(result)))]
+    rows = [("Run", code(run_label(result)))]
     if getattr(run, "directory", None):
         rows.append(("Directory", code(run.directory)))
     if hosts:
@@ -173,10 +174,7 @@ def _findings(findings: list, metrics: Any) -> list[str]:
             items = evidence.items() if isinstance(evidence, dict) else enumerate(evidence)
             out += ["Evidence:", ""]
             out += _kv([(code(k), _ev(v, metrics, str(k))) for k, v in items], ("metric", "value"))
-        fix_parts = P.split_fix(P.get(f, "fix"))
-        extra = P.get(f, "code") or P.get(f, "example")
-        if extra:
-            fix_parts.append(("code", str(extra).strip("\n"), "python"))
+        fix_parts = P.finding_fix(f)
         if fix_parts:
             out += ["**Fix**", ""]
             for kind, body, lang in fix_parts:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfadvisor.report import format_number, unit_of
+from tfadvisor.report import format_number, get, unit_of
 from tfadvisor.units import human_bytes
 
 #: Step-time categories in display order, with colours (colour-blind friendly-ish palette).
@@ -769,13 +769,6 @@ KEY_METRICS = (
 SEVERITY_RANK = {"critical": 0, "high": 0, "error": 0, "warning": 1, "medium": 1, "info": 2, "low": 2}
 
 
-def get(obj: Any, name: str, default: Any = None) -> Any:
-    """Attribute or dict key: findings may be Finding objects or their ``to_dict()``."""
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
 def finding_rule(f: Any) -> str:
     return str(get(f, "rule", None) or get(f, "id", None) or get(f, "title", "") or "")
 
@@ -787,6 +780,15 @@ def notes_for(notes: list[str], *analyses: str) -> str | None:
             if str(n).startswith(f"{a}: "):
                 return str(n)[len(a) + 2:]
     return None
+
+
+def finding_fix(f: Any) -> list[tuple[str, str, str]]:
+    """A finding's fix as :func:`split_fix` parts, its ``code`` (or ``example``) last as Python."""
+    parts = split_fix(get(f, "fix"))
+    code = get(f, "code") or get(f, "example")
+    if code:
+        parts.append(("code", str(code).strip("\n"), "python"))
+    return parts
 
 
 def split_fix(fix: Any) -> list[tuple[str, str, str]]:
@@ -852,13 +854,3 @@ def docs_links(docs: Any) -> list[tuple[str, str]]:
         elif d:
             out.append((str(d), str(d)))
     return out
-
-
-def run_label(result: Any) -> str:
-    run = getattr(result, "run", None)
-    if run is None:
-        return "?"
-    try:
-        return run.label()
-    except Exception:  # noqa: BLE001 - a hand-made run object
-        return str(getattr(run, "directory", None) or getattr(run, "name", run))

@@ -14,7 +14,17 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from tfadvisor.report import BREAKDOWN, STEP_TIME_KEYS, breakdown, format_metric, format_number, plain, step_time
+from tfadvisor.report import (
+    BREAKDOWN,
+    STEP_TIME_KEYS,
+    breakdown,
+    format_metric,
+    format_number,
+    get,
+    plain,
+    run_label,
+    step_time,
+)
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 _FENCE = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
@@ -40,22 +50,6 @@ def _out(console: Console, text: str | Text, indent: int = 0, style: str = "", h
             continue
         for ln in lines:
             console.print(Text(" " * indent + ln, style=style), soft_wrap=True)
-
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def _run_label(result: Any) -> str:
-    run = getattr(result, "run", None)
-    if run is None:
-        return "?"
-    try:
-        return run.label()
-    except Exception:  # noqa: BLE001
-        return str(getattr(run, "directory", None) or getattr(run, "name", run))
 
 
 def _kv(console: Console, label: str, value: str) -> None:
@@ -92,7 +86,7 @@ def _loaded_line(summary: dict) -> str:
 def _summary(console: Console, result: Any) -> None:
     metrics = getattr(result, "metrics", None) or {}
     summary = getattr(result, "summary", None) or {}
-    console.print(Text.assemble(("tfadvisor", "bold"), " report for ", (_run_label(result), "bold")))
+    console.print(Text.assemble(("tfadvisor", "bold"), " report for ", (run_label(result), "bold")))
     hosts = summary.get("hosts") or list(getattr(getattr(result, "run", None), "hosts", []) or [])
     if hosts:
         shown = ", ".join(str(h) for h in hosts[:6]) + (f" (+{len(hosts) - 6} more)" if len(hosts) > 6 else "")
@@ -163,23 +157,23 @@ def _paragraphs(s: str) -> list[str]:
 
 
 def _finding(console: Console, i: int, f: Any, units: dict) -> None:
-    sev = str(_get(f, "severity", "info"))
+    sev = str(get(f, "severity", "info"))
     head = Text()
     head.append(f"{i}. ")
     head.append(sev.upper(), style=SEVERITY_STYLE.get(sev, "bold"))
-    head.append(f"  {_get(f, 'title', '')}", style="bold")
+    head.append(f"  {get(f, 'title', '')}", style="bold")
     console.print(head, soft_wrap=True)
-    impact = _get(f, "impact_pct")
-    sub = str(_get(f, "rule", ""))
+    impact = get(f, "impact_pct")
+    sub = str(get(f, "rule", ""))
     if isinstance(impact, (int, float)) and not isinstance(impact, bool):
         sub += f" · about {format_number(impact, 2)} % of time at stake"
     _out(console, sub, 3, style="dim")
-    _out(console, str(_get(f, "message", "")), 3)
-    evidence = _get(f, "evidence") or {}
+    _out(console, str(get(f, "message", "")), 3)
+    evidence = get(f, "evidence") or {}
     if evidence:
         _out(console, "Evidence: " + ", ".join(f"{k} = {format_metric(k, v, units)}" for k, v in evidence.items()),
              3, hang=2)
-    fix = str(_get(f, "fix", "") or "")
+    fix = str(get(f, "fix", "") or "")
     if fix:
         console.print(Text("   Fix:", style="bold green"), soft_wrap=True)
         for kind, body in _fix_parts(fix):
@@ -190,7 +184,7 @@ def _finding(console: Console, i: int, f: Any, units: dict) -> None:
             else:
                 for item in body.split("\n"):
                     _out(console, item, 5, hang=2 if item.startswith(("- ", "* ")) else 0)
-    docs = _get(f, "docs") or []
+    docs = get(f, "docs") or []
     if docs:
         console.print(Text("   Docs:", style="bold"), soft_wrap=True)
         for url in docs:  # never wrapped, so they stay clickable
@@ -209,7 +203,7 @@ def print_result(result: Any, console: Console | None = None) -> None:
     else:
         counts = {}
         for f in findings:
-            counts[_get(f, "severity", "info")] = counts.get(_get(f, "severity", "info"), 0) + 1
+            counts[get(f, "severity", "info")] = counts.get(get(f, "severity", "info"), 0) + 1
         tally = ", ".join(f"{counts[s]} {s}" for s in ("critical", "warning", "info") if s in counts)
         console.print(Text.assemble(("Findings", "bold underline"), f" ({tally}), most important first"))
         for i, f in enumerate(findings, 1):
