@@ -18,6 +18,8 @@ from enum import Enum
 
 import typer
 
+from tfadvisor.cli import fail
+
 app = typer.Typer(
     help="Capture a profile: from a running program's profiler server, or by running a training script.",
     no_args_is_help=True,
@@ -36,18 +38,13 @@ class Backend(str, Enum):
     tf = "tf"
 
 
-def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"tfadvisor: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def _levels(host: int | None, device: int | None, python: int | None, delay_ms: int | None = None):
     from tfadvisor.profiling import profiler_options
 
     for name, value, lo, hi in (("--host-tracer-level", host, 1, 3), ("--device-tracer-level", device, 0, 1),
                                 ("--python-tracer-level", python, 0, 1)):
         if value is not None and not lo <= value <= hi:
-            _fail(f"{name} must be between {lo} and {hi}, got {value}")
+            fail(f"{name} must be between {lo} and {hi}, got {value}")
     return profiler_options(host_tracer_level=host, device_tracer_level=device, python_tracer_level=python,
                             delay_ms=delay_ms)
 
@@ -67,7 +64,7 @@ def _report(run_dir: str, logdir: str, *, analyze: bool, no_steps: str | None = 
                    f"tfadvisor analyze {logdir}", err=True)
         return
     if no_steps and result.metrics.get("steps_count") == 0:
-        _fail(no_steps)
+        fail(no_steps)
     try:
         from tfadvisor.report.terminal import print_result
     except ImportError:
@@ -103,12 +100,12 @@ def service(
     from tfadvisor.capture.service import CaptureError, capture_service
 
     if retries < 0:
-        _fail(f"--retries must be >= 0, got {retries}")
+        fail(f"--retries must be >= 0, got {retries}")
     opts = _levels(host_tracer_level, device_tracer_level, python_tracer_level, delay_ms)
     try:
         got = capture_service(address, logdir, duration_ms, retries=retries, options=opts, backend=backend.value)
     except CaptureError as err:
-        _fail(str(err))
+        fail(str(err))
         return
     joined = ",".join(got.addresses)
     typer.echo(f"tfadvisor: captured {duration_ms} ms from {joined} ({got.backend})")
@@ -148,22 +145,22 @@ def run(
     from tfadvisor.capture.service import CaptureError, check_logdir
 
     if not command:
-        _fail("no command given: tfadvisor capture run --logdir DIR -- python train.py")
+        fail("no command given: tfadvisor capture run --logdir DIR -- python train.py")
     opts = _levels(host_tracer_level, device_tracer_level, python_tracer_level)
     try:
         cfg = capture_config(logdir, start_step=start_step, steps=steps, start_after_s=start_after_s,
                              duration_s=duration_s, options=opts)
         check_logdir(logdir)
     except (ValueError, CaptureError) as err:
-        _fail(str(err))
+        fail(str(err))
         return
     try:
         done = run_script(list(command), cfg, memory=memory)
     except FileNotFoundError:
-        _fail(f"cannot run {command[0]!r}: no such program")
+        fail(f"cannot run {command[0]!r}: no such program")
         return
     except PermissionError:
-        _fail(f"cannot run {command[0]!r}: permission denied")
+        fail(f"cannot run {command[0]!r}: permission denied")
         return
     run_dir = (done.status or {}).get("run_dir")
     if done.returncode != 0:
@@ -171,7 +168,7 @@ def run(
         typer.echo(f"tfadvisor: the script exited with code {done.returncode}{where}", err=True)
         raise typer.Exit(done.returncode if done.returncode > 0 else 128 - done.returncode)
     if not run_dir:
-        _fail(explain_no_profile(done))
+        fail(explain_no_profile(done))
         return
     _report(run_dir, logdir, analyze=analyze)
 
