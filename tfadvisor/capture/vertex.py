@@ -250,14 +250,16 @@ def _request(project, region, script, requirements, tfadvisor_package, container
     elif not re.match(r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$", tensorboard):
         fail(f"--tensorboard: expected projects/P/locations/R/tensorboards/ID or an ID (got {tensorboard!r})")
     reqs = _requirements(requirements)
+    image = container_uri or (GPU_IMAGE if accelerator_type else CPU_IMAGE)
     if tfadvisor_package and not any(_req_name(r) == "tfadvisor" for r in reqs):
         reqs.append(tfadvisor_package)
+        reqs.extend(_image_pins(image))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     name = display_name or f"tfadvisor-{re.sub(r'[^a-z0-9-]+', '-', script.stem.lower()).strip('-')}-{stamp}"
     return JobRequest(
         project=project, region=region, script=script, tensorboard=tensorboard, service_account=service_account,
         staging_bucket=staging_bucket, display_name=name,
-        container_uri=container_uri or (GPU_IMAGE if accelerator_type else CPU_IMAGE), requirements=reqs,
+        container_uri=image, requirements=reqs,
         args=args, machine_type=machine_type, accelerator_type=accelerator_type,
         accelerator_count=accelerator_count, replica_count=replica_count, steps=window, web_access=web_access,
     )
@@ -276,6 +278,16 @@ def _requirements(values: list[str]) -> list[str]:
         elif value.strip():
             out.append(value.strip())
     return out
+
+
+def _image_pins(image: str) -> list[str]:
+    """Pins that keep a prebuilt image's TensorFlow working once tfadvisor is installed next to it.
+
+    TensorFlow < 2.18 is built against NumPy 1.x; tfadvisor's dependencies would otherwise bring
+    NumPy 2 (newest pandas and numba), and ``import tensorflow`` fails in the job.
+    """
+    m = re.search(r"/tf-(?:cpu|gpu)\.2-(\d+)", image)
+    return ["numpy<2"] if m and any(marker in image for marker in PREBUILT_IMAGE_MARKERS) and int(m[1]) < 18 else []
 
 
 def _req_name(requirement: str) -> str:
@@ -306,14 +318,18 @@ def _credentials(anonymous: bool):
 
 
 def _run(target, project, region, api_endpoint, anonymous, out, poll_seconds) -> None:
-    # the SDK logs its progress (and console links) to stdout: keep stdout for the findings
-    sdk_log = logging.getLogger("google.cloud.aiplatform")
-    level = sdk_log.level
-    sdk_log.setLevel(logging.WARNING)
+    # the SDK's loggers (each at INFO, each with a handler) print its progress to stdout: keep stdout for
+    # the findings; this command says the same on stderr
+    loggers = [lg for name, lg in logging.root.manager.loggerDict.items()
+               if name.startswith("google.cloud.aiplatform") and isinstance(lg, logging.Logger)]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(lg.level, logging.WARNING))
     try:
         _run_quietly(target, project, region, api_endpoint, anonymous, out, poll_seconds)
     finally:
-        sdk_log.setLevel(level)
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def _run_quietly(target, project, region, api_endpoint, anonymous, out, poll_seconds) -> None:
@@ -413,20 +429,13 @@ def download_profile(gcs, base_output_dir: str, dest: Path) -> list[Path]:
 def _analyse(directory: Path) -> None:
     from tfadvisor.api import analyze
     from tfadvisor.errors import TraceError
+    from tfadvisor.report.terminal import print_result
 
     try:
         result = analyze(str(directory))
     except TraceError as err:
         fail(str(err))
-    try:
-        from tfadvisor.report.terminal import print_result
-    except ImportError:
-        from tfadvisor.profiling import summary_lines
-
-        for line in summary_lines(result, top=len(result.findings) or 1, run_dir=str(directory)):
-            typer.echo(line)
-    else:
-        print_result(result)
+    print_result(result)
 
 
 def _google_error(err: Exception) -> str | None:

@@ -1,8 +1,11 @@
 """Regenerate ``xplane_pb2.py`` from ``xplane.proto``.
 
-Needs ``grpcio-tools`` (which bundles ``protoc``)::
+Needs ``grpcio-tools`` (which bundles ``protoc``). Use a protoc of the protobuf 4.x line: its
+output has no runtime-version check, so the one module works with protobuf 4.21 up to 7.x (a
+newer protoc writes code that refuses older runtimes, and TF 2.17 images and the Vertex AI
+profiler still pin protobuf 4)::
 
-    pip install grpcio-tools && python -m tfadvisor.proto.regenerate
+    pip install 'grpcio-tools<1.60' && python -m tfadvisor.proto.regenerate
 """
 
 from __future__ import annotations
