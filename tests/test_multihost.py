@@ -1,0 +1,427 @@
+"""Multi-host analysis: per-host tasks in worker processes / on Dask, and the cross-host metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfadvisor
+from tfadvisor import multihost
+from tfadvisor.discovery import Run, resolve
+from tfadvisor.errors import TraceError
+from tfadvisor.multihost import analyze_hosts, combine_hosts, scaling_report
+from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host, read_counter
+from tfadvisor.trace import Plane, Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+RUN = "2026_01_01_00_00_00"
+CROSS_HOST_RULES = ("straggler_host", "missing_host", "load_imbalance")
+#: The cross-host metrics every multi-host result carries.
+CROSS = ("hosts_count", "hosts_expected", "missing_hosts", "missing_hosts_count", "straggler_host",
+         "straggler_ratio", "slowest_host", "slowest_host_ratio", "load_imbalance_pct", "hosts_misaligned",
+         "hosts_misaligned_count", "common_steps", "median_host")
+
+
+@pytest.fixture(scope="module")
+def straggler_dir(tmp_path_factory) -> Path:
+    """The 4-of-5-hosts straggler sample (the committed one, else freshly generated)."""
+    committed = SAMPLES / "synthetic_multihost_straggler"
+    if list(committed.glob(f"plugins/profile/{RUN}/*.xplane.pb")):
+        return committed
+    from tfadvisor import synthetic
+
+    root = tmp_path_factory.mktemp("samples")
+    synthetic.write_sample("synthetic_multihost_straggler", str(root))
+    return root / "synthetic_multihost_straggler"
+
+
+@pytest.fixture(scope="module")
+def straggler_local(straggler_dir):
+    return analyze_hosts(resolve(straggler_dir), jobs=2)
+
+
+@pytest.fixture(scope="module")
+def many_hosts(tmp_path_factory, straggler_dir) -> Path:
+    """Six host files (copies of the sample's four) in one run directory."""
+    src = sorted((straggler_dir / "plugins/profile" / RUN).glob("*.xplane.pb"))
+    run = tmp_path_factory.mktemp("six") / "plugins" / "profile" / RUN
+    run.mkdir(parents=True)
+    for i in range(6):
+        shutil.copy(src[i % len(src)], run / f"worker{i}.xplane.pb")
+    return run
+
+
+def _cross(result) -> dict:
+    return {k: result.metrics.get(k) for k in CROSS}
+
+
+# ------------------------------------------------------------------------------------------------
+# The straggler sample
+# ------------------------------------------------------------------------------------------------
+def test_straggler_and_missing_host(straggler_local):
+    m = straggler_local.metrics
+    assert m["straggler_host"] == "host2"
+    assert m["straggler_ratio"] > 1.4
+    assert "host4" in m["missing_hosts"].split(", ")
+    assert m["missing_hosts_count"] == 1
+    assert m["hosts_count"] == 4 and m["hosts_expected"] == 5
+    assert m["common_steps"] == 10 and m["hosts_misaligned"] is None
+    assert m["load_imbalance_pct"] > 40
+    assert all(m.source[k] == "multihost" for k in CROSS)
+    hosts = straggler_local.tables["hosts"]
+    assert list(hosts["host"]) == ["host0", "host1", "host2", "host3"]
+    row = hosts.set_index("host")
+    # the others wait in AllReduce for host2
+    assert row.loc["host2", "allreduce_ms_per_step"] < 0.5 * row.loc["host0", "allreduce_ms_per_step"]
+    assert row.loc["host2", "work_ratio"] == pytest.approx(m["straggler_ratio"])
+    assert [h.host for h in straggler_local.hosts] == ["host0", "host1", "host2", "host3"]
+
+
+def test_run_level_metrics_are_the_median_hosts(straggler_local):
+    m = straggler_local.metrics
+    med = next(h for h in straggler_local.hosts if h.host == m["median_host"])
+    assert med.host != "host2"
+    for k in ("step_time_mean_ms", "steps_count", "allreduce_ms_per_step", "step_device_compute_pct"):
+        assert m[k] == med.metrics[k]
+    times = sorted(h.metrics["step_time_mean_ms"] for h in straggler_local.hosts)
+    assert m["step_time_mean_ms"] == times[(len(times) - 1) // 2]
+    assert "steps" in straggler_local.tables and "hosts_steps" in straggler_local.tables
+    assert len(straggler_local.tables["hosts_steps"]) == 40
+
+
+def test_summary_describes_everything_loaded(straggler_dir, straggler_local):
+    s = straggler_local.summary
+    run = resolve(straggler_dir)
+    assert s["hosts"] == ["host0", "host1", "host2", "host3"]
+    assert s["files"] == list(run.files)
+    assert s["file_bytes"] == sum(os.path.getsize(f) for f in run.files)
+    whole = tfadvisor.load(straggler_dir)  # every host in one Trace
+    assert s["events"] == whole.n_events
+    assert len(s["planes"]) == len(whole.planes)
+    assert s["executor"] == "processes" and s["jobs"] == 2
+
+
+def test_in_process_gives_the_same(straggler_dir, straggler_local):
+    inline = analyze_hosts(resolve(straggler_dir), jobs=1)
+    assert inline.summary["executor"] == "in-process"
+    assert dict(inline.metrics) == dict(straggler_local.metrics)
+    pd.testing.assert_frame_equal(inline.tables["hosts"], straggler_local.tables["hosts"])
+
+
+def test_findings_name_the_straggler(straggler_dir):
+    result = tfadvisor.analyze(straggler_dir)
+    ids = [f.rule for f in result.findings]
+    assert "straggler_host" in ids and "missing_host" in ids
+    top = next(f for f in result.findings if f.rule in CROSS_HOST_RULES)
+    assert "host2" in top.message
+    missing = next(f for f in result.findings if f.rule == "missing_host")
+    assert "host4" in missing.message
+
+
+def test_worker_returns_no_trace(straggler_dir):
+    run = resolve(straggler_dir)
+    payload = analyze_host(run, "host1")
+    blob = pickle.dumps(payload)
+
+    def walk(x):
+        assert not isinstance(x, (Trace, Plane))
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(payload)
+    assert set(payload) >= {"host", "metrics", "units", "tables", "notes", "summary"}
+    assert "steps" in payload["tables"]
+    assert payload["summary"]["hosts"] == ["host1"]
+    assert len(blob) < 2_000_000
+
+
+# ------------------------------------------------------------------------------------------------
+# Bounded memory: at most `jobs` hosts' events held at once
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_at_most_jobs_hosts_in_flight(many_hosts, tmp_path, monkeypatch, jobs):
+    counter = tmp_path / "inflight.json"
+    monkeypatch.setenv(COUNTER_ENV, str(counter))
+    result = analyze_hosts(resolve(str(many_hosts)), jobs=jobs)
+    state = read_counter(str(counter))
+    assert state["loads"] == 6  # every host loaded once
+    assert state["now"] == 0  # every trace dropped
+    assert 1 <= state["max"] <= jobs
+    assert result.metrics["hosts_count"] == 6
+
+
+def test_pool_keeps_jobs_in_flight(many_hosts, tmp_path, monkeypatch):
+    """The process-only pool (no in-process slot) honours the bound too."""
+    counter = tmp_path / "inflight.json"
+    monkeypatch.setenv(COUNTER_ENV, str(counter))
+    run = resolve(str(many_hosts))
+    got = dict(multihost._run_pool(run, run.hosts, None, 2, local_slot=False))
+    assert sorted(got) == sorted(run.hosts)
+    state = read_counter(str(counter))
+    assert state["loads"] == 6 and state["now"] == 0 and state["max"] <= 2
+
+
+def test_bad_host_file_is_a_trace_error(many_hosts, tmp_path):
+    run_dir = tmp_path / "plugins" / "profile" / RUN
+    shutil.copytree(many_hosts, run_dir)
+    bad = run_dir / "worker3.xplane.pb"
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
+    with pytest.raises(TraceError) as err:
+        analyze_hosts(resolve(str(run_dir)), jobs=2)
+    assert err.value.path.endswith("worker3.xplane.pb")
+    assert "truncated" in err.value.problem
+
+
+def test_unguarded_main_script(straggler_dir, tmp_path):
+    """Worker processes do not re-run the caller's __main__ (a script without the __name__ guard)."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import tfadvisor\n"
+        "print('START')\n"
+        f"r = tfadvisor.analyze({str(straggler_dir)!r}, jobs=2)\n"
+        "print('STRAGGLER', r.metrics['straggler_host'])\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("START") == 1
+    assert "STRAGGLER host2" in out.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# Dask
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dask_cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        yield cluster
+
+
+def test_dask_gives_the_same_as_local(straggler_dir, straggler_local, dask_cluster, tmp_path, monkeypatch):
+    counter = tmp_path / "inflight.json"
+    monkeypatch.setenv(COUNTER_ENV, str(counter))
+    res = analyze_hosts(resolve(straggler_dir), dask=dask_cluster.scheduler_address)
+    assert res.summary["executor"] == "dask"
+    assert dict(res.metrics) == dict(straggler_local.metrics)
+    assert res.metrics.units == straggler_local.metrics.units
+    pd.testing.assert_frame_equal(res.tables["hosts"], straggler_local.tables["hosts"])
+    pd.testing.assert_frame_equal(res.tables["hosts_steps"], straggler_local.tables["hosts_steps"])
+    assert [h.host for h in res.hosts] == [h.host for h in straggler_local.hosts]
+    for a, b in zip(res.hosts, straggler_local.hosts):
+        assert dict(a.metrics) == dict(b.metrics)
+    s = {k: v for k, v in res.summary.items() if k not in ("executor", "scheduler", "jobs", "worker_processes")}
+    t = {k: v for k, v in straggler_local.summary.items() if k not in ("executor", "scheduler", "jobs",
+                                                                        "worker_processes")}
+    assert s == t
+    state = read_counter(str(counter))
+    assert state["loads"] == 4 and state["now"] == 0 and state["max"] <= 2
+
+
+def test_dask_bad_address_is_a_trace_error(straggler_dir):
+    pytest.importorskip("distributed")
+    with pytest.raises(TraceError) as err:
+        analyze_hosts(resolve(straggler_dir), dask="tcp://127.0.0.1:1")
+    assert "Dask scheduler" in err.value.problem
+
+
+# ------------------------------------------------------------------------------------------------
+# The real two-worker capture (both files say hostname "vm": hosts are told apart by file name)
+# ------------------------------------------------------------------------------------------------
+def test_multiworker_sample_local_and_dask(dask_cluster):
+    path = SAMPLES / "multiworker_allreduce"
+    local = tfadvisor.analyze(path, jobs=2)
+    dask = tfadvisor.analyze(path, dask=dask_cluster.scheduler_address)
+    for res in (local, dask):
+        m = res.metrics
+        assert [h.host for h in res.hosts] == ["worker0", "worker1"]
+        assert m["hosts_count"] == 2 and m["common_steps"] == 8 and m["steps_count"] == 8
+        assert m["hosts_expected"] is None and m["missing_hosts"] is None
+        assert m["hosts_misaligned"] is None
+        assert m["straggler_host"] is None  # both wait for each other on the same two cores
+        assert "missing_host" not in [f.rule for f in res.findings]
+    assert dict(local.metrics) == dict(dask.metrics)
+    default = tfadvisor.analyze(path)  # small files: analysed in-process without --jobs
+    assert default.summary["executor"] == "in-process"
+    assert dict(default.metrics) == dict(local.metrics)
+
+
+# ------------------------------------------------------------------------------------------------
+# Combining (hand-made per-host results)
+# ------------------------------------------------------------------------------------------------
+def _payload(host: str, steps: list[int], compute: float, allreduce: float | None, inp: float = 1.0) -> dict:
+    n = len(steps)
+    tbl = pd.DataFrame({
+        "step": steps, "duration_ms": [compute + inp + (allreduce or 0)] * n, "in_stats": [True] * n,
+        "device_compute_ms": [compute] * n, "input_ms": [inp] * n, "host_compute_ms": [0.0] * n,
+        "kernel_launch_ms": [0.0] * n, "collective_ms": [allreduce or 0.0] * n, "idle_ms": [0.0] * n,
+        "other_ms": [0.0] * n,
+    })
+    metrics = {"steps_count": n, "step_time_mean_ms": compute + inp + (allreduce or 0),
+               "step_time_median_ms": compute + inp + (allreduce or 0), "allreduce_present": allreduce is not None,
+               "allreduce_ms_per_step": allreduce}
+    return {"host": host, "metrics": metrics, "units": {}, "docs": {}, "source": {}, "tables": {"steps": tbl},
+            "notes": [], "summary": {"hosts": [host], "events": 10, "file_bytes": 100, "planes": []},
+            "options": {}}
+
+
+def _run(hosts: list[str]) -> Run:
+    return Run(name=RUN, directory="/nowhere", files=tuple(f"/nowhere/{h}.xplane.pb" for h in hosts))
+
+
+def test_combine_misaligned_and_port_suffixed_names():
+    hosts = ["worker0_6009", "worker1_6009", "worker2_6009"]
+    payloads = [_payload(hosts[0], list(range(10, 20)), 50, 10), _payload(hosts[1], list(range(10, 20)), 50, 10),
+                _payload(hosts[2], list(range(40, 50)), 50, 10)]
+    res = combine_hosts(_run(hosts), payloads,
+                        metadata={"hosts": 4, "host_names": ["worker0", "worker1", "worker2", "worker3"]})
+    m = res.metrics
+    assert m["missing_hosts"] == "worker3" and m["missing_hosts_count"] == 1 and m["hosts_expected"] == 4
+    assert m["hosts_misaligned"] == "worker2_6009" and m["hosts_misaligned_count"] == 1
+    assert m["common_steps"] == 0
+    assert any("do not line up" in n for n in res.notes)
+
+
+def test_combine_straggler_needs_others_waiting():
+    hosts = ["a", "b", "c"]
+    steps = list(range(8))
+    # c works 1.5x but also waits the longest: the others do not wait for it
+    res = combine_hosts(_run(hosts), [_payload("a", steps, 40, 5), _payload("b", steps, 40, 5),
+                                      _payload("c", steps, 60, 20)])
+    m = res.metrics
+    assert m["straggler_host"] is None and m["straggler_ratio"] is None
+    assert m["slowest_host"] == "c" and m["slowest_host_ratio"] == pytest.approx(61 / 41)
+    # the usual picture: c works longer, a and b wait for it
+    res = combine_hosts(_run(hosts), [_payload("a", steps, 40, 25), _payload("b", steps, 40, 25),
+                                      _payload("c", steps, 60, 5)])
+    m = res.metrics
+    assert m["straggler_host"] == "c" and m["straggler_ratio"] == pytest.approx(61 / 41)
+    assert m["load_imbalance_pct"] == pytest.approx(50.0)
+    assert m["hosts_expected"] is None and m["missing_hosts"] is None and m["missing_hosts_count"] is None
+    # no AllReduce at all: the work ratio alone decides
+    res = combine_hosts(_run(hosts), [_payload("a", steps, 40, None), _payload("b", steps, 40, None),
+                                      _payload("c", steps, 60, None)])
+    assert res.metrics["straggler_host"] == "c"
+    # balanced: no straggler, the ratio is still reported
+    res = combine_hosts(_run(hosts), [_payload("a", steps, 40, 5), _payload("b", steps, 41, 5),
+                                      _payload("c", steps, 42, 5)])
+    assert res.metrics["straggler_host"] is None and 1.0 < res.metrics["straggler_ratio"] < 1.1
+
+
+def test_combine_uses_common_steps_only():
+    hosts = ["a", "b"]
+    pa = _payload("a", list(range(0, 10)), 40, 5)
+    pb = _payload("b", list(range(2, 12)), 40, 5)
+    pa["tables"]["steps"].loc[0:1, "device_compute_ms"] = 400.0  # steps 0-1: only on a, slow (warm-up)
+    res = combine_hosts(_run(hosts), [pa, pb])
+    assert res.metrics["common_steps"] == 8 and res.metrics["hosts_misaligned"] is None
+    rows = res.tables["hosts"].set_index("host")
+    assert rows.loc["a", "device_compute_ms"] == pytest.approx(40.0)
+    assert rows.loc["a", "steps_used"] == 8
+
+
+# ------------------------------------------------------------------------------------------------
+# Scaling
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def scaling_runs(tmp_path_factory) -> list[Path]:
+    """The same model on 2 and 4 replicas (one GPU per host), 64 examples per replica; the
+    all-reduce grows from 4 to 12 ms per step, the compute stays (the step grows by 8 ms)."""
+    from tfadvisor import synthetic as syn
+
+    out = []
+    for n, ar in ((2, 4.0), (4, 12.0)):
+        logdir = tmp_path_factory.mktemp(f"scale{n}")
+        specs = [syn.SyntheticSpec(steps=8, ops_per_step=40, step_time_ms=36.0 + ar, host=f"w{i}", allreduce_ms=ar,
+                                   strategy="MultiWorkerMirroredStrategy", seed=3 + i, batch_size=64 * n)
+                 for i in range(n)]
+        syn.write_run(str(logdir), specs, run_meta={"hosts": n, "replicas": n, "batch_size": 64 * n})
+        out.append(logdir)
+    return out
+
+
+def test_scaling_report(scaling_runs):
+    rep = scaling_report([str(p) for p in scaling_runs], jobs=1)
+    a, b = rep["runs"]
+    assert rep["baseline_replicas"] == 2 and a["baseline"] and not b["baseline"]
+    assert (a["replicas"], b["replicas"]) == (2, 4) and (a["global_batch"], b["global_batch"]) == (128, 256)
+    assert a["examples_per_s"] == pytest.approx(128 / (a["step_time_ms"] / 1000))
+    assert b["examples_per_s_per_replica"] == pytest.approx(b["examples_per_s"] / 4)
+    eff = b["examples_per_s"] / (2 * a["examples_per_s"])
+    assert b["scaling_efficiency_pct"] == pytest.approx(100 * eff)
+    assert a["scaling_efficiency_pct"] == pytest.approx(100.0)
+    assert b["scaling_efficiency_pct"] < 100
+    # the lost points add up to 100 - efficiency, and AllReduce is most of it
+    assert sum(b["loss_pct"].values()) == pytest.approx(100 - b["scaling_efficiency_pct"])
+    assert b["loss_pct"]["allreduce"] > 0.5 * (100 - b["scaling_efficiency_pct"])
+    assert b["loss_ms"]["allreduce"] == pytest.approx(b["allreduce_ms_per_step"] - a["allreduce_ms_per_step"])
+
+
+def test_scaling_flags_override_metadata(scaling_runs):
+    rep = scaling_report([str(p) for p in scaling_runs], replicas="1,2", batch_sizes="100", jobs=1)
+    a, b = rep["runs"]
+    assert (a["replicas"], b["replicas"]) == (1, 2) and a["global_batch"] == b["global_batch"] == 100
+    # strong scaling: the ideal step halves
+    assert b["ideal_step_time_ms"] == pytest.approx(a["step_time_ms"] / 2)
+
+
+def test_scaling_bad_input(scaling_runs, tmp_path):
+    with pytest.raises(TraceError, match="two or more"):
+        scaling_report([str(scaling_runs[0])])
+    with pytest.raises(TraceError, match="one value per run"):
+        scaling_report([str(p) for p in scaling_runs], replicas="2,4,8")
+    with pytest.raises(TraceError, match="whole numbers"):
+        scaling_report([str(p) for p in scaling_runs], replicas="two,four")
+    bare = tmp_path / "bare"
+    shutil.copytree(scaling_runs[0], bare)
+    for f in bare.rglob("tfadvisor_run.json"):
+        f.unlink()
+    with pytest.raises(TraceError, match="replica count unknown"):
+        scaling_report([str(bare), str(scaling_runs[1])], jobs=1)
+    with pytest.raises(TraceError, match="batch size unknown"):
+        scaling_report([str(bare), str(scaling_runs[1])], replicas="2,4", jobs=1)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "tfadvisor", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_scaling_cli(scaling_runs):
+    paths = [str(p) for p in scaling_runs]
+    out = _cli("scaling", *paths, "--format", "json", "--jobs", "1")
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert [r["replicas"] for r in rep["runs"]] == [2, 4]
+    assert np.isfinite(rep["runs"][1]["scaling_efficiency_pct"])
+    out = _cli("scaling", *paths)
+    assert out.returncode == 0, out.stderr
+    assert "efficiency" in out.stdout and "AllReduce" in out.stdout
+    out = _cli("scaling", paths[0])
+    assert out.returncode == 2
+    assert out.stderr.startswith("tfadvisor: ") and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_analyze_cli_multihost(straggler_dir):
+    out = _cli("analyze", str(straggler_dir), "--jobs", "2", "--format", "json", "-q")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["metrics"]["straggler_host"] == "host2"
+    assert [h["host"] for h in doc["hosts"]] == ["host0", "host1", "host2", "host3"]

@@ -1,0 +1,791 @@
+"""Multi-host profiles: analyse every host file in parallel, then compare the hosts.
+
+A run with several host files (``<run>/<host>.xplane.pb``, one per worker of a
+``MultiWorkerMirroredStrategy``/Horovod/TPU job) is analysed one host at a time in worker
+processes: each task loads ONE host file (:func:`tfadvisor.reader.load_run` with ``hosts=[h]``),
+runs :func:`tfadvisor.analyses.analyze_trace` on it and sends back only the small per-host result
+(metrics, notes, the steps table and other small tables, the trace's summary), never the trace
+(:mod:`tfadvisor.multihost_worker`). The parent keeps at most ``jobs`` hosts in flight, so at
+most ``jobs`` hosts' events are in memory at once and a run whose files add up to more than the
+machine's RAM is still analysed.
+
+Executors:
+
+* ``jobs=1``: in this process, one host after the other.
+* ``jobs=N`` (default ``os.cpu_count()``): N hosts at once: N - 1 in the worker processes of a
+  ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` context; they do not re-run the caller's
+  ``__main__``) and one in a thread of this process, which has
+  everything imported already and would otherwise only wait. numba's decoding threads are split
+  between the N. Measured (benchmarks/multihost.py): this uses less memory than N worker
+  processes plus an idle parent (the parent's own ~150 MB, and the in-process host starts
+  while the workers are still starting, so the N peaks do not coincide), and it is faster.
+  After each host the task gives freed heap back to the OS (``malloc_trim``), so a worker's
+  memory does not creep from host to host.
+* ``dask="tcp://scheduler:8786"``: the same per-host function submitted to an existing Dask
+  distributed cluster (``distributed.Client(address)``); at most ``jobs`` (default: the
+  cluster's thread count) hosts in flight. The workers need tfadvisor installed and the profile
+  files readable at the same path (shared file system or ``gs://``).
+
+The per-host results are combined identically whatever ran them (:func:`combine_hosts`):
+
+* the table ``hosts`` (one row per host: steps, step time, per-step category times,
+  compute / input / "work" per step, AllReduce per step, memory peak) and ``hosts_steps``
+  (host x step, aligned by step number);
+* cross-host metrics (source ``multihost``, listed in ``tfadvisor/analyses/README.md``):
+  ``hosts_count``, ``hosts_expected``, ``missing_hosts``, ``missing_hosts_count``,
+  ``straggler_host``, ``straggler_ratio``, ``slowest_host``, ``slowest_host_ratio``,
+  ``load_imbalance_pct``, ``hosts_misaligned``, ``hosts_misaligned_count``, ``common_steps``,
+  ``median_host``;
+* run-level per-step figures are those of the **median host** (by mean step time; the lower
+  median for an even count): a real, typical host. Averages over hosts would mix the straggler
+  (all compute) with the hosts waiting for it (compute + AllReduce wait) into a step no host
+  ran; the per-host detail is in ``Result.hosts`` and the ``hosts`` table.
+
+Steps are aligned by step number, not by wall clock (each host file's timestamps are relative
+to its own profile start). Per-host figures use the steps every host has (``common_steps``),
+minus the first and last when the steps table leaves them out of its statistics.
+
+Straggler: a host's *work* per step is its compute (device compute, host compute, kernel
+launch, other) plus input time. The slowest host is a straggler when its work is more than
+1.2x the median host's and the other hosts see it as a longer AllReduce wait (their median
+AllReduce time per step is longer than its own); with no AllReduce in the trace the ratio alone
+decides. ``load_imbalance_pct`` is (max - min) / median of the hosts' compute time per step.
+
+The scaling view (``tfadvisor scaling RUN_A RUN_B ...``, :func:`scaling_report`) compares runs
+of the same model at different replica counts: throughput per replica and scaling efficiency
+``throughput_N / (N / N0 x throughput_N0)``, with the efficiency lost split into AllReduce,
+input and other from the differences of the per-step category times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import typer
+
+from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, analyze_trace, options_from
+from tfadvisor.discovery import Run, is_remote, resolve
+from tfadvisor.errors import TraceError
+from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host
+from tfadvisor.reader import _size, load_run, read_run_metadata
+
+#: A host whose work per step exceeds the median host's by this factor is a straggler.
+STRAGGLER_RATIO = 1.2
+#: Without an explicit ``jobs``, runs whose files add up to less than this are analysed in-process.
+INLINE_BELOW_BYTES = 32_000_000
+#: Per-step categories of the steps table (``<category>_ms`` columns), see analyses/steps.py.
+CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
+#: Categories that count as compute (work that is not input and not waiting).
+COMPUTE = ("device_compute", "host_compute", "kernel_launch", "other")
+
+Progress = Callable[[int, int], None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the per-host tasks
+# ---------------------------------------------------------------------------------------------
+def analyze_hosts(
+    run: Run,
+    options: Options | None = None,
+    progress: Progress | None = None,
+    jobs: int | None = None,
+    dask: str | None = None,
+):
+    """Analyse every host of ``run`` in parallel and combine them into one ``api.Result``."""
+    hosts = list(dict.fromkeys(run.hosts))
+    if not hosts:
+        raise TraceError(run.directory, "no host files in this run")
+    if jobs is not None and jobs < 1:
+        raise TraceError("--jobs", f"must be 1 or more (got {jobs})")
+    metadata = read_run_metadata(run.directory)
+    sizes = {h: sum(_size(f) for f in run.files if _host_of(f) == h) for h in hosts}
+    total = sum(sizes.values())
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    payloads: dict[str, dict] = {}
+    if dask:
+        stream = _run_dask(run, hosts, options, dask, jobs)
+        executor = {"executor": "dask", "scheduler": dask}
+    else:
+        n = min(jobs or os.cpu_count() or 1, len(hosts))
+        if jobs is None and total < INLINE_BELOW_BYTES:
+            n = 1  # starting worker processes costs more than analysing small files here
+        if n <= 1:
+            stream = _run_inline(run, hosts, options)
+            executor = {"executor": "in-process", "jobs": 1}
+        else:
+            stream = _run_pool(run, hosts, options, n)
+            executor = {"executor": "processes", "jobs": n, "worker_processes": n - 1}
+    try:
+        for host, payload in stream:
+            if "error" in payload:
+                err = payload["error"]
+                raise TraceError(err["path"], err["problem"])
+            payloads[host] = payload
+            done += sizes.get(host, 0)
+            if progress is not None:
+                progress(done, total)
+    finally:
+        stream.close()  # on an error: cancel what has not started, stop the workers
+    ordered = [payloads[h] for h in hosts]
+    return combine_hosts(run, ordered, metadata=metadata, executor=executor)
+
+
+def _host_of(path: str) -> str:
+    from tfadvisor.discovery import host_name
+
+    return host_name(path)
+
+
+def _run_inline(run: Run, hosts: list[str], options: Options | None) -> Iterator[tuple[str, dict]]:
+    for h in hosts:
+        yield h, analyze_host(run, h, options, None, os.environ.get(COUNTER_ENV))
+
+
+def _mp_context():
+    """``spawn``: fresh interpreters that share nothing with this (possibly threaded) process.
+    A forkserver would start workers no faster here (they import tfadvisor either way) and is
+    one more process to hold memory, with its environment fixed when it first starts."""
+    import multiprocessing as mp
+
+    return mp.get_context("spawn")
+
+
+@contextmanager
+def _main_module_hidden():
+    """Start worker processes without re-running the caller's ``__main__``.
+
+    spawn/forkserver workers normally import the parent's main script first (and an unguarded
+    script would start a second analysis there). The per-host task needs nothing from it, so
+    while workers start, ``__main__`` shows neither ``__file__`` nor ``__spec__``."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    with _MAIN_LOCK:
+        saved = {a: getattr(main, a) for a in ("__file__", "__spec__") if a in vars(main)}
+        try:
+            if "__file__" in saved:
+                del main.__file__
+            main.__spec__ = None
+            yield
+        finally:
+            if "__spec__" in saved:
+                main.__spec__ = saved["__spec__"]
+            else:
+                with suppress(AttributeError):
+                    del main.__spec__
+            if "__file__" in saved:
+                main.__file__ = saved["__file__"]
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+def _run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int,
+              local_slot: bool = True) -> Iterator[tuple[str, dict]]:
+    """At most ``jobs`` hosts in flight; results as they complete.
+
+    With ``local_slot`` one of the ``jobs`` slots is a thread of this process (which has
+    tfadvisor imported already and would otherwise only wait) and ``jobs - 1`` are worker
+    processes; without it all ``jobs`` are worker processes."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    counter = os.environ.get(COUNTER_ENV)
+    n_proc = jobs - 1 if local_slot else jobs
+    queue = list(hosts)
+    pending: dict = {}  # future -> (host, "local" | "process")
+    procs = ProcessPoolExecutor(max_workers=n_proc, mp_context=_mp_context()) if n_proc else None
+    local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
+    failed = False
+    try:
+        while queue or pending:
+            kinds = [k for _, k in pending.values()]
+            if local is not None and queue and "local" not in kinds:
+                h = queue.pop(0)
+                pending[local.submit(analyze_host, run, h, options, threads, counter)] = (h, "local")
+            while procs is not None and queue and kinds.count("process") < n_proc:
+                h = queue.pop(0)
+                with _main_module_hidden():  # workers start on the first submits
+                    pending[procs.submit(analyze_host, run, h, options, threads, counter)] = (h, "process")
+                kinds.append("process")
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                h, _kind = pending.pop(fut)
+                try:
+                    payload = fut.result()
+                except BrokenProcessPool:
+                    raise TraceError(_file_of(run, h), "the worker process analysing this host died (out of "
+                                                       "memory? try fewer --jobs, or --jobs 1)") from None
+                yield h, payload
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        if procs is not None:
+            procs.shutdown(wait=True, cancel_futures=True)
+        if local is not None:
+            local.shutdown(wait=not failed, cancel_futures=True)
+
+
+def _file_of(run: Run, host: str) -> str:
+    return next((f for f in run.files if _host_of(f) == host), run.directory)
+
+
+def _absolute(run: Run) -> Run:
+    """The run with local paths made absolute (Dask workers may run elsewhere)."""
+    files = tuple(f if is_remote(f) else os.path.abspath(f) for f in run.files)
+    directory = run.directory if is_remote(run.directory) else os.path.abspath(run.directory)
+    return dataclasses.replace(run, files=files, directory=directory)
+
+
+def _run_dask(run: Run, hosts: list[str], options: Options | None, address: str,
+              jobs: int | None) -> Iterator[tuple[str, dict]]:
+    """The same per-host tasks on an existing Dask distributed cluster."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise TraceError(address, "--dask needs dask.distributed: pip install 'tfadvisor[dist]'") from None
+    try:
+        client = Client(address, timeout="20s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as err:
+        raise TraceError(address, f"cannot connect to the Dask scheduler ({type(err).__name__}: {err})") from None
+    try:
+        nthreads = sum(client.nthreads().values()) or 1
+        limit = max(1, jobs or nthreads)
+        target = _absolute(run)
+        queue = list(hosts)
+        token = os.urandom(4).hex()
+        counter = os.environ.get(COUNTER_ENV)
+        names: dict[str, str] = {}
+
+        def submit(h: str):
+            fut = client.submit(analyze_host, target, h, options, None, counter, key=f"tfadvisor-host-{h}-{token}",
+                                pure=False)
+            names[fut.key] = h
+            return fut
+
+        first = [submit(queue.pop(0)) for _ in range(min(limit, len(queue)))]
+        ac = as_completed(first, loop=client.loop)
+        for fut in ac:
+            h = names.pop(fut.key)
+            payload = fut.result()
+            fut.release()
+            if queue:
+                ac.add(submit(queue.pop(0)))
+            yield h, payload
+    finally:
+        client.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Combining the hosts
+# ---------------------------------------------------------------------------------------------
+def _host_analysis(p: dict) -> HostAnalysis:
+    m = Metrics()
+    for k, v in p["metrics"].items():
+        m[k] = v
+        m.units[k] = p["units"].get(k, "")
+        m.docs[k] = p["docs"].get(k, "")
+        m.source[k] = p["source"].get(k, "")
+    return HostAnalysis(host=p["host"], metrics=m, tables=dict(p["tables"]), notes=list(p["notes"]), results={})
+
+
+def _num(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def _step_numbers(tbl: pd.DataFrame | None) -> set[int]:
+    if tbl is None or "step" not in tbl.columns or len(tbl) == 0:
+        return set()
+    s = pd.to_numeric(tbl["step"], errors="coerce").dropna()
+    return {int(x) for x in s}
+
+
+def _alignment(steps: dict[str, set[int]]) -> tuple[set[int], list[str]]:
+    """(steps common to every host with steps, hosts whose step numbers do not line up).
+
+    A host lines up when at least half of its steps are step numbers that more than half of
+    the hosts have."""
+    with_steps = {h: s for h, s in steps.items() if s}
+    if not with_steps:
+        return set(), []
+    common = set.intersection(*with_steps.values())
+    if len(with_steps) < 2:
+        return common, []
+    counts: dict[int, int] = {}
+    for s in with_steps.values():
+        for x in s:
+            counts[x] = counts.get(x, 0) + 1
+    majority = {x for x, c in counts.items() if c > len(with_steps) / 2}
+    bad = [h for h, s in with_steps.items() if len(s & majority) < 0.5 * len(s)]
+    return common, bad
+
+
+def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, Any]:
+    m = ha.metrics
+    tbl = ha.tables.get("steps")
+    row: dict[str, Any] = {
+        "host": ha.host,
+        "steps": int(m.get("steps_count") or 0),
+        "steps_used": 0,
+        "step_time_mean_ms": _num(m.get("step_time_mean_ms")),
+        "step_time_median_ms": _num(m.get("step_time_median_ms")),
+    }
+    cat = {c: None for c in CATEGORIES}
+    if tbl is not None and len(tbl):
+        sel = tbl
+        if common and "step" in tbl.columns:
+            num = pd.to_numeric(tbl["step"], errors="coerce")
+            in_common = num.isin(list(common)).to_numpy()
+            if in_common.any():
+                sel = tbl[in_common]
+        if "in_stats" in sel.columns and bool(sel["in_stats"].any()):
+            sel = sel[sel["in_stats"].astype(bool).to_numpy()]
+        row["steps_used"] = int(len(sel))
+        for c in CATEGORIES:
+            col = f"{c}_ms"
+            if col in sel.columns:
+                cat[c] = float(sel[col].mean())
+        if "duration_ms" in sel.columns:
+            row["step_time_used_ms"] = float(sel["duration_ms"].mean())
+    for c in CATEGORIES:
+        row[f"{c}_ms"] = cat[c]
+    known = [cat[c] for c in COMPUTE if cat[c] is not None]
+    row["compute_ms"] = float(sum(known)) if known else None
+    row["input_ms"] = cat["input"]
+    row["work_ms"] = (row["compute_ms"] + (cat["input"] or 0.0)) if row["compute_ms"] is not None else None
+    row["wait_ms"] = ((cat["collective"] or 0.0) + (cat["idle"] or 0.0)) if cat["collective"] is not None else None
+    inp = _num(m.get("input_pct"))
+    row["input_pct"] = inp if inp is not None else _num(m.get("step_input_pct"))
+    ar = _num(m.get("allreduce_ms_per_step"))
+    if ar is None and m.get("allreduce_present") and cat["collective"] is not None:
+        ar = cat["collective"]
+    row["allreduce_ms_per_step"] = ar
+    row["memory_peak_bytes"] = _num(m.get("memory_peak_bytes"))
+    summ = payload.get("summary") or {}
+    row["events"] = int(summ.get("events") or 0)
+    row["file_bytes"] = int(summ.get("file_bytes") or 0)
+    row.setdefault("step_time_used_ms", None)
+    return row
+
+
+def _expected_hosts(metadata: dict) -> tuple[int | None, list[str] | None]:
+    names = metadata.get("host_names")
+    names = [str(n) for n in names] if isinstance(names, (list, tuple)) else None
+    n = metadata.get("hosts")
+    expected: int | None
+    if isinstance(n, bool):
+        expected = None
+    elif isinstance(n, (int, float)):
+        expected = int(n)
+    elif isinstance(n, (list, tuple)):  # a list of names under "hosts"
+        names = names or [str(x) for x in n]
+        expected = len(n)
+    else:
+        expected = None
+    if expected is None and names is not None:
+        expected = len(names)
+    return expected, names
+
+
+def _norm(name: str) -> str:
+    return name.replace(":", "_").lower()
+
+
+def _present(expected_name: str, loaded: list[str]) -> bool:
+    """``worker0`` is present as ``worker0`` or as ``worker0_6009`` (remote capture adds the port)."""
+    e = _norm(expected_name)
+    for h in loaded:
+        n = _norm(h)
+        if n == e or re.fullmatch(re.escape(e) + r"_\d+", n) or re.fullmatch(re.escape(n) + r"_\d+", e):
+            return True
+    return False
+
+
+def _median_host(rows: list[dict]) -> int:
+    """Index of the median host by mean step time (lower median; hosts without steps last)."""
+    keyed = [(r["step_time_mean_ms"] is None, r["step_time_mean_ms"] or 0.0, i) for i, r in enumerate(rows)]
+    with_steps = [k for k in keyed if not k[0]]
+    if not with_steps:
+        return 0
+    with_steps.sort()
+    return with_steps[(len(with_steps) - 1) // 2][2]
+
+
+def _merge_summaries(run: Run, payloads: list[dict], executor: dict) -> dict[str, Any]:
+    planes: list = []
+    events = 0
+    span = 0.0
+    file_bytes = 0
+    hosts: list[str] = []
+    for p in payloads:
+        s = p.get("summary") or {}
+        planes.extend(s.get("planes") or [])
+        events += int(s.get("events") or 0)
+        span = max(span, float(s.get("time_span_ms") or 0.0))
+        file_bytes += int(s.get("file_bytes") or 0)
+        hosts.extend(s.get("hosts") or [p["host"]])
+    return {
+        "run": run.name,
+        "run_dir": run.directory,
+        "files": list(run.files),
+        "file_bytes": file_bytes,
+        "hosts": list(dict.fromkeys(hosts)),
+        "events": events,
+        "time_span_ms": span,  # the longest host's span: each file's clock starts at its own profile
+        "planes": planes,
+        **executor,
+    }
+
+
+def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None):
+    """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result."""
+    from tfadvisor.api import Result
+
+    metadata = metadata or {}
+    has = [_host_analysis(p) for p in payloads]
+    names = [h.host for h in has]
+    steps = {h.host: _step_numbers(h.tables.get("steps")) for h in has}
+    common, misaligned = _alignment(steps)
+    rows = [_host_row(h, common, p) for h, p in zip(has, payloads)]
+    notes: list[str] = []
+
+    mi = _median_host(rows)
+    median = has[mi]
+    metrics = Metrics()
+    for k, v in median.metrics.items():
+        metrics[k] = v
+        metrics.units[k] = median.metrics.units.get(k, "")
+        metrics.docs[k] = median.metrics.docs.get(k, "")
+        metrics.source[k] = median.metrics.source.get(k, "")
+
+    def put(name: str, value: Any, unit: str, doc: str) -> None:
+        metrics.put("multihost", name, Metric(_plain(value), unit, doc))
+
+    put("hosts_count", len(has), "count", "host files analysed")
+    put("median_host", median.host, "", "the host whose per-step figures are the run's (median mean step time)")
+    notes.append(f"multihost: per-step figures are those of {median.host}, the median host by mean step time "
+                 f"(of {len(has)}); every host is in the 'hosts' table")
+
+    # Missing hosts.
+    expected, expected_names = _expected_hosts(metadata)
+    missing: list[str] | None = None
+    if expected_names is not None:
+        missing = [n for n in expected_names if not _present(n, names)]
+    put("hosts_expected", expected, "count", "hosts the run should have (tfadvisor_run.json hosts / host_names)")
+    if missing is not None:
+        put("missing_hosts", ", ".join(missing) or None, "", "expected hosts with no profile file")
+        put("missing_hosts_count", len(missing), "count", "expected hosts with no profile file")
+    elif expected is not None:
+        put("missing_hosts", None, "", "expected hosts with no profile file (names unknown)")
+        put("missing_hosts_count", max(0, expected - len(has)), "count", "expected hosts with no profile file")
+    else:
+        put("missing_hosts", None, "", "expected hosts with no profile file")
+        put("missing_hosts_count", None, "count", "expected hosts with no profile file")
+        notes.append("multihost: the expected host count is unknown (no hosts / host_names in tfadvisor_run.json)")
+
+    # Alignment by step number.
+    put("common_steps", len(common), "count", "step numbers present on every host with steps")
+    put("hosts_misaligned", ", ".join(misaligned) or None, "",
+        "hosts whose step numbers do not line up with the others' (aligned by step number)")
+    put("hosts_misaligned_count", len(misaligned), "count", "hosts whose step numbers do not line up")
+    no_steps = [r["host"] for r in rows if not r["steps"]]
+    if no_steps:
+        notes.append(f"multihost: no steps on {', '.join(no_steps)}: left out of the cross-host comparison")
+    if misaligned:
+        notes.append(f"multihost: step numbers of {', '.join(misaligned)} do not line up with the other hosts' "
+                     "(profiles of different steps?): per-host figures use each host's own steps")
+    elif not common and len(rows) - len(no_steps) >= 2:
+        notes.append("multihost: no step number is on every host: per-host figures use each host's own steps")
+
+    # Straggler and imbalance.
+    work = [(r["host"], r["work_ms"]) for r in rows if r["work_ms"] is not None and r["steps"]]
+    straggler = straggler_ratio = slowest = slowest_ratio = imbalance = None
+    for r in rows:
+        r["work_ratio"] = None
+    if len(work) >= 2:
+        med_work = float(np.median([w for _, w in work]))
+        if med_work > 0:
+            for r in rows:
+                if r["work_ms"] is not None and r["steps"]:
+                    r["work_ratio"] = r["work_ms"] / med_work
+            slowest, w_max = max(work, key=lambda hw: hw[1])
+            slowest_ratio = w_max / med_work
+            straggler_ratio = slowest_ratio
+            if slowest_ratio > STRAGGLER_RATIO:
+                by_host = {r["host"]: r for r in rows}
+                own = by_host[slowest]["allreduce_ms_per_step"]
+                others = [by_host[h]["allreduce_ms_per_step"] for h, _ in work
+                          if h != slowest and by_host[h]["allreduce_ms_per_step"] is not None]
+                if own is None or not others:
+                    straggler = slowest
+                    notes.append(f"multihost: no AllReduce time to confirm it; {slowest} is named straggler by its "
+                                 f"work per step alone ({slowest_ratio:.2f}x the median host)")
+                elif float(np.median(others)) > own:
+                    straggler = slowest
+                else:
+                    straggler_ratio = None
+                    notes.append(f"multihost: {slowest} works {slowest_ratio:.2f}x the median host per step, but "
+                                 f"the other hosts do not wait longer in AllReduce ({float(np.median(others)):.1f} "
+                                 f"vs {own:.1f} ms per step): not named a straggler")
+        compute = [r["compute_ms"] for r in rows if r["compute_ms"] is not None and r["steps"]]
+        med_c = float(np.median(compute)) if compute else 0.0
+        if med_c > 0:
+            imbalance = 100.0 * (max(compute) - min(compute)) / med_c
+    elif len(has) >= 2:
+        notes.append("multihost: fewer than two hosts with steps: no straggler or imbalance figures")
+    put("straggler_host", straggler, "",
+        f"host whose compute + input per step is > {STRAGGLER_RATIO}x the median host's while the others wait "
+        "longer in AllReduce")
+    put("straggler_ratio", straggler_ratio, "x",
+        "work (compute + input) per step of the slowest host / the median host")
+    put("slowest_host", slowest, "", "host with the most work (compute + input) per step")
+    put("slowest_host_ratio", slowest_ratio, "x", "its work per step / the median host's")
+    put("load_imbalance_pct", imbalance, "%", "(max - min) / median of the hosts' compute time per step")
+
+    tables = dict(median.tables)
+    tables["hosts"] = pd.DataFrame(rows)
+    tables["hosts_steps"] = _hosts_steps(has)
+    first_opts = payloads[mi].get("options") or {}
+    opts = Options(**{k: v for k, v in first_opts.items() if k in {f.name for f in dataclasses.fields(Options)}})
+    return Result(run=run, summary=_merge_summaries(run, payloads, executor or {}), metrics=metrics,
+                  tables=tables, notes=list(median.notes) + notes, hosts=has, options=opts)
+
+
+def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:
+    """host x step: duration and per-step category times (long form, aligned by step number)."""
+    parts = []
+    for h in has:
+        tbl = h.tables.get("steps")
+        if tbl is None or not len(tbl):
+            continue
+        cols = [c for c in ["step", "duration_ms", *[f"{c}_ms" for c in CATEGORIES]] if c in tbl.columns]
+        part = tbl[cols].copy()
+        part.insert(0, "host", h.host)
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=["host", "step", "duration_ms"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Scaling: the same model at two or more replica counts
+# ---------------------------------------------------------------------------------------------
+class ScalingFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def _analyze_for_scaling(path: str, options: Options | None, jobs: int | None, dask: str | None):
+    """Metrics of one run (no rules needed): multi-host runs through :func:`analyze_hosts`."""
+    from tfadvisor.api import Result
+
+    chosen = resolve(path)
+    opts = dataclasses.replace(options) if options is not None else None
+    if len(chosen.files) > 1:
+        return chosen, analyze_hosts(chosen, options=opts, jobs=jobs, dask=dask)
+    trace = load_run(chosen)
+    o = options_from(trace, opts)
+    host = analyze_trace(trace, o, host=trace.hosts[0] if trace.hosts else "")
+    return chosen, Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=dict(host.tables),
+                          notes=list(host.notes), hosts=[host], options=o)
+
+
+def _int_list(text: str | None, flag: str, n: int) -> list[int] | None:
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        vals = [int(x) for x in str(text).replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise TraceError(flag, f"expected comma-separated whole numbers, got {text!r}") from None
+    if any(v <= 0 for v in vals):
+        raise TraceError(flag, f"values must be positive, got {text!r}")
+    if len(vals) == 1 and flag == "--batch-size":
+        return vals * n
+    if len(vals) != n:
+        raise TraceError(flag, f"give one value per run ({n} runs), got {len(vals)}")
+    return vals
+
+
+def scaling_report(
+    runs: list[str],
+    replicas: list[int] | str | None = None,
+    batch_sizes: list[int] | str | None = None,
+    *,
+    options: Options | None = None,
+    jobs: int | None = None,
+    dask: str | None = None,
+    results: list | None = None,
+) -> dict[str, Any]:
+    """Throughput per replica and scaling efficiency of runs of one model at different replica counts.
+
+    ``replicas`` / ``batch_sizes``: one per run (``batch_sizes`` may be one value for all), as
+    lists or ``"2,4"`` strings; else each run's ``tfadvisor_run.json`` (``replicas``,
+    ``batch_size`` = the global batch). ``results``: already-analysed ``Result`` objects, one per
+    run (skips the analysis). The baseline is the run with the fewest replicas.
+    """
+    runs = [str(r) for r in runs]
+    if len(runs) < 2:
+        raise TraceError(runs[0] if runs else "(no runs)", "the scaling view needs two or more runs")
+    reps = replicas if isinstance(replicas, list) or replicas is None else _int_list(replicas, "--replicas", len(runs))
+    bats = batch_sizes if isinstance(batch_sizes, list) or batch_sizes is None else \
+        _int_list(batch_sizes, "--batch-size", len(runs))
+    if reps is not None and len(reps) != len(runs):
+        raise TraceError("--replicas", f"give one value per run ({len(runs)} runs), got {len(reps)}")
+    if bats is not None and len(bats) == 1:
+        bats = bats * len(runs)
+    if bats is not None and len(bats) != len(runs):
+        raise TraceError("--batch-size", f"give one value or one per run ({len(runs)} runs), got {len(bats)}")
+
+    rows = []
+    for i, path in enumerate(runs):
+        if results is not None:
+            res = results[i]
+            chosen = res.run
+        else:
+            chosen, res = _analyze_for_scaling(path, options, jobs, dask)
+        md = read_run_metadata(chosen.directory)
+        n = reps[i] if reps is not None else _meta_int(md, "replicas")
+        if n is None:
+            raise TraceError(path, "replica count unknown: add \"replicas\" to tfadvisor_run.json or pass "
+                                   "--replicas a,b (one per run)")
+        b = bats[i] if bats is not None else _meta_int(md, "batch_size")
+        if b is None:
+            raise TraceError(path, "global batch size unknown: add \"batch_size\" to tfadvisor_run.json or pass "
+                                   "--batch-size N (or one per run)")
+        m = res.metrics
+        t = _num(m.get("step_time_mean_ms"))
+        if t is None or t <= 0:
+            raise TraceError(path, "no steps found: cannot compute throughput")
+        cat = {c: t * (_num(m.get(f"step_{c}_pct")) or 0.0) / 100.0 for c in CATEGORIES}
+        rows.append({
+            "run": path,
+            "run_dir": chosen.directory,
+            "hosts": len(chosen.files),
+            "replicas": int(n),
+            "global_batch": int(b),
+            "per_replica_batch": b / n,
+            "step_time_ms": t,
+            "allreduce_ms_per_step": cat["collective"],
+            "input_ms_per_step": cat["input"],
+            "other_ms_per_step": t - cat["collective"] - cat["input"],
+            "examples_per_s": b / (t / 1000.0),
+            "examples_per_s_per_replica": b / (t / 1000.0) / n,
+        })
+    base = min(range(len(rows)), key=lambda j: (rows[j]["replicas"], j))
+    b0 = rows[base]
+    for r in rows:
+        scale = r["per_replica_batch"] / b0["per_replica_batch"]  # ideal step time ratio
+        ideal = b0["step_time_ms"] * scale
+        eff = r["examples_per_s"] / (r["replicas"] / b0["replicas"] * b0["examples_per_s"])
+        loss_ms = r["step_time_ms"] - ideal
+        d_ar = r["allreduce_ms_per_step"] - b0["allreduce_ms_per_step"] * scale
+        d_in = r["input_ms_per_step"] - b0["input_ms_per_step"] * scale
+        d_other = loss_ms - d_ar - d_in
+        t = r["step_time_ms"]
+        r.update({
+            "baseline": r is b0,
+            "ideal_step_time_ms": ideal,
+            "scaling_efficiency_pct": 100.0 * eff,
+            "loss_ms_per_step": loss_ms,
+            "loss_ms": {"allreduce": d_ar, "input": d_in, "other": d_other},
+            # points of efficiency lost: they add up to 100 - scaling_efficiency_pct
+            "loss_pct": {"allreduce": 100.0 * d_ar / t, "input": 100.0 * d_in / t, "other": 100.0 * d_other / t},
+        })
+    return {
+        "baseline": b0["run"],
+        "baseline_replicas": b0["replicas"],
+        "definition": "efficiency = throughput_N / (N / N0 x throughput_N0); loss_pct splits 100 - efficiency "
+                      "into AllReduce, input and other from per-step category times vs the baseline scaled "
+                      "to the same per-replica batch",
+        "runs": rows,
+    }
+
+
+def _meta_int(md: dict, key: str) -> int | None:
+    v = md.get(key)
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def render_scaling(report: dict[str, Any], console=None) -> None:
+    """The scaling report as a rich table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"Scaling (baseline: {report['baseline']}, {report['baseline_replicas']} replicas)")
+    for col, just in [("run", "left"), ("replicas", "right"), ("global batch", "right"), ("step ms", "right"),
+                      ("examples/s", "right"), ("per replica", "right"), ("efficiency", "right"),
+                      ("lost: AllReduce", "right"), ("input", "right"), ("other", "right")]:
+        table.add_column(col, justify=just)
+    for r in report["runs"]:
+        lp = r["loss_pct"]
+        table.add_row(
+            r["run"], str(r["replicas"]), str(r["global_batch"]), f"{r['step_time_ms']:.1f}",
+            f"{r['examples_per_s']:,.1f}", f"{r['examples_per_s_per_replica']:,.1f}",
+            f"{r['scaling_efficiency_pct']:.1f} %",
+            *(("-", "-", "-") if r["baseline"] else
+              (f"{lp['allreduce']:+.1f} pts", f"{lp['input']:+.1f} pts", f"{lp['other']:+.1f} pts")),
+        )
+    console.print(table)
+    console.print("efficiency = throughput_N / (N/N0 x throughput_N0); 'lost' splits 100 - efficiency into the "
+                  "growth of AllReduce, input and other time per step over the baseline's (same per-replica batch).",
+                  highlight=False)
+
+
+def scaling_command(
+    runs: list[str] = typer.Argument(..., help="Two or more runs (logdirs, run directories) of the same model at "
+                                               "different replica counts."),
+    replicas: str | None = typer.Option(None, "--replicas", help="Replica count of each run, e.g. 2,4,8 "
+                                                                  "(default: each run's tfadvisor_run.json)."),
+    batch_size: str | None = typer.Option(None, "--batch-size", help="Global batch size: one value, or one per "
+                                                                      "run (default: tfadvisor_run.json)."),
+    fmt: ScalingFormat = typer.Option(ScalingFormat.text, "--format", "-f", help="Output format."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes for multi-host runs."),
+    dask: str | None = typer.Option(None, "--dask", help="Dask scheduler address for multi-host parsing."),
+) -> None:
+    """Scaling efficiency across runs at different replica counts: throughput per replica, and where
+    the efficiency is lost (AllReduce, input, other)."""
+    import json
+
+    report = scaling_report(runs, replicas, batch_size, jobs=jobs, dask=dask)
+    if fmt is ScalingFormat.json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+    else:
+        render_scaling(report)
+
+
+__all__ = ["CATEGORIES", "STRAGGLER_RATIO", "ScalingFormat", "analyze_hosts", "combine_hosts", "render_scaling",
+           "scaling_command", "scaling_report"]
