@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,3 +45,51 @@ def load_sample(name: str):
     if name not in _LOADED:
         _LOADED[name] = tfadvisor.load(SAMPLES / name)
     return _LOADED[name]
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory):
+    """A real gcp-storage-emulator on a free loopback port, storing on disk under tmp."""
+    try:
+        import gcp_storage_emulator  # noqa: F401
+    except ImportError:
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "gcp-storage-emulator"],
+                           capture_output=True, text=True)
+        try:
+            import gcp_storage_emulator  # noqa: F401
+        except ImportError:
+            pytest.skip(f"gcp-storage-emulator cannot be installed: {(r.stderr or r.stdout).strip()[-300:]}")
+    try:
+        import gcsfs  # noqa: F401
+    except ImportError:
+        pytest.skip("gcsfs is not installed (pip install 'tfadvisor[gcs]')")
+    base = tmp_path_factory.mktemp("gcs")
+    port = free_port()
+    env = dict(os.environ, STORAGE_BASE=str(base))
+    proc = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+                             "--port", str(port), "--default-bucket", "bkt", "-q"], cwd=base, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    pytest.skip(f"the GCS emulator did not start: {proc.stderr.read().decode()[-300:]}")
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

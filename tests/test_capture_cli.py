@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 from typer.testing import CliRunner
 
 from tfadvisor.capture import runner, service
@@ -31,14 +32,10 @@ def _stderr(result) -> str:
         return result.output
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_unreachable_port_is_one_line_exit_2(tmp_path):
-    port = _free_port()
+    port = free_port()
     res = _invoke("service", f"localhost:{port}", "--duration-ms", "500", "--logdir", str(tmp_path))
     assert res.exit_code == 2
     lines = _stderr(res).strip().splitlines()
@@ -50,7 +47,7 @@ def test_unreachable_port_is_one_line_exit_2(tmp_path):
 
 def test_unreachable_port_from_the_command_line(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "tfadvisor.capture", "service", f"127.0.0.1:{_free_port()}",
+    proc = subprocess.run([sys.executable, "-m", "tfadvisor.capture", "service", f"127.0.0.1:{free_port()}",
                            "--logdir", str(tmp_path)], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "nothing is listening" in proc.stderr

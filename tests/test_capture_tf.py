@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 import tfadvisor
 from tfadvisor.discovery import RUN_METADATA_FILE, find_runs
@@ -265,10 +265,6 @@ while not os.path.exists(stop) and time.time() - t0 < 120:
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _capture_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -277,7 +273,7 @@ def _capture_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProces
 
 
 def test_capture_service_from_a_real_server(tmp_path):
-    port = _free_port()
+    port = free_port()
     flag, stop = tmp_path / "train", tmp_path / "stop"
     (tmp_path / "server.py").write_text(SERVER)
     flag.touch()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import builtins
 import http.client
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -134,53 +133,6 @@ def test_many_files_memory_stays_flat(tmp_path):
 
 
 # --------------------------------------------------------------------------- gs:// through a local emulator
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def gcs_emulator(tmp_path_factory):
-    """A real gcp-storage-emulator on a free loopback port, storing on disk under tmp."""
-    try:
-        import gcp_storage_emulator  # noqa: F401
-    except ImportError:
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "gcp-storage-emulator"],
-                           capture_output=True, text=True)
-        try:
-            import gcp_storage_emulator  # noqa: F401
-        except ImportError:
-            pytest.skip(f"gcp-storage-emulator cannot be installed: {(r.stderr or r.stdout).strip()[-300:]}")
-    try:
-        import gcsfs  # noqa: F401
-    except ImportError:
-        pytest.skip("gcsfs is not installed (pip install 'tfadvisor[gcs]')")
-    base = tmp_path_factory.mktemp("gcs")
-    port = _free_port()
-    env = dict(os.environ, STORAGE_BASE=str(base))
-    proc = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-                             "--port", str(port), "--default-bucket", "bkt", "-q"], cwd=base, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    pytest.skip(f"the GCS emulator did not start: {proc.stderr.read().decode()[-300:]}")
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _upload(conn: http.client.HTTPConnection, name: str, body, length: int) -> None:

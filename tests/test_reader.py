@@ -121,3 +121,37 @@ def test_sample_tree_listed(samples):
     if not samples:
         pytest.skip("no samples")
     assert SAMPLES.is_dir()
+
+
+def test_load_and_analyze_from_gcs(gcs_emulator, monkeypatch, tmp_path):
+    """A gs:// logdir through fsspec/gcsfs, against a real GCS emulator on loopback."""
+    import http.client
+
+    sample = SAMPLES / "multiworker_allreduce"
+    host = gcs_emulator.split("//", 1)[1]
+    conn = http.client.HTTPConnection(host, timeout=60)
+    for f in sorted(sample.rglob("*.xplane.pb")):
+        name = "logs/" + str(f.relative_to(sample))
+        body = f.read_bytes()
+        conn.request("POST", f"/upload/storage/v1/b/bkt/o?uploadType=media&name={name}", body=body,
+                     headers={"Content-Length": str(len(body)), "Content-Type": "application/octet-stream"})
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200
+    conn.close()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    remote = tfadvisor.load("gs://bkt/logs")
+    local = tfadvisor.load(sample)
+    assert sorted(remote.hosts) == sorted(local.hosts) == ["worker0", "worker1"]
+    assert remote.n_events == local.n_events
+    assert [r.name for r in find_runs("gs://bkt/logs")] == [r.name for r in find_runs(str(sample))]
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "tfadvisor", "analyze", "gs://bkt/logs", "--format", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert '"steps": 8' in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "tfadvisor", "analyze", "gs://bkt/nothing-here"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "gs://bkt/nothing-here" in proc.stderr

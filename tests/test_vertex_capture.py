@@ -8,13 +8,13 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 pytest.importorskip("google.cloud.aiplatform")
 pytest.importorskip("google.cloud.storage")
@@ -32,16 +32,12 @@ TB = f"projects/{PROJECT}/locations/{REGION}/tensorboards/4242"
 SA = f"trainer@{PROJECT}.iam.gserviceaccount.com"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def gcs():
     """A Cloud Storage emulator on loopback, with STORAGE_EMULATOR_HOST pointing at it."""
-    port = _free_port()
+    port = free_port()
     server = emulator.create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
     server.start()
     old = os.environ.get("STORAGE_EMULATOR_HOST")

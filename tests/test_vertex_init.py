@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 import tfadvisor.vertex as vertex
 
@@ -31,10 +31,6 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- small parts -------------------------------------------------------------------------------------
@@ -194,7 +190,7 @@ def _run_job(fake) -> tuple[dict, str]:
         PYTHONPATH=str(ROOT), NO_GCE_CHECK="true", TEST_API_ENDPOINT=fake.endpoint,
         STORAGE_EMULATOR_HOST="http://127.0.0.1:9",
         CLOUD_ML_JOB_ID="5150", AIP_TENSORBOARD_LOG_DIR="gs://bkt/tfadvisor/job/logs/",
-        AIP_TF_PROFILER_PORT=str(_free_port()), AIP_HTTP_HANDLER_PORT=str(_free_port()),
+        AIP_TF_PROFILER_PORT=str(free_port()), AIP_HTTP_HANDLER_PORT=str(free_port()),
         AIP_TENSORBOARD_API_URI="aiplatform.googleapis.com", AIP_TENSORBOARD_RESOURCE_NAME=TB,
         CLUSTER_SPEC=json.dumps(CLUSTER), TFADVISOR_STEPS="3,5",
     )
