@@ -10,3 +10,9 @@ class TraceError(Exception):
         super().__init__(f"{path}: {problem}")
         self.path = str(path)
         self.problem = problem
+
+
+def one_line(err: object) -> str:
+    """The first line of an error's message (its type name when it has none)."""
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__

@@ -60,7 +60,6 @@ input and other from the differences of the per-step category times.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 import sys
@@ -75,10 +74,11 @@ import pandas as pd
 import typer
 
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, analyze_trace, options_from
-from tfadvisor.discovery import Run, is_remote, resolve
+from tfadvisor.discovery import Run, host_name, is_remote, resolve
 from tfadvisor.errors import TraceError
 from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host
 from tfadvisor.reader import _size, load_run, read_run_metadata
+from tfadvisor.units import finite_number
 
 #: A host whose work per step exceeds the median host's by this factor is a straggler.
 STRAGGLER_RATIO = 1.2
@@ -109,7 +109,7 @@ def analyze_hosts(
     if jobs is not None and jobs < 1:
         raise TraceError("--jobs", f"must be 1 or more (got {jobs})")
     metadata = read_run_metadata(run.directory)
-    sizes = {h: sum(_size(f) for f in run.files if _host_of(f) == h) for h in hosts}
+    sizes = {h: sum(_size(f) for f in run.files if host_name(f) == h) for h in hosts}
     total = sum(sizes.values())
     done = 0
     if progress is not None:
@@ -141,12 +141,6 @@ def analyze_hosts(
         stream.close()  # on an error: cancel what has not started, stop the workers
     ordered = [payloads[h] for h in hosts]
     return combine_hosts(run, ordered, metadata=metadata, executor=executor)
-
-
-def _host_of(path: str) -> str:
-    from tfadvisor.discovery import host_name
-
-    return host_name(path)
 
 
 def _run_inline(run: Run, hosts: list[str], options: Options | None) -> Iterator[tuple[str, dict]]:
@@ -243,7 +237,7 @@ def _run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int,
 
 
 def _file_of(run: Run, host: str) -> str:
-    return next((f for f in run.files if _host_of(f) == host), run.directory)
+    return next((f for f in run.files if host_name(f) == host), run.directory)
 
 
 def _absolute(run: Run) -> Run:
@@ -305,16 +299,6 @@ def _host_analysis(p: dict) -> HostAnalysis:
     return HostAnalysis(host=p["host"], metrics=m, tables=dict(p["tables"]), notes=list(p["notes"]), results={})
 
 
-def _num(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f
-
-
 def _step_numbers(tbl: pd.DataFrame | None) -> set[int]:
     if tbl is None or "step" not in tbl.columns or len(tbl) == 0:
         return set()
@@ -349,8 +333,8 @@ def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, An
         "host": ha.host,
         "steps": int(m.get("steps_count") or 0),
         "steps_used": 0,
-        "step_time_mean_ms": _num(m.get("step_time_mean_ms")),
-        "step_time_median_ms": _num(m.get("step_time_median_ms")),
+        "step_time_mean_ms": finite_number(m.get("step_time_mean_ms")),
+        "step_time_median_ms": finite_number(m.get("step_time_median_ms")),
     }
     cat = {c: None for c in CATEGORIES}
     if tbl is not None and len(tbl):
@@ -376,13 +360,13 @@ def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, An
     row["input_ms"] = cat["input"]
     row["work_ms"] = (row["compute_ms"] + (cat["input"] or 0.0)) if row["compute_ms"] is not None else None
     row["wait_ms"] = ((cat["collective"] or 0.0) + (cat["idle"] or 0.0)) if cat["collective"] is not None else None
-    inp = _num(m.get("input_pct"))
-    row["input_pct"] = inp if inp is not None else _num(m.get("step_input_pct"))
-    ar = _num(m.get("allreduce_ms_per_step"))
+    inp = finite_number(m.get("input_pct"))
+    row["input_pct"] = inp if inp is not None else finite_number(m.get("step_input_pct"))
+    ar = finite_number(m.get("allreduce_ms_per_step"))
     if ar is None and m.get("allreduce_present") and cat["collective"] is not None:
         ar = cat["collective"]
     row["allreduce_ms_per_step"] = ar
-    row["memory_peak_bytes"] = _num(m.get("memory_peak_bytes"))
+    row["memory_peak_bytes"] = finite_number(m.get("memory_peak_bytes"))
     summ = payload.get("summary") or {}
     row["events"] = int(summ.get("events") or 0)
     row["file_bytes"] = int(summ.get("file_bytes") or 0)
@@ -681,10 +665,10 @@ def scaling_report(
             raise TraceError(path, "global batch size unknown: add \"batch_size\" to tfadvisor_run.json or pass "
                                    "--batch-size N (or one per run)")
         m = res.metrics
-        t = _num(m.get("step_time_mean_ms"))
+        t = finite_number(m.get("step_time_mean_ms"))
         if t is None or t <= 0:
             raise TraceError(path, "no steps found: cannot compute throughput")
-        cat = {c: t * (_num(m.get(f"step_{c}_pct")) or 0.0) / 100.0 for c in CATEGORIES}
+        cat = {c: t * (finite_number(m.get(f"step_{c}_pct")) or 0.0) / 100.0 for c in CATEGORIES}
         rows.append({
             "run": path,
             "run_dir": chosen.directory,

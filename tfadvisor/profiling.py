@@ -44,6 +44,7 @@ import warnings
 from typing import Any
 
 from tfadvisor.discovery import RUN_METADATA_FILE
+from tfadvisor.errors import one_line
 
 logger = logging.getLogger("tfadvisor.capture")
 
@@ -625,7 +626,7 @@ class ProfileSession:
                 self._before = snapshot_runs(self.logdir)
                 tf.profiler.experimental.start(self.logdir, options=_tf_options(tf, self.options))
             except Exception as err:  # noqa: BLE001
-                self.error = f"the profiler did not start: {type(err).__name__}: {_one_line(err)}"
+                self.error = f"the profiler did not start: {type(err).__name__}: {one_line(err)}"
                 if "AlreadyExists" in type(err).__name__ or "nother profiler" in str(err):
                     self.error += " (another profiler session is running in this process)"
                 warn(f"not profiling: {self.error}")
@@ -652,7 +653,7 @@ class ProfileSession:
                 tf = import_tf()
                 tf.profiler.experimental.stop()
             except Exception as err:  # noqa: BLE001
-                self.error = f"the profiler did not stop cleanly: {type(err).__name__}: {_one_line(err)}"
+                self.error = f"the profiler did not stop cleanly: {type(err).__name__}: {one_line(err)}"
                 warn(self.error)
                 return None
             self.run_dir = new_run_dir(self.logdir, self._before)
@@ -719,6 +720,3 @@ def active_session() -> ProfileSession | None:
     return _ACTIVE
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__

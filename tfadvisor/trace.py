@@ -18,6 +18,7 @@ import pandas as pd
 from numba import njit
 
 from tfadvisor import wire
+from tfadvisor.discovery import host_name
 
 # Line names as TF writes them, old and new spellings.
 FRAMEWORK_OPS_LINES = ("Framework Ops", "TensorFlow Ops")
@@ -460,7 +461,7 @@ class Trace:
         """The part of this trace that came from one host file."""
         return Trace(
             planes=[p for p in self.planes if p.host == name],
-            files=[f for f in self.files if _host_of(f) == name],
+            files=[f for f in self.files if host_name(f) == name],
             run_name=self.run_name,
             run_dir=self.run_dir,
             run_metadata=self.run_metadata,
@@ -515,9 +516,3 @@ class Trace:
                 for p in self.planes
             ],
         }
-
-
-def _host_of(path: str) -> str:
-    from tfadvisor.discovery import host_name
-
-    return host_name(path)

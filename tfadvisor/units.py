@@ -1,6 +1,20 @@
-"""Formatting helpers every stage may use (no dependencies): sizes in binary units."""
+"""Helpers every stage may use (no dependencies): sizes in binary units, finite numbers."""
 
 from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def finite_number(v: Any) -> float | None:
+    """``v`` as a float, or None for None, booleans, text, NaN and infinity."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
 
 
 def human_bytes(n: float) -> str:
@@ -13,4 +27,4 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
-__all__ = ["human_bytes"]
+__all__ = ["finite_number", "human_bytes"]

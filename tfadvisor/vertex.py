@@ -24,6 +24,8 @@ import logging
 import os
 from typing import Any
 
+from tfadvisor.errors import one_line
+
 logger = logging.getLogger("tfadvisor.vertex")
 
 JOB_ID_ENV = "CLOUD_ML_JOB_ID"  # set in every Vertex AI custom job; cloud_profiler checks it too
@@ -78,13 +80,13 @@ def start_profiler_service() -> bool:
         return False
     except Exception as err:  # noqa: BLE001 - e.g. a tensorboard-plugin-profile built for another protobuf/TF
         logger.warning("TensorBoard Profiler not started: the SDK's cloud_profiler does not load here "
-                       "(%s: %s); tfadvisor's own capture goes on", type(err).__name__, _one_line(err))
+                       "(%s: %s); tfadvisor's own capture goes on", type(err).__name__, one_line(err))
         return False
     try:
         cloud_profiler.init()
     except Exception as err:  # noqa: BLE001
         logger.warning("TensorBoard Profiler not started: cloud_profiler.init() failed (%s: %s)",
-                       type(err).__name__, _one_line(err))
+                       type(err).__name__, one_line(err))
         return False
     _profiler_service_started = True
     logger.info("TensorBoard Profiler service requested (capture target workerpool0-0)")
@@ -130,7 +132,7 @@ def init(
     try:
         return _init(steps, logdir, tensorboard_profiler, callback_options)
     except Exception as err:  # noqa: BLE001 - never into training
-        logger.warning("tfadvisor.vertex.init: not profiling (%s: %s)", type(err).__name__, _one_line(err))
+        logger.warning("tfadvisor.vertex.init: not profiling (%s: %s)", type(err).__name__, one_line(err))
         return _noop_callback()
 
 
@@ -169,6 +171,3 @@ def _noop_callback():
         return None
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__

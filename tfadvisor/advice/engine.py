@@ -9,6 +9,7 @@ from typing import Any
 
 from tfadvisor.advice.expr import ExprError
 from tfadvisor.advice.rules import SEVERITIES, SEVERITY_RANK, Rule, RuleError, expr_problem
+from tfadvisor.units import finite_number
 
 
 @dataclass
@@ -46,16 +47,6 @@ def severity_at_least(severity: str, threshold: str) -> bool:
     return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[threshold]
 
 
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f
-
-
 def evaluate_rule(rule: Rule, metrics: Mapping[str, Any]) -> Finding | None:
     """The finding ``rule`` gives on ``metrics``, or None when its condition does not hold."""
 
@@ -85,7 +76,7 @@ def evaluate_rule(rule: Rule, metrics: Mapping[str, Any]) -> Finding | None:
             evidence = case.evidence if case.evidence is not None else evidence
             break
     try:
-        impact_pct = _number(impact.evaluate(metrics)) if impact is not None else None
+        impact_pct = finite_number(impact.evaluate(metrics)) if impact is not None else None
     except ExprError as err:
         raise fail(err, "impact", rule.line) from None
     if impact_pct is not None:

@@ -29,6 +29,7 @@ import typer
 
 from tfadvisor.cli import fail
 from tfadvisor.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
+from tfadvisor.errors import one_line
 from tfadvisor.keras import parse_window
 from tfadvisor.vertex import DEFAULT_STEPS, STEPS_ENV
 
@@ -447,20 +448,20 @@ def _google_error(err: Exception) -> str | None:
     if isinstance(err, auth.DefaultCredentialsError):
         return CREDENTIALS_HINT
     if isinstance(err, auth.RefreshError):
-        return (f"Google Cloud credentials could not be refreshed ({_first_line(err)}): "
+        return (f"Google Cloud credentials could not be refreshed ({one_line(err)}): "
                 "run `gcloud auth application-default login`")
     if isinstance(err, api.GoogleAPICallError):
         code = err.code
         status = f"{int(code)} {code.name}" if hasattr(code, "name") else str(code)
-        text = re.sub(r"^[A-Z]+ \S+: ", "", _first_line(err.message or err))  # the REST transport's "GET <url>: "
+        text = re.sub(r"^[A-Z]+ \S+: ", "", one_line(err.message or err))  # the REST transport's "GET <url>: "
         hint = ("; you need roles/aiplatform.user and access to the bucket, the job's service account "
                 "roles/aiplatform.user and roles/storage.admin") if code == 403 else ""
         return f"Google Cloud refused the call ({status}): {text}{hint}"
     if isinstance(err, (api.RetryError, requests.exceptions.ConnectionError)):
         cause = err.cause if isinstance(err, api.RetryError) and err.cause is not None else err
-        return f"cannot reach Google Cloud: {_first_line(cause)}"
+        return f"cannot reach Google Cloud: {one_line(cause)}"
     if isinstance(err, RuntimeError) and "Packaging of training script failed" in str(err):
-        return f"could not package the script: {_first_line(err)}"
+        return f"could not package the script: {one_line(err)}"
     return None
 
 
@@ -481,6 +482,3 @@ def _elapsed(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def _first_line(err: object) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
