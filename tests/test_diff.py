@@ -117,23 +117,7 @@ def test_diff_command_with_fake_analyze(monkeypatch):
 # --------------------------------------------------------------------------- the real samples, end to end
 
 
-def _samples_ready() -> str | None:
-    for s in ("input_bound", "input_tuned"):
-        if not (SAMPLES / s / "expected.toml").exists():
-            return f"sample_traces/{s} is not there yet"
-    try:
-        import tfadvisor
-
-        tfadvisor.analyze(SAMPLES / "input_tuned")
-    except Exception as err:  # noqa: BLE001 - analyses/rules still landing
-        return f"tfadvisor.analyze does not work end to end yet: {type(err).__name__}: {err}"
-    return None
-
-
 def test_diff_input_bound_vs_tuned():
-    why = _samples_ready()
-    if why:
-        pytest.skip(why)
     import tfadvisor
 
     d = diff_results(tfadvisor.analyze(SAMPLES / "input_bound"), tfadvisor.analyze(SAMPLES / "input_tuned"))
@@ -145,10 +129,20 @@ def test_diff_input_bound_vs_tuned():
     assert inp["judgement"] == "better"
 
 
+def test_diff_fp32_vs_mixed_precision():
+    """SYNTHETIC pair with the same step time: precision finding fixed, verdict unchanged."""
+    import tfadvisor
+
+    d = diff_results(tfadvisor.analyze(SAMPLES / "synthetic_gpu_fp32"),
+                     tfadvisor.analyze(SAMPLES / "synthetic_gpu_mixed"))
+    assert [f["rule"] for f in d["findings"]["fixed"]] == ["mixed_precision_unused"]
+    assert d["findings"]["new"] == []
+    assert d["verdict"] == "unchanged", d["verdict_text"]
+    lp = next(f for f in d["figures"] if f["metric"] == "low_precision_pct")
+    assert lp["judgement"] == "better"
+
+
 def test_diff_cli_end_to_end():
-    why = _samples_ready()
-    if why:
-        pytest.skip(why)
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="80")
     cmd = [sys.executable, "-m", "tfadvisor", "diff"]
     r = subprocess.run(cmd + [str(SAMPLES / "input_bound"), str(SAMPLES / "input_tuned"), "--fail-on-regression",
