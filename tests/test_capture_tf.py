@@ -193,8 +193,7 @@ def test_callback_profiles_exactly_the_window(scenarios):
 
 def test_callback_analysis_and_json_report(scenarios):
     r = scenarios["fit"]
-    if not r["analyzed"]:
-        pytest.skip(f"analysis not available yet: {r['warnings']}")
+    assert r["analyzed"], r["warnings"]
     data = json.loads((Path(scenarios["_dir"]) / "fit.json").read_text())
     assert "findings" in data
     assert "tfadvisor: 6 step(s) found" in scenarios["_stdout"]
