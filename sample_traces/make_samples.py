@@ -260,8 +260,8 @@ scenario(
 
 def _import_tf():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    import tensorflow as tf  # noqa: E402
     import keras  # noqa: E402
+    import tensorflow as tf  # noqa: E402
     keras.utils.set_random_seed(SEED)
     return tf, keras
 
@@ -320,8 +320,9 @@ def _input_data(np):
 
 def _input_scenario(logdir, tuned):
     tf, keras = _import_tf()
-    import numpy as np
     from time import perf_counter
+
+    import numpy as np
     x, y, w = _input_data(np)
     w = tf.constant(w)
 
@@ -647,7 +648,7 @@ def child_multiworker_allreduce(logdir):
         for idx in range(2):
             sys.stderr.write(open(os.path.join(work, "w%d.out" % idx)).read()
                              [-4000:])
-        raise RuntimeError("worker failed: %s" % rcs)
+        raise RuntimeError(f"worker failed: {rcs}")
     res = [json.load(open(os.path.join(work, "w%d.json" % i)))
            for i in range(2)]
     files = {}
@@ -844,7 +845,7 @@ def check(name, summaries, res, problems):
 
     def need(cond, msg):
         if not cond:
-            problems.append("%s: %s" % (name, msg))
+            problems.append(f"{name}: {msg}")
 
     for hs in summaries:
         need(hs["events"] > 0, "empty trace")
@@ -852,7 +853,7 @@ def check(name, summaries, res, problems):
     if spec["capture_api"] in ("trace_markers", "multiworker"):
         for hs in summaries:
             need(hs["root_steps"] == steps,
-                 "expected %s _r steps, trace has %s" % (steps,
+                 "expected {} _r steps, trace has {}".format(steps,
                                                          hs["root_steps"]))
     if spec["capture_api"] == "tensorboard_callback":
         need(s["profiled_batch"] == steps and s["root_steps"] == 0,
@@ -882,20 +883,19 @@ def check(name, summaries, res, problems):
              "few eager op dispatches: %d" % s["eager_op_dispatch"])
     if name == "retracing":
         need(len(s["tracing_counts"]) >= steps,
-             "tracing_count values %s" % s["tracing_counts"])
+             "tracing_count values {}".format(s["tracing_counts"]))
         need(res.get("tracing_count", 0) >= steps + 1,
-             "tf.function traced only %s times" % res.get("tracing_count"))
+             "tf.function traced only {} times".format(res.get("tracing_count")))
     if name == "memory_heavy":
         need(s["mem_alloc"] > 0 and s["mem_dealloc"] > 0,
              "no MemoryAllocation/MemoryDeallocation events")
     if name == "multiworker_allreduce":
         for hs in summaries:
             need(any("CollectiveReduce" in n for n in hs["collective_names"]),
-                 "no CollectiveReduce* op in a worker trace: %s"
-                 % hs["collective_names"])
+                 "no CollectiveReduce* op in a worker trace: {}".format(hs["collective_names"]))
     if name == "mixed_precision":
         need(res.get("optimizer") == "LossScaleOptimizer",
-             "optimizer is %s" % res.get("optimizer"))
+             "optimizer is {}".format(res.get("optimizer")))
         need(s["cast_ops"] >= 5 * steps, "few Cast ops: %d" % s["cast_ops"])
     if name not in ("eager",):
         need(s["eager_op_dispatch"] <= max(30, 0.2 * s["events"]),
@@ -922,18 +922,18 @@ def _toml_value(v):
 
 def write_expected(name, res, path):
     spec = SCENARIOS[name]
-    import tensorflow as tf  # already imported for xplane_pb2
     import keras
+    import tensorflow as tf  # already imported for xplane_pb2
     truth = dict(spec["truth"])
     if "param_count" in res:
         truth["param_count"] = int(res["param_count"])
     lines = [
         "# Planted truth for this captured sample; written by make_samples.py.",
-        "description = %s" % _toml_value(spec["description"]),
+        "description = {}".format(_toml_value(spec["description"])),
         'kind = "captured"',
-        "capture_api = %s" % _toml_value(spec["capture_api"]),
-        "tf_version = %s" % _toml_value(tf.__version__),
-        "keras_version = %s" % _toml_value(keras.__version__),
+        "capture_api = {}".format(_toml_value(spec["capture_api"])),
+        f"tf_version = {_toml_value(tf.__version__)}",
+        f"keras_version = {_toml_value(keras.__version__)}",
         "hosts = %d" % spec["hosts"],
         "",
         "[truth]",
@@ -944,11 +944,11 @@ def write_expected(name, res, path):
             val = truth[key]
             if isinstance(val, list):
                 val = [float(v) for v in val]
-            lines.append("%s = %s" % (key, _toml_value(val)))
+            lines.append(f"{key} = {_toml_value(val)}")
     lines += ["", "[findings]"]
     for key in ("top", "top_any", "present", "absent"):
         if key in spec["findings"]:
-            lines.append("%s = %s" % (key, _toml_value(spec["findings"][key])))
+            lines.append("{} = {}".format(key, _toml_value(spec["findings"][key])))
     text = "\n".join(lines) + "\n"
     import tomllib
     tomllib.loads(text)  # must parse
@@ -971,7 +971,7 @@ def _mean(v):
 def make_one(name, do_xprof, problems):
     spec = SCENARIOS[name]
     t_start = time.time()
-    work = tempfile.mkdtemp(prefix="tfadv_sample_%s_" % name)
+    work = tempfile.mkdtemp(prefix=f"tfadv_sample_{name}_")
     try:
         env = dict(os.environ)
         env.update(spec["env"])
@@ -995,8 +995,7 @@ def make_one(name, do_xprof, problems):
                                                   "*.xplane.pb"),
                                      recursive=True))
             if len(found) != 1:
-                problems.append("%s: expected one xplane file, got %s"
-                                % (name, found))
+                problems.append(f"{name}: expected one xplane file, got {found}")
                 return None
             files = {"localhost": found[0]}
         original = {h: os.path.relpath(f, work) for h, f in files.items()}
@@ -1057,15 +1056,13 @@ def make_one(name, do_xprof, problems):
         truth = spec["truth"]
         lo, hi = truth["step_time_ms"]
         if not lo <= measured["measured_step_ms_mean"] <= hi:
-            problems.append("%s: measured mean %.2f ms outside [%s, %s]"
-                            % (name, measured["measured_step_ms_mean"],
-                               lo, hi))
+            mean = measured["measured_step_ms_mean"]
+            problems.append(f"{name}: measured mean {mean:.2f} ms outside [{lo}, {hi}]")
         for key in ("idle_pct", "input_pct"):
             if key in truth:
                 lo, hi = truth[key]
                 if not lo <= res[key] <= hi:
-                    problems.append("%s: measured %s %.1f outside [%s, %s]"
-                                    % (name, key, res[key], lo, hi))
+                    problems.append(f"{name}: measured {key} {res[key]:.1f} outside [{lo}, {hi}]")
         if do_xprof:
             measured["xprof_overview"] = run_xprof(out_dir)
         write_expected(name, res, os.path.join(out_dir, "expected.toml"))
@@ -1110,12 +1107,12 @@ def update_readme_summary():
             m = json.load(f)
         x = m.get("xprof_overview") or {}
         files = m["files"]
-        rows.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        rows.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             name, spec["capture_api"],
             " + ".join(str(v["bytes"]) for v in files.values()),
             " + ".join(str(v["events"]) for v in files.values()),
-            spec["truth"].get("steps", "(%s in window)" % m.get(
-                "steps_inside_window", "?")),
+            spec["truth"].get("steps", "({} in window)".format(m.get(
+                "steps_inside_window", "?"))),
             _fmt(m["measured_step_ms_mean"], 2),
             _fmt(x.get("steps_found")),
             _fmt(x.get("rows_step_time_ms_mean"), 2),
@@ -1174,8 +1171,8 @@ def main(argv=None):
         with open(os.path.join(HERE, "input_tuned", "measured.json")) as f:
             fast = json.load(f)["measured_step_ms_mean"]
         if not fast * 2.0 < slow:
-            problems.append("input_tuned (%.2f ms) is not clearly faster "
-                            "than input_bound (%.2f ms)" % (fast, slow))
+            problems.append(f"input_tuned ({fast:.2f} ms) is not clearly faster "
+                            f"than input_bound ({slow:.2f} ms)")
     except FileNotFoundError:
         pass
     update_readme_summary()

@@ -38,7 +38,7 @@ def find_xplanes(path):
                              recursive=True))
     runs = sorted({os.path.dirname(f) for f in files})
     if len(runs) > 1:
-        raise SystemExit("more than one run dir under %s: %s" % (path, runs))
+        raise SystemExit(f"more than one run dir under {path}: {runs}")
     return files
 
 
@@ -51,8 +51,8 @@ def _float(v):
 
 def overview(paths):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from xprof.convert import raw_to_tool_data
     import xprof.version
+    from xprof.convert import raw_to_tool_data
 
     tmp = tempfile.mkdtemp(prefix="xprof_overview_")
     try:
@@ -133,7 +133,7 @@ def main(argv):
     for a in argv:
         paths.extend(find_xplanes(a))
     if not paths:
-        raise SystemExit("no *.xplane.pb under %s" % argv)
+        raise SystemExit(f"no *.xplane.pb under {argv}")
     # xprof's C++ logs go to stderr; stdout is only the JSON.
     print(json.dumps(overview(paths), indent=1, sort_keys=True))
     return 0
