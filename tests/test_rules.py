@@ -252,3 +252,39 @@ def test_toml_error_at_end_of_document(tmp_path):
     with pytest.raises(RuleError) as info:
         load_rules([d])
     assert info.value.line is not None
+
+
+def test_fix_placeholders_are_filled_and_checked(tmp_path):
+    """``{{metric}}`` in a fix becomes the run's value; an unknown name is a load error."""
+    from tfadvisor.advice import evaluate, load_rules
+    from tfadvisor.advice.rules import RuleError
+
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "r.toml").write_text(
+        '[[rule]]\nid = "slow_host_x"\ntitle = "t"\nseverity = "warning"\nwhen = "straggler_ratio > 1.2"\n'
+        'message = "m"\nfix = "tfadvisor analyze RUN/{{straggler_host}}.xplane.pb vs {{median_host}}"\n')
+    rules = [r for r in load_rules(extra_dirs=[str(good)]) if r.id == "slow_host_x"]
+    found = evaluate({"straggler_ratio": 1.6, "straggler_host": "host2", "median_host": None}, rules)
+    assert found[0].fix == "tfadvisor analyze RUN/host2.xplane.pb vs <median_host>"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "r.toml").write_text(
+        '[[rule]]\nid = "slow_host_y"\ntitle = "t"\nseverity = "warning"\nwhen = "straggler_ratio > 1.2"\n'
+        'message = "m"\nfix = "see {{no_such_metric}}"\n')
+    with pytest.raises(RuleError, match="no_such_metric"):
+        load_rules(extra_dirs=[str(bad)])
+
+
+def test_straggler_fix_names_the_hosts():
+    from conftest import SAMPLES
+
+    import tfadvisor
+
+    res = tfadvisor.analyze(SAMPLES / "synthetic_multihost_straggler")
+    top = res.findings[0]
+    assert top.rule == "straggler_host"
+    assert "RUN/host2.xplane.pb" in top.fix
+    assert f"RUN/{res.metrics['median_host']}.xplane.pb" in top.fix
+    missing = next(f for f in res.findings if f.rule == "missing_host")
+    assert "host4" in missing.fix

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfadvisor.advice.expr import ExprError
-from tfadvisor.advice.rules import SEVERITIES, SEVERITY_RANK, Rule, RuleError, expr_problem
+from tfadvisor.advice.rules import FIX_PLACEHOLDER, SEVERITIES, SEVERITY_RANK, Rule, RuleError, expr_problem
 from tfadvisor.units import finite_number
 
 
@@ -94,7 +95,19 @@ def evaluate_rule(rule: Rule, metrics: Mapping[str, Any]) -> Finding | None:
             continue
         ev[name] = v
     return Finding(rule=rule.id, severity=severity, title=title, message=text, evidence=ev, impact_pct=impact_pct,
-                   fix=fix, docs=[d.url for d in rule.docs], why=rule.why)
+                   fix=fill_fix(fix, metrics), docs=[d.url for d in rule.docs], why=rule.why)
+
+
+def fill_fix(fix: str, metrics: Mapping[str, Any]) -> str:
+    """Put the run's own figures into a fix: ``{{name}}`` -> the metric's value (``<name>`` if unknown)."""
+
+    def value(m: re.Match) -> str:
+        v = metrics.get(m.group(1))
+        if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
+            return f"<{m.group(1)}>"
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+    return FIX_PLACEHOLDER.sub(value, fix)
 
 
 def sort_key(f: Finding, position: int = 0) -> tuple:

@@ -48,6 +48,8 @@ SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
 
 _RULE_KEYS_REQUIRED = ("id", "title", "severity", "when", "message", "fix")
 _RULE_KEYS = set(_RULE_KEYS_REQUIRED) | {"impact", "evidence", "why", "example", "docs", "case", "enabled"}
+#: ``{{metric}}`` in a fix is replaced by that metric's value in the finding.
+FIX_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
 _CASE_KEYS = {"when", "severity", "title", "message", "impact", "fix", "evidence"}
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -284,6 +286,14 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
             raise RuleError(path, where, f"rule {rule_id!r}: {what} must be a string", rule_id)
         return compiled(Template, source, where, what)
 
+    def fix_names(text: str, where: int | None) -> str:
+        """A fix may name metrics as ``{{name}}`` (filled in when the finding is made)."""
+        for name in FIX_PLACEHOLDER.findall(text):
+            if name not in known:
+                raise RuleError(path, where, f"rule {rule_id!r}: fix: unknown metric {name!r}"
+                                f"{_did_you_mean(name, known)}", rule_id)
+        return text
+
     def evidence(v: Any, where: int | None) -> list[str]:
         if not isinstance(v, list) or any(not isinstance(x, str) for x in v):
             raise RuleError(path, where, f"rule {rule_id!r}: evidence must be a list of metric names", rule_id)
@@ -299,7 +309,7 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         severity=severity(t["severity"], key_line("severity")),
         when=expr(t["when"], "when", key_line("when"), "when"),
         message=template(t["message"], key_line("message"), "message"),
-        fix=string("fix"),
+        fix=fix_names(string("fix"), key_line("fix")),
         impact=expr(t["impact"], "impact", key_line("impact"), "impact") if "impact" in t else None,
         evidence=evidence(t.get("evidence", []), key_line("evidence")),
         why=string("why", required=False),
@@ -340,7 +350,7 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
             if not isinstance(c["fix"], str) or not c["fix"].strip():
                 raise RuleError(path, cline_of("fix"), f"rule {rule_id!r}: case {j + 1}: fix must be a string",
                                 rule_id)
-            case.fix = c["fix"].strip("\n")
+            case.fix = fix_names(c["fix"].strip("\n"), cline_of("fix"))
         if "evidence" in c:
             case.evidence = evidence(c["evidence"], cline_of("evidence"))
         rule.cases.append(case)
