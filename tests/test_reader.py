@@ -155,3 +155,19 @@ def test_load_and_analyze_from_gcs(gcs_emulator, monkeypatch, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tfadvisor", "analyze", "gs://bkt/nothing-here"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "gs://bkt/nothing-here" in proc.stderr
+
+
+def test_notebook_views_of_a_plane():
+    """``Plane.events()`` and ``StatColumn.per_event()``: the DataFrame/column views for notebooks."""
+    plane = tfadvisor.load(SAMPLES / "input_bound").host_planes[0]
+    df = plane.events()
+    assert len(df) == plane.n_events
+    assert df["start_ps"].tolist() == plane.ev_start_ps.tolist()
+    rows = plane.events_named("train")
+    sub = plane.events(rows)
+    assert set(sub["name"]) == {"train"} and sub.index.tolist() == rows.tolist()
+    step = plane.stat("step_num")
+    full = step.per_event()
+    assert full.shape == (plane.n_events,)
+    assert np.isnan(full).sum() == plane.n_events - len(step)
+    assert sorted(full[rows].astype(int).tolist()) == list(range(10))
