@@ -7,6 +7,7 @@ None when the rule must not fire.
 from __future__ import annotations
 
 import pytest
+from system_rule_cases import SYSTEM_CASES
 
 from tfadvisor.advice import Finding, evaluate, evaluate_rule, load_rules, severity_at_least
 
@@ -198,6 +199,9 @@ CASES = [
     ("data_huge_files", {"data_files_count": 4, "data_largest_file_bytes": 2**30 - 1,
                          "data_total_bytes": 3 * 2**30}, None),  # edge: just under 1 GiB
 ]
+
+
+CASES += SYSTEM_CASES  # tests/system_rule_cases.py: the system rules
 
 
 @pytest.mark.parametrize("rule_id, metrics, severity", CASES,

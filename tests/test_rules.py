@@ -21,6 +21,9 @@ RULE_IDS = {
     "host_ops_with_device", "mixed_precision_unused", "memory_oom_risk", "memory_headroom", "h2d_pageable",
     "allreduce_overhead", "allreduce_share", "straggler_host", "missing_host", "load_imbalance", "data_small_files",
     "data_huge_files",
+    # system samples and start-up (rules/05_system_input.toml, rules/60_system.toml)
+    "system_input_disk_bound", "system_input_network_bound", "system_preprocessing_bound", "system_input_underused",
+    "slow_startup", "host_memory_pressure", "idle_gpus", "gpu_low_utilisation", "cpu_cores_idle",
 }
 
 GOOD_RULE = '''

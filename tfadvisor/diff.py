@@ -2,7 +2,8 @@
 
 ``diff_results(before, after) -> dict`` puts the headline figures side by side (step time,
 where the step time goes, input, idle gaps, precision, memory peak, AllReduce, eager and
-Python overhead) with the change of each, a verdict on the step time, and the findings that
+Python overhead, system utilisation and start-up where the captures sampled them) with the
+change of each, a verdict on the step time, and the findings that
 were fixed, are new, or remain (matched by rule id).
 
 ``tfadvisor diff BEFORE AFTER [--format text|json] [--fail-on-regression PCT]`` runs both
@@ -55,6 +56,19 @@ FIGURES: tuple[tuple[str, str, str, str], ...] = (
     ("allreduce_ms_per_step", "AllReduce per step", "AllReduce", "lower"),
     ("allreduce_pct", "AllReduce % of step", "AllReduce", "lower"),
     ("allreduce_ratio", "measured / expected", "AllReduce", "lower"),
+    # from the system samples and start-up record (tfadvisor/analyses/system.py); absent in older captures
+    ("system_cpu_util_pct", "CPU busy (all cores)", "System", ""),
+    ("system_proc_cpu_pct", "training process CPU", "System", ""),
+    ("system_gpu_util_pct", "GPU busy", "System", "higher"),
+    ("system_gpu_mem_used_pct", "GPU memory peak", "System", ""),
+    ("system_mem_used_pct", "host memory peak", "System", ""),
+    ("system_swap_io_mbps", "swap I/O (MB/s)", "System", "lower"),
+    ("system_disk_read_mbps", "disk read (MB/s)", "System", ""),
+    ("system_disk_busy_pct", "disk busy", "System", ""),
+    ("system_net_recv_mbps", "network receive (MB/s)", "System", ""),
+    ("startup_to_first_step_s", "start-up to first step (s)", "Start-up", "lower"),
+    ("startup_before_fit_s", "before fit() (s)", "Start-up", "lower"),
+    ("startup_first_step_s", "first step (s)", "Start-up", "lower"),
 )
 
 

@@ -194,11 +194,14 @@ def _build(keras):
             self._marker = None
             self._step = profiling.step
             self._fit_batch_size: int | None = None
+            self._startup = not profiling._STARTUP  # record start-up milestones (first fit of the process)
             if memory:
                 profiling.enable_memory_events()
 
         # --- Keras hooks -------------------------------------------------------------
         def on_train_begin(self, logs=None):
+            if self._startup:
+                self._startup_mark("fit_start")
             try:
                 spe = getattr(self.model, "steps_per_execution", 1)
                 self._spe = max(1, int(spe if spe is not None else 1))
@@ -217,6 +220,8 @@ def _build(keras):
                     pass
 
         def on_train_batch_begin(self, batch, logs=None):
+            if self._startup and "first_batch" not in profiling._STARTUP:
+                self._startup_mark("first_batch")
             if self._marker is not None:  # left open: a step that raised, then fit was called again
                 self._end_marker()
             n = self._spe
@@ -238,6 +243,8 @@ def _build(keras):
                 self._marker = marker
 
         def on_train_batch_end(self, batch, logs=None):
+            if self._startup:
+                self._startup_mark("first_step")
             marker = self._marker
             if marker is None:
                 return
@@ -340,6 +347,31 @@ def _build(keras):
             except Exception as err:  # noqa: BLE001
                 self.error = f"{type(err).__name__}: {err}"
                 profiling.warn(f"profiling window did not close cleanly: {self.error}")
+
+        def _startup_mark(self, what: str) -> None:
+            """Start-up milestones: process start -> fit start -> first batch -> first step done."""
+            try:
+                from tfadvisor.system_sampler import process_start_unix_s, startup_point
+
+                st = profiling._STARTUP
+                if what == "fit_start":
+                    if "fit_start" in st:  # another fit of the same process: nothing new to record
+                        self._startup = False
+                        return
+                    st["process_start_unix_s"] = process_start_unix_s()
+                    p = self.params or {}
+                    epochs, steps = p.get("epochs"), p.get("steps")
+                    if isinstance(epochs, int) and isinstance(steps, int):
+                        st["planned_steps"] = epochs * steps
+                    st["source"] = "tfadvisor.keras.AdvisorCallback"
+                st[what] = startup_point()
+                if what == "first_step":
+                    st["first_step_index"] = self.steps_seen - self._exec_n
+                    st["first_step_in_window"] = self.state is PROFILING
+                    self._startup = False
+            except Exception as err:  # noqa: BLE001 - never break fit for a timestamp
+                self._startup = False
+                profiling.warn(f"start-up facts not recorded: {type(err).__name__}: {err}")
 
         def _model_info(self) -> dict[str, Any]:
             info = profiling.model_facts(self.model, self._fit_batch_size)

@@ -45,6 +45,7 @@ from typing import Any
 
 from tfadvisor.discovery import RUN_METADATA_FILE
 from tfadvisor.errors import one_line
+from tfadvisor.system_sampler import DEFAULT_HZ, SystemSampler, env_hz
 
 logger = logging.getLogger("tfadvisor.capture")
 
@@ -283,6 +284,21 @@ def new_run_dir(logdir: str, before: dict[str, tuple[int, int]]) -> str | None:
 
 #: Model facts registered by a Keras callback, used by any session that lacks them.
 _MODEL_INFO: dict[str, Any] = {}
+
+#: Start-up milestones of this process (the Keras callback fills them; ``tfadvisor_run.json`` "startup").
+_STARTUP: dict[str, Any] = {}
+
+
+def _list_names(d: str) -> list[str]:
+    if "://" in d and not d.startswith("file://"):
+        try:
+            return [p.rsplit("/", 1)[-1] for p in import_tf().io.gfile.listdir(d)]
+        except Exception:  # noqa: BLE001
+            return []
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []
 
 
 def model_facts(model: Any = None, batch_size: int | None = None) -> dict[str, Any]:
@@ -563,8 +579,18 @@ class ProfileSession:
         verbose: bool = True,
         source: str = "tfadvisor.profile",
         stream=None,
+        system: bool | float | None = None,
     ) -> None:
         self.logdir = os.fspath(logdir)
+        # system samples (tfadvisor/system_sampler.py): None -> TFADVISOR_SYSTEM or 10 Hz; False: off; a number: Hz
+        if system is None:
+            self.system_hz = env_hz()
+        elif system is True:
+            self.system_hz = env_hz() or DEFAULT_HZ
+        else:
+            self.system_hz = float(system) if system else None
+        self.sampler: SystemSampler | None = None
+        self.system_path: str | None = None
         self.options = profiler_options(options, host_tracer_level=host_tracer_level,
                                         python_tracer_level=python_tracer_level,
                                         device_tracer_level=device_tracer_level, delay_ms=delay_ms)
@@ -624,6 +650,7 @@ class ProfileSession:
                     os.makedirs(self.logdir, exist_ok=True)
                 _check_levels(tf, self.options)
                 self._before = snapshot_runs(self.logdir)
+                t_call = time.time()
                 tf.profiler.experimental.start(self.logdir, options=_tf_options(tf, self.options))
             except Exception as err:  # noqa: BLE001
                 self.error = f"the profiler did not start: {type(err).__name__}: {one_line(err)}"
@@ -633,6 +660,7 @@ class ProfileSession:
                 return False
             self.started = True
             self.started_at = time.time()
+            self._start_sampler(t_call)
             with _LOCK:
                 _ACTIVE = self
             logger.info("profiler started, writing to %s", self.logdir)
@@ -649,6 +677,8 @@ class ProfileSession:
             with _LOCK:
                 if _ACTIVE is self:
                     _ACTIVE = None
+            if self.sampler is not None:
+                self.sampler.stop()
             try:
                 tf = import_tf()
                 tf.profiler.experimental.stop()
@@ -661,6 +691,7 @@ class ProfileSession:
                 self.error = f"the profiler wrote no file under {_profile_root(self.logdir)}"
                 warn(self.error)
                 return None
+            self._write_samples()
             self.metadata_path = write_run_metadata(self.run_dir, self.metadata())
         logger.info("profile written to %s", self.run_dir)
         if self.verbose:
@@ -673,6 +704,37 @@ class ProfileSession:
             print(f"tfadvisor: analyse it with: tfadvisor analyze {self.run_dir}", file=self.stream or sys.stdout,
                   flush=True)
         return self.run_dir
+
+    def _start_sampler(self, t_call: float) -> None:
+        if not self.system_hz:
+            return
+        try:
+            sampler = SystemSampler(hz=self.system_hz)
+            # the profiler's clock starts inside start(): take the middle of the call
+            sampler.profile_start_unix_s = (t_call + self.started_at) / 2 if self.started_at else t_call
+            if sampler.start():
+                self.sampler = sampler
+            else:
+                warn(f"no system samples: {sampler.error}")
+        except Exception as err:  # noqa: BLE001
+            warn(f"no system samples: {type(err).__name__}: {err}")
+
+    def _write_samples(self) -> None:
+        sampler = self.sampler
+        if sampler is None or self.run_dir is None:
+            return
+        try:
+            # the host file this session wrote names the samples (several hosts may share the run directory)
+            hosts = [f for f in _list_names(self.run_dir) if f.endswith(".xplane.pb")]
+            changed = {f.rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1] for f, sig in snapshot_runs(self.logdir).items()
+                       if self._before.get(f) != sig}
+            mine = [f for f in hosts if f in changed]
+            pick = mine if len(mine) == 1 else hosts
+            host = pick[0][: -len(".xplane.pb")] if len(pick) == 1 else None
+            self.system_path = sampler.write(self.run_dir, host)
+            logger.info("system samples written to %s", self.system_path)
+        except Exception as err:  # noqa: BLE001
+            warn(f"could not write the system samples into {self.run_dir}: {type(err).__name__}: {err}")
 
     def metadata(self) -> dict[str, Any]:
         """The facts for ``tfadvisor_run.json``."""
@@ -690,6 +752,15 @@ class ProfileSession:
             "duration_s": round(self.stopped_at - self.started_at, 3)
             if self.started_at and self.stopped_at else None,
         }
+        if _STARTUP:
+            facts["startup"] = dict(_STARTUP)
+        if self.sampler is not None:
+            m = self.sampler.meta()
+            facts["system"] = {"samples": os.path.basename(self.system_path) if self.system_path else None,
+                               "hz": m.get("hz"), "gpu_sampler": m.get("gpu_sampler"), "gpu_note": m.get("gpu_note"),
+                               "sampler_cpu_s": m.get("sampler_cpu_s"), "error": self.sampler.error}
+        elif not self.system_hz:
+            facts["system"] = {"samples": None, "note": "system sampling was switched off"}
         facts.update(self.extra)
         return facts
 

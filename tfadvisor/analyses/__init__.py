@@ -28,6 +28,7 @@ ORDER = (
     "collectives",
     "eager",
     "overhead",
+    "system",  # system samples and start-up (tfadvisor_system.<host>.npz, tfadvisor_run.json)
 )
 
 

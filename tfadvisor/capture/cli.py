@@ -5,7 +5,8 @@
   for a trace.
 * ``tfadvisor capture run --logdir DIR [--start-step N --steps M | --start-after-s S
   --duration-s D] -- python train.py ARGS`` runs a training script with the profiler
-  armed, passes its output and exit code through, then analyses the capture.
+  armed, passes its output and exit code through, then analyses the capture. It also samples
+  CPU, memory, disk, network and GPU use during the window (``--no-system`` to skip).
 
 Problems are one line on stderr and exit code 2 (a failing script's own exit code is
 passed through instead).
@@ -131,6 +132,10 @@ def run(
     device_tracer_level: int | None = typer.Option(None, "--device-tracer-level", help=DEVICE_LEVEL_HELP),
     python_tracer_level: int | None = typer.Option(None, "--python-tracer-level", help=PYTHON_LEVEL_HELP),
     memory: bool = typer.Option(False, "--memory", help="Record CPU memory events (TF_CPU_ALLOCATOR_USE_BFC=true)."),
+    system: bool = typer.Option(True, "--system/--no-system",
+                                help="Sample CPU, memory, disk, network and GPU use during the window "
+                                     "(tfadvisor_system.<host>.npz beside the profile)."),
+    system_hz: float = typer.Option(10.0, "--system-hz", help="System sampling rate, samples per second (1-50)."),
     analyze: bool = typer.Option(True, "--analyze/--no-analyze", help="Analyse the capture and print the result."),
 ) -> None:
     """Run a training script with the profiler armed, then analyse what it captured.
@@ -147,6 +152,8 @@ def run(
     if not command:
         fail("no command given: tfadvisor capture run --logdir DIR -- python train.py")
     opts = _levels(host_tracer_level, device_tracer_level, python_tracer_level)
+    if not 1 <= system_hz <= 50:
+        fail(f"--system-hz must be between 1 and 50, got {system_hz:g}")
     try:
         cfg = capture_config(logdir, start_step=start_step, steps=steps, start_after_s=start_after_s,
                              duration_s=duration_s, options=opts)
@@ -155,7 +162,7 @@ def run(
         fail(str(err))
         return
     try:
-        done = run_script(list(command), cfg, memory=memory)
+        done = run_script(list(command), cfg, memory=memory, system_hz=system_hz if system else None)
     except FileNotFoundError:
         fail(f"cannot run {command[0]!r}: no such program")
         return

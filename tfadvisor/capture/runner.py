@@ -6,7 +6,8 @@ Python imports at start-up) and a temporary directory holding only a ``tfadvisor
 to this package (so the hook can import it without exposing anything else of this
 environment). The capture is described to the hook in ``TFADVISOR_CAPTURE`` (JSON); the
 hook reports back through a status file. ``TF_CPU_ALLOCATOR_USE_BFC=true`` is set for
-``memory=True``, before TensorFlow starts.
+``memory=True``, before TensorFlow starts; ``TFADVISOR_SYSTEM`` carries the system sampling
+rate (``0``: off) to the profiling session in the script.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tfadvisor.profiling import MEMORY_ENV
+from tfadvisor.system_sampler import DEFAULT_HZ
+from tfadvisor.system_sampler import ENV as SYSTEM_ENV
 
 HOOK_DIR = Path(__file__).resolve().parent.parent / "_sitecustomize"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -58,8 +61,12 @@ def capture_config(logdir: str, *, start_step: int | None = None, steps: int | N
 
 
 def run_script(command: list[str], cfg: dict[str, Any], *, memory: bool = False,
-               env: dict[str, str] | None = None) -> ScriptRun:
-    """Run ``command`` armed with ``cfg``; its exit code and the hook's status."""
+               env: dict[str, str] | None = None, system_hz: float | None = DEFAULT_HZ) -> ScriptRun:
+    """Run ``command`` armed with ``cfg``; its exit code and the hook's status.
+
+    ``system_hz``: sample CPU/GPU/disk/network at this rate during the window (written as
+    ``tfadvisor_system.<host>.npz`` beside the profile); None or 0 switches sampling off.
+    """
     base = dict(os.environ if env is None else env)
     tmp = tempfile.mkdtemp(prefix="tfadvisor_capture_")
     try:
@@ -77,6 +84,7 @@ def run_script(command: list[str], cfg: dict[str, Any], *, memory: bool = False,
         base[ENV_VAR] = json.dumps(full)
         if memory:
             base[MEMORY_ENV] = "true"
+        base[SYSTEM_ENV] = f"{float(system_hz):g}" if system_hz else "0"
         proc = subprocess.Popen(command, env=base)
         try:
             rc = proc.wait()

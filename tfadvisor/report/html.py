@@ -97,6 +97,7 @@ def render_html(result: Any) -> str:
         f"<header><h1>tfadvisor report</h1><p class=\"sub\">{esc(label)}</p>",
         "<nav>" + "".join(f'<a href="#{a}">{t}</a>' for a, t in (
             ("summary", "Summary"), ("findings", "Findings"), ("steps", "Step time"), ("timeline", "Timeline"),
+            ("system", "System"),
             ("input", "Input pipeline"), ("precision", "Precision"), ("memory", "Memory"),
             ("allreduce", "AllReduce"), ("hosts", "Hosts"), ("datafiles", "Data files"), ("notes", "Notes"),
             ("metrics", "All metrics"))) + "</nav></header>",
@@ -112,6 +113,8 @@ def render_html(result: Any) -> str:
                  "Top row: the steps. Bottom row: when the "
                  + ("device" if metrics.get("device_present") else "host's training threads")
                  + " did work (green) and the idle gaps (red: between steps, orange: inside a step)."),
+        _section("system", "System: CPU, GPU, disk, network", _system_html(result),
+                 "Sampled by the capture beside the profile (tfadvisor_system.<host>.npz), under the timeline above."),
         _section("input", "Input pipeline (tf.data)",
                  P.tfdata_svg(tables.get("tfdata_stages"),
                               why=P.notes_for(notes, "tfdata") or "no tf.data iterator events")
@@ -365,3 +368,9 @@ def _all_metrics(metrics: Any) -> str:
     return (f'<section id="metrics"><h2>All metrics</h2><details><summary>{len(metrics)} metrics</summary>'
             f"<table><thead><tr><th>metric</th><th>value</th><th>meaning</th></tr></thead><tbody>{rows}</tbody>"
             "</table></details></section>")
+
+
+def _system_html(result: Any) -> str:
+    from tfadvisor.report import system
+
+    return system.html_section_body(result)

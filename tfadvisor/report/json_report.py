@@ -21,7 +21,8 @@
       ],
       "notes": ["steps: ...", ...],        # what could not be measured, and why
       "hosts": [{"host", "metrics", "notes"}],  # per host when several hosts were analysed, else []
-      "options": {"param_count", "bandwidth_gbps", "link", "replicas", "batch_size", ...}
+      "options": {"param_count", "bandwidth_gbps", "link", "replicas", "batch_size", ...},
+      "system": {"figures": {metric: value}, "samples": n}   # system samples and start-up, when captured
     }
 
 Additions keep ``schema_version``; a renamed or removed key bumps it.
@@ -102,7 +103,14 @@ def result_to_dict(result: Any) -> dict[str, Any]:
             for h in hosts
         ] if len(hosts) > 1 else [],
         "options": plain(asdict(options)) if is_dataclass(options) else {},
+        "system": plain(_system(result)),  # tfadvisor/report/system.py
     }
+
+
+def _system(result: Any) -> dict[str, Any]:
+    from tfadvisor.report import system
+
+    return system.to_dict(result)
 
 
 __all__ = ["SCHEMA_VERSION", "result_to_dict"]

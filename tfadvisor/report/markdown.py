@@ -31,6 +31,7 @@ def render_markdown(result: Any) -> str:
     out += _findings(getattr(result, "findings", None) or [], metrics)
     out += _steps(tables.get("steps"), metrics, notes)
     out += _gaps(tables.get("gaps"), tables.get("steps"), metrics, notes)
+    out += _system_md(result)  # tfadvisor/report/system.py
     out += _input(tables.get("tfdata_stages"), metrics, notes)
     out += _precision(tables, metrics, notes)
     out += _memory(tables, metrics, notes)
@@ -335,3 +336,9 @@ def _datafiles(tables: dict, metrics: Any, notes: list[str]) -> list[str]:
     if P.has_rows(largest):
         out += ["Largest files:", ""] + table(largest, limit=10, code_cols=("path",))
     return out
+
+
+def _system_md(result: Any) -> list[str]:
+    from tfadvisor.report import system
+
+    return system.markdown(result)

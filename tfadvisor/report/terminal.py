@@ -191,11 +191,21 @@ def _finding(console: Console, i: int, f: Any, units: dict) -> None:
             console.print(Text("     " + str(url), style="blue" if console.is_terminal else ""), soft_wrap=True)
 
 
+def _system(console: Console, result: Any) -> None:
+    """System utilisation and start-up (tfadvisor/report/system.py), when the capture sampled them."""
+    from tfadvisor.report import system
+
+    line = system.terminal_line(result)
+    if line:
+        _kv(console, "system", line)
+
+
 def print_result(result: Any, console: Console | None = None) -> None:
     """Print the summary, the findings (most important first) and the notes."""
     console = console or Console(highlight=False)
     units = dict(getattr(getattr(result, "metrics", None), "units", None) or {})
     _summary(console, result)
+    _system(console, result)
     findings = list(getattr(result, "findings", None) or [])
     console.print()
     if not findings:
