@@ -7,6 +7,7 @@ None when the rule must not fire.
 from __future__ import annotations
 
 import pytest
+from capture_rule_cases import CAPTURE_CASES
 from system_rule_cases import SYSTEM_CASES
 
 from tfadvisor.advice import Finding, evaluate, evaluate_rule, load_rules, severity_at_least
@@ -202,6 +203,7 @@ CASES = [
 
 
 CASES += SYSTEM_CASES  # tests/system_rule_cases.py: the system rules
+CASES += CAPTURE_CASES  # tests/capture_rule_cases.py: capture quality, and the step rules it silences
 
 
 @pytest.mark.parametrize("rule_id, metrics, severity", CASES,

@@ -220,3 +220,12 @@ def test_cloud_profiler_starts_in_a_job():
     assert fake.calls("GET", r"/tensorboards/77$")
     assert out["web"] == [404, "Not Found"]  # the SDK's profile web server answers
     assert out["tf_profiler_server"]
+
+
+def test_profiler_service_not_claimed_when_nothing_can_start(clean_env, caplog):
+    """Without the TensorBoard variables cloud_profiler.init() starts nothing: say so, do not claim it."""
+    clean_env.setenv("CLOUD_ML_JOB_ID", "1")
+    with caplog.at_level(logging.INFO, logger="tfadvisor.vertex"):
+        assert vertex.start_profiler_service() is False
+    assert "TensorBoard Profiler not started" in caplog.text and "AIP_TF_PROFILER_PORT" in caplog.text
+    assert "requested" not in caplog.text and vertex._profiler_service_started is False

@@ -13,6 +13,20 @@ Calls served:
 - TensorBoard get (``GET /v1/<tensorboard name>``) and TensorBoard experiment create/get, which
   ``cloud_profiler.init()`` calls from inside a job.
 Anything else answers 404 in the Google error shape, and is recorded too.
+
+A CustomJob create is checked as the real API checks it (400 INVALID_ARGUMENT, or 404 for a
+TensorBoard that does not exist), by these documented rules (``JOB_RULES``; each has a test in
+tests/test_vertex_capture.py):
+
+- ``displayName`` is set; ``jobSpec.workerPoolSpecs`` has at least one pool;
+- each pool has a ``machineSpec.machineType``, a ``replicaCount`` >= 1 (the first pool, the chief,
+  exactly 1), an ``acceleratorCount`` >= 1 with an ``acceleratorType``, and exactly one of
+  ``containerSpec`` (with ``imageUri``) and ``pythonPackageSpec`` (with ``executorImageUri``,
+  ``packageUris`` and ``pythonModule``);
+- a ``tensorboard`` needs a ``serviceAccount`` ("service_account must be specified when uploading
+  to TensorBoard"), is a TensorBoard of the job's project and region, and exists (``tensorboards``);
+- ``baseOutputDirectory`` is a gs:// URI, and its bucket, where its location is known
+  (``bucket_locations``), is in the job's region (or a multi-region containing it).
 """
 
 from __future__ import annotations
@@ -55,6 +69,9 @@ class FakeVertex:
     job_error: str = "The replica workerpool0-0 exited with a non-zero status of 1."
     tensorboard_bucket_prefix: str = "tb-blobs/tensorboard-1"
     on_state: Callable[[dict, str], None] | None = None
+    ready: Callable[[dict], bool] | None = None  # a RUNNING job stays RUNNING until this says True
+    tensorboards: set[str] | None = None  # names that exist; None: any well-formed name exists
+    bucket_locations: dict[str, str] = field(default_factory=dict)  # bucket -> location, e.g. "US-CENTRAL1"
     requests: list[Recorded] = field(default_factory=list)
     jobs: dict[str, dict] = field(default_factory=dict)
     experiments: dict[str, dict] = field(default_factory=dict)
@@ -149,6 +166,9 @@ class FakeVertex:
     # ---- routing ----------------------------------------------------------------------------
     def _route(self, method: str, path: str, query: dict, body: Any) -> tuple[int, dict]:
         if method == "POST" and (m := _CREATE_JOB.match(path)):
+            problem = self.check_job(m[1], body or {})
+            if problem is not None:
+                return problem
             job = dict(body or {})
             job["name"] = f"{m[1]}/customJobs/{next(self._ids)}"
             job["createTime"] = "2026-01-01T00:00:00Z"
@@ -178,10 +198,63 @@ class FakeVertex:
             return _error(404, f"{m[1]} not found", "NOT_FOUND")
         return _error(404, f"the stand-in does not serve {method} {path}", "NOT_FOUND")
 
+    def check_job(self, parent: str, job: dict) -> tuple[int, dict] | None:
+        """The real API's checks of a CustomJob create (see the module docs); None when it passes."""
+        region = parent.rsplit("/", 1)[1]
+        project = parent.split("/")[1]
+        spec = job.get("jobSpec") or {}
+        if not job.get("displayName"):
+            return _invalid("display_name is required")
+        pools = spec.get("workerPoolSpecs") or []
+        if not pools:
+            return _invalid("job_spec.worker_pool_specs must have at least one worker pool")
+        for i, pool in enumerate(pools):
+            where = f"job_spec.worker_pool_specs[{i}]"
+            machine = pool.get("machineSpec") or {}
+            if not machine.get("machineType"):
+                return _invalid(f"{where}.machine_spec.machine_type is required")
+            if machine.get("acceleratorType") and int(machine.get("acceleratorCount") or 0) < 1:
+                return _invalid(f"{where}.machine_spec.accelerator_count must be positive with an accelerator_type")
+            count = int(pool.get("replicaCount") or 0)
+            if count < 1:
+                return _invalid(f"{where}.replica_count must be positive")
+            if i == 0 and count != 1:
+                return _invalid("the first worker pool (the chief) must have exactly one replica")
+            container, package = pool.get("containerSpec"), pool.get("pythonPackageSpec")
+            if bool(container) == bool(package):
+                return _invalid(f"{where}: exactly one of container_spec and python_package_spec must be set")
+            if container and not container.get("imageUri"):
+                return _invalid(f"{where}.container_spec.image_uri is required")
+            if package and not (package.get("executorImageUri") and package.get("packageUris")
+                                and package.get("pythonModule")):
+                return _invalid(f"{where}.python_package_spec needs executor_image_uri, package_uris and "
+                                "python_module")
+        tensorboard = spec.get("tensorboard")
+        if tensorboard:
+            if not spec.get("serviceAccount"):
+                return _invalid("service_account must be specified when uploading to TensorBoard")
+            m = re.fullmatch(r"projects/([^/]+)/locations/([^/]+)/tensorboards/[^/]+", tensorboard)
+            if not m:
+                return _invalid(f"invalid TensorBoard resource name: {tensorboard}")
+            if m[2] != region:
+                return _invalid(f"TensorBoard {tensorboard} must be in the job's region {region}")
+            if m[1] != project or (self.tensorboards is not None and tensorboard not in self.tensorboards):
+                return _error(404, f"Tensorboard {tensorboard} not found", "NOT_FOUND")
+        base = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
+        if base is not None:
+            if not base.startswith("gs://"):
+                return _invalid(f"base_output_directory must be a Cloud Storage URI: {base}")
+            location = self.bucket_locations.get(base[len("gs://"):].split("/", 1)[0], "").lower()
+            if location and location != region and not region.startswith(_MULTI_REGION.get(location, "-")):
+                return _invalid(f"the bucket of {base} is in {location}, not in the job's region {region}")
+        return None
+
     def _advance(self, job: dict) -> None:
         """Move the job to the next state of its script; the last state stays."""
         steps = self._steps.get(job["name"]) or []
         if not steps:
+            return
+        if job.get("state") == "JOB_STATE_RUNNING" and self.ready is not None and not self.ready(job):
             return
         state = steps.pop(0)
         if state != job.get("state"):
@@ -190,6 +263,13 @@ class FakeVertex:
                 job["error"] = {"code": 13, "message": self.job_error}
             if self.on_state is not None:
                 self.on_state(job, state)
+
+
+_MULTI_REGION = {"us": "us-", "eu": "europe-", "asia": "asia-"}
+
+
+def _invalid(message: str) -> tuple[int, dict]:
+    return _error(400, message, "INVALID_ARGUMENT")
 
 
 def _error(code: int, message: str, status: str) -> tuple[int, dict]:

@@ -27,7 +27,13 @@ hooks synchronously whatever the callbacks, so overriding ``on_train_batch_end``
 no device sync.) Outside the window the callback costs two Python calls per step.
 
 If ``fit`` raises inside the window, the profile is stopped and written when the process
-exits (or call ``close()``).
+exits (or call ``close()``). A SIGTERM inside the window (a Vertex AI cancel or preemption)
+stops the profiler and writes what was collected, then the signal does what it did before.
+
+When another profiler is running as the window opens (a stock ``TensorBoard(profile_batch=...)``
+callback, TensorBoard's "Capture profile"), the callback says so and tries again at each of
+the next ``retries`` executions; the window then starts late and keeps its length
+(``tfadvisor_run.json`` ``steps.delayed``).
 
 It never raises into training: profiler, metadata and analysis problems become
 :class:`tfadvisor.profiling.CaptureWarning` warnings and log lines.
@@ -50,6 +56,7 @@ WAITING = "waiting"  # before the window
 PROFILING = "profiling"  # window open
 DONE = "done"  # window closed, profile written
 FAILED = "failed"  # the profiler did not start: nothing more to do
+BUSY = "busy"  # another profiler was running when the window opened: trying again at the next steps
 MARKING = "marking"  # steps=None: mark steps, never start the profiler
 
 
@@ -105,13 +112,43 @@ def _infer_batch_size(model: Any) -> int | None:
                     size = adapter.batch_size
                 except Exception:  # noqa: BLE001
                     size = None
+            if size is None and adapter is not None:
+                size = dataset_batch_size(getattr(adapter, "_dataset", None))
             if size is None:
                 size = loc.get("batch_size")
+            if size is None:
+                size = dataset_batch_size(loc.get("x"))
             try:
                 return int(size) if size is not None else None
             except (TypeError, ValueError):
                 return None
         f = f.f_back
+    return None
+
+
+def dataset_batch_size(ds: Any) -> int | None:
+    """The batch size of a ``tf.data`` pipeline whose batch dimension is not static.
+
+    ``ds.batch(64)`` without ``drop_remainder`` has element shapes ``(None, ...)``, yet its
+    batches (all but maybe the last) hold 64 elements: read the size given to the last
+    ``batch``/``padded_batch`` in the chain (``map``, ``prefetch``, ``repeat`` ... after it
+    keep it). Reads no data. None when there is no such op or the size is not a constant.
+    """
+    seen = 0
+    while ds is not None and seen < 1000:
+        seen += 1
+        size = getattr(ds, "_batch_size", None)
+        if size is not None:
+            try:
+                from tensorflow.python.framework import tensor_util
+
+                value = tensor_util.constant_value(size)
+                return int(value) if value is not None and int(value) > 0 else None
+            except Exception:  # noqa: BLE001
+                return None
+        if type(ds).__name__ in ("_UnbatchDataset", "_RebatchDataset"):
+            return None
+        ds = getattr(ds, "_input_dataset", None)
     return None
 
 
@@ -139,6 +176,8 @@ def _build(keras):
             batch_size: global batch size for the metadata (default: read from ``fit``).
             metadata: extra keys for ``tfadvisor_run.json`` (e.g. ``link``, ``bandwidth_gbps``).
             name: the step marker's name.
+            retries: when another profiler is running as the window opens, try again at this
+                many following executions (0: give up at once).
         """
 
         def __init__(
@@ -160,6 +199,7 @@ def _build(keras):
             metadata: dict[str, Any] | None = None,
             name: str = "train",
             stream=None,
+            retries: int = 20,
         ) -> None:
             super().__init__()
             self.logdir = os.fspath(logdir)
@@ -195,6 +235,13 @@ def _build(keras):
             self._step = profiling.step
             self._fit_batch_size: int | None = None
             self._startup = not profiling._STARTUP  # record start-up milestones (first fit of the process)
+            self.retries = max(0, int(retries))
+            self.attempts = 0  # profiler starts tried
+            self.clash: str | None = None  # the first "another profiler is running" error
+            self.epoch: int | None = None  # the epoch running now
+            self.window_epochs: list[int] = []  # epochs with profiled steps
+            self.epoch_ends: list[int] = []  # global steps after which an epoch ended inside the window
+            self.validation_runs = 0  # validation passes inside the window
             if memory:
                 profiling.enable_memory_events()
 
@@ -219,6 +266,17 @@ def _build(keras):
                 except Exception:  # noqa: BLE001
                     pass
 
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = int(epoch) if isinstance(epoch, int) else None
+
+        def on_epoch_end(self, epoch, logs=None):
+            if self.state is PROFILING:
+                self.epoch_ends.append(self.steps_seen)
+
+        def on_test_begin(self, logs=None):
+            if self.state is PROFILING:
+                self.validation_runs += 1
+
         def on_train_batch_begin(self, batch, logs=None):
             if self._startup and "first_batch" not in profiling._STARTUP:
                 self._startup_mark("first_batch")
@@ -232,11 +290,13 @@ def _build(keras):
             self._exec_first = first
             self._exec_n = n
             state = self.state
-            if state is WAITING:
+            if state is WAITING or state is BUSY:
                 if first < self.window[0]:
                     return
                 self._open()
                 state = self.state
+            if state is PROFILING and self.epoch is not None and self.epoch not in self.window_epochs:
+                self.window_epochs.append(self.epoch)
             if state is PROFILING or state is MARKING:
                 marker = self._step(first, self.name)
                 marker.__enter__()
@@ -258,6 +318,8 @@ def _build(keras):
 
         def on_train_end(self, logs=None):
             self._end_marker()
+            if self.state is BUSY:
+                self._give_up(f"training ended while another profiler was running ({self.attempts} tries)")
             if self.state is PROFILING:
                 self._close(note=f"training ended after {self.profiled_steps} of "
                                  f"{self.window[1] - self.window[0]} window steps")
@@ -277,27 +339,62 @@ def _build(keras):
 
         # --- the window --------------------------------------------------------------
         def _open(self) -> None:
+            retrying = self.state is BUSY
+            ok = False
             try:
-                self.session = profiling.ProfileSession(
-                    self.logdir, self.options, memory=False, analyze=self.analyze,
-                    report_json=self.report_json, report_html=self.report_html, top=self.top,
-                    verbose=self.verbose, source="tfadvisor.keras.AdvisorCallback", stream=self.stream)
-                self.session.hint = self.hint
+                if self.session is None:
+                    self.session = profiling.ProfileSession(
+                        self.logdir, self.options, memory=False, analyze=self.analyze,
+                        report_json=self.report_json, report_html=self.report_html, top=self.top,
+                        verbose=self.verbose, source="tfadvisor.keras.AdvisorCallback", stream=self.stream)
+                    self.session.hint = self.hint
+                self.session.quiet_busy = True  # a clash is said here, once
+                self.attempts += 1
                 ok = self.session.start()
             except Exception as err:  # noqa: BLE001
-                ok = False
                 self.error = f"{type(err).__name__}: {err}"
                 profiling.warn(f"not profiling: {self.error}")
             if not ok:
+                session = self.session
+                if session is not None and session.busy and self.attempts <= self.retries:
+                    if not retrying:
+                        self.clash = session.error
+                        self.state = BUSY
+                        msg = (f"another profiler is running at step {self._exec_first} (a TensorBoard "
+                               "callback's profile_batch, or \"Capture profile\" in TensorBoard); trying again at "
+                               f"the next {self.retries} step(s)")
+                        profiling.logger.warning(msg)
+                        if self.verbose:
+                            self._say(f"tfadvisor: {msg}")
+                    return
+                if session is not None and session.busy:
+                    self._give_up(f"another profiler was still running after {self.attempts} tries")
+                    return
                 self.state = FAILED
-                self.error = self.error or (self.session.error if self.session else None)
+                self.error = self.error or (session.error if session else None)
                 return
             self.state = PROFILING
             self.first_profiled = self._exec_first
+            self.error = None
             atexit.register(self._at_exit)
+            profiling.on_sigterm(self._on_sigterm)
             if self.verbose:
+                late = (f", {self._exec_first - self.window[0]} step(s) late: another profiler was running"
+                        if self.clash else "")
                 self._say(f"tfadvisor: profiling from step {self._exec_first} "
-                          f"({self.window[1] - self.window[0]} steps) into {self.logdir}")
+                          f"({self.window[1] - self.window[0]} steps) into {self.logdir}{late}")
+
+        def _give_up(self, why: str) -> None:
+            self.state = FAILED
+            self.error = f"not profiling: {why} ({self.clash})"
+            profiling.warn(self.error)
+
+        def _on_sigterm(self, what: str) -> None:
+            if self.state is PROFILING:
+                open_marker = self._marker is not None
+                self._end_marker()
+                self.marked_executions += int(open_marker)
+                self._close(note=f"{what} during the window, after {self.profiled_steps} step(s)")
 
         def _at_exit(self) -> None:
             if self.state is PROFILING:
@@ -316,6 +413,7 @@ def _build(keras):
             self.state = DONE
             try:
                 atexit.unregister(self._at_exit)
+                profiling.forget_sigterm(self._on_sigterm)
             except Exception:  # noqa: BLE001
                 pass
             session = self.session
@@ -333,6 +431,16 @@ def _build(keras):
                 }
                 if note:
                     steps["note"] = note
+                if self.clash:
+                    steps["delayed"] = {"by_steps": first - self.window[0], "tries": self.attempts,
+                                        "because": self.clash}
+                if self.window_epochs:
+                    steps["epochs"] = list(self.window_epochs)
+                ends = [e for e in self.epoch_ends if first < e < first + self.profiled_steps]
+                steps["crosses_epoch_end"] = bool(ends)
+                if ends:
+                    steps["epoch_ends_after_step"] = [e - 1 for e in ends]
+                steps["validation_runs"] = self.validation_runs
                 session.extra.update(self._model_info())
                 session.extra["steps"] = steps
                 session.extra.update(self.extra_metadata)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -233,6 +234,64 @@ def enable_memory_events() -> bool:
 # --- finding the run directory the profiler wrote -----------------------------------------------
 
 
+class _Remote:
+    """Listing, reading and writing ``gs://`` (and other remote) paths: fsspec/gcsfs when installed
+    (``tfadvisor[gcs]``/``[vertex]``; no TensorFlow needed), else TensorFlow's ``tf.io.gfile``."""
+
+    def __init__(self, path: str) -> None:
+        self.protocol = path.split("://", 1)[0]
+        self.fs = None
+        try:
+            from tfadvisor.discovery import filesystem
+
+            self.fs = filesystem(path)
+        except Exception:  # noqa: BLE001 - no fsspec: TensorFlow's file system, if any
+            self.gfile = import_tf().io.gfile
+
+    def _full(self, p: str) -> str:
+        return p if "://" in p else f"{self.protocol}://{p}"
+
+    def glob(self, pattern: str) -> list[str]:
+        if self.fs is None:
+            return list(self.gfile.glob(pattern))
+        return [self._full(p) for p in self.fs.glob(pattern)]
+
+    def signature(self, path: str) -> tuple[int, int]:
+        if self.fs is None:
+            st = self.gfile.stat(path)
+            return int(st.length), int(getattr(st, "mtime_nsec", 0))
+        info = self.fs.info(path)
+        stamp = info.get("generation") or info.get("updated") or info.get("mtime") or info.get("LastModified")
+        try:
+            version = int(stamp)
+        except (TypeError, ValueError):
+            version = hash(str(stamp))
+        return int(info.get("size") or 0), version
+
+    def listdir(self, d: str) -> list[str]:
+        if self.fs is None:
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.gfile.listdir(d)]
+        return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(d, detail=False)]
+
+    def exists(self, path: str) -> bool:
+        return bool(self.gfile.exists(path) if self.fs is None else self.fs.exists(path))
+
+    def read(self, path: str) -> str:
+        if self.fs is None:
+            with self.gfile.GFile(path, "r") as fh:
+                return fh.read()
+        with self.fs.open(path, "r") as fh:
+            return fh.read()
+
+    def write(self, path: str, text: str) -> None:
+        if self.fs is None:
+            with self.gfile.GFile(path, "w") as fh:
+                fh.write(text)
+            return
+        with self.fs.open(path, "w") as fh:
+            fh.write(text)
+
+
 def _profile_root(logdir: str) -> str:
     return f"{str(logdir).rstrip('/')}/plugins/profile"
 
@@ -243,10 +302,9 @@ def snapshot_runs(logdir: str) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     if "://" in str(logdir) and not str(logdir).startswith("file://"):
         try:
-            gfile = import_tf().io.gfile
-            for f in gfile.glob(f"{root}/*/*.xplane.pb"):
-                st = gfile.stat(f)
-                out[f] = (int(st.length), int(getattr(st, "mtime_nsec", 0)))
+            remote = _Remote(root)
+            for f in remote.glob(f"{root}/*/*.xplane.pb"):
+                out[f] = remote.signature(f)
         except Exception:  # noqa: BLE001 - remote listing problems: treat as empty
             pass
         return out
@@ -292,7 +350,7 @@ _STARTUP: dict[str, Any] = {}
 def _list_names(d: str) -> list[str]:
     if "://" in d and not d.startswith("file://"):
         try:
-            return [p.rsplit("/", 1)[-1] for p in import_tf().io.gfile.listdir(d)]
+            return _Remote(d).listdir(d)
         except Exception:  # noqa: BLE001
             return []
     try:
@@ -357,10 +415,9 @@ def write_run_metadata(run_dir: str, facts: dict[str, Any]) -> str | None:
     try:
         old: dict[str, Any] = {}
         if remote:
-            gfile = import_tf().io.gfile
-            if gfile.exists(path):
-                with gfile.GFile(path, "r") as fh:
-                    old = json.loads(fh.read() or "{}")
+            store = _Remote(path)
+            if store.exists(path):
+                old = json.loads(store.read(path) or "{}")
         elif os.path.isfile(path):
             with open(path, encoding="utf-8") as fh:
                 old = json.load(fh)
@@ -375,8 +432,7 @@ def write_run_metadata(run_dir: str, facts: dict[str, Any]) -> str | None:
             merged["hosts"] = max(int(merged.get("hosts") or 1), len(names))
         text = json.dumps(merged, indent=2, sort_keys=True, default=str) + "\n"
         if remote:
-            with import_tf().io.gfile.GFile(path, "w") as fh:
-                fh.write(text)
+            _Remote(path).write(path, text)
         else:
             tmp = f"{path}.tmp{os.getpid()}"
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -544,6 +600,81 @@ class step:  # noqa: N801 - used as a context manager like a function
         return False
 
 
+# --- SIGTERM: write what was collected, then let the signal do what it did ------------------------
+
+_TERM_CLOSERS: list[Any] = []
+_TERM_PREV: Any = None
+_TERM_INSTALLED = False
+_TERM_RUNNING = False
+
+
+def on_sigterm(closer: Any) -> bool:
+    """Call ``closer("SIGTERM")`` when the process gets SIGTERM, then act as before.
+
+    A Vertex AI cancel or preemption, or ``kill``, sends SIGTERM: the handler stops the
+    profiler and writes the profile (each registered closer, newest first), puts the
+    previous handler back and hands the signal to it (the default one ends the process
+    with SIGTERM as it would have). Installed from the main thread only; False elsewhere.
+    """
+    global _TERM_PREV, _TERM_INSTALLED
+    if closer not in _TERM_CLOSERS:
+        _TERM_CLOSERS.append(closer)
+    if _TERM_INSTALLED:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        _TERM_PREV = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, _handle_sigterm)
+    except (ValueError, OSError, AttributeError):
+        return False
+    _TERM_INSTALLED = True
+    return True
+
+
+def forget_sigterm(closer: Any) -> None:
+    """Undo :func:`on_sigterm` for ``closer``; the previous handler is back once none is left."""
+    global _TERM_INSTALLED
+    if closer in _TERM_CLOSERS:
+        _TERM_CLOSERS.remove(closer)
+    if _TERM_CLOSERS or not _TERM_INSTALLED or _TERM_RUNNING:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is _handle_sigterm:
+            signal.signal(signal.SIGTERM, _TERM_PREV if _TERM_PREV is not None else signal.SIG_DFL)
+    except (ValueError, OSError):
+        return
+    _TERM_INSTALLED = False
+
+
+def _handle_sigterm(signum: int, frame: Any) -> None:
+    global _TERM_RUNNING, _TERM_INSTALLED
+    if _TERM_RUNNING:  # a second SIGTERM while writing: finish writing first
+        return
+    _TERM_RUNNING = True
+    prev: Any = signal.SIG_DFL
+    try:
+        name = signal.Signals(signum).name
+        for closer in reversed(list(_TERM_CLOSERS)):
+            try:
+                closer(name)
+            except Exception as err:  # noqa: BLE001
+                print(f"tfadvisor: could not save the profile on {name}: {type(err).__name__}: {err}",
+                      file=sys.stderr, flush=True)
+        _TERM_CLOSERS.clear()
+        prev = _TERM_PREV if _TERM_PREV is not None else signal.SIG_DFL
+        signal.signal(signum, prev)
+        _TERM_INSTALLED = False
+    finally:
+        _TERM_RUNNING = False
+    if callable(prev):
+        prev(signum, frame)
+    elif prev == signal.SIG_DFL:
+        os.kill(os.getpid(), signum)  # what the signal did before: end the process
+
+
 # --- profiling sessions -------------------------------------------------------------------------------
 
 _ACTIVE: ProfileSession | None = None
@@ -617,6 +748,8 @@ class ProfileSession:
         self.started = False
         self.started_at: float | None = None
         self.stopped_at: float | None = None
+        self.busy = False  # the last start failed because another profiler was running
+        self.quiet_busy = False  # then say nothing (the caller says it, e.g. the Keras callback's retries)
         self._before: dict[str, tuple[int, int]] = {}
         self._state_lock = threading.Lock()
 
@@ -654,10 +787,14 @@ class ProfileSession:
                 tf.profiler.experimental.start(self.logdir, options=_tf_options(tf, self.options))
             except Exception as err:  # noqa: BLE001
                 self.error = f"the profiler did not start: {type(err).__name__}: {one_line(err)}"
-                if "AlreadyExists" in type(err).__name__ or "nother profiler" in str(err):
+                self.busy = "AlreadyExists" in type(err).__name__ or "nother profiler" in str(err)
+                if self.busy:
                     self.error += " (another profiler session is running in this process)"
-                warn(f"not profiling: {self.error}")
+                if not (self.busy and self.quiet_busy):
+                    warn(f"not profiling: {self.error}")
                 return False
+            self.busy = False
+            self.error = None
             self.started = True
             self.started_at = time.time()
             self._start_sampler(t_call)

@@ -50,7 +50,7 @@ from tfadvisor.proto import xplane_pb2
 __all__ = [
     "SyntheticSpec", "U64", "Ref", "build_xspaces", "build_xspace", "write_trace", "write_run",
     "SAMPLES", "write_sample", "write_samples", "write_large_trace", "PROFILE_START_NS", "RUN_NAME",
-    "main",
+    "main", "build_tpu_xspace", "write_tpu_run", "TPU_LINES",
 ]
 
 PS_PER_NS = 1_000
@@ -832,6 +832,131 @@ def write_run(logdir: str, specs: list[SyntheticSpec] | SyntheticSpec, run: str 
             json.dump(run_meta, f, indent=2)
             f.write("\n")
     return paths, truth
+
+
+# ---------------------------------------------------------------------------------------------
+# TPU-shaped traces (xprof's layout of a TPU device plane)
+# ---------------------------------------------------------------------------------------------
+#: Line ids xprof gives derived lines (``kThreadIdDerivedMin`` = 0xdeadbeef as int32, and on).
+_DERIVED_LINE_ID = -559038737
+TPU_LINES = ("Steps", "XLA Modules", "XLA Ops", "Framework Ops", "Framework Name Scope")
+
+# (framework op, HLO op, hlo_category, share of the step's op time); the all-reduce is the collective
+_TPU_OPS = (
+    ("model/dense/MatMul:MatMul", "convolution.1", "convolution", 0.30),
+    ("model/dense/BiasAdd:BiasAdd", "fusion.2", "loop fusion", 0.05),
+    ("model/dense_1/MatMul:MatMul", "convolution.3", "convolution", 0.25),
+    ("model/dense_1/Relu:Relu", "fusion.4", "loop fusion", 0.05),
+    ("gradients/AddN:AddN", "all-reduce.5", "all-reduce", 0.15),
+    ("Adam/update/ResourceApplyAdam:ResourceApplyAdam", "fusion.6", "loop fusion", 0.10),
+    ("model/dense/MatMul/transpose:Transpose", "copy.7", "data formatting", 0.10),
+)
+
+
+def _metadata_stats(xp: xplane_pb2.XPlane, per_event: dict[str, list[tuple[str, Any]]]) -> None:
+    """Attach stats to event metadata by event name (xprof keeps per-HLO-op facts there)."""
+    stat_ids = {m.name: k for k, m in xp.stat_metadata.items()}
+
+    def sid(name: str) -> int:
+        if name not in stat_ids:
+            k = max(stat_ids.values(), default=0) + 1
+            xp.stat_metadata[k].id, xp.stat_metadata[k].name = k, name
+            stat_ids[name] = k
+        return stat_ids[name]
+
+    for md in xp.event_metadata.values():
+        for name, value in per_event.get(md.name, ()):
+            st = md.stats.add(metadata_id=sid(name))
+            if isinstance(value, float):
+                st.double_value = value
+            elif isinstance(value, int):
+                st.uint64_value = value
+            else:
+                st.str_value = str(value)
+
+
+def build_tpu_xspace(steps: int = 6, step_ms: float = 20.0, busy_frac: float = 0.8, n_tpus: int = 2,
+                     skew_us: float = 30.0, host: str = "synth-tpu", seed: int = 0) -> tuple[xplane_pb2.XSpace, dict]:
+    """A TPU host's XSpace as xprof lays it out (SYNTHETIC).
+
+    ``/device:TPU:<n>`` planes (``device_type_string``, ``peak_teraflops_per_second``,
+    ``peak_hbm_bw_gigabytes_per_second``) with the lines ``Steps`` (one event per step, named by
+    its number, ``group_id``), ``XLA Modules`` (the compiled program per step, spanning it),
+    ``XLA Ops`` (HLO ops, the device's activity; ``hlo_category``, ``tf_op``, ``flops``,
+    ``bytes_accessed`` on their metadata), ``Framework Ops`` and ``Framework Name Scope`` (derived
+    from the XLA ops' ``tf_op``). No streams. ``/host:CPU`` holds a ``python`` thread that
+    dispatches the program (``PjitFunction(train_step)``, no step markers) and a
+    ``Task Environment`` plane. Device ``d`` runs each step ``d * skew_us`` later.
+
+    Returns the XSpace and the truth: per device the step spans, the XLA-op busy time (union),
+    the all-reduce time and the window.
+    """
+    rng = np.random.default_rng(seed)
+    step_ps = _ms(step_ms)
+    gap_ps = _us(200.0)
+    t0 = _ms(1.0)
+    truth: dict[str, Any] = {"steps": steps, "devices": {}, "step_ms": step_ms, "busy_frac": busy_frac}
+    hp = _Plane(1, "/host:CPU")
+    hp.line(1, "python")
+    planes = [hp]
+    for d in range(n_tpus):
+        pl = _Plane(100 + d, f"/device:TPU:{d}")
+        pl.stats = [("device_type_string", "TPU v4"), ("peak_teraflops_per_second", 275.0),
+                    ("peak_hbm_bw_gigabytes_per_second", 1200.0)]
+        lid = {name: _DERIVED_LINE_ID + i for i, name in enumerate(("Steps", "Launch Stats", "Framework Name Scope",
+                                                                     "Framework Ops", "XLA Modules", "XLA Ops"))}
+        for name in TPU_LINES:
+            pl.line(lid[name], name)
+        spans, busy, coll = [], 0, 0
+        for k in range(steps):
+            a = t0 + k * (step_ps + gap_ps) + d * _us(skew_us)
+            spans.append((a, a + step_ps))
+            pl.add(lid["Steps"], str(100 + k), a, step_ps, (("group_id", 100 + k),))
+            pl.add(lid["XLA Modules"], "jit_train_step(42)", a, step_ps, (("program_id", U64(42)), ("run_id", k)))
+            # ops back to back from the step start, covering busy_frac of it; small jitter per op
+            t = a + _us(50.0)
+            op_budget = int(step_ps * busy_frac)
+            pl.add(lid["Framework Name Scope"], "model", t, op_budget, ())
+            for fw, hlo, cat, share in _TPU_OPS:
+                dur = int(op_budget * share * (1.0 + 0.02 * (rng.random() - 0.5)))
+                pl.add(lid["XLA Ops"], hlo, t, dur, ())
+                pl.add(lid["Framework Ops"], fw, t, dur, ())
+                busy += dur
+                coll += dur if cat == "all-reduce" else 0
+                t += dur
+            if d == 0:
+                hp.add(1, "PjitFunction(train_step)", a - _us(100.0), _us(80.0), ())
+        truth["devices"][f"TPU:{d}"] = {"steps": spans, "busy_ps": busy, "allreduce_ps": coll}
+        planes.append(pl)
+    env = _Plane(2, "Task Environment")
+    env.stats = [("profile_start_time", U64(PROFILE_START_NS)),
+                 ("profile_stop_time", U64(PROFILE_START_NS + (t0 + steps * (step_ps + gap_ps)) // PS_PER_NS))]
+    planes.append(env)
+    xs = xplane_pb2.XSpace()
+    meta = {hlo: [("hlo_category", cat), ("tf_op", fw), ("flops", 10**9), ("bytes_accessed", 10**7)]
+            for fw, hlo, cat, _ in _TPU_OPS}
+    for p in planes:
+        xp = _plane_to_pb(p)
+        if p.name.startswith("/device:TPU"):
+            _metadata_stats(xp, meta)
+        xs.planes.append(xp)
+    xs.hostnames.append(host)
+    starts = [s for dv in truth["devices"].values() for s, _ in dv["steps"]]
+    ends = [e for dv in truth["devices"].values() for _, e in dv["steps"]]
+    truth["host_first_ps"] = t0 - _us(100.0)
+    truth["window_ps"] = max(ends) - min(min(starts), truth["host_first_ps"])
+    return xs, truth
+
+
+def write_tpu_run(logdir: str, run: str = RUN_NAME, **kw: Any) -> tuple[str, dict]:
+    """Write a TPU-shaped run (:func:`build_tpu_xspace`) under ``logdir``; returns (path, truth)."""
+    xs, truth = build_tpu_xspace(**kw)
+    run_dir = os.path.join(logdir, "plugins", "profile", run)
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, f"{xs.hostnames[0]}.xplane.pb")
+    with open(path, "wb") as f:
+        f.write(xs.SerializeToString(deterministic=True))
+    return path, truth
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ LOGDIR_ENV = "AIP_TENSORBOARD_LOG_DIR"  # <base output dir>/logs/, set when the 
 STEPS_ENV = "TFADVISOR_STEPS"  # "10,20": the window, set by `tfadvisor capture vertex --steps`
 DEFAULT_STEPS = (10, 20)
 GCS_FUSE_ROOT = "/gcs"  # Vertex AI mounts Cloud Storage buckets here (Cloud Storage FUSE)
+FUSE_ROOT_ENV = "TFADVISOR_GCS_FUSE_ROOT"  # another mount point (a local stand-in for the mount, in tests)
 PROFILER_HINT = "pip install 'google-cloud-aiplatform[cloud_profiler]' (or 'tfadvisor[vertex]')"
 
 _profiler_service_started = False
@@ -56,7 +57,7 @@ def job_logdir(environ: dict[str, str] | None = None, fuse_root: str | None = No
         return None
     if uri.startswith("gs://"):
         bucket, _, rest = uri[len("gs://") :].partition("/")
-        mounted = os.path.join(fuse_root or GCS_FUSE_ROOT, bucket)
+        mounted = os.path.join(fuse_root or env.get(FUSE_ROOT_ENV) or GCS_FUSE_ROOT, bucket)
         if bucket and os.path.isdir(mounted):
             return os.path.join(mounted, rest) if rest else mounted
     return uri
@@ -73,6 +74,13 @@ def start_profiler_service() -> bool:
     global _profiler_service_started
     if _profiler_service_started:
         return True
+    port = os.environ.get("AIP_TF_PROFILER_PORT")
+    if not (port and os.environ.get("AIP_TENSORBOARD_RESOURCE_NAME")):
+        # cloud_profiler.init() only logs warnings and starts nothing without these
+        logger.warning("TensorBoard Profiler not started: the job has no %s (the job needs a TensorBoard instance "
+                       "and a service account); tfadvisor's own capture goes on",
+                       "AIP_TF_PROFILER_PORT" if not port else "AIP_TENSORBOARD_RESOURCE_NAME")
+        return False
     try:
         from google.cloud.aiplatform.training_utils import cloud_profiler
     except ImportError as err:
@@ -89,7 +97,7 @@ def start_profiler_service() -> bool:
                        type(err).__name__, one_line(err))
         return False
     _profiler_service_started = True
-    logger.info("TensorBoard Profiler service requested (capture target workerpool0-0)")
+    logger.info("TensorBoard Profiler service started on port %s (capture target workerpool0-0)", port)
     return True
 
 

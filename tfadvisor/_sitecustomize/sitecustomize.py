@@ -12,7 +12,8 @@ capture in the ``TFADVISOR_CAPTURE`` environment variable (JSON). Python imports
 * in time mode, starts a timer thread that starts the profiler ``start_after_s`` seconds
   after start-up (once TensorFlow is imported) and stops it ``duration_s`` later;
 * at exit, stops a profiler that is still running and writes what happened (run
-  directory, steps seen, errors) to the status file the parent reads;
+  directory, steps seen, errors) to the status file the parent reads; on SIGTERM too
+  (then the signal does what it did: by default it ends the process);
 * finally runs the ``sitecustomize`` module this one shadows, if there is one.
 
 Nothing here imports TensorFlow, Keras or tfadvisor at start-up, and nothing here may
@@ -53,6 +54,9 @@ class _Capture:
         self.exiting = threading.Event()
         self.thread = None
         self.t0 = time.time()
+        self.terminating = False
+        self.signal_name = None
+        self.prev_sigterm = None
 
     # --- Keras ---------------------------------------------------------------------------
     def make_callback(self):
@@ -152,6 +156,34 @@ class _Capture:
             _say(f"timed capture failed ({self.timer_note})")
 
     # --- exit ----------------------------------------------------------------------------------
+    def on_sigterm(self, signum, frame):
+        """Save the profile and the status, then let SIGTERM do what it did before."""
+        import signal
+
+        if self.terminating:
+            return
+        self.terminating = True
+        self.signal_name = "SIGTERM"
+        self.at_exit()
+        prev = self.prev_sigterm if self.prev_sigterm is not None else signal.SIG_DFL
+        try:
+            signal.signal(signum, prev)
+        except Exception:  # noqa: BLE001
+            pass
+        if callable(prev):
+            prev(signum, frame)
+        elif prev == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
+
+    def watch_sigterm(self):
+        import signal
+
+        try:
+            self.prev_sigterm = signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, self.on_sigterm)
+        except Exception as err:  # noqa: BLE001
+            _say(f"cannot watch SIGTERM ({err}); a SIGTERM loses the profile")
+
     def at_exit(self):
         status = {"mode": self.mode, "fit_calls": self.fit_calls, "keras_imported": self.keras_loaded,
                   "tensorflow_imported": "tensorflow" in sys.modules, "run_dir": None, "error": None}
@@ -159,7 +191,10 @@ class _Capture:
             self.exiting.set()
             cb = self.callback
             if cb is not None and getattr(cb, "state", None) == "profiling":
-                cb.close()
+                if self.signal_name:
+                    cb._on_sigterm(self.signal_name)
+                else:
+                    cb.close()
             if self.mode == "time":
                 with self.lock:
                     if self.session is not None and self.session.started:
@@ -175,6 +210,8 @@ class _Capture:
                               steps_profiled=cb.profiled_steps)
             if self.callback_error:
                 status["error"] = status["error"] or self.callback_error
+            if self.signal_name:
+                status["signal"] = self.signal_name
         except Exception as err:  # noqa: BLE001
             status["error"] = f"{type(err).__name__}: {err}"
         path = self.cfg.get("status")
@@ -265,6 +302,7 @@ def _arm():
 
         capture = _Capture(cfg)
         atexit.register(capture.at_exit)
+        capture.watch_sigterm()
         if "keras" in sys.modules:
             capture.keras_imported(sys.modules["keras"])
         else:

@@ -8,6 +8,7 @@ named pandas tables for reports and notebooks.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from tfadvisor.trace import Trace
 #: Module names under ``tfadvisor.analyses``, in the order they run.
 ORDER = (
     "steps",
+    "capture_quality",  # does the window show steady-state training (steps, active devices, busy share)
     "gaps",
     "input",
     "tfdata",
@@ -77,20 +79,35 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
                         results=ctx.results)
 
 
+def _positive(value: Any, integer: bool) -> int | float | None:
+    """A finite positive number from a metadata value (int for ``integer``), else None: the file is
+    written by other tools and may hold strings, NaN or 1e400."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(x) or x <= 0 or (integer and (x != int(x) or x >= 2**63)):
+        return None
+    return int(x) if integer else x
+
+
 def options_from(trace: Trace, options: Options | None = None) -> Options:
-    """Fill unset options from the run's metadata file (written by the Keras callback)."""
+    """Fill unset options from the run's metadata file (written by the Keras callback); values that
+    are not finite positive numbers (or, for ``link``, a string) are ignored."""
     o = options or Options()
-    md: dict[str, Any] = trace.run_metadata or {}
-    if o.param_count is None and md.get("param_count") is not None:
-        o.param_count = int(md["param_count"])
-    if o.replicas is None and md.get("replicas") is not None:
-        o.replicas = int(md["replicas"])
-    if o.batch_size is None and md.get("batch_size") is not None:
-        o.batch_size = int(md["batch_size"])
-    if o.link is None and md.get("link"):
-        o.link = str(md["link"])
-    if o.bandwidth_gbps is None and md.get("bandwidth_gbps") is not None:
-        o.bandwidth_gbps = float(md["bandwidth_gbps"])
+    md: dict[str, Any] = trace.run_metadata if isinstance(trace.run_metadata, dict) else {}
+    if o.param_count is None:
+        o.param_count = _positive(md.get("param_count"), True)
+    if o.replicas is None:
+        o.replicas = _positive(md.get("replicas"), True)
+    if o.batch_size is None:
+        o.batch_size = _positive(md.get("batch_size"), True)
+    if o.link is None and isinstance(md.get("link"), str) and md.get("link"):
+        o.link = md["link"]
+    if o.bandwidth_gbps is None:
+        o.bandwidth_gbps = _positive(md.get("bandwidth_gbps"), False)
     return o
 
 

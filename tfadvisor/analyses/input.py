@@ -84,7 +84,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         if pg and pg[1] > 0:
             res.add("h2d_pageable_pct", 100.0 * pg[0] / pg[1], "%", "share of H2D copy time from pageable memory")
         elif len(g("dev_h2d")):
-            res.missing(["h2d_pageable_pct"], "H2D copies carry no memcpy_details: pinned or pageable unknown")
+            res.missing(["h2d_pageable_pct"], "H2D copies carry no memcpy_details kinds (kind_src/kind_dst; TF 2.4 "
+                                              "and older write only size and dest): pinned or pageable unknown")
         else:
             res.missing(["h2d_pageable_pct"], "no host-to-device copies in the trace")
         per.update({"h2d_ms": h2d / PS_PER_MS, "device_wait_ms": dev_wait / PS_PER_MS})
@@ -108,8 +109,13 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.add("tfdata_cpu_ratio", float(tb[in_stats].sum()) / rsum if rsum > 0 else None, "",
                 "tf.data thread-busy time / training thread-busy time inside steps")
         if act.n_cores:
-            res.add("tfdata_cpu_pct", 100.0 * float(tb[in_stats].sum()) / (tot * act.n_cores) if tot > 0 else None,
-                    "%", f"tf.data thread-busy time, % of step wall time x {act.n_cores} cores (Eigen threads)")
+            cpu = 100.0 * float(tb[in_stats].sum()) / (tot * act.n_cores) if tot > 0 else None
+            if cpu is not None and cpu > 100.0:
+                res.notes.append(f"tf.data threads were busy {cpu:.0f} % of {act.n_cores} cores' time: more "
+                                 "tf.data threads than Eigen threads; tfdata_cpu_pct capped at 100")
+                cpu = 100.0
+            res.add("tfdata_cpu_pct", cpu, "%",
+                    f"tf.data thread-busy time, % of step wall time x {act.n_cores} cores (Eigen threads)")
         else:
             res.missing(["tfdata_cpu_pct"], "core count unknown (no intra-op Eigen threads in the trace)")
     else:

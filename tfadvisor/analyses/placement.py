@@ -17,9 +17,10 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor import wire
+from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
 from tfadvisor.analyses.steps import step_table
-from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane, Trace
+from tfadvisor.trace import Plane, Trace
 
 # ----------------------------------------------------------------------------------------
 # Shared helpers (placement, precision, memory, collectives)
@@ -44,12 +45,8 @@ NO_KERNEL_TYPES = frozenset({
     "Size", "Rank", "StopGradient", "DestroyResourceOp", "_DeviceArg", "_DeviceRetval",
 })
 
-#: Lines on device planes that TF or xprof derive from other lines (never raw activity).
-DERIVED_DEVICE_LINES = frozenset(
-    FRAMEWORK_OPS_LINES + FRAMEWORK_SCOPE_LINES
-    + ("Steps", "XLA Modules", "XLA Ops", "XLA TraceMe", "Source code", "CUPTI overhead", "Launch Stats",
-       "SparseCore", "Async XLA Ops", "Sparse Core")
-)
+#: Lines on device planes that TF or xprof derive from other lines (see ``device_lines``).
+DERIVED_DEVICE_LINES = dl.DERIVED_LINE_NAMES
 
 _MEMCPY_RE = re.compile(r"(?i)^(memcpy|memset|cuda_memcpy|cudaMemcpy|cuMemcpy|cuMemset)|Memcpy[HD]to[HD]|MemcpyP2P")
 _COLLECTIVE_KERNEL_RE = re.compile(
@@ -97,6 +94,9 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Merge intervals [start, end) into sorted disjoint ones."""
     starts = np.asarray(starts, np.int64)
     ends = np.asarray(ends, np.int64)
+    if starts.size and not bool(np.all(ends > starts)):
+        ok = ends > starts  # no negative or empty intervals
+        starts, ends = starts[ok], ends[ok]
     if starts.size == 0:
         return starts.copy(), ends.copy()
     if starts.size > 1 and bool(np.all(starts[1:] >= starts[:-1])):
@@ -186,15 +186,9 @@ def _kernel_rows(plane: Plane) -> np.ndarray:
 
 
 def device_lines(plane: Plane) -> np.ndarray:
-    """Line indexes with raw device activity: stream lines, else the non-derived lines."""
-    names = plane.line_names
-    raw = plane.lines["name"].to_numpy(object) if len(plane.lines) else np.empty(0, object)
-    stream = np.array([str(n).startswith("Stream") or str(r).startswith("Stream") for n, r in zip(names, raw)],
-                      bool)
-    if not stream.any():
-        stream = np.array([str(n) not in DERIVED_DEVICE_LINES and str(r) not in DERIVED_DEVICE_LINES
-                           for n, r in zip(names, raw)], bool)
-    return np.flatnonzero(stream)
+    """Line indexes with raw device activity: stream lines, else ``XLA Ops`` (TPU), else the lines
+    of no known kind (:func:`tfadvisor.analyses.device_lines.activity_lines`)."""
+    return dl.activity_lines(plane)
 
 
 def line_ranges(plane: Plane, lines: np.ndarray) -> list[tuple[int, int]]:
@@ -238,7 +232,7 @@ def meta_durations(plane: Plane, ctx: Context | None = None) -> np.ndarray:
     """Total duration (ps, float) per event metadata of a plane (one weighted bincount)."""
     def run():
         nm = len(plane.event_names)
-        m, d = plane.ev_meta, plane.ev_dur_ps
+        m, d = plane.ev_meta, np.maximum(plane.ev_dur_ps, 0)
         if m.size and m.min() < 0:
             ok = m >= 0
             m, d = m[ok], d[ok]
@@ -260,7 +254,7 @@ def kernel_meta_totals(plane: Plane, ctx: Context | None = None) -> tuple[np.nda
             return meta_totals(plane, ctx)
         m = plane.ev_meta[rows]
         return (np.bincount(m, minlength=nm)[:nm],
-                np.bincount(m, weights=plane.ev_dur_ps[rows], minlength=nm)[:nm])
+                np.bincount(m, weights=np.maximum(plane.ev_dur_ps[rows], 0), minlength=nm)[:nm])
     return memo(ctx, plane, "kernel_meta_totals", run)
 
 
@@ -394,8 +388,9 @@ DEVICE_OP_TIME_DOC = "compute kernel time per device (sum of kernel durations, m
 
 
 def _device_tf_ops(trace: Trace, ctx: Context) -> tuple[list, bool, float, int]:
-    """(per device plane: (plane, tf_op strings referenced by it), any tf_op stat, mean kernel
-    time per device, compute kernels)."""
+    """(device planes that tell which ops ran there: kernels with a ``tf_op`` stat or a
+    ``TensorFlow Ops``/``Framework Ops`` line; whether any does; mean compute kernel time per
+    device with kernels; compute kernels)."""
     planes = []
     has_tf_op = False
     busy = []
@@ -408,15 +403,26 @@ def _device_tf_ops(trace: Trace, ctx: Context) -> tuple[list, bool, float, int]:
         n_kernels += k
         if k:
             busy.append(float(dur[comp].sum()))
-        if p.has_stat("tf_op"):
+        if p.has_stat("tf_op") or dl.lines_of(p, dl.OPS).size:
             has_tf_op = True
             planes.append(p)
     mean_busy = float(np.mean(busy)) if busy else 0.0
     return planes, has_tf_op, mean_busy, n_kernels
 
 
+def _op_line_names(p: Plane) -> set[str]:
+    """Names of the events on a plane's framework-op lines (``TensorFlow Ops``/``Framework Ops``)."""
+    lines = dl.lines_of(p, dl.OPS)
+    if not lines.size:
+        return set()
+    m = p.ev_meta[p.line_event_mask(lines)]
+    m = np.unique(m[(m >= 0) & (m < len(p.event_names))])
+    return {str(x) for x in p.event_names[m]}
+
+
 def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.ndarray:
-    """For host op names, whether a device kernel carries it as ``tf_op``.
+    """For host op names, whether a device kernel carries it as ``tf_op`` or a device's
+    framework-op line names it.
 
     TF stores ``tf_op`` values as references to the plane's stat metadata, so a name is
     looked up among those strings (no pass over the kernels). Planes whose tf_op values are
@@ -425,12 +431,15 @@ def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.nd
     known: set[str] = set()
     for p in dev_planes:
         def run(p=p):
-            sid = p.stat_index["tf_op"]
+            got = _op_line_names(p)
+            sid = p.stat_index.get("tf_op")
+            if sid is None:
+                return got
             # The kind of the first tf_op value tells how they are stored.
             first = int(np.argmax(p.st_stat == sid)) if p.n_stats else 0
             if p.n_stats and p.st_stat[first] == sid and p.st_kind[first] == wire.KIND_REF:
-                return set(str(x) for x in p.stat_names)
-            return set(plane_stat_strings(p, "tf_op", ctx))
+                return got | set(str(x) for x in p.stat_names)
+            return got | set(plane_stat_strings(p, "tf_op", ctx))
         known |= memo(ctx, p, "tf_op_names", run)
     out = np.zeros(len(names), bool)
     for i, n in enumerate(names):
@@ -439,12 +448,59 @@ def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.nd
     return out
 
 
+def device_op_table(trace: Trace) -> pd.DataFrame | None:
+    """Device time per op from the op-attribution lines (``TensorFlow Ops``/``Framework Ops``,
+    else ``XLA Ops``) of every device plane; None when no plane has one. Only the outermost
+    event of a nest counts, so nested ops are not counted twice."""
+    parts = []
+    for p in trace.device_planes:
+        lines = dl.op_lines(p)
+        if not lines.size:
+            continue
+        rows = np.flatnonzero(p.line_event_mask(lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+        if not rows.size:
+            continue
+        ln = p.ev_line[rows].astype(np.int64)
+        s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
+        o = np.lexsort((-e, s, ln))
+        rows, s, e, ln = rows[o], s[o], e[o], ln[o]
+        outer = np.ones(rows.size, bool)
+        for a, b in zip(*_runs_bounds(ln)):  # per line: not ending inside an earlier event
+            if b - a > 1:
+                em = np.maximum.accumulate(e[a:b])
+                outer[a + 1:b] = e[a + 1:b] > em[:-1]
+        rows = rows[outer]
+        parts.append(pd.DataFrame({"op": p.event_names[p.ev_meta[rows]].astype(str),
+                                   "total_ps": p.ev_dur_ps[rows].astype(np.float64), "count": 1,
+                                   "device": dl.short_name(p)}))
+    if not parts:
+        return None
+    df = pd.concat(parts, ignore_index=True)
+    tbl = df.groupby("op", as_index=False).agg(count=("count", "sum"), total_ps=("total_ps", "sum"),
+                                                devices=("device", "nunique"))
+    total = float(tbl["total_ps"].sum())
+    tbl["type"] = [op_type(n) for n in tbl["op"]]
+    tbl["total_ms"] = tbl["total_ps"] / PS_PER_MS
+    tbl["pct"] = 100.0 * tbl["total_ps"] / total if total > 0 else np.nan
+    tbl = tbl.sort_values(["total_ps", "op"], ascending=[False, True]).head(TOP_HOST_OPS)
+    return tbl[["op", "type", "count", "devices", "total_ms", "pct"]].reset_index(drop=True)
+
+
+def _runs_bounds(ln: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cut = np.flatnonzero(ln[1:] != ln[:-1]) + 1
+    return np.concatenate([[0], cut]), np.concatenate([cut, [ln.size]])
+
+
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("placement")
     hosts = trace.host_planes
     devices = trace.device_planes
     device_present = bool(devices)
     res.add("device_present", device_present, "", "the trace has a device (GPU/TPU) plane")
+    if device_present:
+        dev_ops = device_op_table(trace)
+        if dev_ops is not None:
+            res.tables["device_ops"] = dev_ops
 
     # Host TF op events: counted per metadata (one bincount), rows gathered only for the
     # host-placed ops when a device exists.
@@ -500,7 +556,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         idx = np.flatnonzero(host_meta & (cnt > 0))
         if idx.size:
             if device_present:  # few host-placed ops: sum their rows
-                dur = np.bincount(p.ev_meta[hr], weights=p.ev_dur_ps[hr], minlength=len(names))
+                dur = np.bincount(p.ev_meta[hr], weights=np.maximum(p.ev_dur_ps[hr], 0), minlength=len(names))
             else:
                 dur = meta_durations(p, ctx)
             table_parts.append(pd.DataFrame({"op": names[idx].astype(str), "count": cnt[idx],

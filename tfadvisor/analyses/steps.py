@@ -12,7 +12,8 @@ Steps come from the first marker kind the trace has, in this order (``steps_sour
     Keras 3's TensorBoard callback: ``Profiled batch`` events with ``step_num`` (no ``_r``, so
     xprof finds no steps in such profiles).
 ``device_steps``
-    The ``Steps`` line of a device plane (TPU).
+    The ``Steps`` line of device planes (TPU; GPU profiles whose converter derived one):
+    the device with the most steps.
 ``function_cadence``
     No markers: the calls of the repeating train function on the python thread
     (``EagerLocalExecute: __inference_<fn>_<n>``, e.g. Keras 3's
@@ -20,7 +21,10 @@ Steps come from the first marker kind the trace has, in this order (``steps_sour
 ``iterator_cadence``
     As above from the ``IteratorGetNext*`` calls.
 
-Only the outermost marker of each nest counts. The step time is the marker's duration
+Only the outermost marker of each nest counts. Steps are then made disjoint: markers of no
+positive length are dropped, a marker that mostly repeats an earlier one (the same step
+marked on two threads) is rejected, a smaller overlap is clipped; each with a note. So no
+share of step or wall time can leave 0..100. The step time is the marker's duration
 (what xprof calls the step time); ``period_ms`` (start to the next step's start) also counts
 the time between steps.
 
@@ -52,8 +56,9 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
+from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane, StatColumn, Trace
+from tfadvisor.trace import Plane, StatColumn, Trace
 
 # ------------------------------------------------------------------------------------------
 # Interval arithmetic (linear-time kernels; intervals are [start, end) in ps)
@@ -65,7 +70,7 @@ _EMPTY = np.empty(0, np.int64)
 @njit(cache=True, nogil=True)
 def _merge_sorted(s, e):
     """Union of start-sorted intervals; ok=False when the starts were not sorted."""
-    n = s.shape[0]
+    n = min(s.shape[0], e.shape[0])
     os_ = np.empty(n, np.int64)
     oe = np.empty(n, np.int64)
     k = 0
@@ -101,8 +106,8 @@ def _union2(s1, e1, s2, e2):
 @njit(cache=True, nogil=True)
 def _union2_linear(s1, e1, s2, e2):
     """Union of two sets of disjoint sorted intervals."""
-    n1 = s1.shape[0]
-    n2 = s2.shape[0]
+    n1 = min(s1.shape[0], e1.shape[0])
+    n2 = min(s2.shape[0], e2.shape[0])
     os_ = np.empty(n1 + n2, np.int64)
     oe = np.empty(n1 + n2, np.int64)
     i = 0
@@ -131,8 +136,8 @@ def _union2_linear(s1, e1, s2, e2):
 def _union_small(bs, be, ss, se):
     """Union of a big and a small set of disjoint sorted intervals: the big set is copied in
     blocks, only the neighbourhood of each small interval is merged."""
-    nb = bs.shape[0]
-    ns = ss.shape[0]
+    nb = min(bs.shape[0], be.shape[0])
+    ns = min(ss.shape[0], se.shape[0])
     os_ = np.empty(nb + ns, np.int64)
     oe = np.empty(nb + ns, np.int64)
     i = 0
@@ -169,15 +174,15 @@ def _union_small(bs, be, ss, se):
         oe[k] = b
         k += 1
     if i < nb:
-        os_[k:k + nb - i] = bs[i:]
-        oe[k:k + nb - i] = be[i:]
+        os_[k:k + nb - i] = bs[i:nb]
+        oe[k:k + nb - i] = be[i:nb]
         k += nb - i
     return os_[:k], oe[:k]
 
 
 @njit(cache=True, nogil=True)
 def _prefix_lengths(s, e):
-    n = s.shape[0]
+    n = min(s.shape[0], e.shape[0])
     out = np.empty(n + 1, np.int64)
     out[0] = 0
     acc = 0
@@ -190,7 +195,7 @@ def _prefix_lengths(s, e):
 @njit(cache=True, nogil=True)
 def _cover_sorted(s, e, t):
     """Covered length of disjoint sorted intervals in (-inf, t] for ascending query points t."""
-    n = s.shape[0]
+    n = min(s.shape[0], e.shape[0])
     q = t.shape[0]
     out = np.empty(q, np.int64)
     i = 0
@@ -208,18 +213,33 @@ def _cover_sorted(s, e, t):
 
 
 @njit(cache=True, nogil=True)
-def _bucket(ev_line, ev_meta, line_cls, meta_cls, unknown, ncodes):
-    """Class code per event (line class * 32 + metadata class) and the rows of each code, ascending."""
-    n = ev_line.shape[0]
-    codes = np.empty(n, np.uint8)
-    counts = np.zeros(ncodes + 1, np.int64)
+def _bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes):
+    """Class code per event (line class * stride + metadata class) and the rows of each code.
+
+    Every index is checked: an event whose line is out of range, or whose code falls outside
+    [0, ncodes), goes to the overflow bucket ``ncodes``; metadata out of range counts as
+    ``unknown``. Returns the rows ordered by code (ascending within a code) and the bounds of
+    each code's run (length ncodes + 2).
+    """
+    n = min(ev_line.shape[0], ev_meta.shape[0])
+    nl = line_cls.shape[0]
+    nm = meta_cls.shape[0]
+    codes = np.empty(n, np.int64)
+    counts = np.zeros(ncodes + 2, np.int64)
     for i in range(n):
+        ln = ev_line[i]
         m = ev_meta[i]
-        mc = meta_cls[m] if m >= 0 else unknown
-        c = line_cls[ev_line[i]] * 32 + mc
+        mc = meta_cls[m] if 0 <= m < nm else unknown
+        c = ncodes
+        if 0 <= ln < nl and 0 <= mc < stride:
+            lc = line_cls[ln]
+            if lc >= 0:
+                c = lc * stride + mc
+                if c >= ncodes:
+                    c = ncodes
         codes[i] = c
         counts[c + 1] += 1
-    for c in range(ncodes):
+    for c in range(ncodes + 1):
         counts[c + 1] += counts[c]
     pos = counts[:-1].copy()
     order = np.empty(n, np.int64)
@@ -230,6 +250,28 @@ def _bucket(ev_line, ev_meta, line_cls, meta_cls, unknown, ncodes):
     return order, counts
 
 
+def _bucket(ev_line: np.ndarray, ev_meta: np.ndarray, line_cls: np.ndarray, meta_cls: np.ndarray, unknown: int,
+            stride: int, n_line_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows bucketed by (line class, metadata class): ``order[bounds[c]:bounds[c + 1]]`` are the
+    rows of code ``c = line class * stride + metadata class``, ascending.
+
+    The classes are checked here (the kernel checks every index as well): line classes in
+    [0, n_line_classes), metadata classes and ``unknown`` in [0, stride).
+    """
+    line_cls = np.ascontiguousarray(line_cls, np.int64)
+    meta_cls = np.ascontiguousarray(meta_cls, np.int64)
+    if line_cls.size and (line_cls.min() < 0 or line_cls.max() >= n_line_classes):
+        raise ValueError("line class out of range")
+    if meta_cls.size and (meta_cls.min() < 0 or meta_cls.max() >= stride):
+        raise ValueError("metadata class out of range")
+    if not 0 <= unknown < stride:
+        raise ValueError("unknown metadata class out of range")
+    if ev_line.shape[0] != ev_meta.shape[0]:
+        raise ValueError("event columns of different lengths")
+    return _bucket_kernel(np.ascontiguousarray(ev_line), np.ascontiguousarray(ev_meta), line_cls, meta_cls,
+                          int(unknown), int(stride), int(n_line_classes * stride))
+
+
 @njit(cache=True, nogil=True)
 def _merge_rows(start, end, line, rows):
     """Per-thread union of the intervals of event rows (ascending rows: grouped by thread).
@@ -238,9 +280,10 @@ def _merge_rows(start, end, line, rows):
     ok=False when a thread's starts were not sorted.
     """
     n = rows.shape[0]
+    nev = min(start.shape[0], end.shape[0], line.shape[0])
     os_ = np.empty(n, np.int64)
     oe = np.empty(n, np.int64)
-    bounds = np.empty(n + 1, np.int64)
+    bounds = np.empty(n + 2, np.int64)
     nb = 0
     k = 0
     ok = True
@@ -249,6 +292,9 @@ def _merge_rows(start, end, line, rows):
     prev = 0
     for j in range(n):
         i = rows[j]
+        if i < 0 or i >= nev:
+            ok = False
+            continue
         a = start[i]
         b = end[i]
         ln = line[i]
@@ -283,6 +329,9 @@ def _runs_to_list(s, e, bounds):
 def rows_runs(plane: Plane, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each thread's union of the intervals of (ascending) event rows."""
     rows = np.ascontiguousarray(rows, np.int64)
+    if rows.shape[0] and (rows[0] < 0 or rows[-1] >= plane.n_events or rows.min() < 0
+                          or rows.max() >= plane.n_events):
+        rows = rows[(rows >= 0) & (rows < plane.n_events)]
     if rows.shape[0] == 0:
         return []
     s, e, b, ok = _merge_rows(plane.ev_start_ps, plane.ev_end_ps, plane.ev_line, rows)
@@ -506,8 +555,8 @@ class Runs:
 @njit(cache=True, nogil=True)
 def _intersect(s1, e1, s2, e2):
     """Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2, with the index into set 2."""
-    n1 = s1.shape[0]
-    n2 = s2.shape[0]
+    n1 = min(s1.shape[0], e1.shape[0])
+    n2 = min(s2.shape[0], e2.shape[0])
     cap = n1 + n2
     ps = np.empty(cap, np.int64)
     pe = np.empty(cap, np.int64)
@@ -634,13 +683,12 @@ LAUNCH_RE = re.compile(r"^(cu|cuda|hip)(LaunchKernel|LaunchCooperativeKernel|Gra
 H2D_API_RE = re.compile(r"^(cu|cuda|hip)Memcpy(HtoD|H2D|Async.*HtoD)|^(cu|cuda|hip)Memcpy.*HtoD")
 DEVICE_MEMCPY_RE = re.compile(r"(?i)memcpy|memset|^\[?(HtoD|DtoH|DtoD)")
 DEVICE_H2D_RE = re.compile(r"(?i)HtoD|H2D")
+DEVICE_OTHER_COPY_RE = re.compile(r"(?i)DtoH|D2H|DtoD|D2D|PtoP|P2P|MemcpyOther")
+DEVICE_DIRECTION_RE = re.compile(r"(?i)HtoD|H2D|DtoH|D2H|DtoD|D2D|PtoP|P2P|HtoH|H2H")
 DEVICE_COLLECTIVE_RE = re.compile(
     r"(?i)nccl|rccl|all-reduce|all_reduce|allreduce|all-gather|all_gather|allgather|reduce-scatter|reduce_scatter|"
     r"reducescatter|all-to-all|alltoall|collective-permute|collective_permute")
-DERIVED_DEVICE_LINES = frozenset(
-    FRAMEWORK_OPS_LINES + FRAMEWORK_SCOPE_LINES
-    + ("Steps", "XLA Modules", "XLA Ops", "XLA TraceMe", "Source code", "CUPTI overhead", "Launch Stats",
-       "SparseCore", "Async XLA Ops", "Sparse Core", "Sparse Core Steps", "TensorFlow Name Scope"))
+DERIVED_DEVICE_LINES = device_lines.DERIVED_LINE_NAMES  # kept for importers
 PYTHON_FRAME_PREFIX = "$"
 
 # Metadata classes of host events.
@@ -852,22 +900,71 @@ def _meta_classes(plane: Plane) -> np.ndarray:
     return out
 
 
+def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For copy rows ``cp`` (ascending): is each a host-to-device copy, is its direction known from
+    ``memcpy_details`` kinds, and is its source pageable memory.
+
+    Newer TF writes ``memcpy_details`` as ``kind_src:pageable kind_dst:device size:... dest:...``;
+    TF 2.4 and older only ``size:112 dest:4 async:0``. Without the kinds the event name
+    (``MemcpyH2D``) says what the copy is, and where the name gives no direction, the stream's
+    name (``Stream #135(MemcpyH2D)``).
+    """
+    h2d = by_name.copy()
+    names = p.event_names
+    no_dir = np.array([DEVICE_DIRECTION_RE.search(str(n)[:96]) is None and not _is_memset(str(n)) for n in names]
+                      + [False], bool)
+    lnames = [str(n) + " " + str(r) for n, r in zip(p.line_names, p.lines["name"])]
+    line_h2d = np.array([DEVICE_H2D_RE.search(n) is not None and DEVICE_OTHER_COPY_RE.search(n) is None
+                         for n in lnames] + [False], bool)
+    meta = p.ev_meta[cp]
+    meta = np.where((meta >= 0) & (meta < len(names)), meta, len(names))
+    ln = p.ev_line[cp].astype(np.int64)
+    ln = np.where((ln >= 0) & (ln < len(lnames)), ln, len(lnames))
+    undirected = no_dir[meta]
+    h2d[undirected] = line_h2d[ln[undirected]]
+    known = np.zeros(cp.shape[0], bool)
+    pageable = np.zeros(cp.shape[0], bool)
+    md = p.stat("memcpy_details", cp)
+    if len(md):
+        det = md.strings_at(md.rows)
+        codes, uniq = pd.factorize(pd.Series(det, dtype=object).fillna(""))
+        u_known = np.array(["kind_dst:" in d or "kind_src:" in d for d in uniq], bool)
+        u_h2d = np.array(["kind_dst:device" in d and "kind_src:device" not in d for d in uniq], bool)
+        u_pg = np.array(["kind_src:pageable" in d for d in uniq], bool)
+        pos = np.searchsorted(cp, md.rows)
+        ok = (pos < cp.shape[0]) & (cp[np.minimum(pos, cp.shape[0] - 1)] == md.rows)
+        pos, c = pos[ok], codes[ok]
+        kn = u_known[c]
+        h2d[pos[kn]] = u_h2d[c[kn]]
+        known[pos[kn]] = True
+        pageable[pos] = u_pg[c] & u_h2d[c]
+    return h2d, known, pageable
+
+
+def _is_memset(name: str) -> bool:
+    return "memset" in name.lower()
+
+
 def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
+    """Device activity as wall-time sets (union over the devices of one host): compute, H2D copies,
+    other copies, collectives; from each plane's activity lines only (streams, else XLA Ops, see
+    :mod:`tfadvisor.analyses.device_lines`). Per-device figures go to ``ctx.cache``."""
     keys = ("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
     parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {k: [] for k in keys}
-    pageable_ps, h2d_ps = 0, 0
+    pageable_ps, h2d_known_ps = 0, 0
+    per_device = []
     for p in devices:
+        info = {"device": device_lines.short_name(p), "plane": p.name, "activity_lines": None, "kernels": 0,
+                "copies": 0, "busy_ps": 0, "compute_ps": 0, "first_ps": None, "last_ps": None}
+        per_device.append(info)
         if not p.n_events or not len(p.lines):
             continue
-        lnames = [str(n) for n in p.line_names]
-        raw = [str(n) for n in p.lines["name"]]
-        stream = np.array([n.startswith("Stream") or r.startswith("Stream") for n, r in zip(lnames, raw)], bool)
-        if not stream.any():
-            stream = np.array([n not in DERIVED_DEVICE_LINES and r not in DERIVED_DEVICE_LINES
-                               for n, r in zip(lnames, raw)], bool)
-        if not stream.any():
+        act_lines = device_lines.activity_lines(p)
+        if not act_lines.size:
             continue
-        line_cls = np.append(np.where(stream, 0, 1), 1).astype(np.int64)  # 1: skip
+        info["activity_lines"] = device_lines.activity_kind(p)
+        line_cls = np.ones(len(p.lines) + 1, np.int64)  # 1: not activity
+        line_cls[act_lines] = 0
         names = p.event_names
         mc = np.zeros(len(names) + 1, np.int64)
         for i, nm in enumerate(names):
@@ -877,34 +974,41 @@ def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
             elif DEVICE_COLLECTIVE_RE.search(nm):
                 mc[i] = 3
         mc[-1] = 4  # unknown metadata: skip
-        order, bounds = _bucket(p.ev_line, p.ev_meta, line_cls, mc, 4, 32)
-        # copies are told apart by their memcpy_details where present
-        cp = np.sort(np.concatenate([order[bounds[1]:bounds[2]], order[bounds[2]:bounds[3]]]), kind="stable")
+        order, bounds = _bucket(p.ev_line, p.ev_meta, line_cls, mc, 4, 8, 2)
         klass = {k: order[bounds[i]:bounds[i + 1]] for i, k in enumerate(keys)}
+        # copies: direction from memcpy_details where it says, else from the names
+        cp = np.sort(np.concatenate([klass["dev_h2d"], klass["dev_copy"]]), kind="stable")
         if cp.shape[0]:
-            md = p.stat("memcpy_details", cp)
-            if len(md):
-                det = md.strings_at(md.rows)
-                codes, uniq = pd.factorize(pd.Series(det, dtype=object).fillna(""))
-                u_h2d = np.array(["kind_dst:device" in d and "kind_src:device" not in d for d in uniq], bool)
-                u_pg = np.array(["kind_src:pageable" in d for d in uniq], bool)
-                is_h2d = u_h2d[codes]
-                h2d_rows = union_rows(np.setdiff1d(klass["dev_h2d"], md.rows), md.rows[is_h2d])
-                copy_rows = np.setdiff1d(cp, h2d_rows)
-                klass["dev_h2d"], klass["dev_copy"] = h2d_rows, copy_rows
-                pg_rows = md.rows[is_h2d & u_pg[codes]]
-                pageable_ps += int(p.ev_dur_ps[pg_rows].sum())
-            h2d_ps += int(p.ev_dur_ps[klass["dev_h2d"]].sum())
+            by_name = np.isin(cp, klass["dev_h2d"])
+            h2d, known, pageable = _copy_directions(p, cp, by_name)
+            klass["dev_h2d"], klass["dev_copy"] = cp[h2d], cp[~h2d]
+            dur = p.ev_dur_ps[cp]
+            h2d_known_ps += int(dur[h2d & known].sum())
+            pageable_ps += int(dur[h2d & known & pageable].sum())
+        dev_parts = {}
         for k in keys:
             r = klass[k]
             if r.shape[0]:
-                parts[k].append(merge_lines(p.ev_line[r], p.ev_start_ps[r], p.ev_end_ps[r]))
+                dev_parts[k] = merge_lines(p.ev_line[r], p.ev_start_ps[r], p.ev_end_ps[r])
+                parts[k].append(dev_parts[k])
+        comp = klass["dev_compute"]
+        info["kernels"] = int(comp.shape[0] + klass["dev_collective"].shape[0])
+        info["copies"] = int(cp.shape[0])
+        if "dev_compute" in dev_parts or "dev_collective" in dev_parts:
+            cs, ce = union_runs([dev_parts[k] for k in ("dev_compute", "dev_collective") if k in dev_parts])
+            info["compute_ps"] = int(np.sum(ce - cs))
+        if dev_parts:
+            bs, be = union_runs(list(dev_parts.values()))
+            info["busy_ps"] = int(np.sum(be - bs))
+            if bs.shape[0]:
+                info["first_ps"], info["last_ps"] = int(bs[0]), int(be[-1])
     out = {}
     for k in keys:
         s, e = union_runs(parts[k])
         out[k] = Measure(s, e, disjoint=True)
-    if h2d_ps:
-        ctx.cache["tfadvisor.h2d_pageable_ps"] = (pageable_ps, h2d_ps)
+    if h2d_known_ps:
+        ctx.cache["tfadvisor.h2d_pageable_ps"] = (pageable_ps, h2d_known_ps)
+    ctx.cache["tfadvisor.device_activity"] = per_device
     return out
 
 
@@ -933,7 +1037,7 @@ def activity(trace: Trace, ctx: Context) -> Activity:
     act.python_lines = np.flatnonzero(line_cls[:-1] == L_PYTHON)
     act.tfdata_lines = np.flatnonzero(line_cls[:-1] == L_TFDATA)
     act.n_cores = n_eigen or None
-    act.order, act.bounds = _bucket(p.ev_line, p.ev_meta, line_cls, _meta_classes(p), M_UNKNOWN, 4 * N_META)
+    act.order, act.bounds = _bucket(p.ev_line, p.ev_meta, line_cls, _meta_classes(p), M_UNKNOWN, N_META, 4)
     cr = act.code_rows
     ALL = (L_TRAIN, L_PYTHON, L_TFDATA, L_COMM)
     TRAIN_PY = (L_TRAIN, L_PYTHON)
@@ -1027,7 +1131,7 @@ def _step_numbers(p: Plane, st: dict[str, StatColumn], rows: np.ndarray, inner: 
     for key in ("step_num", "step_id", "iter_num"):
         for rr in ([inner] if inner is not None else []) + [rows]:
             v = st[key].values_at(rr)
-            fill = np.isnan(num) & ~np.isnan(v)
+            fill = np.isnan(num) & np.isfinite(v) & (np.abs(v) < 2.0 ** 62)
             num[fill] = v[fill]
     missing = np.isnan(num)
     if missing.all():
@@ -1037,7 +1141,87 @@ def _step_numbers(p: Plane, st: dict[str, StatColumn], rows: np.ndarray, inner: 
     return num.astype(np.int64)
 
 
+def device_steps(act: Activity, ctx: Context) -> list[tuple[Plane, np.ndarray, np.ndarray]]:
+    """Per device plane with a ``Steps`` line: (plane, event rows of its steps by start, step
+    numbers). Step numbers come from ``step_num``/``group_id`` stats or numeric event names, so
+    that the same step can be matched across devices; else they count from 0."""
+    key = "tfadvisor.device_steps"
+    if key in ctx.cache:
+        return ctx.cache[key]
+    out = []
+    for d in act.devices:
+        lr = device_lines.step_lines(d)
+        if not lr.shape[0]:
+            continue
+        rows = np.flatnonzero(d.line_event_mask(lr) & (d.ev_dur_ps > 0) & (d.ev_meta >= 0))
+        if not rows.shape[0]:
+            continue
+        rows = rows[np.argsort(d.ev_start_ps[rows], kind="stable")]
+        num = np.full(rows.shape[0], np.nan)
+        for key_ in ("step_num", "group_id", "step_id"):
+            v = d.stat(key_, rows).values_at(rows)
+            fill = np.isnan(num) & np.isfinite(v)
+            num[fill] = v[fill]
+        if np.isnan(num).any():
+            names = [str(n) for n in d.names_of(rows)]
+            if all(n.isdigit() and len(n) < 18 for n in names):
+                num = np.array([int(n) for n in names], np.float64)
+        if np.isnan(num).any() or np.unique(num).shape[0] != num.shape[0]:
+            num = np.arange(rows.shape[0], dtype=np.float64)
+        out.append((d, rows, num.astype(np.int64)))
+    ctx.cache[key] = out
+    return out
+
+
+def _clean_steps(steps: StepSet) -> StepSet:
+    """Steps as disjoint intervals of positive length, by start.
+
+    Markers of no positive duration are dropped; a marker that mostly repeats an earlier one
+    (overlap of at least half the shorter: the same step marked on two threads) is rejected;
+    a smaller overlap is clipped (the later step starts where the earlier ends). Each is noted.
+    """
+    s, e = steps.start, steps.end
+    n = int(s.shape[0])
+    if n == 0:
+        return steps
+    keep = np.flatnonzero(e > s)
+    keep = keep[np.argsort(s[keep], kind="stable")]
+    new_s = s[keep].copy()
+    dropped_len = n - keep.shape[0]
+    ok = np.ones(keep.shape[0], bool)
+    rejected = clipped = 0
+    last_s, last_e = None, None
+    for i in range(keep.shape[0]):
+        a, b = int(new_s[i]), int(e[keep[i]])
+        if last_e is not None and a < last_e:
+            if min(b, last_e) - a >= 0.5 * min(b - a, last_e - last_s) or b <= last_e:
+                ok[i] = False
+                rejected += 1
+                continue
+            new_s[i] = a = last_e
+            clipped += 1
+        last_s, last_e = a, b
+    if dropped_len == 0 and rejected == 0 and clipped == 0:
+        return steps
+    idx = keep[ok]
+    notes = [steps.note] if steps.note else []
+    if dropped_len:
+        notes.append(f"{dropped_len} step marker(s) with no positive duration ignored")
+    if rejected:
+        notes.append(f"{rejected} step marker(s) overlapping an earlier one (the same step marked twice) rejected")
+    if clipped:
+        notes.append(f"{clipped} step(s) overlapping the one before clipped to start where it ends")
+    marker_rows = steps.marker_rows[idx] if steps.marker_rows.shape[0] == n else steps.marker_rows
+    return StepSet(steps.source, new_s[ok], e[idx], steps.number[idx], steps.name[idx], marker_rows,
+                   note="; ".join(notes))
+
+
 def detect_steps(trace: Trace, ctx: Context) -> StepSet:
+    """The run's steps (see the module docstring), as disjoint intervals of positive length."""
+    return _clean_steps(_detect_steps(trace, ctx))
+
+
+def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
     act = activity(trace, ctx)
     p = act.host
     none = StepSet("none", _EMPTY, _EMPTY, _EMPTY, np.empty(0, object))
@@ -1063,15 +1247,13 @@ def detect_steps(trace: Trace, ctx: Context) -> StepSet:
             rows = _outermost(p, pb)
             return StepSet("profiled_batch", p.ev_start_ps[rows], p.ev_end_ps[rows], _step_numbers(p, st, rows),
                            p.names_of(rows), rows)
-    for d in act.devices:
-        lr = d.line_rows(("Steps",))
-        if lr.shape[0]:
-            rows = np.flatnonzero(d.line_event_mask(lr[:1]) & (d.ev_dur_ps > 0))
-            if rows.shape[0]:
-                rows = rows[np.argsort(d.ev_start_ps[rows], kind="stable")]
-                dst = ctx.stats(d, STEP_STATS)
-                return StepSet("device_steps", d.ev_start_ps[rows], d.ev_end_ps[rows],
-                               _step_numbers(d, dst, rows), d.names_of(rows))
+    dev = device_steps(act, ctx)
+    if dev:
+        best = max(dev, key=lambda x: x[1].shape[0])  # the device with the most steps (the first on ties)
+        d, rows = best[0], best[1]
+        return StepSet("device_steps", d.ev_start_ps[rows], d.ev_end_ps[rows], best[2], d.names_of(rows),
+                       note=(f"steps from the Steps line of {device_lines.short_name(d)}"
+                             + (f" ({len(dev)} devices have one)" if len(dev) > 1 else "")))
     if p is None:
         return none
     # Cadence of the repeating train function on the python thread.

@@ -170,6 +170,8 @@ def run(
         fail(f"cannot run {command[0]!r}: permission denied")
         return
     run_dir = (done.status or {}).get("run_dir")
+    if done.signal is not None:
+        _terminated(done, run_dir)
     if done.returncode != 0:
         where = f"; what it captured is in {run_dir}" if run_dir else ""
         typer.echo(f"tfadvisor: the script exited with code {done.returncode}{where}", err=True)
@@ -178,6 +180,18 @@ def run(
         fail(explain_no_profile(done))
         return
     _report(run_dir, logdir, analyze=analyze)
+
+
+def _terminated(done, run_dir: str | None) -> None:
+    """This process got SIGTERM (passed on to the script): say what is kept, then end as SIGTERM does."""
+    import signal
+
+    kept = f"; what it captured is in {run_dir} (tfadvisor analyze {run_dir})" if run_dir else "; no profile"
+    typer.echo(f"tfadvisor: got SIGTERM and passed it on to the script, which exited with code "
+               f"{done.returncode}{kept}", err=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+    raise typer.Exit(143)
 
 
 def _register_vertex() -> None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ ENV_VAR = "TFADVISOR_CAPTURE"
 class ScriptRun:
     returncode: int
     status: dict[str, Any] | None = None  # what the hook reported; None when it did not run
+    signal: int | None = None  # SIGTERM this process got (and passed to the script) while it ran
     config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -86,14 +89,20 @@ def run_script(command: list[str], cfg: dict[str, Any], *, memory: bool = False,
             base[MEMORY_ENV] = "true"
         base[SYSTEM_ENV] = f"{float(system_hz):g}" if system_hz else "0"
         proc = subprocess.Popen(command, env=base)
+        got: list[int] = []
+        prev = _forward_sigterm(proc, got)
         try:
-            rc = proc.wait()
-        except KeyboardInterrupt:  # the child got the signal too: let it finish (and save)
             try:
                 rc = proc.wait()
-            except KeyboardInterrupt:
-                proc.kill()
-                rc = proc.wait()
+            except KeyboardInterrupt:  # the child got the signal too: let it finish (and save)
+                try:
+                    rc = proc.wait()
+                except KeyboardInterrupt:
+                    proc.kill()
+                    rc = proc.wait()
+        finally:
+            if prev is not None:
+                signal.signal(signal.SIGTERM, prev)
         status = None
         if os.path.isfile(status_path):
             try:
@@ -101,9 +110,34 @@ def run_script(command: list[str], cfg: dict[str, Any], *, memory: bool = False,
                     status = json.load(fh)
             except (OSError, ValueError):
                 status = None
-        return ScriptRun(returncode=rc, status=status, config=full)
+        return ScriptRun(returncode=rc, status=status, config=full, signal=got[0] if got else None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _forward_sigterm(proc: subprocess.Popen, got: list[int]) -> Any:
+    """Pass a SIGTERM this process gets on to the script (which saves its profile), and note it.
+
+    The caller waits for the script to end, removes its temporary files and then ends the
+    way SIGTERM would have ended it. The previous handler, or None when none was installed
+    (not the main thread).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def forward(signum: int, frame: Any) -> None:
+        got.append(signum)
+        try:
+            proc.send_signal(signum)
+        except (ProcessLookupError, OSError):
+            pass
+
+    try:
+        prev = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, forward)
+    except (ValueError, OSError):
+        return None
+    return prev if prev is not None else signal.SIG_DFL
 
 
 def explain_no_profile(run: ScriptRun) -> str:

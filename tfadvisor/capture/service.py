@@ -167,7 +167,9 @@ def _host_names(run_dir: str) -> list[str]:
     from tfadvisor.discovery import XPLANE_SUFFIX
 
     if "://" in run_dir:
-        return []
+        from tfadvisor.profiling import _list_names
+
+        return sorted(f[: -len(XPLANE_SUFFIX)] for f in _list_names(run_dir) if f.endswith(XPLANE_SUFFIX))
     try:
         return sorted(f[: -len(XPLANE_SUFFIX)] for f in os.listdir(run_dir) if f.endswith(XPLANE_SUFFIX))
     except OSError:

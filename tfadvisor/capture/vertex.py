@@ -1,12 +1,20 @@
 """``tfadvisor capture vertex``: run a training script as a Vertex AI custom job, then analyse its profile.
 
-Submit: the script is packaged (the Vertex AI SDK's own script packager) and uploaded under the
-job's base output directory, and a CustomJob is created with the TensorBoard instance and
-service account attached; ``AIP_TENSORBOARD_LOG_DIR`` in the job is ``<base output dir>/logs/``.
-The script calls ``tfadvisor.vertex.init()`` (see ``tfadvisor/vertex.py``), which writes the
-profile there. The command follows the job's state, downloads the profile files when it ends
-and prints the analysis. ``--job`` does the last two for a job that already exists;
-``--dry-run`` prints the CustomJob it would create, touching nothing.
+Submit: each submission gets its own base output directory, ``<staging>/tfadvisor/<display name>/<UTC
+time to the microsecond>`` (like the SDK's timestamped ones), so a reused display name shares neither
+code nor profile with an earlier job. The script is packaged (the Vertex AI SDK's own script
+packager) and uploaded to ``<base>/code/`` together with a wheel of the tfadvisor running here
+(``tfadvisor/capture/wheel.py``; never looked up on a package index), and a CustomJob is created
+with the TensorBoard instance and service account attached; ``AIP_TENSORBOARD_LOG_DIR`` in the job
+is ``<base>/logs/``. The default image is TensorFlow's own ``tensorflow/tensorflow`` (a custom
+container); a Vertex AI prebuilt image past its end of availability gets a warning. The script
+calls ``tfadvisor.vertex.init()`` (see ``tfadvisor/vertex.py``), which writes the profile there.
+
+The command follows the job's state and, when it ends, downloads the profile runs whose
+``tfadvisor_run.json`` names this job (not TensorBoard captures, nor other jobs' runs), every
+replica's host in one multi-host run, and prints the analysis; a job that wrote none is one line and
+exit 2. ``--job`` does the last two for a job that already exists; ``--dry-run`` prints the CustomJob
+it would create, touching nothing.
 
 Every problem the user can fix is one line on stderr and exit code 2.
 """
@@ -21,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +41,18 @@ from tfadvisor.errors import one_line
 from tfadvisor.keras import parse_window
 from tfadvisor.vertex import DEFAULT_STEPS, STEPS_ENV
 
-CPU_IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
-GPU_IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest"
+# TensorFlow's own public images (Docker Hub), run as custom containers: no end-of-availability date,
+# and the TensorFlow tfadvisor is tested with. Vertex AI's prebuilt tf-cpu/tf-gpu.2-17 training images
+# (the newest TensorFlow ones on its supported-frameworks page) end on 2026-07-11.
+CPU_IMAGE = "tensorflow/tensorflow:2.21.0"
+GPU_IMAGE = "tensorflow/tensorflow:2.21.0-gpu"
+#: End of availability of Vertex AI's prebuilt TensorFlow training images (supported-frameworks page):
+#: after it a job with the image does not start.
+PREBUILT_END: dict[str, date] = {"2-12": date(2025, 6, 30), "2-13": date(2025, 7, 5), "2-14": date(2025, 9, 26),
+                                 "2-17": date(2026, 7, 11)}
 PREBUILT_IMAGE_MARKERS = ("docker.pkg.dev/vertex-ai/", "gcr.io/cloud-aiplatform/")
-TFADVISOR_REQUIREMENT = "tfadvisor[vertex]"
+LOCAL_BUILD = "local"  # --tfadvisor-package default: ship a wheel of the tfadvisor running here
+VERTEX_EXTRA = "vertex"
 EXTRA_HINT = "Vertex AI support is not installed: pip install 'tfadvisor[vertex]'"
 CREDENTIALS_HINT = ("no Google Cloud credentials found: run `gcloud auth application-default login` "
                     "or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file")
@@ -67,6 +83,9 @@ class JobRequest:
     replica_count: int = 1
     steps: tuple[int, int] = DEFAULT_STEPS
     web_access: bool = False
+    network: str | None = None  # VPC network peered with Vertex AI: projects/NUMBER/global/networks/NAME
+    ship_wheel: bool = False  # upload a wheel of this tfadvisor with the code, and install it in the job
+    stamp: str = field(default_factory=lambda: submission_stamp())
 
     @property
     def parent(self) -> str:
@@ -74,8 +93,12 @@ class JobRequest:
 
     @property
     def base_output_dir(self) -> str:
-        """The job's base output directory; the job sees ``AIP_TENSORBOARD_LOG_DIR=<this>/logs/``."""
-        return f"{self.staging_bucket.rstrip('/')}/tfadvisor/{self.display_name}"
+        """The job's base output directory, new for each submission (like the SDK's timestamped ones).
+
+        The job sees ``AIP_TENSORBOARD_LOG_DIR=<this>/logs/``; the code package goes in ``<this>/code/``,
+        so a second job with the same display name shares neither.
+        """
+        return f"{self.staging_bucket.rstrip('/')}/tfadvisor/{self.display_name}/{self.stamp}"
 
     @property
     def package_uri(self) -> str:
@@ -83,6 +106,15 @@ class JobRequest:
 
         packager = source_utils._TrainingScriptPythonPackager
         return f"{self.base_output_dir}/code/{packager._ROOT_MODULE}-{packager._SETUP_PY_VERSION}.tar.gz"
+
+    @property
+    def wheel_uri(self) -> str | None:
+        """Where the wheel of this tfadvisor goes (``ship_wheel``), beside the code package."""
+        if not self.ship_wheel:
+            return None
+        from tfadvisor import __version__
+
+        return f"{self.base_output_dir}/code/tfadvisor-{__version__}-py3-none-any.whl"
 
     @property
     def module_name(self) -> str:
@@ -104,16 +136,19 @@ class JobRequest:
         machine: dict[str, Any] = {"machine_type": self.machine_type}
         if self.accelerator_type:
             machine.update(accelerator_type=self.accelerator_type, accelerator_count=self.accelerator_count or 1)
-        if self.prebuilt:
+        wheel = self.wheel_uri
+        if self.prebuilt:  # the wheel first: its dependencies come from the trainer's requirements
             code = {"python_package_spec": {"executor_image_uri": self.container_uri,
-                                            "package_uris": [self.package_uri],
+                                            "package_uris": ([wheel] if wheel else []) + [self.package_uri],
                                             "python_module": self.module_name, "args": list(self.args),
                                             "env": env}}
-        else:  # a custom image: install the package from the Cloud Storage FUSE mount, then run it
-            local = self.package_uri.replace("gs://", "/gcs/", 1)
+        else:  # a custom image: install the packages from the Cloud Storage FUSE mount, then run them
+            local = [u.replace("gs://", "/gcs/", 1) for u in ([wheel] if wheel else []) + [self.package_uri]]
+            if wheel:
+                local[0] += f"[{VERTEX_EXTRA}]"
             run = shlex.join(["python3", "-m", self.module_name, *self.args])
             code = {"container_spec": {"image_uri": self.container_uri, "env": env, "command": [
-                "sh", "-c", f"pip install --upgrade pip && pip3 install -q --user {shlex.quote(local)} && {run}"]}}
+                "sh", "-c", f"pip install --upgrade pip && pip3 install -q --user {shlex.join(local)} && {run}"]}}
         disk = {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 100}
         pools = [{"machine_spec": machine, "replica_count": 1, "disk_spec": disk, **code}]
         if self.replica_count > 1:
@@ -128,7 +163,7 @@ class JobRequest:
         """What --dry-run prints: the create call's parent and body, and what goes into the package."""
         return {"parent": self.parent, "customJob": self.custom_job(),
                 "package": {"script": str(self.script), "uri": self.package_uri, "module": self.module_name,
-                            "requirements": list(self.requirements)}}
+                            "requirements": list(self.requirements), "tfadvisor_wheel": self.wheel_uri}}
 
     def custom_job(self) -> dict[str, Any]:
         """The CustomJob as the create call sends it (REST JSON), for --dry-run."""
@@ -145,9 +180,15 @@ class JobRequest:
                 service_account=self.service_account,
                 tensorboard=self.tensorboard,
                 enable_web_access=self.web_access,
+                network=self.network or "",
             ),
         )
         return json_format.MessageToDict(type(job).pb(job))
+
+
+def submission_stamp(now: datetime | None = None) -> str:
+    """``2026-11-23-043012-123456``: UTC time to the microsecond, for one submission's directory."""
+    return (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d-%H%M%S-%f")
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -168,10 +209,12 @@ def vertex(
     requirements: list[str] = typer.Option(
         [], "--requirements", help="Pip requirement, or a requirements file, for the script (repeatable)."),
     tfadvisor_package: str = typer.Option(
-        TFADVISOR_REQUIREMENT, "--tfadvisor-package", help="How the job installs tfadvisor ('' if the image has it)."),
+        LOCAL_BUILD, "--tfadvisor-package",
+        help="How the job gets tfadvisor: 'local' (default) uploads a wheel of this very tfadvisor with the code; "
+             "'' if the image has it; else a pip requirement."),
     container_uri: str | None = typer.Option(
         None, "--container-uri",
-        help="Training image (default: Vertex AI's prebuilt TensorFlow 2.17 one, the GPU one with an accelerator)."),
+        help=f"Training image (default: {CPU_IMAGE} as a custom container, {GPU_IMAGE} with an accelerator)."),
     tensorboard: str | None = typer.Option(
         None, "--tensorboard", help="Vertex AI TensorBoard instance: projects/P/locations/R/tensorboards/ID, or ID."),
     service_account: str | None = typer.Option(
@@ -189,6 +232,8 @@ def vertex(
         f"{DEFAULT_STEPS[0]},{DEFAULT_STEPS[1]}", "--steps",
         help="Step window start,stop the job profiles (TFADVISOR_STEPS, read by tfadvisor.vertex.init)."),
     web_access: bool = typer.Option(False, "--web-access", help="Enable interactive shell access to the job."),
+    network: str | None = typer.Option(
+        None, "--network", help="VPC network peered with Vertex AI: projects/PROJECT_NUMBER/global/networks/NAME."),
     api_endpoint: str | None = typer.Option(
         None, "--api-endpoint", help="Vertex AI API endpoint (default: the region's); http://HOST:PORT: a stand-in."),
     anonymous: bool = typer.Option(
@@ -221,7 +266,7 @@ def vertex(
     else:
         request = _request(project, region, script, requirements, tfadvisor_package, container_uri, tensorboard,
                            service_account, staging_bucket, machine_type, accelerator_type, accelerator_count,
-                           replica_count, display_name, window, web_access, list(ctx.args))
+                           replica_count, display_name, window, web_access, list(ctx.args), network)
         if dry_run:
             typer.echo(json.dumps(request.describe(), indent=2))
             return
@@ -238,7 +283,7 @@ def vertex(
 
 def _request(project, region, script, requirements, tfadvisor_package, container_uri, tensorboard,
              service_account, staging_bucket, machine_type, accelerator_type, accelerator_count, replica_count,
-             display_name, window, web_access, args) -> JobRequest:
+             display_name, window, web_access, args, network=None) -> JobRequest:
     missing = [name for name, value in (("--project", project), ("--region", region), ("--script", script),
                                         ("--tensorboard", tensorboard), ("--service-account", service_account),
                                         ("--staging-bucket", staging_bucket)) if not value]
@@ -250,9 +295,24 @@ def _request(project, region, script, requirements, tfadvisor_package, container
         tensorboard = f"projects/{project}/locations/{region}/tensorboards/{tensorboard}"
     elif not re.match(r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$", tensorboard):
         fail(f"--tensorboard: expected projects/P/locations/R/tensorboards/ID or an ID (got {tensorboard!r})")
+    tb_region = tensorboard.split("/")[3]
+    if tb_region != region:
+        fail(f"--tensorboard {tensorboard} is in {tb_region}, the job in --region {region}: Vertex AI needs them in "
+             "the same region")
+    if network and not re.match(r"^projects/[^/]+/global/networks/[^/]+$", network):
+        fail(f"--network: expected projects/PROJECT_NUMBER/global/networks/NAME (got {network!r})")
     reqs = _requirements(requirements)
     image = container_uri or (GPU_IMAGE if accelerator_type else CPU_IMAGE)
-    if tfadvisor_package and not any(_req_name(r) == "tfadvisor" for r in reqs):
+    late = image_past_its_date(image)
+    if late:
+        _say(f"warning: {late}")
+    ship = tfadvisor_package == LOCAL_BUILD and not any(_req_name(r) == "tfadvisor" for r in reqs)
+    if ship:
+        if any(m in image for m in PREBUILT_IMAGE_MARKERS):  # pip installs each package URI alone
+            reqs.extend(_extra_requirements(VERTEX_EXTRA))
+        reqs.extend(_image_pins(image))
+    elif tfadvisor_package and tfadvisor_package != LOCAL_BUILD and not any(_req_name(r) == "tfadvisor"
+                                                                             for r in reqs):
         reqs.append(tfadvisor_package)
         reqs.extend(_image_pins(image))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -263,21 +323,88 @@ def _request(project, region, script, requirements, tfadvisor_package, container
         container_uri=image, requirements=reqs,
         args=args, machine_type=machine_type, accelerator_type=accelerator_type,
         accelerator_count=accelerator_count, replica_count=replica_count, steps=window, web_access=web_access,
+        ship_wheel=ship, network=network,
     )
 
 
+def image_past_its_date(image: str, today: date | None = None) -> str | None:
+    """Why a Vertex AI prebuilt TensorFlow training image will not start today; None when it may."""
+    m = re.search(r"/training/tf-(?:cpu|gpu)\.(2-(\d+))", image)
+    if not m or not any(marker in image for marker in PREBUILT_IMAGE_MARKERS):
+        return None
+    today = today or datetime.now(timezone.utc).date()
+    end = PREBUILT_END.get(m[1])
+    if end is None and int(m[2]) < 17:  # older than the newest one with a date: ended before it
+        end = PREBUILT_END["2-17"]
+    if end is None or today <= end:
+        return None
+    return (f"{image} reached its end of availability on {end.isoformat()} (Vertex AI's supported-frameworks "
+            f"page): the job may not start; the default is {CPU_IMAGE} (or give a newer --container-uri)")
+
+
 def _requirements(values: list[str]) -> list[str]:
-    """Requirement strings; a value naming an existing file is read as a requirements file."""
+    """Requirement strings; a value naming an existing file is read as a requirements file.
+
+    ``-r``/``--requirement`` lines are followed. Other pip options (``--extra-index-url``, ``-c``,
+    ``-e`` ...) cannot reach the job's pip through the package: one line, exit 2. Double quotes
+    become single ones (the generated ``setup.py`` quotes each requirement with double quotes).
+    """
     out: list[str] = []
     for value in values:
         path = Path(value)
         if path.is_file():
-            for line in path.read_text().splitlines():
-                line = line.split(" #", 1)[0].strip()
-                if line and not line.startswith(("#", "-")):
-                    out.append(line)
+            out.extend(_requirements_file(path, set()))
         elif value.strip():
-            out.append(value.strip())
+            out.append(value.strip().replace('"', "'"))
+    return out
+
+
+def _requirements_file(path: Path, seen: set[Path]) -> list[str]:
+    path = path.resolve()
+    if path in seen:
+        return []
+    seen.add(path)
+    out: list[str] = []
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"^(?:-r|--requirement)(?:\s+|=)(\S+)$", line)
+        if m:
+            inner = (path.parent / m[1]) if not Path(m[1]).is_absolute() else Path(m[1])
+            if not inner.is_file():
+                fail(f"--requirements {path}:{number}: {m[1]} is not a file")
+            out.extend(_requirements_file(inner, seen))
+        elif line.startswith("-"):
+            fail(f"--requirements {path}:{number}: pip option {line.split()[0]} cannot be passed to the job's pip; "
+                 "use plain requirements (or an image that has the packages: --container-uri)")
+        else:
+            out.append(line.replace('"', "'"))
+    return out
+
+
+def _extra_requirements(extra: str) -> list[str]:
+    """tfadvisor's requirements for ``extra`` (pyproject.toml), as plain requirement strings."""
+    from tfadvisor.capture.wheel import requirements
+
+    out = []
+    for r in requirements():
+        req, _, marker = r.partition(";")
+        if re.search(rf"extra == '{re.escape(extra)}'", marker):
+            out.append(req.strip())
+    return out
+
+
+def _local_pins() -> list[str]:
+    """The versions of protobuf and the Google libraries installed here, next to this TensorFlow."""
+    from importlib import metadata
+
+    out = []
+    for name in ("protobuf", "google-cloud-aiplatform", "google-cloud-storage", "google-api-core", "proto-plus"):
+        try:
+            out.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
     return out
 
 
@@ -287,8 +414,28 @@ def _image_pins(image: str) -> list[str]:
     TensorFlow < 2.18 is built against NumPy 1.x; tfadvisor's dependencies would otherwise bring
     NumPy 2 (newest pandas and numba), and ``import tensorflow`` fails in the job.
     """
+    local = re.fullmatch(r"(?:docker\.io/)?tensorflow/tensorflow:(\d+\.\d+\.\d+)(?:-gpu)?", image)
+    if local:  # the TensorFlow running here: the set of versions that works beside it here (resolved here)
+        try:
+            from importlib import metadata
+
+            if metadata.version("tensorflow" if _has("tensorflow") else "tensorflow-cpu") == local[1]:
+                return _local_pins()
+        except Exception:  # noqa: BLE001 - no TensorFlow here: no pins known to work
+            return []
+        return []
     m = re.search(r"/tf-(?:cpu|gpu)\.2-(\d+)", image)
     return ["numpy<2"] if m and any(marker in image for marker in PREBUILT_IMAGE_MARKERS) and int(m[1]) < 18 else []
+
+
+def _has(dist: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _req_name(requirement: str) -> str:
@@ -355,22 +502,37 @@ def _run_quietly(target, project, region, api_endpoint, anonymous, out, poll_sec
     if not base:
         fail(f"job {job.resource_name} has no base output directory, so no AIP_TENSORBOARD_LOG_DIR "
              "and nothing to download")
+    job_id = job.resource_name.rsplit("/", 1)[-1]
+    if out and Path(out).exists() and any(Path(out).iterdir()):
+        fail(f"--out {out} is not empty: give a new directory, so that no older profile is analysed")
     dest = Path(out) if out else Path(tempfile.mkdtemp(prefix="tfadvisor-vertex-"))
-    files = download_profile(gcs, base, dest)
-    if not files:
-        fail(f"no profile under {logs}/ (no *{XPLANE_SUFFIX} in plugins/profile/): did the script call "
-             "tfadvisor.vertex.init() and run past the profiled steps?")
-    _say(f"downloaded {len(files)} file(s) to {dest}")
+    got = download_profile(gcs, base, dest, job_id)
+    if got.others:
+        _say(f"skipped {len(got.others)} profile run(s) not written by tfadvisor in job {job_id} "
+             f"(TensorBoard captures, other jobs): {', '.join(got.others[:3])}")
+    if not got.files:
+        fail(f"job {job_id} wrote no tfadvisor profile under {logs}/ (no run with *{XPLANE_SUFFIX} and a "
+             f"{RUN_METADATA_FILE} naming the job): did the script call tfadvisor.vertex.init() and run past the "
+             "profiled steps?")
+    _say(f"downloaded {len(got.files)} file(s) of {len(got.hosts)} host(s) to {dest}")
     _analyse(dest)
 
 
 def _submit(request: JobRequest, gcs):
     from google.cloud import aiplatform
 
+    _check_bucket_region(gcs, request)
     with tempfile.TemporaryDirectory(prefix="tfadvisor-package-") as tmp:
         package = request._packager().make_package(tmp)
         bucket, blob = _split(request.package_uri)
         gcs.bucket(bucket).blob(blob).upload_from_filename(package)
+        if request.wheel_uri:
+            from tfadvisor.capture.wheel import build_wheel
+
+            wheel = build_wheel(tmp)
+            bucket, blob = _split(request.wheel_uri)
+            gcs.bucket(bucket).blob(blob).upload_from_filename(str(wheel))
+            _say(f"uploaded this tfadvisor as {request.wheel_uri}")
     _say(f"uploaded {request.script.name} as {request.package_uri}")
     job = aiplatform.CustomJob(
         display_name=request.display_name,
@@ -382,7 +544,7 @@ def _submit(request: JobRequest, gcs):
         location=request.region,
     )
     job.submit(service_account=request.service_account, tensorboard=request.tensorboard,
-               enable_web_access=request.web_access)
+               enable_web_access=request.web_access, network=request.network)
     _say(f"submitted {job.resource_name}; the profile goes to {request.base_output_dir}/logs/")
     try:
         from google.cloud.aiplatform.utils import console_utils
@@ -392,6 +554,19 @@ def _submit(request: JobRequest, gcs):
     except Exception:  # noqa: BLE001 - links are a convenience
         pass
     return job
+
+
+MULTI_REGIONS = {"us": "us-", "eu": "europe-", "asia": "asia-"}
+
+
+def _check_bucket_region(gcs, request: JobRequest) -> None:
+    """The staging bucket must be in the job's region (or a multi-region holding it): one line, exit 2."""
+    name = _split(request.staging_bucket)[0]
+    location = (gcs.get_bucket(name).location or "").lower()
+    region = request.region.lower()
+    if location and location != region and not region.startswith(MULTI_REGIONS.get(location, "-")):
+        fail(f"--staging-bucket gs://{name} is in {location}, the job in --region {request.region}: Vertex AI needs "
+             "the bucket in the job's region (or a multi-region holding it)")
 
 
 def _follow(job, poll_seconds: float, clock: Callable[[], float] = time.monotonic) -> str:
@@ -411,20 +586,77 @@ def _follow(job, poll_seconds: float, clock: Callable[[], float] = time.monotoni
         raise typer.Exit(130) from None
 
 
-def download_profile(gcs, base_output_dir: str, dest: Path) -> list[Path]:
-    """Copy the profile files (``plugins/profile/**``) under the job's output dir into ``dest``."""
+@dataclass
+class Download:
+    files: list[Path] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)  # host file names (without .xplane.pb), as saved
+    others: list[str] = field(default_factory=list)  # gs:// run directories left out
+
+
+def download_profile(gcs, base_output_dir: str, dest: Path, job_id: str) -> Download:
+    """Download the profile runs job ``job_id`` wrote under its output dir, as one multi-host run.
+
+    A run counts when its ``tfadvisor_run.json`` names the job (``vertex.job_id``, written by
+    ``tfadvisor.vertex.init``): profiles captured from TensorBoard, by a stock callback or by
+    another job in the same tree are left out. Each replica writes its own run directory; their
+    host files (and system samples) go into ``dest/plugins/profile/<job_id>/`` together, renamed
+    ``<host>-<task>`` where two replicas have the same host name, with one merged metadata file.
+    """
     bucket, prefix = _split(base_output_dir)
     prefix = prefix.rstrip("/") + "/" if prefix else ""
-    files = []
+    runs: dict[str, list] = {}
     for blob in gcs.list_blobs(bucket, prefix=prefix):
         rel = blob.name[len(prefix):]
-        if "plugins/profile/" not in rel or not rel.endswith((XPLANE_SUFFIX, RUN_METADATA_FILE)):
+        if "plugins/profile/" in rel and "/" in rel:
+            runs.setdefault(rel.rsplit("/", 1)[0], []).append(blob)
+    got = Download()
+    target = dest / "plugins" / "profile" / job_id
+    merged: dict[str, Any] = {}
+    tasks: list[str] = []
+    for run, blobs in sorted(runs.items()):
+        by_name = {b.name.rsplit("/", 1)[-1]: b for b in blobs}
+        meta = _job_metadata(by_name.get(RUN_METADATA_FILE))
+        hosts = [n for n in by_name if n.endswith(XPLANE_SUFFIX)]
+        if not hosts:
             continue
-        target = dest.joinpath(*rel.split("/"))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        blob.download_to_filename(str(target))
-        files.append(target)
-    return files
+        if str((meta.get("vertex") or {}).get("job_id")) != str(job_id):
+            got.others.append(f"gs://{bucket}/{prefix}{run}")
+            continue
+        task = str((meta.get("vertex") or {}).get("task") or f"run{len(tasks)}")
+        tasks.append(task)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in sorted(hosts):
+            host = name[: -len(XPLANE_SUFFIX)]
+            saved = host if host not in got.hosts else f"{host}-{task}"
+            got.hosts.append(saved)
+            path = target / f"{saved}{XPLANE_SUFFIX}"
+            by_name[name].download_to_filename(str(path))
+            got.files.append(path)
+            samples = by_name.get(f"tfadvisor_system.{host}.npz")
+            if samples is not None:
+                path = target / f"tfadvisor_system.{saved}.npz"
+                samples.download_to_filename(str(path))
+                got.files.append(path)
+        if not merged or task.endswith("-0") and task.startswith("workerpool0"):
+            merged = {**merged, **meta} if merged else dict(meta)
+    if got.files:
+        merged["host_names"] = list(got.hosts)
+        merged["hosts"] = len(got.hosts)
+        merged["vertex"] = {**(merged.get("vertex") or {}), "tasks": tasks}
+        path = target / RUN_METADATA_FILE
+        path.write_text(json.dumps(merged, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+        got.files.append(path)
+    return got
+
+
+def _job_metadata(blob) -> dict[str, Any]:
+    if blob is None:
+        return {}
+    try:
+        data = json.loads(blob.download_as_bytes() or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _analyse(directory: Path) -> None:

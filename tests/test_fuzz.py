@@ -1,0 +1,52 @@
+"""Fuzz test: a few hundred hostile variants of the sample traces through the real CLI.
+
+Only a result (exit 0, sane JSON) or the documented TraceError (exit 2, one line naming the file) may
+come out: no crash, hang, other exception, stderr noise, NaN/inf, percentage outside 0..100, negative
+time, write into the logdir, or different output on a second run. Fixed seed, so a failure reproduces
+with ``python benchmarks/fuzz.py --seed SEED --only INDEX``. ``benchmarks/fuzz.py`` runs 10,000+.
+"""
+
+from __future__ import annotations
+
+import os
+
+import fuzzlib
+import fuzzrun
+
+SEED = 20260112
+N = int(os.environ.get("TFADVISOR_FUZZ_N", "300"))
+
+
+def test_fuzz_inputs_end_as_result_or_trace_error(tmp_path):
+    report = fuzzrun.run_fuzz(SEED, range(N), jobs=2, timeout=30.0, repeat_every=10, out_dir=tmp_path / "failures")
+    summary = report.summary(examples=2)
+    print(summary)
+    assert len(report.outcomes) >= N
+    assert report.repeats >= N // 10
+    assert not report.failures, (
+        f"{len(report.failures)} fuzz failures; reproduce with `python benchmarks/fuzz.py --seed {SEED} --only "
+        f"{' '.join(str(o.index) for o in report.failures[:10])}`\n{summary}"
+    )
+
+
+def test_generator_is_deterministic_and_varied():
+    seeds = fuzzlib.load_seeds()
+    assert len(seeds) >= 20 and any(s.name.startswith("real_") for s in seeds)
+    a = [fuzzlib.make_input(seeds, SEED, i) for i in range(40)]
+    b = [fuzzlib.make_input(seeds, SEED, i) for i in range(40)]
+    assert [(x.files, x.run_json, x.steps) for x in a] == [(x.files, x.run_json, x.steps) for x in b]
+    assert {x.family for x in a} >= {"struct", "bytes", "runjson", "multihost"}
+    originals = {d for s in seeds for _, d in s.files}
+    assert sum(all(d not in originals for _, d in x.files) for x in a) >= 30  # inputs really differ from the seeds
+
+
+def test_classifier_flags_bad_json_values():
+    doc = {"units": {"idle_pct": "%", "gap_max_ms": "ms"},
+           "metrics": {"idle_pct": 200.0, "gap_max_ms": -3.0, "x": float("nan")},
+           "summary": {"breakdown_pct": {"input": 101.0}, "step_time_ms": {"min": -1.0}},
+           "findings": [{"rule": "r", "title": "t", "message": "nan % of step time"}]}
+    probs = " ".join(fuzzrun.json_problems(doc))
+    for needle in ("pct:.metrics.idle_pct", "negative:.metrics.gap_max_ms", "nonfinite:.metrics.x",
+                   "pct:.summary.breakdown_pct.input", "negative:.summary.step_time_ms.min", "nan-text"):
+        assert needle in probs
+    assert fuzzrun.json_problems({"metrics": {"idle_pct": 100.0, "gap_max_ms": 0.0}, "findings": []}) == []

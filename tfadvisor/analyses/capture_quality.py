@@ -1,0 +1,149 @@
+"""Capture quality: does the profiled window show steady-state training at all?
+
+A profile can be read correctly and still be the wrong evidence: one partial step, most
+devices idle, a window that is almost all waiting. Step-based verdicts (input-bound, idle
+time, step outliers, batch size) built on such a window are noise, so this analysis says
+what the window holds and the rules withhold those verdicts when it is not steady state.
+
+Figures (the window is the analysed host's span: first to last event over its CPU plane and
+its device planes):
+
+* ``devices_total``: device planes of the host (GPU/TPU), empty ones included;
+  ``devices_active``: those that ran kernels (TPU: XLA ops), copies alone do not count;
+  ``devices_active_list`` / ``devices_idle`` (names, comma-separated), ``devices_idle_count``.
+* ``device_busy_pct``: for each active device, the union of its kernels, copies and
+  collectives as % of the window; the mean over the active devices.
+  ``device_busy_union_pct``: the union over all devices, % of the window.
+* ``complete_steps``: the steps the steps analysis found (disjoint, positive length);
+  ``steps_window_pct``: share of the window inside them.
+* ``step_skew_ms``: with ``Steps`` lines on several devices, the largest difference between
+  the start times of the same step (by step number) on different devices.
+* ``capture_steady_state``: False when the window holds fewer than
+  :data:`MIN_STEPS` steps, when steps are present but the devices were busy less than
+  :data:`MIN_BUSY_PCT` % of the window, or when the same step ran more than
+  max(:data:`MAX_SKEW_MS`, 2 x the median step) apart on two devices.
+  ``capture_issues`` lists those reasons (and idle devices, which alone do not make a
+  window unsteady: a one-device job on a multi-device host is a fine capture).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.device_lines import short_name
+from tfadvisor.analyses.steps import Measure, activity, device_steps, host_trace, step_table
+from tfadvisor.trace import Trace
+
+MIN_STEPS = 3
+MIN_BUSY_PCT = 2.0
+MAX_SKEW_MS = 50.0
+
+
+def _skew_ms(per_device: list[tuple[str, np.ndarray, np.ndarray]]) -> tuple[float | None, str]:
+    """Largest start-time spread of one step number over the devices, and the devices involved."""
+    if len(per_device) < 2:
+        return None, ""
+    rows = [(dev, int(n), int(s)) for dev, nums, starts in per_device for n, s in zip(nums, starts)]
+    df = pd.DataFrame(rows, columns=["device", "step", "start"])
+    g = df.groupby("step")["start"]
+    spread = (g.max() - g.min())[g.count() >= 2]
+    if not len(spread):
+        return None, ""
+    step = spread.idxmax()
+    sub = df[df["step"] == step].sort_values(["start", "device"])
+    return float(spread.max()) / PS_PER_MS, f"{sub['device'].iloc[0]} and {sub['device'].iloc[-1]}"
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("capture_quality")
+    act = activity(trace, ctx)
+    host, _ = host_trace(trace)
+    lo, hi = act.span
+    window = hi - lo
+    per_dev = ctx.cache.get("tfadvisor.device_activity", [])
+    info = {d["plane"]: d for d in per_dev}
+    names, active, idle, busy_pct = [], [], [], []
+    for p in host.device_planes:
+        nm = short_name(p)
+        names.append(nm)
+        d = info.get(p.name)
+        if d is not None and d["kernels"] > 0:
+            active.append(nm)
+            if window > 0:
+                busy_pct.append(100.0 * min(d["busy_ps"], window) / window)
+        else:
+            idle.append(nm)
+    res.add("capture_window_ms", window / PS_PER_MS if window > 0 else None, "ms",
+            "the analysed host's capture window: first to last event over its CPU and device planes")
+    res.add("devices_total", len(names), "count", "device planes (GPU/TPU) of the host, empty ones included")
+    res.add("devices_active", len(active), "count", "devices that ran kernels (TPU: XLA ops) in the window")
+    res.add("devices_active_list", ", ".join(active), "", "the devices that ran kernels")
+    res.add("devices_idle", ", ".join(idle), "", "the devices that ran no kernel (copies alone do not count)")
+    res.add("devices_idle_count", len(idle), "count", "devices that ran no kernel")
+    if busy_pct:
+        res.add("device_busy_pct", float(np.mean(busy_pct)), "%",
+                "per active device, its kernels, copies and collectives (union) as % of the window; mean")
+        u = act.union("dev_compute", "dev_h2d", "dev_copy", "dev_collective").total()
+        res.add("device_busy_union_pct", 100.0 * min(u, window) / window, "%",
+                "time any device was busy, % of the window")
+    else:
+        res.missing(["device_busy_pct", "device_busy_union_pct"],
+                    "no device ran kernels in the window" if names else "no device plane (CPU-only trace)", "%")
+
+    tbl = step_table(ctx)
+    n_steps = 0 if tbl is None else int(len(tbl))
+    res.add("complete_steps", n_steps, "count", "steps in the window (disjoint, positive length)")
+    med_ms = None
+    if tbl is not None and window > 0:
+        s = tbl["start_ps"].to_numpy(np.int64)
+        e = tbl["end_ps"].to_numpy(np.int64)
+        inside = Measure.union(np.maximum(s, lo), np.minimum(e, hi)).total()
+        res.add("steps_window_pct", 100.0 * min(inside, window) / window, "%", "share of the window inside steps")
+        med_ms = float(np.median((e - s) / PS_PER_MS))
+    else:
+        res.missing(["steps_window_pct"], "no steps in the window", "%")
+
+    dev_steps = [(short_name(d), nums, d.ev_start_ps[rows]) for d, rows, nums in device_steps(act, ctx)]
+    skew, pair = _skew_ms(dev_steps)
+    if skew is not None:
+        res.add("step_skew_ms", skew, "ms", "largest start-time difference of the same step on two devices")
+    else:
+        res.missing(["step_skew_ms"], "fewer than two devices with a Steps line: no step skew", "ms")
+
+    issues: list[str] = []
+    steady = True
+    if n_steps == 0:
+        steady = False
+        issues.append("no training steps in the window (no step markers, no device Steps line, no repeating "
+                      "train function)")
+    elif n_steps < MIN_STEPS:
+        steady = False
+        issues.append(f"only {n_steps} step{'s' if n_steps > 1 else ''} in the window "
+                      f"(at least {MIN_STEPS} are needed to see steady state)")
+    if n_steps and busy_pct and float(np.mean(busy_pct)) < MIN_BUSY_PCT:
+        steady = False
+        issues.append(f"the active devices were busy only {float(np.mean(busy_pct)):.2g} % of the "
+                      f"{window / PS_PER_MS:,.0f} ms window")
+    if skew is not None and skew > max(MAX_SKEW_MS, 2 * (med_ms or 0.0)):
+        steady = False
+        issues.append(f"the same step started {skew:,.0f} ms apart on {pair}")
+    if len(names) >= 2 and idle:
+        issues.append(f"{len(idle)} of {len(names)} devices ran no kernel ({', '.join(idle)})")
+    res.add("capture_steady_state", steady, "",
+            f"the window shows steady-state training: >= {MIN_STEPS} steps, devices busy >= {MIN_BUSY_PCT:g} % of "
+            "it, devices in step with each other")
+    res.add("capture_issues", "; ".join(issues), "", "what keeps the window from showing steady-state training")
+    res.add("capture_issue_count", len(issues), "count", "number of capture issues")
+    if per_dev:
+        res.tables["devices"] = pd.DataFrame([{
+            "device": d["device"], "activity_lines": d["activity_lines"] or "", "kernels": d["kernels"],
+            "copies": d["copies"], "busy_ms": d["busy_ps"] / PS_PER_MS, "compute_ms": d["compute_ps"] / PS_PER_MS,
+            "first_ms": (d["first_ps"] - lo) / PS_PER_MS if d["first_ps"] is not None else np.nan,
+            "last_ms": (d["last_ps"] - lo) / PS_PER_MS if d["last_ps"] is not None else np.nan,
+        } for d in per_dev])
+    return res
+
+
+__all__ = ["MAX_SKEW_MS", "MIN_BUSY_PCT", "MIN_STEPS", "analyze"]
