@@ -109,3 +109,51 @@ def test_mangled_file_is_called_corrupt():
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "tpu_inference_2.xplane.pb" in err and "corrupt" in err.lower() and "truncated" not in err.lower(), err
     assert _snapshot(MANGLED) == before
+
+
+def _device_facts(sample: Path) -> dict:
+    """Recount from the protobuf: which GPUs ran kernels (Stream lines, compute, not copies), their
+    kernel time and their one `Steps` event (start, duration) in ms."""
+    from tfadvisor.proto import xplane_pb2
+
+    out = {}
+    for f in sample.rglob("*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(f.read_bytes())
+        for p in space.planes:
+            if not p.name.startswith("/device:GPU:"):
+                continue
+            dev = p.name.split("/device:")[1]
+            kern, steps = 0, []
+            for line in p.lines:
+                for e in line.events:
+                    name = p.event_metadata[e.metadata_id].name
+                    if line.name.startswith("Stream") and "Memcpy" not in line.name and "Memcpy" not in name:
+                        kern += e.duration_ps
+                    if line.name == "Steps":
+                        steps.append(((line.timestamp_ns * 1000 + e.offset_ps) / 1e9, e.duration_ps / 1e9))
+            out[dev] = {"kernel_ms": kern / 1e9, "steps": steps}
+    return out
+
+
+def test_gpu_fragment_reported_as_it_is():
+    sample = SAMPLES / "real_tf_gpu_multiworker"
+    want = expected(sample)["real"]
+    facts = _device_facts(sample)
+    active = sorted(d for d, v in facts.items() if v["kernel_ms"] > 0)
+    assert active == want["devices_with_kernels"] and len(facts) == want["devices_total"]
+    for d in active:
+        assert facts[d]["kernel_ms"] == pytest.approx(want["device_kernel_ms"][d], abs=0.01)
+        assert [round(s[1], 2) for s in facts[d]["steps"]] == [want["device_step_ms"][d]]
+    m = report(sample)["metrics"]
+    assert m["devices_total"] == len(facts) and m["devices_active"] == len(active)
+    assert m["devices_active_list"] == ", ".join(active)
+    assert m["complete_steps"] == 1 and m["capture_steady_state"] is False
+    starts = sorted(facts[d]["steps"][0][0] for d in active)
+    assert m["step_skew_ms"] == pytest.approx(starts[1] - starts[0], abs=0.01)
+    lo, hi = want["step_skew_ms"]
+    assert lo <= m["step_skew_ms"] <= hi
+    busy = sum(facts[d]["kernel_ms"] for d in active) / len(active)
+    assert busy / m["capture_window_ms"] * 100 <= m["device_busy_pct"] <= 1.0  # copies add a little, never much
+    top = report(sample)["findings"][0]
+    assert top["rule"] == "capture_not_steady_state" and "GPU:4" in top["message"] + json.dumps(top)
