@@ -75,8 +75,14 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         compute = act.lazy("dev_compute", "dev_collective")
         exposed = act.lazy("dev_compute", "dev_collective", "dev_h2d").within(a, b) - compute.within(a, b)
         res.add("h2d_exposed_pct", pct(exposed), "%", "H2D copy time not overlapped by device compute, % of step")
-        res.add("xprof_input_pct", pct(exposed), "%",
-                "xprof's input share: with a device it counts only copies to the device (not host waits)")
+        if len(g("dev_h2d")) and not ctx.cache.get("tfadvisor.h2d_xprof_named"):
+            res.add("xprof_input_pct", 0.0 if tot > 0 else None, "%",
+                    "xprof's input share: with a device it counts only copies to the device (not host waits)")
+            res.notes.append("xprof_input_pct is 0: xprof does not take these copies' names (e.g. TF 2.4's "
+                             "MemcpyH2D) for host-to-device copies; input_h2d_pct counts them")
+        else:
+            res.add("xprof_input_pct", pct(exposed), "%",
+                    "xprof's input share: with a device it counts only copies to the device (not host waits)")
         if has_wait:
             res.notes.append("xprof_input_pct leaves out the host's wait for the next batch (xprof builds GPU "
                              "steps from device events): input_pct counts it")

@@ -683,6 +683,9 @@ LAUNCH_RE = re.compile(r"^(cu|cuda|hip)(LaunchKernel|LaunchCooperativeKernel|Gra
 H2D_API_RE = re.compile(r"^(cu|cuda|hip)Memcpy(HtoD|H2D|Async.*HtoD)|^(cu|cuda|hip)Memcpy.*HtoD")
 DEVICE_MEMCPY_RE = re.compile(r"(?i)memcpy|memset|^\[?(HtoD|DtoH|DtoD)")
 DEVICE_H2D_RE = re.compile(r"(?i)HtoD|H2D")
+#: xprof knows a GPU event as a host-to-device copy only by this name prefix (any case): TF 2.4's
+#: ``MemcpyH2D`` copies count as device work there, not input.
+XPROF_H2D_PREFIX = "memcpyhtod"
 DEVICE_OTHER_COPY_RE = re.compile(r"(?i)DtoH|D2H|DtoD|D2D|PtoP|P2P|MemcpyOther")
 DEVICE_DIRECTION_RE = re.compile(r"(?i)HtoD|H2D|DtoH|D2H|DtoD|D2D|PtoP|P2P|HtoH|H2H")
 DEVICE_COLLECTIVE_RE = re.compile(
@@ -952,6 +955,7 @@ def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
     keys = ("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
     parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {k: [] for k in keys}
     pageable_ps, h2d_known_ps = 0, 0
+    h2d_xprof_named = False
     per_device = []
     for p in devices:
         info = {"device": device_lines.short_name(p), "plane": p.name, "activity_lines": None, "kernels": 0,
@@ -982,6 +986,9 @@ def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
             by_name = np.isin(cp, klass["dev_h2d"])
             h2d, known, pageable = _copy_directions(p, cp, by_name)
             klass["dev_h2d"], klass["dev_copy"] = cp[h2d], cp[~h2d]
+            if klass["dev_h2d"].shape[0]:
+                names = {str(n) for n in p.names_of(klass["dev_h2d"])}
+                h2d_xprof_named |= any(n.lower().startswith(XPROF_H2D_PREFIX) for n in names)
             dur = p.ev_dur_ps[cp]
             h2d_known_ps += int(dur[h2d & known].sum())
             pageable_ps += int(dur[h2d & known & pageable].sum())
@@ -1008,6 +1015,7 @@ def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
         out[k] = Measure(s, e, disjoint=True)
     if h2d_known_ps:
         ctx.cache["tfadvisor.h2d_pageable_ps"] = (pageable_ps, h2d_known_ps)
+    ctx.cache["tfadvisor.h2d_xprof_named"] = h2d_xprof_named
     ctx.cache["tfadvisor.device_activity"] = per_device
     return out
 
@@ -1251,7 +1259,17 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
     if dev:
         best = max(dev, key=lambda x: x[1].shape[0])  # the device with the most steps (the first on ties)
         d, rows = best[0], best[1]
-        return StepSet("device_steps", d.ev_start_ps[rows], d.ev_end_ps[rows], best[2], d.names_of(rows),
+        # Like xprof, a step takes as long as its slowest device: the same step number elsewhere.
+        dur = d.ev_dur_ps[rows].copy()
+        pos = {int(n): i for i, n in enumerate(best[2])}
+        for other, orows, onum in dev:
+            if other is d:
+                continue
+            for n, r in zip(onum.tolist(), orows.tolist()):
+                i = pos.get(n)
+                if i is not None and other.ev_dur_ps[r] > dur[i]:
+                    dur[i] = other.ev_dur_ps[r]
+        return StepSet("device_steps", d.ev_start_ps[rows], d.ev_start_ps[rows] + dur, best[2], d.names_of(rows),
                        note=(f"steps from the Steps line of {device_lines.short_name(d)}"
                              + (f" ({len(dev)} devices have one)" if len(dev) > 1 else "")))
     if p is None:
