@@ -18,6 +18,8 @@ samples file gives a note naming the file and the problem, never an error.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -316,8 +318,15 @@ def _summary_table(res: AnalysisResult) -> pd.DataFrame:
 
 
 def _num(d: dict, key: str) -> float | None:
+    """A finite number (as float) from the run's metadata, else None (other tools write odd values)."""
     v = d.get(key) if isinstance(d, dict) else None
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        x = float(v)
+    except OverflowError:  # an int too large for a float
+        return None
+    return x if math.isfinite(x) else None
 
 
 def _startup(trace: Trace, ctx: Context, res: AnalysisResult) -> None:
