@@ -24,6 +24,12 @@ TFDATA = dict(tfdata_present=True, tfdata_has_prefetch=True, tfdata_has_cache=Tr
               tfdata_expensive_map=False, tfdata_repeated_source_no_cache=False, tfdata_pipeline="Root::Prefetch::Map")
 GPU = dict(device_present=True)
 
+NV = {"device_vendor": "nvidia", "tensor_core_capable": True, "matrix_fp32_pct": 100.0, "matrix_unknown_pct": 0.0,
+      "matrix_time_ms": 50.0}
+AMD = {"device_vendor": "amd", "matrix_fp32_pct": 100.0, "matrix_unknown_pct": 0.0, "matrix_time_ms": 50.0,
+       "framework": "jax"}
+
+
 CASES = [
     # ---- input_bound: xprof thresholds 5 % / 20 %, a floor of 1 ms per step for prefetching pipelines
     ("input_bound", {**STEP, "input_pct": 78.0, "tfdata_has_prefetch": False}, "critical"),
@@ -129,22 +135,24 @@ CASES = [
     ("host_ops_with_device", {**GPU, "host_op_time_pct": 10.0}, "warning"),
     ("host_ops_with_device", {**GPU, "host_op_time_pct": 9.0}, None),
     ("host_ops_with_device", {"device_present": False, "host_op_time_pct": 100.0}, None),
-    # ---- mixed_precision_unused
-    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 0.0,
-                                "step_device_compute_pct": 70.0, "compute_capability": "8.0"}, "warning"),
-    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 9.9,
-                                "step_device_compute_pct": 20.0}, "warning"),
-    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 10.0,
-                                "step_device_compute_pct": 70.0}, None),
-    ("mixed_precision_unused", {"tensor_core_capable": False, "low_precision_pct": 0.0,
-                                "step_device_compute_pct": 70.0}, None),  # e.g. a P100 or the CPU
-    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 0.0,
-                                "step_device_compute_pct": 5.0}, None),  # compute is not what matters
-    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 0.0,
-                                "device_compute_ms": 12.0}, "warning"),  # no step breakdown
-    # xprof counts Tensor Core kernels as 32-bit; tfadvisor's own share is what counts
-    ("mixed_precision_unused", {"tensor_core_capable": True, "low_precision_pct": 80.0, "xprof_16bit_pct": 0.0,
-                                "step_device_compute_pct": 70.0}, None),
+    # ---- mixed_precision_unused (NVIDIA) / mixed_precision_unused_amd: the matrix work's known dtypes
+    ("mixed_precision_unused", {**NV, "matrix_fp32_pct": 100.0, "step_device_compute_pct": 70.0,
+                                "compute_capability": "8.0"}, "warning"),
+    ("mixed_precision_unused", {**NV, "matrix_fp32_pct": 90.0, "step_device_compute_pct": 20.0}, "warning"),
+    ("mixed_precision_unused", {**NV, "matrix_fp32_pct": 89.0, "step_device_compute_pct": 70.0}, None),
+    ("mixed_precision_unused", {**NV, "tensor_core_capable": False, "step_device_compute_pct": 70.0},
+     None),  # e.g. a P100
+    ("mixed_precision_unused", {**NV, "step_device_compute_pct": 5.0}, None),  # compute is not what matters
+    ("mixed_precision_unused", {**NV, "device_compute_ms": 12.0}, "warning"),  # no step breakdown
+    ("mixed_precision_unused", {**NV, "matrix_unknown_pct": 60.0, "step_device_compute_pct": 70.0},
+     None),  # kernel names that tell no type are not fp32
+    ("mixed_precision_unused", {**NV, "device_vendor": "amd", "step_device_compute_pct": 70.0}, None),
+    ("mixed_precision_unused", {**NV, "matrix_fp32_pct": None, "step_device_compute_pct": 70.0},
+     None),  # no matrix work
+    ("mixed_precision_unused_amd", {**AMD, "step_device_compute_pct": 70.0}, "warning"),
+    ("mixed_precision_unused_amd", {**AMD, "device_compute_ms": 3.0, "steps_count": 0}, "warning"),
+    ("mixed_precision_unused_amd", {**AMD, "matrix_fp32_pct": 0.0, "device_compute_ms": 3.0}, None),  # bf16
+    ("mixed_precision_unused_amd", {**AMD, "device_vendor": "nvidia", "step_device_compute_pct": 70.0}, None),
     # ---- memory_oom_risk / memory_headroom
     ("memory_oom_risk", {**GPU, "memory_peak_pct": 95.0, "memory_capacity_bytes": 16 * 2**30,
                          "memory_peak_bytes": 15.2 * 2**30}, "warning"),

@@ -26,6 +26,8 @@ RULE_IDS = {
     "slow_startup", "host_memory_pressure", "idle_gpus", "gpu_low_utilisation", "cpu_cores_idle",
     # capture quality (rules/05_capture.toml)
     "capture_not_steady_state", "capture_no_steps", "devices_idle",
+    # AMD Matrix Cores (rules/30_device.toml)
+    "mixed_precision_unused_amd",
 }
 
 GOOD_RULE = '''

@@ -19,12 +19,14 @@ casting its variables to the compute dtype: ``<layer>/Cast/Cast:Cast``).
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.hlo_dtypes import hlo_classes
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
     compute_kernel_rows,
@@ -78,9 +80,49 @@ def _strip_args(name: str) -> str:
     return name
 
 
+# hipBLASLt/Tensile (also behind rocBLAS): ``Cijk_Ailk_Bljk_<types>_...``; the first letters of
+# <types> are the input type (B bf16, H fp16, S fp32, D fp64, I8/4xi8 int8, F8/B8 fp8), the next
+# the output and compute types (BBS: bf16 in and out, fp32 accumulate).
+_TENSILE = re.compile(r"^Cijk_A[a-z]+_B[a-z]+_([A-Za-z0-9]+)")
+_TENSILE_IN = (("4xi8", "int8"), ("I8", "int8"), ("F8", "fp8"), ("B8", "fp8"), ("BF", "bf16"), ("B", "bf16"),
+               ("H", "fp16"), ("S", "fp32"), ("C", "fp32"), ("D", "fp64"), ("Z", "fp64"))
+# Matrix work: GEMM, convolution and attention kernels of cuBLAS/cuDNN/CUTLASS, hipBLASLt/
+# Tensile/rocBLAS/MIOpen/Composable Kernel, Triton and XLA (``gemm_fusion_dot``). Not
+# ``convert`` fusions, not batch-norm kernels.
+_MATRIX = re.compile(
+    r"gemm|gemv|matmul|^cijk_|cutlass|xmma|wgmma|hmma|imma|(?<![a-z0-9])[a-z_]*(?:884|1688|16816|8816|16832)"
+    r"|conv(?!ert)|winograd|fprop|dgrad|wgrad|contraction"
+    r"|fmha|flash_?attn|flash_fwd|flash_bwd|attention|mha_|_attn_"
+    r"|(?:^|[_.:])dot(?:[_.]|$)|dot_general|triton_gemm|ck::.*gemm|ck_tile::.*(?:gemm|fmha)")
+_NOT_MATRIX = re.compile(r"bn_fw|bn_bw|batch_?norm|im2col|im3d2col|col2im|redzone")
+# Helpers a library runs inside a matrix op (buffer fills, RNG state): never matrix work,
+# whatever HLO instruction they belong to.
+_AUX = re.compile(r"fillbuffer|copybuffer|memset|rng_state|philox|random")
+
+
+def is_aux_kernel(name: str) -> bool:
+    """True for a buffer-fill/copy or RNG helper kernel."""
+    return _AUX.search(name.lower()) is not None
+
+
+def is_matrix_kernel(name: str) -> bool:
+    """True for a GEMM / convolution / attention kernel, by its name."""
+    n = _strip_args(name).lower()
+    return _MATRIX.search(n) is not None and _NOT_MATRIX.search(n) is None and _AUX.search(n) is None
+
+
 def kernel_class(name: str) -> str:
     """Precision class of a GPU kernel from its name (one of :data:`CLASSES`)."""
+    m = _TENSILE.match(name.strip())
+    if m:
+        code = m.group(1)
+        for prefix, cls in _TENSILE_IN:
+            if code.startswith(prefix):
+                return "tf32" if cls == "fp32" and "_XF32" in name.upper() else cls
+        return "unknown"
     n = _strip_args(name).lower()
+    if "bhalf" in n:  # Composable Kernel's bf16 type: ck::bhalf_t
+        return "bf16"
     if _INT8.search(n):
         return "int8"
     if _BF16.search(n):
@@ -147,20 +189,114 @@ def op_dtypes(trace: Trace, ctx: Context | None = None) -> tuple[dict[str, int],
 # GPU
 # ----------------------------------------------------------------------------------------
 
+def _finite_int(v) -> int | None:
+    """An int from a stat value of any type, or None (NaN, inf, text, out of range)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(f) or abs(f) > 1e6:
+        return None
+    return int(f)
+
+
+def device_vendor(trace: Trace) -> str:
+    """'nvidia', 'amd' or 'unknown' from the GPU planes' ``device_vendor`` stat (NVIDIA writers
+    often leave it out: a GPU plane with a compute capability and no vendor is NVIDIA's)."""
+    vendors = set()
+    for p in gpu_planes(trace):
+        v = str(p.stats.get("device_vendor", "")).strip().lower()
+        if "amd" in v or "advanced micro" in v:
+            vendors.add("amd")
+        elif "nvidia" in v:
+            vendors.add("nvidia")
+        elif not v and _finite_int(p.stats.get("compute_cap_major")) is not None:
+            vendors.add("nvidia")
+    return vendors.pop() if len(vendors) == 1 else "unknown"
+
+
+_JAX_MODULE = re.compile(r"^jit_|^pmap_|^xmap_")
+_TF_THREAD = re.compile(r"^tf_Compute|^tf_data|^tf_Eigen|^tf_numa|^tf_GPU|^tf_inter_op")
+
+
+def framework(trace: Trace) -> str:
+    """'jax', 'tensorflow' or 'unknown': JAX programs are named ``jit_<fn>`` (``/host:metadata``,
+    ``hlo_module``); TF has its executor threads (``tf_Compute``, ``tf_data_*``) and ``scope/op:Type``
+    events."""
+    for p in trace.planes:
+        if p.name == "/host:metadata" and any(_JAX_MODULE.match(str(n)) for n in p.event_names):
+            return "jax"
+    for p in gpu_planes(trace):
+        if p.has_stat("hlo_module"):
+            _, strings = p.stat("hlo_module").codes()
+            if any(_JAX_MODULE.match(s) for s in strings):
+                return "jax"
+    for p in trace.host_planes:
+        if any(_TF_THREAD.match(str(n)) for n in p.line_names):
+            return "tensorflow"
+        if tf_op_meta_mask(p).any():
+            return "tensorflow"
+    return "unknown"
+
+
+def _add_framework(res: AnalysisResult, trace: Trace) -> None:
+    fw = framework(trace)
+    if fw == "unknown":
+        res.missing(["framework"], "the trace shows neither JAX (jit_ programs) nor TensorFlow (TF threads/ops)")
+    else:
+        res.add("framework", fw, "", "framework that produced the trace: jax (jit_ programs) or tensorflow")
+
+
+def _hlo_event_classes(p, rows: np.ndarray, hlo: dict[tuple[str, str], str]) -> np.ndarray:
+    """Per row: a class index from the HLO, -2 for an instruction that is not matrix work, -1 when
+    the HLO does not name the kernel's instruction."""
+    cls_idx = {c: k for k, c in enumerate(CLASSES)}
+    cols = p.stat_columns(("hlo_op", "program_id", "hlo_module"), rows)
+
+    def coded(name: str) -> tuple[np.ndarray, list[str]]:
+        col = cols[name]
+        codes, strings = col.codes()
+        pos = col.positions(rows)
+        return np.where(pos >= 0, codes[np.maximum(pos, 0)] if codes.size else -1, -1), strings
+
+    op, ops = coded("hlo_op")
+    pid, pids = coded("program_id")
+    mod, mods = coded("hlo_module")
+    key = np.stack([op, pid, mod], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    val = np.full(len(uniq), -1, np.int64)
+    for k, (o, i, m) in enumerate(uniq.tolist()):
+        if o < 0:
+            continue
+        c = None
+        if i >= 0:
+            n = _finite_int(pids[i])
+            c = hlo.get((f"#{n}", ops[o])) if n is not None else None
+        if c is None and m >= 0:
+            c = hlo.get((mods[m], ops[o]))
+        if c is not None:
+            val[k] = -2 if c == "none" else cls_idx[c]
+    return val[inv.reshape(-1)]
+
+
 def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ctx: Context | None) -> None:
     planes = gpu_planes(trace)
     cls_idx = {c: k for k, c in enumerate(CLASSES)}
     unknown_idx = cls_idx["unknown"]
     nc = len(CLASSES)
     class_ps = np.zeros(nc)
+    matrix_ps = np.zeros(nc)
     xprof16_ps = 0.0
     total_ps = 0.0
     kparts = []
     caps = []
+    hlo = hlo_classes(trace)
+    sources = set()
     for p in planes:
-        major, minor = p.stats.get("compute_cap_major"), p.stats.get("compute_cap_minor")
-        if major is not None:
-            caps.append((int(major), int(minor or 0)))
+        major = _finite_int(p.stats.get("compute_cap_major"))
+        if major is not None and major >= 0:
+            minor = _finite_int(p.stats.get("compute_cap_minor") or 0) or 0
+            caps.append((major, max(minor, 0)))
         names = p.event_names
         nm = len(names)
         # Time and count per kernel name (shared per-plane totals); the class is decided
@@ -169,18 +305,50 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
         memcpy, coll = device_meta_classes(p, ctx)
         comp = ~(memcpy | coll)
         cnt = np.where(comp, cnt, 0)
-        tot = np.where(comp, tot, 0.0)
+        tot = np.where(comp, np.maximum(tot, 0.0), 0.0)
         used = np.flatnonzero(cnt)
         if used.size == 0:
             continue
         cls_meta = np.full(nm, unknown_idx, np.int64)
         x16_meta = np.zeros(nm, bool)
+        mat_meta = np.zeros(nm, bool)
+        aux_meta = np.zeros(nm, bool)
         for i in used:
+            aux_meta[i] = is_aux_kernel(names[i])
             cls_meta[i] = cls_idx[kernel_class(names[i])]
             x16_meta[i] = xprof_is_16bit(names[i])
+            mat_meta[i] = is_matrix_kernel(names[i])
+        if mat_meta.any():
+            sources.add("kernel_names")
         # time per (name, class): by name, then moved for the events a fallback reclassifies.
         name_cls = np.zeros((nm, nc))
         name_cls[used, cls_meta[used]] = tot[used]
+        mat_cls = name_cls * mat_meta[:, None]
+
+        # The HLO (XLA/JAX): the dtype of each kernel's instruction, and whether it is matrix work.
+        if hlo and p.has_stat("hlo_op"):
+            rows = compute_kernel_rows(p, ctx)
+            hc = _hlo_event_classes(p, rows, hlo)
+            named = np.unique(p.ev_meta[rows[hc != -1]])
+            named = named[named >= 0]
+            if named.size:
+                sources.add("hlo")
+                sel = hc != -1
+                r, h = rows[sel], hc[sel]
+                m = p.ev_meta[r]
+                ok = m >= 0
+                r, h, m = r[ok], h[ok], m[ok]
+                dur = np.maximum(p.ev_dur_ps[r], 0).astype(np.float64)
+                ev_mat = ((h >= 0) & ~aux_meta[m]) | mat_meta[m]
+                ev_cls = np.where(h >= 0, h, cls_meta[m])
+                flat = m * nc + ev_cls
+                all_moved = np.bincount(flat, weights=dur, minlength=nm * nc).reshape(nm, nc)
+                mat_moved = np.bincount(flat, weights=dur * ev_mat, minlength=nm * nc).reshape(nm, nc)
+                # events of these kernels that the HLO does not name keep their name class
+                rest = np.zeros((nm, nc))
+                rest[named, cls_meta[named]] = np.maximum(tot[named] - all_moved[named].sum(axis=1), 0.0)
+                name_cls[named] = all_moved[named] + rest[named]
+                mat_cls[named] = mat_moved[named] + rest[named] * mat_meta[named, None]
 
         # Kernels whose name tells no type: use the dtype their TF op allocates.
         unknown_meta = cls_meta == unknown_idx
@@ -191,6 +359,7 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
             col = p.stat("tf_op", urows)
             codes, strings = col.codes()
             if strings:
+                sources.add("tf_op_dtypes")
                 # Kernels name their op ``scope/name:Type``; memory events ``scope/name``.
                 dts = [dtypes.get(x, dtypes.get(op_name(x))) for x in strings]
                 code_cls = np.array([cls_idx[DTYPE_CLASS[d]] if d is not None else unknown_idx for d in dts]
@@ -198,9 +367,10 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
                 pos = col.positions(urows)
                 c = code_cls[np.where(pos >= 0, codes[np.maximum(pos, 0)], len(strings))]
                 um = p.ev_meta[urows]
-                moved = np.bincount(um * nc + c, weights=p.ev_dur_ps[urows].astype(np.float64),
+                moved = np.bincount(um * nc + c, weights=np.maximum(p.ev_dur_ps[urows], 0).astype(np.float64),
                                     minlength=nm * nc).reshape(nm, nc)
                 name_cls[unk_used] = moved[unk_used]
+                mat_cls[unk_used] = moved[unk_used] * mat_meta[unk_used, None]
 
         # xprof: a tensor_shapes stat, when present, decides instead of the name.
         x16_ps = float(tot[x16_meta].sum())
@@ -215,61 +385,107 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
                 has = pos >= 0
                 ev_x16 = np.where(has, half[np.where(has, codes[np.maximum(pos, 0)], len(strings))],
                                   x16_meta[m])
-                x16_ps = float(p.ev_dur_ps[rows][ev_x16].sum())
+                x16_ps = float(np.maximum(p.ev_dur_ps[rows][ev_x16], 0).sum())
 
         class_ps += name_cls.sum(axis=0)
+        matrix_ps += mat_cls.sum(axis=0)
         xprof16_ps += x16_ps
         total_ps += float(tot.sum())
         kparts.append(pd.DataFrame({
             "kernel": names[used].astype(str),
             "precision": [CLASSES[int(k)] for k in name_cls[used].argmax(axis=1)],
+            "matrix": mat_cls[used].sum(axis=1) > 0,
             "tensor_core": [_tensor_core(names[i]) for i in used],
             "xprof_16bit": x16_meta[used],
             "count": cnt[used],
             "total_ps": tot[used],
         }))
 
+    vendor = device_vendor(trace)
+    res.add("device_vendor", vendor, "", "GPU vendor: nvidia, amd or unknown (GPU plane stat device_vendor)")
+    _add_framework(res, trace)
     if caps:
         major, minor = max(caps)
         res.add("compute_capability", f"{major}.{minor}", "", "GPU compute capability (highest on the host)")
-        res.add("tensor_core_capable", major >= 7, "", "compute capability >= 7.0 (Volta or newer)")
+        res.add("tensor_core_capable", vendor == "nvidia" and major >= 7, "",
+                "NVIDIA GPU with compute capability >= 7.0 (Volta or newer)")
     elif planes:
         res.missing(["compute_capability", "tensor_core_capable"],
                     "GPU plane has no compute_cap_major/minor stats")
 
-    if total_ps <= 0:
+    _matrix_metrics(res, matrix_ps, sources)
+    total_ps = float(class_ps.sum())  # the shares below are of this total: 0..100 by construction
+    known_ps = total_ps - float(class_ps[unknown_idx])
+    if total_ps <= 0 or known_ps <= 0:
         res.missing(["device_compute_ms", "fp16_pct", "bf16_pct", "tf32_pct", "fp32_pct", "int8_pct",
                      "low_precision_pct", "xprof_16bit_pct", "precision_unknown_pct"],
-                    "GPU plane has no compute kernels")
+                    "GPU plane has no compute kernels" if total_ps <= 0 else
+                    "no GPU compute kernel has a dtype the trace tells")
+        if total_ps > 0:
+            res.add("device_compute_ms", total_ps / PS_PER_MS, "ms", "sum of compute kernel time on all GPUs")
+            res.add("precision_unknown_pct", 100.0, "%", "share of device compute whose dtype the trace tells not")
         return
-    pct = {c: 100.0 * float(class_ps[k]) / total_ps for k, c in enumerate(CLASSES)}
+    pct = {c: 100.0 * float(class_ps[k]) / known_ps for k, c in enumerate(CLASSES) if c != "unknown"}
     res.add("device_compute_ms", total_ps / PS_PER_MS, "ms", "sum of compute kernel time on all GPUs")
-    res.add("fp16_pct", pct["fp16"], "%", "fp16 share of device compute")
-    res.add("bf16_pct", pct["bf16"], "%", "bf16 share of device compute")
-    res.add("tf32_pct", pct["tf32"], "%", "tf32 (tensor-core fp32) share of device compute")
-    res.add("int8_pct", pct["int8"], "%", "int8 share of device compute")
-    res.add("fp32_pct", 100.0 - pct["fp16"] - pct["bf16"] - pct["tf32"] - pct["int8"] - pct["fp8"], "%",
-            "32-bit share of device compute: fp32, fp64 and kernels whose name tells no type")
-    res.add("precision_unknown_pct", pct["unknown"], "%",
-            "share of device compute whose kernel names (and TF op dtypes) tell no type")
-    res.add("low_precision_pct", sum(pct[c] for c in LOW_PRECISION), "%",
-            "fp16 + bf16 + int8 (+ fp8) share of device compute")
-    res.add("xprof_16bit_pct", 100.0 * xprof16_ps / total_ps, "%",
+    res.add("fp16_pct", pct["fp16"], "%", "fp16 share of device compute with a known dtype")
+    res.add("bf16_pct", pct["bf16"], "%", "bf16 share of device compute with a known dtype")
+    res.add("tf32_pct", pct["tf32"], "%", "tf32 (tensor-core fp32) share of device compute with a known dtype")
+    res.add("int8_pct", pct["int8"], "%", "int8 share of device compute with a known dtype")
+    res.add("fp32_pct", pct["fp32"] + pct["fp64"], "%", "fp32 and fp64 share of device compute with a known dtype")
+    res.add("precision_unknown_pct", 100.0 * float(class_ps[unknown_idx]) / total_ps, "%",
+            "share of device compute whose dtype the trace tells not (not counted in the shares above)")
+    res.add("low_precision_pct", min(100.0, sum(pct[c] for c in LOW_PRECISION)), "%",
+            "fp16 + bf16 + int8 (+ fp8) share of device compute with a known dtype")
+    res.add("xprof_16bit_pct", min(100.0, 100.0 * xprof16_ps / total_ps), "%",
             "16-bit share as xprof counts it ('half'/'fp16' in the kernel name)")
 
     if kparts:
-        k = pd.concat(kparts, ignore_index=True).groupby(
-            ["kernel", "precision", "tensor_core", "xprof_16bit"], as_index=False)[["count", "total_ps"]].sum()
+        keys = ["kernel", "precision", "matrix", "tensor_core", "xprof_16bit"]
+        k = pd.concat(kparts, ignore_index=True).groupby(keys, as_index=False)[["count", "total_ps"]].sum()
         k["total_ms"] = k["total_ps"] / PS_PER_MS
-        k["pct"] = 100.0 * k["total_ps"] / total_ps
-        k = k.sort_values("total_ps", ascending=False)
+        k["pct"] = np.minimum(100.0, 100.0 * k["total_ps"] / total_ps)
+        k = k.sort_values(["total_ps", "kernel"], ascending=[False, True])
         mix = pd.DataFrame({"precision": list(CLASSES), "total_ms": class_ps / PS_PER_MS,
-                            "pct": 100.0 * class_ps / total_ps})
+                            "pct": 100.0 * class_ps / total_ps, "matrix_ms": matrix_ps / PS_PER_MS})
         kn = k.groupby("precision").agg(kernels=("kernel", "size"), count=("count", "sum"))
         mix = mix.join(kn, on="precision")
         mix = mix[mix["total_ms"] > 0].sort_values("total_ms", ascending=False).reset_index(drop=True)
-        res.tables["precision_mix"] = mix[["precision", "kernels", "count", "total_ms", "pct"]]
+        res.tables["precision_mix"] = mix[["precision", "kernels", "count", "total_ms", "pct", "matrix_ms"]]
         res.tables["kernels"] = k.head(TOP_KERNELS).drop(columns="total_ps").reset_index(drop=True)
+
+
+MATRIX_METRICS = ("matrix_time_ms", "matrix_fp16_pct", "matrix_bf16_pct", "matrix_tf32_pct", "matrix_fp32_pct",
+                  "matrix_int8_pct", "matrix_low_precision_pct", "matrix_unknown_pct", "matrix_dtype",
+                  "precision_source")
+
+
+def _matrix_metrics(res: AnalysisResult, matrix_ps: np.ndarray, sources: set[str]) -> None:
+    """Precision of the matrix work (GEMM, convolution, attention): what the verdict rests on."""
+    names = list(MATRIX_METRICS)
+    total = float(np.maximum(matrix_ps, 0).sum())
+    if total <= 0:
+        res.missing(names, "no matrix work (GEMM, convolution, attention kernels) on the GPUs")
+        return
+    k = {c: float(max(matrix_ps[i], 0.0)) for i, c in enumerate(CLASSES)}
+    known = total - k["unknown"]
+    res.add("matrix_time_ms", total / PS_PER_MS, "ms", "GEMM/convolution/attention kernel time on all GPUs")
+    res.add("matrix_unknown_pct", 100.0 * k["unknown"] / total, "%",
+            "share of matrix time whose dtype neither the HLO nor the kernel name tells")
+    res.add("precision_source", "+".join(sorted(sources)) or "none", "",
+            "where dtypes came from: hlo (/host:metadata), kernel_names, tf_op_dtypes (memory events)")
+    if known <= 0:
+        res.missing(names[1:7] + ["matrix_dtype"], "no matrix kernel has a dtype the trace tells")
+        return
+    pct = {c: 100.0 * v / known for c, v in k.items() if c != "unknown"}
+    res.add("matrix_fp16_pct", pct["fp16"], "%", "fp16 share of matrix time with a known dtype")
+    res.add("matrix_bf16_pct", pct["bf16"], "%", "bf16 share of matrix time with a known dtype")
+    res.add("matrix_tf32_pct", pct["tf32"], "%", "tf32 share of matrix time with a known dtype")
+    res.add("matrix_fp32_pct", pct["fp32"] + pct["fp64"], "%", "fp32/fp64 share of matrix time with a known dtype")
+    res.add("matrix_int8_pct", pct["int8"], "%", "int8 share of matrix time with a known dtype")
+    res.add("matrix_low_precision_pct", min(100.0, sum(pct[c] for c in LOW_PRECISION)), "%",
+            "fp16 + bf16 + int8 + fp8 share of matrix time with a known dtype")
+    res.add("matrix_dtype", max((c for c in pct), key=lambda c: (pct[c], c)), "",
+            "the dtype with the largest share of matrix time")
 
 
 _TC = re.compile(r"16816|884|1688|hmma|imma|xmma|i8816|i16832|tensorop|wgmma|gmma")
@@ -383,6 +599,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                if not trace.device_planes else "no GPU plane (TPU precision is not read from kernel names)")
         res.missing(["device_compute_ms", "fp16_pct", "bf16_pct", "tf32_pct", "fp32_pct", "int8_pct",
                      "low_precision_pct", "xprof_16bit_pct", "precision_unknown_pct", "tensor_core_capable",
-                     "compute_capability"], why)
+                     "compute_capability", "device_vendor", *MATRIX_METRICS], why)
+        _add_framework(res, trace)
         _cpu_precision(trace, res, dtypes, ctx)
     return res
