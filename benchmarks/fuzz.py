@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per input before it counts as a hang")
     ap.add_argument("--mem-gb", type=float, default=3.0, help="address-space limit per worker (RLIMIT_AS)")
+    ap.add_argument("--slow", type=float, default=10.0, help="an input that takes longer than this is a failure")
     ap.add_argument("--rss-mb", type=float, default=1500.0, help="peak RSS above this per input is a failure")
     ap.add_argument("--repeat-every", type=int, default=10, help="analyse every k-th input twice (0: never)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/fuzz_out"), help="where failing inputs are saved")
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\r{done[0]} done, {rate:.1f}/s", end="", file=sys.stderr, flush=True)
 
     report = fuzzrun.run_fuzz(args.seed, indices, jobs=args.jobs, timeout=args.timeout,
-                              mem_limit=int(args.mem_gb * (1 << 30)), rss_limit_mb=args.rss_mb,
+                              mem_limit=int(args.mem_gb * (1 << 30)), rss_limit_mb=args.rss_mb, slow_s=args.slow,
                               repeat_every=args.repeat_every, out_dir=args.out, progress=progress)
     print(file=sys.stderr)
     text = report.summary()

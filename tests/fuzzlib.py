@@ -87,6 +87,11 @@ STR_VALUES = [
 ]
 
 
+def _i64(v: int) -> int:
+    """``v`` wrapped into int64 (two's complement), as a writer's overflowing arithmetic would."""
+    return (v + 2**63) % 2**64 - 2**63
+
+
 def _gz(data: bytes) -> bytes:
     return gzip.compress(data, mtime=0)
 
@@ -275,7 +280,7 @@ def m_device_line(rng: random.Random, space: pb.XSpace) -> str:
         plane.name = rng.choice(["/device:GPU:0", "/device:TPU:0", "/device:GPU:3"])
     new = plane.lines.add()
     new.CopyFrom(src)
-    new.id = src.id + rng.choice([0, 1, 1000])
+    new.id = _i64(src.id + rng.choice([0, 1, 1000]))
     new.name = rng.choice(LINE_NAMES[:22])
     if rng.random() < 0.5:
         del new.events[rng.randint(0, len(new.events)):]
@@ -399,7 +404,7 @@ def m_plane_stat(rng: random.Random, space: pb.XSpace) -> str:
     name = rng.choice(["compute_cap_major", "compute_cap_minor", "core_count", "clock_rate", "memory_bandwidth",
                        "memory_size", "profile_start_time", "profile_stop_time", "device_vendor", "hlo_proto"])
     ids = [k for k, m in plane.stat_metadata.items() if m.name == name]
-    sid = ids[0] if ids else max(list(plane.stat_metadata.keys()) + [0]) + 1
+    sid = ids[0] if ids else _i64(max(list(plane.stat_metadata.keys()) + [0]) + 1)
     plane.stat_metadata[sid].id = sid
     plane.stat_metadata[sid].name = name
     s = plane.stats.add()
@@ -467,7 +472,7 @@ def m_dup_line(rng: random.Random, space: pb.XSpace) -> str:
     new.CopyFrom(line)
     shift = rng.choice([0, 1, 1000])
     for e in new.events:
-        e.offset_ps += shift
+        e.offset_ps = _i64(e.offset_ps + shift)
     return f"duplicate line {plane.name!r}/{line.name[:40]!r} shifted {shift} ps"
 
 
@@ -490,9 +495,9 @@ def m_overlap_steps(rng: random.Random, space: pb.XSpace) -> str:
     for ln, e in chosen:
         c = ln.events.add()
         c.CopyFrom(e)
-        c.offset_ps = e.offset_ps + int(e.duration_ps * frac)
+        c.offset_ps = _i64(e.offset_ps + int(e.duration_ps * frac))
         if rng.random() < 0.3:
-            c.duration_ps = e.duration_ps * rng.choice([3, 100, -1])
+            c.duration_ps = _i64(e.duration_ps * rng.choice([3, 100, -1]))
     return f"{len(chosen)} step events copied, shifted by {frac} x their duration"
 
 

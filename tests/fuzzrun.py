@@ -36,8 +36,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WARMUP = ROOT / "sample_traces" / "keras_fit_callback"
-#: Percentages that may legitimately exceed 100 (documented so): the process's CPU as % of one core.
-PCT_OVER_100_OK = {"system_proc_cpu_pct"}
+#: "Percentages" that are ratios, not shares, and may legitimately exceed 100 (still >= 0):
+#: ``load_imbalance_pct`` = (max - min) / median of the hosts' compute time per step.
+PCT_OVER_100_OK = {"load_imbalance_pct"}
 PCT_TOLERANCE = 1e-6
 NONNEG_SUFFIXES = ("_ms", "_us", "_s", "_bytes", "_count", "_mbps", "_mb")
 NONNEG_UNITS = {"ms", "us", "s", "bytes", "count", "MB", "MB/s", "Hz", "W"}
@@ -131,7 +132,7 @@ def worker_main(result_fd: int, mem_limit: int) -> None:
     cli = _Cli()
     saved = os.dup(1), os.dup(2)
 
-    def run(args: list[str], out: str, err: str, timeout: float) -> tuple[int, float]:
+    def run(args: list[str], out: str, err: str, dump_after: float) -> tuple[int, float]:
         fo = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         fe = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         sys.stdout.flush()
@@ -140,7 +141,7 @@ def worker_main(result_fd: int, mem_limit: int) -> None:
         os.dup2(fe, 2)
         os.close(fo)
         os.close(fe)
-        faulthandler.dump_traceback_later(max(1.0, timeout * 0.85), exit=False)
+        faulthandler.dump_traceback_later(max(0.5, dump_after), exit=False)
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():  # on exit the "shown once" registries reset: each input starts fresh
@@ -164,7 +165,7 @@ def worker_main(result_fd: int, mem_limit: int) -> None:
         task = json.loads(line)
         args = ["analyze", task["logdir"], "--format", "json"]
         _peak_reset()
-        rc, wall = run(args, task["out"], task["err"], task["timeout"])
+        rc, wall = run(args, task["out"], task["err"], task["dump_after"])
         res = {"rc": rc, "wall_s": round(wall, 3), "rss_mb": _peak_mb()}
         os.write(result_fd, (json.dumps(res) + "\n").encode())
         if rc not in (0, 2):
@@ -240,13 +241,16 @@ class Worker:
             self.rfd = -1
         return rc
 
-    def run(self, logdir: Path, timeout: float) -> tuple[dict | None, str, bytes, bytes]:
-        """(result or None, "ok"|"hang"|"died:<rc>", stdout, stderr) for one logdir."""
+    def run(self, logdir: Path, timeout: float,
+            dump_after: float | None = None) -> tuple[dict | None, str, bytes, bytes]:
+        """(result or None, "ok"|"hang"|"died:<rc>", stdout, stderr) for one logdir; the worker writes a
+        stack dump into stderr when the input runs longer than ``dump_after`` (default 0.85 x timeout)."""
         if self.proc is None:
             self.start()
             self.restarts += 1
         out, err = self.scratch / "out", self.scratch / "err"
-        task = {"logdir": str(logdir), "out": str(out), "err": str(err), "timeout": timeout}
+        dump = min(dump_after or timeout, timeout) * (0.85 if dump_after is None else 1.0)
+        task = {"logdir": str(logdir), "out": str(out), "err": str(err), "dump_after": dump}
         try:
             self.proc.stdin.write((json.dumps(task) + "\n").encode())
             self.proc.stdin.flush()
@@ -289,6 +293,8 @@ class Outcome:
     traceback: str = ""
     describe: str = ""
     saved: str = ""  # where the failing input was saved
+    family: str = ""
+    text: bytes = field(default=b"", repr=False)  # stdout (exit 0) or stderr: what must be identical on a second run
 
 
 _FRAME_TB = re.compile(r'File "([^"]*tfadvisor/[^"]+)", line (\d+), in (\S+)')
@@ -337,7 +343,7 @@ def json_problems(doc: object) -> list[str]:
 
     def rule_for(key: str) -> str | None:
         if key in PCT_OVER_100_OK:
-            return "free"
+            return "nonneg"
         if key.endswith("_pct") or units.get(key) == "%":
             return "pct"
         if key.endswith(NONNEG_SUFFIXES) or units.get(key) in NONNEG_UNITS:
@@ -372,15 +378,32 @@ def _nonfinite(token: str) -> float:
     return float(token)  # keeps NaN/Infinity so the walk reports them
 
 
+def _split_timeout_dump(text: str) -> tuple[str, str]:
+    """(stderr without faulthandler's "Timeout (...)!" stack dump, the dump) - the dump marks a slow input."""
+    lines = text.splitlines(keepends=True)
+    keep, dump, inside = [], [], False
+    for ln in lines:
+        if ln.startswith("Timeout (") and ln.rstrip().endswith(")!"):
+            inside = True
+            dump.append(ln)
+            continue
+        if inside and (ln.startswith(("Thread 0x", "Current thread", "  File ", "  <")) or not ln.strip()):
+            dump.append(ln)
+            continue
+        inside = False
+        keep.append(ln)
+    return "".join(keep), "".join(dump)
+
+
 def classify(index: int, logdir: Path, res: dict | None, state: str, out: bytes, err: bytes,
-             changed: list[str], rss_limit_mb: float) -> Outcome:
+             changed: list[str], rss_limit_mb: float, slow_s: float = math.inf) -> Outcome:
     """Turn one run into an :class:`Outcome`."""
-    errtext = err.decode(errors="replace")
+    errtext, dump = _split_timeout_dump(err.decode(errors="replace"))
     lines = [ln for ln in errtext.splitlines() if ln.strip()]
-    o = Outcome(index=index, kind="failure", stderr=errtext[-4000:])
+    o = Outcome(index=index, kind="failure", stderr=(errtext + dump)[-4000:])
     if res is None:
         if state == "hang":
-            o.klass = f"hang@{frame_of(errtext)}"
+            o.klass = f"hang@{frame_of(dump)}"
         else:
             rc = int(state.split(":", 1)[1]) if state.split(":", 1)[1].lstrip("-").isdigit() else None
             sig = signal.Signals(-rc).name if rc is not None and rc < 0 else f"exit {rc}"
@@ -416,6 +439,8 @@ def classify(index: int, logdir: Path, res: dict | None, state: str, out: bytes,
         probs.append(f"logdir-write:{changed[0]}")
     if o.rss_mb is not None and o.rss_mb > rss_limit_mb:
         probs.append(f"rss>{rss_limit_mb:.0f}MB")
+    if dump or (o.wall_s is not None and o.wall_s > slow_s):
+        probs.insert(0, f"slow>{slow_s:.0f}s@{frame_of(dump)}" if dump else f"slow>{slow_s:.0f}s")
     if not probs:
         o.kind = "ok" if o.rc == 0 else "trace_error"
         return o
@@ -469,6 +494,11 @@ class Report:
                  f"  determinism: {self.repeats_identical}/{self.repeats} repeated inputs gave identical output",
                  f"  per input: median {walls[len(walls) // 2] if walls else 0:.2f} s, max {max(walls, default=0):.2f}"
                  f" s; peak RSS max {max(rss, default=0):.0f} MB; worker restarts {self.worker_restarts}"]
+        fams = sorted({o.family for o in self.outcomes if o.family})
+        lines.append("  by family: " + ", ".join(
+            f"{f} {sum(o.family == f for o in self.outcomes)} "
+            f"(fail {sum(o.family == f and o.kind == 'failure' for o in self.outcomes)}, "
+            f"{sum(o.wall_s or 0 for o in self.outcomes if o.family == f):.0f} s)" for f in fams))
         classes = Counter(o.klass for o in self.failures)
         for klass, n in classes.most_common():
             lines.append(f"  FAIL x{n}: {klass}")
@@ -505,94 +535,127 @@ def save_failure(out_dir: Path, o: Outcome, logdir: Path) -> str:
 
 
 def run_fuzz(seed: int, indices: Iterable[int], *, jobs: int = 2, timeout: float = 20.0,
-             mem_limit: int = 3 << 30, rss_limit_mb: float = 1500.0, repeat_every: int = 10,
+             mem_limit: int = 3 << 30, rss_limit_mb: float = 1500.0, slow_s: float = 10.0, repeat_every: int = 10,
              out_dir: Path | None = None, scratch: Path | None = None,
              progress: Callable[[Outcome], None] | None = None, seeds=None) -> Report:
     """Generate and run the inputs ``indices`` of fuzz run ``seed`` on ``jobs`` workers.
 
-    Every ``repeat_every``-th input that passed is then generated and analysed again (same path) by
-    fresh worker processes with other hash seeds, and must give byte-identical output."""
+    Every ``repeat_every``-th input that passed is analysed again, right away, by one more worker
+    process (started with the others, another hash seed) and must give byte-identical output. (Right
+    away and not in a second pass: in a tree being edited, a later pass would compare two versions.)"""
     import fuzzlib
 
     seeds = seeds if seeds is not None else fuzzlib.load_seeds()
     own_scratch = scratch is None
     scratch = Path(scratch or tempfile.mkdtemp(prefix="tfadvisor_fuzz_"))
     order = list(indices)
+    repeat_set = {i for n, i in enumerate(order) if repeat_every and n % repeat_every == 0}
     first: dict[int, Outcome] = {}
     again: dict[int, Outcome] = {}
-    outputs: dict[int, bytes] = {}
-    restarts = 0
-    lock = threading.Lock()
+    lock, repeat_lock = threading.Lock(), threading.Lock()
+    workers = [Worker(scratch / f"w{k}", mem_limit, hash_seed=1 + k) for k in range(max(1, jobs))]
+    repeater = Worker(scratch / "repeat", mem_limit, hash_seed=1000) if repeat_set else None
     t0 = time.monotonic()
 
-    def one(worker: Worker, index: int, repeat: bool) -> None:
-        inp = fuzzlib.make_input(seeds, seed, index)
+    def check(worker: Worker, index: int, logdir: Path, describe: str, family: str) -> Outcome:
+        before = fuzzlib.snapshot(logdir)
+        res, state, out, err = worker.run(logdir, timeout, dump_after=min(slow_s, 0.85 * timeout))
+        changed = sorted(set(before.items()) ^ set(fuzzlib.snapshot(logdir).items()))
+        o = classify(index, logdir, res, state, out, err, [str(c[0]) for c in changed], rss_limit_mb, slow_s)
+        o.describe, o.family = describe, family
+        o.text = out if o.rc == 0 else err
+        return o
+
+    def one(worker: Worker, index: int) -> None:
         logdir = scratch / "in" / f"input_{index}"
         if logdir.exists():
             shutil.rmtree(logdir)
-        inp.write(logdir)
-        before = fuzzlib.snapshot(logdir)
-        res, state, out, err = worker.run(logdir, timeout)
-        changed = sorted(set(before.items()) ^ set(fuzzlib.snapshot(logdir).items()))
-        o = classify(index, logdir, res, state, out, err, [str(c[0]) for c in changed], rss_limit_mb)
-        o.describe = inp.describe() + ("\n  (analysed again in a fresh process)" if repeat else "")
-        text = out if o.rc == 0 else err
-        with lock:
-            if repeat:
-                if o.kind != "failure" and text != outputs.get(index):
-                    try:
-                        where = _diff_path(json.loads(outputs[index]), json.loads(text))
-                    except ValueError:
-                        where = "(stderr)"
-                    o.kind, o.klass = "failure", f"nondeterministic:{_norm_path(where)}"
-                    o.problems = [o.klass]
-                again[index] = o
-            else:
-                outputs[index] = text
+        try:
+            inp = fuzzlib.make_input(seeds, seed, index)
+            inp.write(logdir)
+        except Exception as exc:  # noqa: BLE001 - a bug of the generator: reported, the run goes on
+            o = Outcome(index=index, kind="failure", klass=f"fuzzlib:{type(exc).__name__}: {exc}"[:120],
+                        describe=f"seed={seed} index={index} (the generator failed)")
+            o.problems = [o.klass]
+            with lock:
                 first[index] = o
-            if o.kind == "failure" and out_dir is not None:
-                o.saved = save_failure(out_dir, o, logdir)
+            return
+        o = check(worker, index, logdir, inp.describe(), inp.family)
+        r = None
+        if index in repeat_set and o.kind != "failure" and repeater is not None:
+            with repeat_lock:
+                r = check(repeater, index, logdir, inp.describe() + "\n  (analysed again in another process)",
+                          inp.family)
+            if r.kind != "failure" and r.text != o.text:
+                try:
+                    where = _diff_path(json.loads(o.text), json.loads(r.text))
+                except ValueError:
+                    where = "(stderr)"
+                r.kind, r.klass = "failure", f"nondeterministic:{_norm_path(where)}"
+                r.problems = [r.klass, f"first run: {o.text[:300]!r}", f"second run: {r.text[:300]!r}"]
+        with lock:
+            first[index] = o
+            if r is not None:
+                again[index] = r
+            for x in (o, r):
+                if x is not None and x.kind == "failure" and out_dir is not None:
+                    x.saved = save_failure(out_dir, x, logdir)
         shutil.rmtree(logdir, ignore_errors=True)
         if progress is not None:
             progress(o)
+            if r is not None and r.kind == "failure":
+                progress(r)
 
-    def drain(items: list[int], repeat: bool, generation: int) -> None:
-        queue = list(reversed(items))
+    queue = list(reversed(order))
 
-        def loop(k: int) -> None:
-            nonlocal restarts
-            w = Worker(scratch / f"w{k}", mem_limit, hash_seed=1 + k + 1000 * generation)
+    def loop(w: Worker) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                index = queue.pop()
+            one(w, index)
+
+    try:
+        for w in workers + ([repeater] if repeater else []):
             w.start()
-            try:
-                while True:
-                    with lock:
-                        if not queue:
-                            return
-                        index = queue.pop()
-                    one(w, index, repeat)
-            finally:
-                with lock:
-                    restarts += w.restarts
-                w.stop()
-
-        threads = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(max(1, jobs))]
+        threads = [threading.Thread(target=loop, args=(w,), daemon=True) for w in workers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-
-    try:
-        drain(order, False, 0)
-        redo = [i for n, i in enumerate(order) if repeat_every and n % repeat_every == 0 and first[i].kind != "failure"]
-        if redo:
-            drain(redo, True, 1)
     finally:
+        for w in workers + ([repeater] if repeater else []):
+            w.stop()
         if own_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     bad_repeats = [o for o in again.values() if o.kind == "failure"]
     return Report(seed=seed, outcomes=[first[i] for i in order if i in first] + bad_repeats, repeats=len(again),
                   repeats_identical=len(again) - len(bad_repeats), wall_s=time.monotonic() - t0,
-                  worker_restarts=restarts)
+                  worker_restarts=sum(w.restarts for w in workers + ([repeater] if repeater else [])))
+
+
+def check_logdirs(logdirs: Iterable[Path], *, timeout: float = 30.0, mem_limit: int = 3 << 30,
+                  rss_limit_mb: float = 1500.0, slow_s: float = 10.0, scratch: Path | None = None) -> list[Outcome]:
+    """Classify existing logdirs (e.g. saved reproducers) with the same worker and rules, one worker."""
+    import fuzzlib
+
+    scratch = Path(scratch or tempfile.mkdtemp(prefix="tfadvisor_fuzzcheck_"))
+    w = Worker(scratch / "w0", mem_limit, hash_seed=1)
+    w.start()
+    out = []
+    try:
+        for n, logdir in enumerate(logdirs):
+            before = fuzzlib.snapshot(Path(logdir))
+            res, state, so, se = w.run(Path(logdir), timeout, dump_after=min(slow_s, 0.85 * timeout))
+            changed = sorted(set(before.items()) ^ set(fuzzlib.snapshot(Path(logdir)).items()))
+            o = classify(n, Path(logdir), res, state, so, se, [str(c[0]) for c in changed], rss_limit_mb, slow_s)
+            o.describe = str(logdir)
+            out.append(o)
+    finally:
+        w.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return out
 
 
 if __name__ == "__main__" and len(sys.argv) >= 4 and sys.argv[1] == "--worker":

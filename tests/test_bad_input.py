@@ -119,3 +119,28 @@ def test_logdir_untouched(tmp_path: Path):
     proc = run_cli("runs", str(logdir))
     assert proc.returncode == 0, proc.stderr
     assert _snapshot(logdir) == before
+
+
+def test_absurd_record_length_is_corrupt_not_truncated(tmp_path: Path):
+    """A plane record claiming terabytes in a small file: the wire format is corrupt (as in the
+    upstream-mangled TPU file, whose bytes went through a UTF-8 decode)."""
+    data = _real_file().read_bytes()
+    f = tmp_path / "mangled.xplane.pb"
+    f.write_bytes(b"\x0a\xef\xbf\xbd\xef\xbf\xbd\x06" + data[8:4096])  # U+FFFD bytes inside the length varint
+    proc = run_cli("analyze", str(f))
+    assert_one_line_error(proc, str(f), "corrupt")
+    assert "truncated" not in proc.stderr
+
+
+def test_corrupt_inside_a_complete_plane(tmp_path: Path):
+    """A field running past the end of its message inside a plane the file holds in full."""
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.lines.add(id=1, name="python").events.add(metadata_id=1, offset_ps=0, duration_ps=1)
+    good = bytearray(space.SerializeToString())
+    i = good.index(b"python") - 1  # the line name's length byte
+    good[i] = 0x7F
+    f = tmp_path / "bad.xplane.pb"
+    f.write_bytes(bytes(good))
+    proc = run_cli("analyze", str(f))
+    assert_one_line_error(proc, str(f), "corrupt")

@@ -18,15 +18,16 @@ N = int(os.environ.get("TFADVISOR_FUZZ_N", "300"))
 
 
 def test_fuzz_inputs_end_as_result_or_trace_error(tmp_path):
-    report = fuzzrun.run_fuzz(SEED, range(N), jobs=2, timeout=30.0, repeat_every=10, out_dir=tmp_path / "failures")
+    report = fuzzrun.run_fuzz(SEED, range(N), jobs=2, timeout=30.0, slow_s=15.0, repeat_every=10,
+                              out_dir=tmp_path / "failures")
     summary = report.summary(examples=2)
     print(summary)
     assert len(report.outcomes) >= N
-    assert report.repeats >= N // 10
     assert not report.failures, (
         f"{len(report.failures)} fuzz failures; reproduce with `python benchmarks/fuzz.py --seed {SEED} --only "
         f"{' '.join(str(o.index) for o in report.failures[:10])}`\n{summary}"
     )
+    assert report.repeats >= N // 10 and report.repeats_identical == report.repeats
 
 
 def test_generator_is_deterministic_and_varied():

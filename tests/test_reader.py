@@ -171,3 +171,153 @@ def test_notebook_views_of_a_plane():
     assert full.shape == (plane.n_events,)
     assert np.isnan(full).sum() == plane.n_events - len(step)
     assert sorted(full[rows].astype(int).tolist()) == list(range(10))
+
+
+# --------------------------------------------------------------------------- bounded cost, absurd values
+def _write(tmp_path: Path, space: xplane_pb2.XSpace, name: str = "h") -> Path:
+    f = tmp_path / f"{name}.xplane.pb"
+    f.write_bytes(space.SerializeToString())
+    return f
+
+
+def test_lookup_tables_sized_by_the_ids_in_use(tmp_path: Path):
+    from tfadvisor.reader import _lookup
+
+    assert len(_lookup(np.array([4194303], np.int64))) == 0  # one huge id: binary search, no 16 MiB table
+    assert len(_lookup(np.arange(1000, dtype=np.int64))) == 1000
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    for mid, name in ((4194303, "big"), (7, "small"), (2**40, "huge")):
+        p.event_metadata[mid].name = name
+    line = p.lines.add(id=1, name="python", timestamp_ns=1)
+    for mid in (2**40, 7, 4194303, 99):
+        line.events.add(metadata_id=mid, offset_ps=1, duration_ps=1)
+    plane = tfadvisor.load(str(_write(tmp_path, space))).planes[0]
+    assert plane.names_of(np.arange(4)).tolist() == ["huge", "small", "big", "<unknown>"]
+
+
+def test_plane_ref_value_beyond_int64(tmp_path: Path):
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.stat_metadata[1].name = "what"
+    p.stats.add(metadata_id=1, ref_value=2**64 - 1)
+    p.event_metadata[1].name = "ev"
+    p.event_metadata[1].stats.add(metadata_id=1, ref_value=2**64 - 1)
+    p.lines.add(id=1, name="python").events.add(metadata_id=1, offset_ps=0, duration_ps=1)
+    plane = tfadvisor.load(str(_write(tmp_path, space))).planes[0]
+    assert plane.stats == {"what": ""}
+    assert plane.stat("what").strings().tolist() == [""]  # a reference to no stat name
+
+
+def _gzip_plane(n_stats: int, each: int) -> xplane_pb2.XSpace:
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.event_metadata[1].name = "op"
+    p.stat_metadata[1].name = "payload"
+    line = p.lines.add(id=1, name="python")
+    blob = gzip.compress(b"a" * each, mtime=0)
+    for i in range(n_stats):
+        line.events.add(metadata_id=1, offset_ps=i, duration_ps=1).stats.add(metadata_id=1, compressed_str_value=blob)
+    return space
+
+
+def test_inflated_bytes_capped_per_file(tmp_path: Path, monkeypatch):
+    from tfadvisor import reader
+
+    monkeypatch.setattr(reader, "MAX_DECOMPRESSED_TOTAL_BYTES", 1 << 20)
+    ok = tfadvisor.load(str(_write(tmp_path, _gzip_plane(2, 400_000), "ok")))
+    assert ok.planes[0].stat("payload").strings().tolist() == ["a" * 400_000] * 2
+    with pytest.raises(tfadvisor.TraceError, match="in total"):
+        tfadvisor.load(str(_write(tmp_path, _gzip_plane(3, 400_000), "big")))
+
+
+def test_byte_identical_planes_read_once(tmp_path: Path):
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/device:GPU:0")
+    p.event_metadata[1].name = "k"
+    p.lines.add(id=1, name="Stream #1(Compute)").events.add(metadata_id=1, offset_ps=5, duration_ps=10)
+    data = space.SerializeToString()
+    other = xplane_pb2.XSpace()
+    other.planes.add(id=2, name="/device:GPU:1")
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(data * 3 + other.SerializeToString())
+    trace = tfadvisor.load(str(f))
+    assert [p.name for p in trace.planes] == ["/device:GPU:0", "/device:GPU:1"]
+    assert trace.n_events == 1
+    assert any("2 plane(s) byte-identical" in n for n in trace.load_notes["h"])
+
+
+def test_serial_and_parallel_decode_agree(monkeypatch):
+    from tfadvisor import reader
+
+    sample = SAMPLES / "input_bound"
+    monkeypatch.setattr(reader, "SERIAL_BELOW_BYTES", 0)
+    par = tfadvisor.load(sample)
+    monkeypatch.setattr(reader, "SERIAL_BELOW_BYTES", 1 << 40)
+    ser = tfadvisor.load(sample)
+    for a, b in zip(par.planes, ser.planes):
+        for col in ("ev_line", "ev_meta", "ev_start_ps", "ev_dur_ps", "st_event", "st_stat", "st_kind", "st_value"):
+            assert np.array_equal(getattr(a, col), getattr(b, col)), col
+
+
+MS = 10**9  # ps
+
+
+def _window_space(with_task_env: bool = True) -> xplane_pb2.XSpace:
+    """A 100 ms capture: sane events, and one of each absurd kind (marked by its stat)."""
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.event_metadata[1].name = "ev"
+    p.stat_metadata[1].name = "tag"
+    line = p.lines.add(id=1, name="python", timestamp_ns=1000)  # 1 us into the capture
+    events = [  # (tag, offset_ps, duration_ps)
+        (0, 0, 10 * MS),
+        (1, 20 * MS, -5),  # negative duration -> 0
+        (2, -(2**63 - 1), 1),  # ~106 days before the line: dropped
+        (3, 30 * MS, 3790794017630198651),  # longer than the capture: dropped
+        (4, 60 * MS, 80 * MS),  # ends 40 ms after the capture: clipped
+        (5, 2**63 - 1, 1),  # the start overflows int64 ps: dropped
+        (6, 90 * MS, 5 * MS),  # ends inside the tolerance: kept as it is
+    ]
+    for tag, off, dur in events:
+        e = line.events.add(metadata_id=1, offset_ps=off, duration_ps=dur)
+        e.stats.add(metadata_id=1, int64_value=tag)
+    if with_task_env:
+        te = space.planes.add(id=2, name="Task Environment")
+        te.stat_metadata[1].name = "profile_start_time"
+        te.stat_metadata[2].name = "profile_stop_time"
+        te.stats.add(metadata_id=1, uint64_value=1_700_000_000_000_000_000)
+        te.stats.add(metadata_id=2, uint64_value=1_700_000_000_000_000_000 + 100_000_000)
+    return space
+
+
+def test_absurd_event_times_fixed_at_load_with_notes(tmp_path: Path):
+    trace = tfadvisor.load(str(_write(tmp_path, _window_space())))
+    plane = trace.planes[0]
+    tags = plane.stat("tag").values_at(np.arange(plane.n_events)).astype(int).tolist()
+    assert tags == [0, 1, 4, 6]  # the stats moved with their events
+    start = 1000 * 1000
+    assert plane.ev_start_ps.tolist() == [start, start + 20 * MS, start + 60 * MS, start + 90 * MS]
+    limit = 100 * MS + 10 * MS  # window end + tolerance (10 ms, a tenth of the window)
+    assert plane.ev_dur_ps.tolist() == [10 * MS, 0, limit - start - 60 * MS, 5 * MS]
+    assert plane.ev_end_ps.max() <= limit
+    assert plane.lines["n_events"].tolist() == [4] and plane.lines["first_event"].tolist() == [0]
+    notes = " | ".join(trace.load_notes["h"])
+    for text in ("1 event(s) with a negative duration", "1 event(s) whose start", "1 event(s) starting far outside",
+                 "1 event(s) lasting longer", "1 event(s) ending after", "from the Task Environment plane"):
+        assert text in notes, notes
+    result = tfadvisor.analyze(str(tmp_path / "h.xplane.pb"))
+    assert sum(n.startswith("load: ") for n in result.notes) == 5
+
+
+def test_window_estimated_without_task_environment(tmp_path: Path):
+    trace = tfadvisor.load(str(_write(tmp_path, _window_space(with_task_env=False))))
+    tags = trace.planes[0].stat("tag").values_at(np.arange(trace.planes[0].n_events)).astype(int).tolist()
+    assert tags == [0, 1, 4, 6]  # far-off and overlong events still caught; the rest within a rough window
+    assert "estimated from the event starts" in " ".join(trace.load_notes["h"])
+
+
+def test_sane_samples_untouched():
+    for sample in REAL:
+        trace = tfadvisor.load(sample)
+        assert trace.load_notes == {}, (sample.name, trace.load_notes)

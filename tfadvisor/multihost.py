@@ -78,6 +78,7 @@ from tfadvisor.discovery import Run, host_name, is_remote, resolve
 from tfadvisor.errors import TraceError
 from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host
 from tfadvisor.reader import _size, load_run, read_run_metadata
+from tfadvisor.runmeta import positive as _positive
 from tfadvisor.units import finite_number
 
 #: A host whose work per step exceeds the median host's by this factor is a straggler.
@@ -382,7 +383,7 @@ def _expected_hosts(metadata: dict) -> tuple[int | None, list[str] | None]:
     if isinstance(n, bool):
         expected = None
     elif isinstance(n, (int, float)):
-        expected = int(n)
+        expected = _positive(n, True)  # NaN, inf, 2.5 or -1 hosts: unknown
     elif isinstance(n, (list, tuple)):  # a list of names under "hosts"
         names = names or [str(x) for x in n]
         expected = len(n)
@@ -457,6 +458,11 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
 
     mi = _median_host(rows)
     median = has[mi]
+    # what loading fixed on the other hosts (the median host's own notes are shown as they are)
+    for h in has:
+        if h is not median:
+            notes.extend(f"load: {h.host}: {n[6:]}" for n in h.notes
+                         if n.startswith("load: ") and n not in median.notes)
     metrics = Metrics()
     for k, v in median.metrics.items():
         metrics[k] = v
@@ -714,13 +720,8 @@ def scaling_report(
 
 
 def _meta_int(md: dict, key: str) -> int | None:
-    v = md.get(key)
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
+    """A positive integer from the run metadata, else None (strings, NaN, 1e400 and the like)."""
+    return _positive(md.get(key), True)
 
 
 def render_scaling(report: dict[str, Any], console=None) -> None:

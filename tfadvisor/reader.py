@@ -4,10 +4,16 @@ The file is streamed one XPlane at a time: each plane's bytes are read into one 
 decoded into columns by :mod:`tfadvisor.wire`, and released before the next plane, so
 peak memory is one plane's bytes plus the columns. Nothing is ever written next to the
 input.
+
+Cost is bounded by the input: gzip string stats may inflate to 64 MiB each and 256 MiB per
+file; metadata-id lookup tables are sized by the ids in use; a byte-identical repeat of a
+small plane is dropped; small planes skip the parallel decode. Impossible event times are
+clipped or dropped with a note (:mod:`tfadvisor.sanity`, ``Trace.load_notes``).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import zlib
@@ -21,12 +27,35 @@ from tfadvisor import wire
 from tfadvisor.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
 from tfadvisor.errors import TraceError
 from tfadvisor.proto import xplane_pb2
+from tfadvisor.sanity import sanitize
 from tfadvisor.trace import Plane, Trace
 
 #: A gzip-compressed string stat may expand to at most this many bytes.
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
-#: Direct lookup tables for metadata ids are used up to this many entries.
+#: All the compressed string stats of one file may expand to at most this many bytes together.
+MAX_DECOMPRESSED_TOTAL_BYTES = 256 * 1024 * 1024
+#: Direct lookup tables for metadata ids are used up to this many entries...
 _MAX_LOOKUP = 1 << 22
+#: ... and only when the ids are dense enough: at most this many entries per id (plus a small floor),
+#: so that the table's size follows the number of ids, not the largest one.
+_LOOKUP_SLOTS_PER_ID = 4
+_LOOKUP_FLOOR = 4096
+#: A plane whose lines hold fewer bytes than this is decoded in this thread (a parallel launch
+#: costs more than such a plane's whole decode).
+SERIAL_BELOW_BYTES = 1 << 20
+#: Planes up to this size are compared with the file's earlier planes (byte-identical repeats are dropped).
+_DEDUP_BELOW_BYTES = 64 * 1024
+#: A record claiming more than this many times the file's size is corrupt, not cut short.
+_CORRUPT_LENGTH_FACTOR = 16
+
+
+class InflateBudget:
+    """What is left of one file's allowance for inflated (gunzipped) string stats."""
+
+    def __init__(self, total: int | None = None) -> None:
+        self.total = MAX_DECOMPRESSED_TOTAL_BYTES if total is None else total
+        self.left = self.total
+
 
 Progress = Callable[[int, int], None]
 
@@ -51,8 +80,17 @@ def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None
         if progress is not None:
             progress(done, total)
 
-    for f in files:
-        read_file(f, trace, step)
+    # Many planes mean many live objects, and the cyclic GC's full passes over them would cost
+    # more than the decode itself (20,000 empty planes: 2.5 s of 3.5 s); loading makes no cycles.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        for f in files:
+            read_file(f, trace, step)
+    finally:
+        if gc_was_on:
+            gc.enable()
+    sanitize(trace)
     trace.run_metadata = read_run_metadata(run.directory)
     return trace
 
@@ -73,8 +111,8 @@ def read_run_metadata(directory: str) -> dict:
             with open(path, "rb") as fh:
                 text = fh.read()
         data = json.loads(text)
-    except (OSError, ValueError) as err:
-        raise TraceError(path, f"unreadable run metadata ({err})") from None
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
+        raise TraceError(path, f"unreadable run metadata ({type(err).__name__}: {str(err)[:200]})") from None
     if not isinstance(data, dict):
         raise TraceError(path, "run metadata is not a JSON object")
     return data
@@ -142,6 +180,9 @@ def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = 
         fh.seek(0)
         pos = 0
         n_planes = 0
+        budget = InflateBudget()
+        seen: set[bytes] = set()  # small planes already read: a repeat is dropped, not decoded again
+        repeats = 0
         while True:
             tag, used = _read_varint(fh, path, pos)
             if tag < 0:
@@ -159,6 +200,9 @@ def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = 
                 raise TraceError(path, f"truncated file (ends at byte {pos})")
             pos += used
             if size and pos + length > size:
+                if length > _CORRUPT_LENGTH_FACTOR * size:
+                    raise TraceError(path, f"corrupt file: the protobuf wire format is corrupt (a record at byte "
+                                           f"{pos} claims {length:,} bytes in a file of {size:,})")
                 raise TraceError(path, f"truncated file: a record of {length} bytes at byte {pos} runs past "
                                        f"the end ({size} bytes)")
             if field == 1:
@@ -167,7 +211,13 @@ def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = 
                 if got != length:
                     raise TraceError(path, f"truncated file (plane at byte {pos} needs {length} bytes, "
                                            f"{got} left)")
-                trace.planes.append(decode_plane(buf, host, path, pos))
+                key = buf.tobytes() if length <= _DEDUP_BELOW_BYTES else None
+                if key is not None and key in seen:
+                    repeats += 1
+                else:
+                    if key is not None:
+                        seen.add(key)
+                    trace.planes.append(decode_plane(buf, host, path, pos, budget))
                 del buf
                 n_planes += 1
             else:
@@ -181,6 +231,10 @@ def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = 
                 progress(length + used + 1)
         if n_planes == 0:
             raise TraceError(path, "not an XPlane profile (no planes found)")
+        if repeats:
+            trace.load_notes.setdefault(host, []).append(
+                f"{repeats:,} plane(s) byte-identical to an earlier plane of {os.path.basename(path)}: dropped "
+                "(a profile holds each plane once)")
 
 
 def _read_into(fh: BinaryIO, buf: np.ndarray) -> int:
@@ -206,16 +260,19 @@ def _fail(path: str, base: int, code: int, at: int, what: str) -> TraceError:
 
 
 def _lookup(sorted_ids: np.ndarray) -> np.ndarray:
-    """A direct id -> dense index table when ids are small, else an empty one."""
-    if len(sorted_ids) == 0 or sorted_ids[0] < 0 or sorted_ids[-1] >= _MAX_LOOKUP:
+    """A direct id -> dense index table when the ids are small and dense, else an empty one (the
+    decoder then finds ids by binary search): its size follows the number of ids in use."""
+    n = len(sorted_ids)
+    if n == 0 or sorted_ids[0] < 0 or sorted_ids[-1] >= min(_MAX_LOOKUP, _LOOKUP_SLOTS_PER_ID * n + _LOOKUP_FLOOR):
         return np.empty(0, dtype=np.int32)
     table = np.full(int(sorted_ids[-1]) + 1, -1, dtype=np.int32)
     table[sorted_ids] = np.arange(len(sorted_ids), dtype=np.int32)
     return table
 
 
-def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0) -> Plane:
-    """Decode one XPlane's bytes into a :class:`Plane`."""
+def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: InflateBudget | None = None) -> Plane:
+    """Decode one XPlane's bytes into a :class:`Plane` (``budget``: the file's inflate allowance)."""
+    budget = budget if budget is not None else InflateBudget()
     end = buf.shape[0]
     cap = 4096
     while True:
@@ -263,7 +320,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0) -> Plane:
     def text(off: int, ln: int) -> str:
         return buf[off : off + ln].tobytes().decode("utf-8", "replace") if ln else ""
 
-    line_df = pd.DataFrame(
+    line_df = _EMPTY_LINES.copy() if len(lines) == 0 else pd.DataFrame(
         {
             "id": lines[:, wire.L_ID],
             "display_id": lines[:, wire.L_DISPLAY_ID],
@@ -279,26 +336,24 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0) -> Plane:
     pool = np.empty(int(str_len.sum()) if n_str else 0, dtype=np.uint8)
     if n_str:
         wire.gather_strings(buf, str_off, str_len, pool)
-        pool = _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path)
+        pool = _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget)
 
     meta_rows = []
     child_ids: dict[int, list[int]] = {}
     extra_strings: list[bytes] = []
     for dense, md in enumerate(ev_md):
         for s in md.stats:
-            kind, raw = _pb_stat_value(s, st_lut, st_ids, extra_strings, len(str_off), path)
+            kind, raw = _pb_stat_value(s, st_lut, st_ids, extra_strings, len(str_off), path, budget)
             meta_rows.append((dense, _dense_id(st_lut, st_ids, s.metadata_id), kind, raw))
         if md.child_id:
             child_ids[dense] = [_dense_id(ev_lut, ev_ids, c) for c in md.child_id]
     if extra_strings:
         pool, str_off, str_len = _append_strings(pool, str_off, str_len, extra_strings)
-    meta_stats = pd.DataFrame(meta_rows, columns=["meta", "stat", "kind", "raw"]).astype(
-        {"meta": np.int64, "stat": np.int64, "kind": np.uint8, "raw": np.int64}
-    )
+    meta_stats = _meta_stats_frame(meta_rows)
     plane_stats = {}
     for s in xp.stats:
         name = xp.stat_metadata[s.metadata_id].name if s.metadata_id in xp.stat_metadata else str(s.metadata_id)
-        plane_stats[name] = _pb_stat_python(s, xp, path)
+        plane_stats[name] = _pb_stat_python(s, xp, path, budget)
     return Plane(
         host=host,
         id=int(xp.id),
@@ -325,6 +380,13 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0) -> Plane:
     )
 
 
+_I64 = np.empty(0, np.int64)
+# "str": the dtype pandas gives a column of Python strings (object before pandas 3)
+_EMPTY_LINES = pd.DataFrame({c: _I64 for c in ("id", "display_id")} | {"name": pd.Series([], dtype="str"),
+                            "display_name": pd.Series([], dtype="str")}
+                            | {c: _I64 for c in ("timestamp_ns", "duration_ps", "first_event", "n_events")})
+_EMPTY_META_STATS = pd.DataFrame({"meta": _I64, "stat": _I64, "kind": np.empty(0, np.uint8), "raw": _I64})
+
 #: Pass 2 splits lines into chunks of about this many bytes, filled in parallel.
 CHUNK_BYTES = 4 << 20
 
@@ -333,16 +395,23 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     """Both decoding passes over a plane's lines; returns the line matrix and the columns."""
     n_lines = len(line_off)
     lines = np.zeros((n_lines, wire.N_LINE_COLS), dtype=np.int64)
+    if n_lines == 0:
+        i32, i64 = np.empty(0, np.int32), np.empty(0, np.int64)
+        return lines, i32, i32.copy(), i64, i64.copy(), i32.copy(), i32.copy(), np.empty(0, np.uint8), \
+            i64.copy(), i64.copy(), i64.copy()
+    serial = int(line_len.sum()) < SERIAL_BELOW_BYTES
+    count_lines = wire.count_lines_serial if serial else wire.count_lines
+    fill_chunks = wire.fill_chunks_serial if serial else wire.fill_chunks
     max_chunks = line_len // CHUNK_BYTES + 1
     ch_base = np.concatenate([[0], np.cumsum(max_chunks)[:-1]]).astype(np.int64)
     total = int(max_chunks.sum())
     ch_pos, ch_ev, ch_st, ch_str = (np.zeros(total, np.int64) for _ in range(4))
     n_chunks, n_stats, n_strs, errs, err_at = (np.zeros(n_lines, np.int64) for _ in range(5))
-    wire.count_lines(buf, line_off, line_len, lines, CHUNK_BYTES, ch_pos, ch_ev, ch_st, ch_str, ch_base,
-                     n_chunks, n_stats, n_strs, errs, err_at)
+    count_lines(buf, line_off, line_len, lines, CHUNK_BYTES, ch_pos, ch_ev, ch_st, ch_str, ch_base,
+                n_chunks, n_stats, n_strs, errs, err_at)
     bad = np.flatnonzero(errs)
     if len(bad):
-        raise _fail(path, base, int(errs[bad[0]]), int(err_at[bad[0]]), "an event")
+        raise _fail(path, base, int(errs[bad[0]]), int(err_at[bad[0]]), "a line")
     n_events = lines[:, wire.L_N_EVENTS]
     ev_base = np.concatenate([[0], np.cumsum(n_events)]).astype(np.int64)
     st_base = np.concatenate([[0], np.cumsum(n_stats)]).astype(np.int64)
@@ -368,10 +437,10 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     str_len = np.empty(n_str, np.int64)
     c_err = np.zeros(len(line_of), np.int64)
     c_at = np.zeros(len(line_of), np.int64)
-    wire.fill_chunks(buf, line_of, start, end, ev_base[line_of] + ch_ev[idx], st_base[line_of] + ch_st[idx],
-                     str_base[line_of] + ch_str[idx], lines[:, wire.L_TS_NS].copy(), ev_lut, ev_ids, st_lut, st_ids,
-                     ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len,
-                     c_err, c_at)
+    fill_chunks(buf, line_of, start, end, ev_base[line_of] + ch_ev[idx], st_base[line_of] + ch_st[idx],
+                str_base[line_of] + ch_str[idx], lines[:, wire.L_TS_NS].copy(), ev_lut, ev_ids, st_lut, st_ids,
+                ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len,
+                c_err, c_at)
     bad = np.flatnonzero(c_err)
     if len(bad):
         raise _fail(path, base, int(c_err[bad[0]]), int(c_at[bad[0]]), "an event")
@@ -381,26 +450,38 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
 def _dense_id(lut: np.ndarray, ids: np.ndarray, key: int) -> int:
     if 0 <= key < len(lut):
         return int(lut[key])
-    i = int(np.searchsorted(ids, key))
+    if not _I64_MIN <= key <= _I64_MAX:  # a uint64 ref_value above int64: no such id
+        return -1
+    i = int(np.searchsorted(ids, np.int64(key)))
     return i if i < len(ids) and ids[i] == key else -1
 
 
-def inflate(data: bytes, path: str) -> bytes:
-    """Gunzip a compressed stat payload, refusing to expand past the sane bound."""
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_MIB = 1024 * 1024
+
+
+def inflate(data: bytes, path: str, budget: InflateBudget | None = None) -> bytes:
+    """Gunzip a compressed stat payload, refusing to expand past the per-stat bound or past what is
+    left of the file's ``budget`` (it never inflates more than that)."""
+    limit = MAX_DECOMPRESSED_BYTES if budget is None else min(MAX_DECOMPRESSED_BYTES, budget.left)
     d = zlib.decompressobj(wbits=47)  # gzip or zlib header
     try:
-        out = d.decompress(data, MAX_DECOMPRESSED_BYTES + 1)
+        out = d.decompress(data, limit + 1)
     except zlib.error as err:
         raise TraceError(path, f"corrupt gzip payload in a compressed string stat ({err})") from None
-    if len(out) > MAX_DECOMPRESSED_BYTES or d.unconsumed_tail:
-        raise TraceError(
-            path,
-            f"a compressed string stat expands beyond {MAX_DECOMPRESSED_BYTES // (1024 * 1024)} MiB: refusing it",
-        )
+    if len(out) > limit or d.unconsumed_tail:
+        if limit < MAX_DECOMPRESSED_BYTES and budget is not None:
+            raise TraceError(path, f"the compressed string stats expand beyond {budget.total // _MIB} MiB in "
+                                   "total: refusing them")
+        raise TraceError(path, f"a compressed string stat expands beyond {MAX_DECOMPRESSED_BYTES // _MIB} MiB: "
+                               "refusing it")
+    if budget is not None:
+        budget.left -= len(out)
     return out
 
 
-def _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path) -> np.ndarray:
+def _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget: InflateBudget) -> np.ndarray:
+    """Inflate the gzip string values and append them to the pool (one copy of each, no join)."""
     gz = np.flatnonzero(st_kind == wire.KIND_GZIP)
     if not len(gz):
         return pool
@@ -408,16 +489,30 @@ def _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path) -> np.n
     for row in gz.tolist():
         idx = int(st_value[row])
         o, n = int(str_off[idx]), int(str_len[idx])
-        extra.append((idx, inflate(pool[o : o + n].tobytes(), path)))
-    tail = b"".join(e[1] for e in extra)
+        extra.append((idx, inflate(pool[o : o + n].tobytes(), path, budget)))
     start = pool.shape[0]
-    pool = np.concatenate([pool, np.frombuffer(tail, dtype=np.uint8)])
-    for idx, data in extra:
+    out = np.empty(start + sum(len(e[1]) for e in extra), dtype=np.uint8)
+    out[:start] = pool
+    del pool
+    extra.reverse()
+    while extra:
+        idx, data = extra.pop()  # released as soon as it is copied
+        out[start : start + len(data)] = np.frombuffer(data, dtype=np.uint8)
         str_off[idx] = start
         str_len[idx] = len(data)
         start += len(data)
+        del data
     st_kind[gz] = wire.KIND_STR
-    return pool
+    return out
+
+
+def _meta_stats_frame(rows: list[tuple[int, int, int, int]]) -> pd.DataFrame:
+    """The metadata-level stats as a frame: meta, stat (dense ids), kind, raw."""
+    if not rows:
+        return _EMPTY_META_STATS.copy()  # a copy of a template costs a fifth of a new frame
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    return pd.DataFrame({"meta": arr[:, 0], "stat": arr[:, 1], "kind": arr[:, 2].astype(np.uint8),
+                         "raw": arr[:, 3]})
 
 
 def _append_strings(pool, str_off, str_len, extra: list[bytes]):
@@ -428,7 +523,8 @@ def _append_strings(pool, str_off, str_len, extra: list[bytes]):
     return pool, np.concatenate([str_off, offs]), np.concatenate([str_len, lens])
 
 
-def _pb_stat_value(s, st_lut, st_ids, extra_strings: list[bytes], first_index: int, path: str) -> tuple[int, int]:
+def _pb_stat_value(s, st_lut, st_ids, extra_strings: list[bytes], first_index: int, path: str,
+                   budget: InflateBudget | None = None) -> tuple[int, int]:
     """(kind, raw) for a metadata-level XStat; strings are queued in ``extra_strings``.
 
     A string's raw value is its index in the plane's string table once the queued
@@ -449,19 +545,20 @@ def _pb_stat_value(s, st_lut, st_ids, extra_strings: list[bytes], first_index: i
         elif which == "bytes_value":
             data = s.bytes_value
         else:
-            data = inflate(s.compressed_str_value, path)
+            data = inflate(s.compressed_str_value, path, budget)
         extra_strings.append(data)
         return wire.KIND_STR, first_index + len(extra_strings) - 1
     return wire.KIND_NONE, 0
 
 
-def _pb_stat_python(s, xp, path: str):
+def _pb_stat_python(s, xp, path: str, budget: InflateBudget | None = None):
     which = s.WhichOneof("value")
     if which == "ref_value":
-        md = xp.stat_metadata.get(s.ref_value)
+        ref = int(s.ref_value)
+        md = xp.stat_metadata.get(ref) if ref <= _I64_MAX else None  # map keys are int64
         return md.name if md is not None else ""
     if which == "compressed_str_value":
-        return inflate(s.compressed_str_value, path).decode("utf-8", "replace")
+        return inflate(s.compressed_str_value, path, budget).decode("utf-8", "replace")
     if which == "bytes_value":
         return s.bytes_value
     return getattr(s, which) if which else None

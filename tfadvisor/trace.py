@@ -101,11 +101,13 @@ class StatColumn:
         return out
 
     def integers(self) -> np.ndarray:
-        """Values as int64 (doubles truncated; strings -1)."""
+        """Values as int64 (doubles truncated; strings, and doubles int64 cannot hold, -1)."""
         out = self.raw.copy()
         dbl = self.kind == wire.KIND_DOUBLE
         if dbl.any():
-            out[dbl] = self.raw[dbl].view(np.float64).astype(np.int64)
+            d = self.raw[dbl].view(np.float64)
+            ok = np.abs(d) < 2.0**63  # False for NaN and inf: no invalid cast
+            out[dbl] = np.where(ok, np.where(ok, d, 0.0).astype(np.int64), -1)
         s = (self.kind == wire.KIND_STR) | (self.kind == wire.KIND_BYTES) | (self.kind == wire.KIND_REF)
         out[s] = -1
         return out
@@ -184,6 +186,8 @@ class Plane:
     @cached_property
     def line_names(self) -> np.ndarray:
         """Display name when set, else name, per line."""
+        if len(self.lines) == 0:
+            return np.empty(0, dtype=object)
         dn = self.lines["display_name"].to_numpy(object)
         nm = self.lines["name"].to_numpy(object)
         return np.where(dn != "", dn, nm)
@@ -449,6 +453,7 @@ class Trace:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     file_bytes: int = 0
+    load_notes: dict[str, list[str]] = field(default_factory=dict)  # host -> what loading had to fix
 
     @property
     def hosts(self) -> list[str]:
@@ -465,6 +470,7 @@ class Trace:
             run_name=self.run_name,
             run_dir=self.run_dir,
             run_metadata=self.run_metadata,
+            load_notes={name: list(self.load_notes[name])} if name in self.load_notes else {},
         )
 
     def planes_named(self, prefix: str) -> list[Plane]:

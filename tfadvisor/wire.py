@@ -32,7 +32,8 @@ ERR_VARINT = 3
 ERR_FIELD = 4
 
 ERROR_TEXT = {
-    ERR_TRUNCATED: "truncated or corrupt protobuf data",
+    # Raised inside a record that the file holds in full: the wire format is corrupt, not cut short.
+    ERR_TRUNCATED: "corrupt protobuf wire format (a length runs past the end of its message)",
     ERR_WIRE_TYPE: "invalid protobuf wire type",
     ERR_VARINT: "malformed varint",
     ERR_FIELD: "field with an unexpected wire type",
@@ -43,6 +44,12 @@ L_ID, L_DISPLAY_ID, L_TS_NS, L_DUR_PS = 0, 1, 2, 3
 L_NAME_OFF, L_NAME_LEN, L_DNAME_OFF, L_DNAME_LEN = 4, 5, 6, 7
 L_FIRST_EVENT, L_N_EVENTS = 8, 9
 N_LINE_COLS = 10
+
+#: Event starts are ``timestamp_ns * 1000 + offset_ps`` in int64 ps; a start that does not fit is
+#: stored as this value (the reader drops such events with a note).
+START_OVERFLOW = np.iinfo(np.int64).min
+MAX_TS_NS = np.iinfo(np.int64).max // 1000
+_I64_MAX = np.iinfo(np.int64).max
 
 
 def encode_varint(v: int) -> bytes:
@@ -270,19 +277,35 @@ def _count_line(buf, li, pos, end, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_
     return n_chunks, n_stats, n_strs, OK, 0
 
 
+@njit(cache=True, nogil=True)
+def _count_one(li, buf, line_off, line_len, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_str, ch_base,
+               out_chunks, out_stats, out_strs, out_err, out_err_at):
+    pos = line_off[li]
+    c, s, k, err, at = _count_line(buf, li, pos, pos + line_len[li], lines, chunk_bytes, ch_pos, ch_ev,
+                                   ch_st, ch_str, ch_base[li])
+    out_chunks[li] = c
+    out_stats[li] = s
+    out_strs[li] = k
+    out_err[li] = err
+    out_err_at[li] = at
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def count_lines(buf, line_off, line_len, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_str, ch_base,
                 out_chunks, out_stats, out_strs, out_err, out_err_at):
     """Pass 1 over every line, lines in parallel; per-line results in the ``out_*`` arrays."""
     for li in prange(line_off.shape[0]):
-        pos = line_off[li]
-        c, s, k, err, at = _count_line(buf, li, pos, pos + line_len[li], lines, chunk_bytes, ch_pos, ch_ev,
-                                       ch_st, ch_str, ch_base[li])
-        out_chunks[li] = c
-        out_stats[li] = s
-        out_strs[li] = k
-        out_err[li] = err
-        out_err_at[li] = at
+        _count_one(li, buf, line_off, line_len, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_str, ch_base,
+                   out_chunks, out_stats, out_strs, out_err, out_err_at)
+
+
+@njit(cache=True, nogil=True)
+def count_lines_serial(buf, line_off, line_len, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_str, ch_base,
+                       out_chunks, out_stats, out_strs, out_err, out_err_at):
+    """:func:`count_lines` in this thread: a parallel launch costs more than a small plane's decode."""
+    for li in range(line_off.shape[0]):
+        _count_one(li, buf, line_off, line_len, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_str, ch_base,
+                   out_chunks, out_stats, out_strs, out_err, out_err_at)
 
 
 @njit(cache=True, nogil=True)
@@ -297,6 +320,18 @@ def _dense(lookup, sorted_ids, key):
 
 
 @njit(cache=True, nogil=True)
+def _start_ps(base_ok, base, offset):
+    """``base + offset``, or :data:`START_OVERFLOW` when the line start or the sum leaves int64."""
+    if not base_ok:
+        return START_OVERFLOW
+    if offset > 0 and base > _I64_MAX - offset:
+        return START_OVERFLOW
+    if offset < 0 and base < -_I64_MAX - offset:
+        return START_OVERFLOW
+    return base + offset
+
+
+@njit(cache=True, nogil=True)
 def _fill_chunk(buf, pos, end, li, ts_ns, ei, si, ki, ev_lookup, ev_sorted, st_lookup, st_sorted,
                 ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len):
     """Pass 2 for one chunk of a line: decode its events and their stats.
@@ -307,7 +342,8 @@ def _fill_chunk(buf, pos, end, li, ts_ns, ei, si, ki, ev_lookup, ev_sorted, st_l
     store an index into ``str_off``/``str_len`` (byte ranges of ``buf``).
     Returns (error, error position).
     """
-    base = ts_ns * 1000
+    base_ok = -MAX_TS_NS <= ts_ns <= MAX_TS_NS
+    base = ts_ns * 1000 if base_ok else np.int64(0)
     n_ev = ev_line.shape[0]
     n_st = st_event.shape[0]
     n_str = str_off.shape[0]
@@ -423,7 +459,7 @@ def _fill_chunk(buf, pos, end, li, ts_ns, ei, si, ki, ev_lookup, ev_sorted, st_l
                 return ERR_TRUNCATED, t_at
         ev_line[ei] = li
         ev_meta[ei] = _dense(ev_lookup, ev_sorted, meta)
-        ev_start[ei] = base + offset
+        ev_start[ei] = _start_ps(base_ok, base, offset)
         ev_dur[ei] = dur
         ei += 1
         pos = sub_end
@@ -436,6 +472,20 @@ def fill_chunks(buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, e
                 str_len, out_err, out_err_at):
     """Pass 2 over every chunk, chunks in parallel (they write disjoint rows)."""
     for c in prange(ch_line.shape[0]):
+        li = ch_line[c]
+        err, at = _fill_chunk(buf, ch_start[c], ch_end[c], li, line_ts[li], ch_ev[c], ch_st[c], ch_str[c],
+                              ev_lookup, ev_sorted, st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur,
+                              st_event, st_stat, st_kind, st_value, str_off, str_len)
+        out_err[c] = err
+        out_err_at[c] = at
+
+
+@njit(cache=True, nogil=True)
+def fill_chunks_serial(buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, ev_lookup, ev_sorted,
+                       st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind,
+                       st_value, str_off, str_len, out_err, out_err_at):
+    """:func:`fill_chunks` in this thread, for small planes."""
+    for c in range(ch_line.shape[0]):
         li = ch_line[c]
         err, at = _fill_chunk(buf, ch_start[c], ch_end[c], li, line_ts[li], ch_ev[c], ch_st[c], ch_str[c],
                               ev_lookup, ev_sorted, st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur,

@@ -8,13 +8,14 @@ named pandas tables for reports and notebooks.
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from tfadvisor.analyses.base import AnalysisResult, Context, Metric, Options
+from tfadvisor.runmeta import ignored_fields
+from tfadvisor.runmeta import positive as _positive
 from tfadvisor.trace import Trace
 
 #: Module names under ``tfadvisor.analyses``, in the order they run.
@@ -66,7 +67,7 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
     ctx = Context(options=options or Options())
     metrics = Metrics()
     tables: dict[str, pd.DataFrame] = {}
-    notes: list[str] = []
+    notes: list[str] = [f"load: {n}" for h in trace.hosts for n in trace.load_notes.get(h, [])]
     for name in ORDER:
         module = importlib.import_module(f"tfadvisor.analyses.{name}")
         res: AnalysisResult = module.analyze(trace, ctx)
@@ -79,25 +80,17 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
                         results=ctx.results)
 
 
-def _positive(value: Any, integer: bool) -> int | float | None:
-    """A finite positive number from a metadata value (int for ``integer``), else None: the file is
-    written by other tools and may hold strings, NaN or 1e400."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if not math.isfinite(x) or x <= 0 or (integer and (x != int(x) or x >= 2**63)):
-        return None
-    return int(x) if integer else x
-
-
 def options_from(trace: Trace, options: Options | None = None) -> Options:
     """Fill unset options from the run's metadata file (written by the Keras callback); values that
-    are not finite positive numbers (or, for ``link``, a string) are ignored."""
+    are not finite positive numbers (or, for ``link``, a string) are ignored, with a note per field
+    in ``trace.load_notes``."""
     o = options or Options()
     md: dict[str, Any] = trace.run_metadata if isinstance(trace.run_metadata, dict) else {}
+    for note in ignored_fields(md):
+        for h in trace.hosts:
+            have = trace.load_notes.setdefault(h, [])
+            if note not in have:
+                have.append(note)
     if o.param_count is None:
         o.param_count = _positive(md.get("param_count"), True)
     if o.replicas is None:

@@ -66,7 +66,7 @@ def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame:
         })
         st = p.stat_columns(NUMERIC + ("addr",) + STRINGS, rows)
         for name in NUMERIC:
-            df[name] = st[name].values_at(rows)
+            df[name] = _sane(name, st[name].values_at(rows))
         df["addr"] = st["addr"].values_at(rows, integer=True)
         for name in STRINGS:
             df[name] = st[name].strings_at(rows, missing=np.nan)
@@ -81,6 +81,21 @@ def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame:
     if ctx is not None:
         ctx.cache["memory_events"] = out
     return out
+
+
+#: TF's DataType enum stays far below this; other values are not dtypes.
+_MAX_DTYPE = 1000
+
+
+def _sane(name: str, v: np.ndarray) -> np.ndarray:
+    """Values a file may hold but no allocator writes (NaN, inf, negative sizes, a fractional or
+    out-of-range ``data_type``) become NaN, i.e. unknown."""
+    bad = ~np.isfinite(v) | (v < 0)
+    if name == "data_type":
+        bad |= (v != np.floor(np.where(bad, 0.0, v))) | (v >= _MAX_DTYPE)
+    if bad.any():
+        v = np.where(bad, np.nan, v)
+    return v
 
 
 def _downsample(t: np.ndarray, v: np.ndarray, n_max: int) -> np.ndarray:

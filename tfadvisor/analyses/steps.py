@@ -1168,7 +1168,7 @@ def device_steps(act: Activity, ctx: Context) -> list[tuple[Plane, np.ndarray, n
         num = np.full(rows.shape[0], np.nan)
         for key_ in ("step_num", "group_id", "step_id"):
             v = d.stat(key_, rows).values_at(rows)
-            fill = np.isnan(num) & np.isfinite(v)
+            fill = np.isnan(num) & np.isfinite(v) & (np.abs(v) < 2.0 ** 62)  # castable to int64
             num[fill] = v[fill]
         if np.isnan(num).any():
             names = [str(n) for n in d.names_of(rows)]

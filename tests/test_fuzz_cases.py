@@ -1,0 +1,273 @@
+"""Every fuzz reproducer of issue 12 (``../shared/fuzz_cases``) ends as a result or a TraceError.
+
+Each case runs the real CLI in a subprocess (``python -m tfadvisor analyze LOGDIR --format json``)
+under a time limit and checks: exit 0 with JSON whose numbers are finite, times and sizes not
+negative and ``*_pct`` within 0..100, and the note that says what was wrong with the input; or
+exit 2 with one stderr line naming the file. Small reproducers are copied under
+``tests/data/fuzz_cases/<case>/``; the others are rebuilt here from the samples by the mutation
+the fuzzer applied, and checked byte for byte against the original's SHA-256.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SAMPLES
+
+from tfadvisor.proto import xplane_pb2 as pb
+
+DATA = Path(__file__).resolve().parent / "data" / "fuzz_cases"
+SHARED = ROOT.parent / "shared" / "fuzz_cases"  # the originals, where this checkout has them
+RUN = "2026_01_01_00_00_00"
+TIMEOUT_S = 60
+#: Peak RSS allowed for one analysis of a reproducer (the gzip case once reached 2.7 GB).
+MAX_RSS_MB = 1500
+#: Ratios named ``*_pct`` that may exceed 100 (max - min over the median host).
+PCT_MAY_EXCEED_100 = {"load_imbalance_pct"}
+NONNEG_SUFFIXES = ("_ms", "_us", "_ps", "_ns", "_s", "_bytes", "_count", "_mb", "_kib")
+
+
+# --------------------------------------------------------------------------- rebuilding cases
+def _sample_bytes(sample: str) -> bytes:
+    return next((SAMPLES / sample).rglob("*.xplane.pb")).read_bytes()
+
+
+def _mutate(sample: str, fn: Callable[[pb.XPlane, pb.XEvent], None]) -> bytes:
+    """The sample's XSpace with ``fn(plane, event)`` applied to every event, re-serialised."""
+    space = pb.XSpace.FromString(_sample_bytes(sample))
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                fn(plane, event)
+    return space.SerializeToString()
+
+
+def _stat_named(plane: pb.XPlane, event: pb.XEvent, name: str) -> pb.XStat | None:
+    for s in event.stats:
+        md = plane.stat_metadata.get(s.metadata_id)
+        if md is not None and md.name == name:
+            return s
+    return None
+
+
+def _far_negative_offsets() -> bytes:
+    def fn(plane, event):
+        event.offset_ps = -(2**63 - 1)  # ~106 days before the line starts
+    return _mutate("input_bound", fn)
+
+
+def _huge_durations() -> bytes:
+    def fn(plane, event):
+        event.duration_ps = 3790794017630198651  # ~44 days
+    return _mutate("input_bound", fn)
+
+
+def _negative_durations() -> bytes:
+    def fn(plane, event):
+        event.duration_ps = -(10**15)
+    return _mutate("input_bound", fn)
+
+
+def _negative_step_markers() -> bytes:
+    def fn(plane, event):
+        if _stat_named(plane, event, "_r") is not None:
+            event.duration_ps = -(10**9)
+    return _mutate("input_bound", fn)
+
+
+def _nonfinite_data_type() -> bytes:
+    done = []
+
+    def fn(plane, event):
+        if not done and plane.event_metadata[event.metadata_id].name == "MemoryAllocation":
+            s = _stat_named(plane, event, "data_type")
+            if s is not None:
+                s.double_value = float("-inf")
+                done.append(True)
+    return _mutate("memory_heavy", fn)
+
+
+def _many_empty_planes() -> bytes:
+    space = pb.XSpace()
+    space.planes.add(id=1, name="/host:CPU")
+    return space.SerializeToString() * 20000
+
+
+def _gzip_stats_total() -> bytes:
+    """40 events, each with a gzip string stat that inflates to exactly 64 MiB (2.5 GiB in all)."""
+    payload = gzip.compress(b"\0" * (64 << 20), compresslevel=9, mtime=0)
+    space = pb.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].id = 1
+    plane.event_metadata[1].name = "op"
+    plane.stat_metadata[1].id = 1
+    plane.stat_metadata[1].name = "kernel_details"
+    line = plane.lines.add(name="python")
+    for _ in range(40):
+        e = line.events.add(metadata_id=1, duration_ps=10)
+        e.stats.add(metadata_id=1, compressed_str_value=payload)
+    return space.SerializeToString()
+
+
+def _input_bound() -> bytes:
+    return _sample_bytes("input_bound")
+
+
+#: case -> (host files, tfadvisor_run.json text or None, SHA-256 of the original file or None)
+GENERATED: dict[str, tuple[dict[str, Callable[[], bytes]], str | None, str | None]] = {
+    "insane_far_negative_offsets": (
+        {"localhost": _far_negative_offsets}, None,
+        "266753bf06097eea29dc990d2244794cfd286968350fd927ae74ce1559ca139c"),
+    "insane_huge_durations": (
+        {"localhost": _huge_durations}, None, "ce08adb97a9f06cf72eb06976a6eec540c81efd2f6f54d30225bdb00173bac6b"),
+    "insane_negative_durations": (
+        {"localhost": _negative_durations}, None,
+        "c9c2b6c326f5506d010ac88ca5510ebc31d403e24139ad9fd0fe60a031c04ac2"),
+    "insane_negative_step_time_neg_markers": (
+        {"host": _negative_step_markers}, None, "69a49a2a3c28181f7994efa8dca626146dedc84d682e6825ece195f90ec4ab30"),
+    "intcast_nonfinite_data_type": (
+        {"localhost": _nonfinite_data_type}, None,
+        "4f4e9b1db7610c4fb60311bafe7003b877d4e7570759f709871d0fff4d871038"),
+    "timeout_many_empty_planes": (
+        {"host": _many_empty_planes}, None, "5fefcc1ddfbeb4d07bf83252bf9f75228bfbd7a068067a5586e59128b380a9f9"),
+    "memory_gzip_stats_unbounded_total": (
+        {"host": _gzip_stats_total}, None, "bddd8c7ab3429a6d9f44fc719832cdcb0b0e36f058b13b45fb7a7ec221798a35"),
+    "overflowerror_options_from_inf": ({"localhost": _input_bound}, '{"replicas": 1e400}', None),
+    "valueerror_options_from_bandwidth": ({"localhost": _input_bound}, '{"bandwidth_gbps": "fast"}', None),
+    "valueerror_options_from_param_count": ({"localhost": _input_bound}, '{"param_count": "x"}', None),
+    "valueerror_expected_hosts_nan": ({"a": _input_bound, "b": _input_bound}, '{"hosts": NaN}', None),
+}
+
+COPIED = sorted(p.name for p in DATA.iterdir() if (p / "logdir").is_dir()) if DATA.is_dir() else []
+CASES = sorted(set(COPIED) | set(GENERATED))
+
+#: case -> ("result" | "error", text the note or the error must hold)
+EXPECT: dict[str, tuple[str, str]] = {
+    "insane_far_negative_offsets": ("result", "starting far outside the capture window"),
+    "insane_huge_durations": ("result", "lasting longer than the capture window"),
+    "insane_negative_durations": ("result", "negative duration"),
+    "insane_negative_step_time_neg_markers": ("result", "negative duration"),
+    "insane_negative_times_dur2ps": ("result", "negative duration"),
+    "insane_precision_pct_over_100": ("result", "negative duration"),
+    "insane_idle_pct_overlapping_steps": ("result", "overlap"),
+    "intcast_nonfinite_data_type": ("result", ""),
+    "memory_gzip_stats_unbounded_total": ("error", "expand beyond"),
+    "overflowerror_options_from_inf": ("result", "replicas = inf"),
+    "segfault_device_sets_bucket": ("result", ""),
+    "timeout_big_metadata_id_lut": ("result", ""),
+    "timeout_many_empty_planes": ("result", "byte-identical"),
+    "valueerror_expected_hosts_nan": ("result", "hosts = nan"),
+    "valueerror_options_from_bandwidth": ("result", "bandwidth_gbps = 'fast'"),
+    "valueerror_options_from_param_count": ("result", "param_count = 'x'"),
+    "valueerror_pb_stat_python_ref": ("result", ""),
+}
+
+
+def _logdir(case: str, tmp_path: Path) -> Path:
+    if case in COPIED:
+        return DATA / case / "logdir"
+    files, run_json, sha = GENERATED[case]
+    run_dir = tmp_path / case / "plugins" / "profile" / RUN
+    run_dir.mkdir(parents=True)
+    for host, make in files.items():
+        data = make()
+        if sha is not None:
+            assert hashlib.sha256(data).hexdigest() == sha, f"{case}: not the fuzzer's reproducer"
+        (run_dir / f"{host}.xplane.pb").write_bytes(data)
+    if run_json is not None:
+        (run_dir / "tfadvisor_run.json").write_text(run_json)
+    return tmp_path / case
+
+
+# --------------------------------------------------------------------------- running and checking
+def _run_cli(logdir: Path, tmp_path: Path) -> tuple[int, str, str, float, float]:
+    """(exit code, stdout, stderr, seconds, peak RSS in MB) of the real CLI on ``logdir``."""
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("TFADVISOR_DEBUG", None)
+    with open(out, "wb") as fo, open(err, "wb") as fe:
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "tfadvisor", "analyze", str(logdir), "--format", "json"],
+                                stdout=fo, stderr=fe, env=env)
+        killer = threading.Timer(TIMEOUT_S, proc.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        finally:
+            killer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - t0
+    return proc.returncode, out.read_text(), err.read_text(), seconds, usage.ru_maxrss / 1024
+
+
+def _reject_nonfinite(token: str) -> float:
+    raise AssertionError(f"non-finite number {token} in the JSON")
+
+
+def json_problems(doc: object) -> list[str]:
+    """Numbers that are not finite, negative times/sizes/counts, percentages outside 0..100."""
+    problems: list[str] = []
+
+    def walk(o: object, path: str, rule: str | None) -> None:
+        if isinstance(o, dict):
+            for k, v in o.items():
+                k = str(k)
+                own = ("nonneg" if k in PCT_MAY_EXCEED_100 else "pct" if k.endswith("_pct")
+                       else "nonneg" if k.endswith(NONNEG_SUFFIXES) else None)
+                walk(v, f"{path}.{k}", own or rule)
+        elif isinstance(o, list):
+            for i, v in enumerate(o):
+                walk(v, f"{path}[{i}]", rule)
+        elif isinstance(o, (int, float)) and not isinstance(o, bool):
+            if not math.isfinite(o):
+                problems.append(f"{path} = {o}")
+            elif rule == "pct" and not 0 <= o <= 100:
+                problems.append(f"{path} = {o} (a percentage)")
+            elif rule == "nonneg" and o < 0:
+                problems.append(f"{path} = {o} (negative)")
+
+    walk(doc, "", None)
+    return problems
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fuzz_case(case: str, tmp_path: Path):
+    logdir = _logdir(case, tmp_path)
+    code, out, err, seconds, rss_mb = _run_cli(logdir, tmp_path)
+    assert code in (0, 2), f"{case}: exit {code} after {seconds:.1f} s: {err[-2000:]}"
+    assert rss_mb < MAX_RSS_MB, f"{case}: peak RSS {rss_mb:.0f} MB"
+    kind, text = EXPECT[case]
+    if code == 2:
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "Traceback" not in err, err
+        assert ".xplane.pb" in lines[0] or "tfadvisor_run.json" in lines[0], lines[0]
+        assert kind == "error" and text in lines[0], f"{case}: {lines[0]}"
+        return
+    assert err.strip() == "", f"{case}: stderr is not empty (numpy warnings?):\n{err[-2000:]}"
+    doc = json.loads(out, parse_constant=_reject_nonfinite)
+    assert not json_problems(doc), json_problems(doc)[:10]
+    assert kind == "result", f"{case}: expected a TraceError, got a result"
+    if text:
+        assert any(text in n for n in doc["notes"]), f"{case}: no note with {text!r}: {doc['notes']}"
+    if case.startswith("insane_") and case != "insane_idle_pct_overlapping_steps":
+        assert any(n.startswith("load: ") for n in doc["notes"]), doc["notes"]
+
+
+def test_every_shared_case_is_covered():
+    """Each reproducer in ../shared/fuzz_cases has a test here (skipped where it is absent)."""
+    if not SHARED.is_dir():
+        pytest.skip("no ../shared/fuzz_cases in this checkout")
+    shared = {p.name for p in SHARED.iterdir() if (p / "logdir").is_dir()}
+    assert shared <= set(CASES), sorted(shared - set(CASES))
+    assert set(CASES) == set(EXPECT)
