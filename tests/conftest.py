@@ -93,3 +93,29 @@ def gcs_emulator(tmp_path_factory):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def capture_env(**extra: str) -> dict[str, str]:
+    """Environment for a child that captures with TensorFlow: this checkout importable, TF quiet."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env.pop("TFADVISOR_CAPTURE", None)
+    env.pop("TFADVISOR_SYSTEM", None)
+    env.update(extra)
+    return env
+
+
+def train_markers(run_dir: str) -> list[int]:
+    """step_num of the `train` step markers (events with stat _r) in a run's host planes."""
+    import tfadvisor
+
+    trace = tfadvisor.load(run_dir)
+    out: list[int] = []
+    for plane in trace.host_planes:
+        roots = plane.stat("_r")
+        rows = roots.rows[plane.names_of(roots.rows) == "train"]
+        step_col = plane.stat("step_num")
+        by_row = dict(zip(step_col.rows.tolist(), step_col.integers().tolist()))
+        out.extend(by_row[r] for r in rows.tolist() if r in by_row)
+    return sorted(out)

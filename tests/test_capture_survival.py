@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import capture_env, train_markers
 
 import tfadvisor
 from tfadvisor.discovery import RUN_METADATA_FILE, find_runs
@@ -33,26 +34,6 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TFADVISOR_CAPTURE", None)
-    env.update(extra)
-    return env
-
-
-def _markers(run_dir: str) -> list[int]:
-    """step_num of the `train` step markers in a run's host planes."""
-    trace = tfadvisor.load(run_dir)
-    out: list[int] = []
-    for plane in trace.host_planes:
-        roots = plane.stat("_r")
-        rows = roots.rows[plane.names_of(roots.rows) == "train"]
-        step_col = plane.stat("step_num")
-        by_row = dict(zip(step_col.rows.tolist(), step_col.integers().tolist()))
-        out.extend(by_row[r] for r in rows.tolist() if r in by_row)
-    return sorted(out)
 
 
 def _metadata(run_dir: str) -> dict:
@@ -114,7 +95,7 @@ def callback_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("survival")
     script = out / "script.py"
     script.write_text(SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), str(out)], env=_env(), capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(script), str(out)], env=capture_env(), capture_output=True, text=True,
                           timeout=300)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"script failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
@@ -127,7 +108,7 @@ def test_stock_tensorboard_profiler_delays_the_window_not_disables_it(callback_r
     r = callback_run["clash"]
     assert r["state"] == "done" and r["error"] is None, r
     assert r["attempts"] > 1  # the first start clashed
-    marks = _markers(r["run_dir"])
+    marks = train_markers(r["run_dir"])
     # started once TensorBoard's profiler stopped, and kept the window's length
     assert len(marks) == 6 and marks == list(range(marks[0], marks[0] + 6)) and marks[0] > 4
     steps = _metadata(r["run_dir"])["steps"]
@@ -146,7 +127,7 @@ def test_batch_size_from_unbatched_shape_and_epoch_crossing(callback_run):
     steps = md["steps"]
     assert steps["start"] == 5 and steps["stop"] == 11
     # 8 steps per epoch: the window crosses the end of epoch 0 (after step 7), with validation inside
-    assert _markers(r["run_dir"]) == [5, 6, 7, 8, 9, 10]
+    assert train_markers(r["run_dir"]) == [5, 6, 7, 8, 9, 10]
     assert steps["epochs"] == [0, 1] and steps["crosses_epoch_end"] is True
     assert steps["epoch_ends_after_step"] == [7]
     assert steps["validation_runs"] == 1
@@ -156,7 +137,7 @@ def test_sigterm_in_the_callback_window_leaves_an_analysable_profile(callback_ru
     assert callback_run["_rc"] == -signal.SIGTERM, callback_run["_stderr"][-3000:]  # the signal still ends it
     assert "NOT TERMINATED" not in callback_run["_stdout"]
     (run,) = find_runs(str(Path(callback_run["_dir"]) / "term"))
-    marks = _markers(run.directory)
+    marks = train_markers(run.directory)
     assert marks[0] == 2 and marks == list(range(2, 2 + len(marks))) and len(marks) >= 3
     md = _metadata(run.directory)
     assert "SIGTERM during the window" in md["steps"]["note"]
@@ -199,7 +180,7 @@ def test_sigterm_to_capture_run_saves_the_profile_and_cleans_up(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "tfadvisor.capture", "run", "--logdir", str(logdir), "--start-step", "3", "--steps",
          "1000", "--", sys.executable, str(script), str(flag)],
-        env=_env(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=capture_env(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 200
         while not flag.exists() or not flag.read_text():
@@ -220,7 +201,7 @@ def test_sigterm_to_capture_run_saves_the_profile_and_cleans_up(tmp_path):
     assert not [p.name for p in tmp.iterdir() if p.name.startswith("tfadvisor_capture_")]
     (run,) = find_runs(str(logdir))
     assert "got SIGTERM and passed it on to the script" in stderr and run.directory in stderr
-    marks = _markers(run.directory)
+    marks = train_markers(run.directory)
     assert marks[0] == 3 and marks == list(range(3, 3 + len(marks))) and len(marks) >= 3
     assert "SIGTERM" in _metadata(run.directory)["steps"]["note"]
     assert tfadvisor.analyze(run.directory).metrics["steps_count"] >= 3

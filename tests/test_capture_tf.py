@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from conftest import capture_env, free_port, train_markers
 
 import tfadvisor
 from tfadvisor.discovery import RUN_METADATA_FILE, find_runs
@@ -32,25 +32,6 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TFADVISOR_CAPTURE", None)
-    return env
-
-
-def _markers(run_dir: str) -> list[int]:
-    """step_num of the `train` step markers (events with stat _r) in a run's host planes."""
-    trace = tfadvisor.load(run_dir)
-    out: list[int] = []
-    for plane in trace.host_planes:
-        roots = plane.stat("_r")
-        rows = roots.rows[plane.names_of(roots.rows) == "train"]
-        step_col = plane.stat("step_num")
-        by_row = dict(zip(step_col.rows.tolist(), step_col.integers().tolist()))
-        out.extend(by_row[r] for r in rows.tolist() if r in by_row)
-    return sorted(out)
 
 
 def _steps_found(run_dir: str):
@@ -162,7 +143,7 @@ def scenarios(tmp_path_factory):
     out = tmp_path_factory.mktemp("scenarios")
     script = out / "scenarios.py"
     script.write_text(SCENARIOS)
-    proc = subprocess.run([sys.executable, str(script), str(out)], env=_env(), capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(script), str(out)], env=capture_env(), capture_output=True, text=True,
                           timeout=300)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, \
@@ -177,7 +158,7 @@ def test_callback_profiles_exactly_the_window(scenarios):
     r = scenarios["fit"]
     assert r["state"] == "done" and r["profiled"] == 6 and r["seen"] == 16
     assert r["restored"], "train_function must be restored after the window"
-    assert _markers(r["run_dir"]) == [3, 4, 5, 6, 7, 8]
+    assert train_markers(r["run_dir"]) == [3, 4, 5, 6, 7, 8]
     assert _steps_found(r["run_dir"]) == 6
     md = _metadata(r["run_dir"])
     assert md["param_count"] == r["params"] == 8 * 16 + 16 + 16 + 1
@@ -203,7 +184,7 @@ def test_steps_per_execution(scenarios):
     r = scenarios["spe"]
     # executions start at steps 0, 2, 4, ...: the window 4..9 is three executions of two steps
     assert r["state"] == "done" and r["profiled"] == 6 and r["markers"] == 3
-    assert _markers(r["run_dir"]) == [4, 6, 8]
+    assert train_markers(r["run_dir"]) == [4, 6, 8]
     md = _metadata(r["run_dir"])
     assert md["steps"]["steps_per_execution"] == 2 and md["steps"]["markers"] == 3 and md["steps"]["count"] == 6
 
@@ -211,7 +192,7 @@ def test_steps_per_execution(scenarios):
 def test_custom_loop_profile_and_step(scenarios):
     r = scenarios["loop"]
     assert r["error"] is None and r["steps"] == 5
-    assert _markers(r["run_dir"]) == [100, 101, 102, 103, 104]
+    assert train_markers(r["run_dir"]) == [100, 101, 102, 103, 104]
     assert _steps_found(r["run_dir"]) == 5
     md = _metadata(r["run_dir"])
     assert md["param_count"] == r["params"] and md["batch_size"] == 16 and md["link"] == "pcie4"
@@ -222,7 +203,7 @@ def test_failing_analysis_warns_and_training_finishes(scenarios):
     r = scenarios["broken"]
     assert r["epochs"] == 1 and r["state"] == "done" and r["run_dir"]
     assert any("analysis exploded" in w for w in r["warnings"]), r["warnings"]
-    assert _markers(r["run_dir"]) == [2, 3]
+    assert train_markers(r["run_dir"]) == [2, 3]
 
 
 def test_profiler_busy_warns_and_training_finishes(scenarios):
@@ -267,7 +248,7 @@ while not os.path.exists(stop) and time.time() - t0 < 120:
 
 
 def _capture_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tfadvisor.capture", *args], env=_env(), capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tfadvisor.capture", *args], env=capture_env(), capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -277,7 +258,7 @@ def test_capture_service_from_a_real_server(tmp_path):
     (tmp_path / "server.py").write_text(SERVER)
     flag.touch()
     server = subprocess.Popen([sys.executable, str(tmp_path / "server.py"), str(port), str(flag), str(stop)],
-                              env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                              env=capture_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert server.stdout.readline().strip() == "READY"
         logdir = tmp_path / "log"
@@ -286,7 +267,7 @@ def test_capture_service_from_a_real_server(tmp_path):
         assert "tfadvisor: profile written to" in proc.stdout
         run = find_runs(str(logdir))[-1]
         assert run.hosts == [f"localhost_{port}"]
-        steps = _markers(run.directory)
+        steps = train_markers(run.directory)
         assert len(steps) >= 5 and steps == list(range(steps[0], steps[0] + len(steps)))
         assert _steps_found(run.directory) == len(steps)
         md = _metadata(run.directory)
@@ -337,7 +318,7 @@ def test_capture_run_step_mode(tmp_path):
     assert "TRAINED 161" in proc.stdout  # the script's own output is kept
     assert "tfadvisor: profile written to" in proc.stdout
     run = find_runs(str(logdir))[-1]
-    assert _markers(run.directory) == [4, 5, 6, 7, 8]
+    assert train_markers(run.directory) == [4, 5, 6, 7, 8]
     md = _metadata(run.directory)
     assert md["param_count"] == 161 and md["batch_size"] == 16 and md["steps"]["count"] == 5
 
@@ -355,7 +336,7 @@ def test_capture_run_passes_exit_code_and_time_mode(tmp_path):
     run = find_runs(str(logdir))[-1]
     md = _metadata(run.directory)
     assert md["capture"]["by"] == "tfadvisor capture run"
-    assert md["steps"]["count"] == len(_markers(run.directory))
+    assert md["steps"]["count"] == len(train_markers(run.directory))
 
 
 def test_profile_without_keras_import_keeps_tensorflow_out():
@@ -367,5 +348,5 @@ def test_profile_without_keras_import_keeps_tensorflow_out():
         assert "tensorflow" in sys.modules
         print("OK")
     """)
-    proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], env=capture_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]

@@ -135,6 +135,12 @@ CK_FMHA = ("void ck_tile::kentry<ck_tile::gfx950_t, 2, ck_tile::FmhaFwdKernel<ck
     ("Im3d2Col.kd", "unknown", False),
     ("loop_convert_fusion.kd", "unknown", False),
     ("input_reduce_fusion.kd", "unknown", False),
+    # Eigen casts (TF) are TensorConversionOp: not convolutions
+    ("void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::TensorAssignOp<Eigen::TensorMap<"
+     "Eigen::Tensor<Eigen::half, 1, 1, long>, 16, Eigen::MakePointer>, Eigen::TensorConversionOp<Eigen::half, "
+     "Eigen::TensorMap<Eigen::Tensor<float const, 1, 1, long>, 16, Eigen::MakePointer> const> const> const, "
+     "Eigen::GpuDevice>, long>(int)", "fp16", False),
+    ("void cudnn::cnn::conv2d_grouped_direct_kernel<float, float, float, true>(int)", "fp32", True),
     ("input_transpose_fusion", "unknown", False),
     ("wrapped_broadcast.kd", "unknown", False),
     ("ampere_sgemm_128x64_nn", "fp32", True),

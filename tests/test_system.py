@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import capture_env
 
 import tfadvisor
 from tfadvisor.system_sampler import SystemSampler
@@ -276,20 +277,11 @@ print("RUN_DIR", cbs[0].run_dir if cbs else None)
 needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs TensorFlow (tensorflow-cpu)")
 
 
-def _env(**extra) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TFADVISOR_CAPTURE", None)
-    env.pop("TFADVISOR_SYSTEM", None)
-    env.update(extra)
-    return env
-
 
 def _scenario(tmp_path: Path, kind: str) -> str:
     script = tmp_path / "scenario.py"
     script.write_text(SCENARIO)
-    out = subprocess.run([sys.executable, str(script), kind, str(tmp_path)], env=_env(), capture_output=True,
+    out = subprocess.run([sys.executable, str(script), kind, str(tmp_path)], env=capture_env(), capture_output=True,
                          text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     run_dir = out.stdout.split("RUN_DIR", 1)[1].strip()
@@ -323,7 +315,7 @@ def test_tf_capture_run_sleep_bound_loader_with_idle_cpus(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tfadvisor", "capture", "run", "--logdir", str(logdir),
                           "--start-step", "3", "--steps", "50", "--no-analyze", "--",
                           sys.executable, str(script), "sleep", str(tmp_path)],
-                         env=_env(OWN_CALLBACK="0"), capture_output=True, text=True, timeout=240)
+                         env=capture_env(OWN_CALLBACK="0"), capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     run = tfadvisor.discovery.resolve(str(logdir))
     assert list(Path(run.directory).glob("tfadvisor_system.*.npz"))

@@ -91,7 +91,7 @@ _TENSILE_IN = (("4xi8", "int8"), ("I8", "int8"), ("F8", "fp8"), ("B8", "fp8"), (
 # ``convert`` fusions, not batch-norm kernels.
 _MATRIX = re.compile(
     r"gemm|gemv|matmul|^cijk_|cutlass|xmma|wgmma|hmma|imma|(?<![a-z0-9])[a-z_]*(?:884|1688|16816|8816|16832)"
-    r"|conv(?!ert)|winograd|fprop|dgrad|wgrad|contraction"
+    r"|conv(?!ert|ersion)|winograd|fprop|dgrad|wgrad|contraction"
     r"|fmha|flash_?attn|flash_fwd|flash_bwd|attention|mha_|_attn_"
     r"|(?:^|[_.:])dot(?:[_.]|$)|dot_general|triton_gemm|ck::.*gemm|ck_tile::.*(?:gemm|fmha)")
 _NOT_MATRIX = re.compile(r"bn_fw|bn_bw|batch_?norm|im2col|im3d2col|col2im|redzone")
