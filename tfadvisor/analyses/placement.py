@@ -573,16 +573,13 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             "TF op executions that ran on a device (host launch events of ops whose kernels carry their name)")
 
     # Host op time: wall time during which some host-placed op runs (any thread).
-    host_ps = 0
+    # One union over every host plane: two planes' ops at the same instant are one instant.
     step_ps = None
-    for p, hr in host_rows_all:
-        if hr.size == 0:
-            continue
-        us, ue = union(p.ev_start_ps[hr], p.ev_end_ps[hr])
-        if windows is not None:
-            host_ps += int(within(us, ue, *windows).sum())
-        else:
-            host_ps += int(np.sum(ue - us))
+    parts = [(p.ev_start_ps[hr], p.ev_end_ps[hr]) for p, hr in host_rows_all if hr.size]
+    host_ps = 0
+    if parts:
+        us, ue = union(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]))
+        host_ps = int(within(us, ue, *windows).sum()) if windows is not None else int(np.sum(ue - us))
     if windows is not None:
         step_ps = int(np.sum(windows[1] - windows[0]))
     res.add("host_op_time_ms", ms(host_ps), "ms",
