@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -119,3 +120,11 @@ def train_markers(run_dir: str) -> list[int]:
         by_row = dict(zip(step_col.rows.tolist(), step_col.integers().tolist()))
         out.extend(by_row[r] for r in rows.tolist() if r in by_row)
     return sorted(out)
+
+
+def run_metadata(run_dir: str) -> dict:
+    """The run's tfadvisor_run.json, as the capture wrote it."""
+    from tfadvisor.discovery import RUN_METADATA_FILE
+
+    with open(os.path.join(run_dir, RUN_METADATA_FILE), encoding="utf-8") as fh:
+        return json.load(fh)

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import capture_env, train_markers
+from conftest import capture_env, run_metadata, train_markers
 
 import tfadvisor
-from tfadvisor.discovery import RUN_METADATA_FILE, find_runs
+from tfadvisor.discovery import find_runs
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,13 +32,6 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-
-
-def _metadata(run_dir: str) -> dict:
-    with open(os.path.join(run_dir, RUN_METADATA_FILE), encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 SCRIPT = r'''
@@ -111,7 +104,7 @@ def test_stock_tensorboard_profiler_delays_the_window_not_disables_it(callback_r
     marks = train_markers(r["run_dir"])
     # started once TensorBoard's profiler stopped, and kept the window's length
     assert len(marks) == 6 and marks == list(range(marks[0], marks[0] + 6)) and marks[0] > 4
-    steps = _metadata(r["run_dir"])["steps"]
+    steps = run_metadata(r["run_dir"])["steps"]
     assert steps["delayed"]["by_steps"] == marks[0] - 4 and steps["delayed"]["tries"] == r["attempts"]
     assert "AlreadyExists" in steps["delayed"]["because"]
     assert "another profiler is running at step 4" in callback_run["_stdout"]
@@ -122,7 +115,7 @@ def test_stock_tensorboard_profiler_delays_the_window_not_disables_it(callback_r
 def test_batch_size_from_unbatched_shape_and_epoch_crossing(callback_run):
     r = callback_run["epochs"]
     assert r["state"] == "done" and r["run_dir"], r
-    md = _metadata(r["run_dir"])
+    md = run_metadata(r["run_dir"])
     assert md["batch_size"] == 16  # ds.batch(16) without drop_remainder
     steps = md["steps"]
     assert steps["start"] == 5 and steps["stop"] == 11
@@ -139,7 +132,7 @@ def test_sigterm_in_the_callback_window_leaves_an_analysable_profile(callback_ru
     (run,) = find_runs(str(Path(callback_run["_dir"]) / "term"))
     marks = train_markers(run.directory)
     assert marks[0] == 2 and marks == list(range(2, 2 + len(marks))) and len(marks) >= 3
-    md = _metadata(run.directory)
+    md = run_metadata(run.directory)
     assert "SIGTERM during the window" in md["steps"]["note"]
     assert tfadvisor.analyze(run.directory).metrics["steps_count"] >= 3
 
@@ -203,5 +196,5 @@ def test_sigterm_to_capture_run_saves_the_profile_and_cleans_up(tmp_path):
     assert "got SIGTERM and passed it on to the script" in stderr and run.directory in stderr
     marks = train_markers(run.directory)
     assert marks[0] == 3 and marks == list(range(3, 3 + len(marks))) and len(marks) >= 3
-    assert "SIGTERM" in _metadata(run.directory)["steps"]["note"]
+    assert "SIGTERM" in run_metadata(run.directory)["steps"]["note"]
     assert tfadvisor.analyze(run.directory).metrics["steps_count"] >= 3

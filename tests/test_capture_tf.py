@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import capture_env, free_port, train_markers
+from conftest import capture_env, free_port, run_metadata, train_markers
 
 import tfadvisor
-from tfadvisor.discovery import RUN_METADATA_FILE, find_runs
+from tfadvisor.discovery import find_runs
 
 # TensorFlow only runs in subprocesses: this process does not import it.
 pytestmark = [
@@ -32,8 +31,6 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parent.parent
 
 
-
-
 def _steps_found(run_dir: str):
     """steps_count as the analyses see it (the steps analysis alone while others are missing)."""
     try:
@@ -42,11 +39,6 @@ def _steps_found(run_dir: str):
         from tfadvisor.analyses import Context, Options, steps
 
         return steps.analyze(tfadvisor.load(run_dir), Context(options=Options())).metrics["steps_count"].value
-
-
-def _metadata(run_dir: str) -> dict:
-    with open(os.path.join(run_dir, RUN_METADATA_FILE), encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 SCENARIOS = r'''
@@ -160,7 +152,7 @@ def test_callback_profiles_exactly_the_window(scenarios):
     assert r["restored"], "train_function must be restored after the window"
     assert train_markers(r["run_dir"]) == [3, 4, 5, 6, 7, 8]
     assert _steps_found(r["run_dir"]) == 6
-    md = _metadata(r["run_dir"])
+    md = run_metadata(r["run_dir"])
     assert md["param_count"] == r["params"] == 8 * 16 + 16 + 16 + 1
     assert md["batch_size"] == 16
     assert md["replicas"] == 1 and md["strategy"] and md["hosts"] == 1
@@ -185,7 +177,7 @@ def test_steps_per_execution(scenarios):
     # executions start at steps 0, 2, 4, ...: the window 4..9 is three executions of two steps
     assert r["state"] == "done" and r["profiled"] == 6 and r["markers"] == 3
     assert train_markers(r["run_dir"]) == [4, 6, 8]
-    md = _metadata(r["run_dir"])
+    md = run_metadata(r["run_dir"])
     assert md["steps"]["steps_per_execution"] == 2 and md["steps"]["markers"] == 3 and md["steps"]["count"] == 6
 
 
@@ -194,7 +186,7 @@ def test_custom_loop_profile_and_step(scenarios):
     assert r["error"] is None and r["steps"] == 5
     assert train_markers(r["run_dir"]) == [100, 101, 102, 103, 104]
     assert _steps_found(r["run_dir"]) == 5
-    md = _metadata(r["run_dir"])
+    md = run_metadata(r["run_dir"])
     assert md["param_count"] == r["params"] and md["batch_size"] == 16 and md["link"] == "pcie4"
     assert md["steps"] == {"count": 5, "first": 100, "last": 104}
 
@@ -245,8 +237,6 @@ while not os.path.exists(stop) and time.time() - t0 < 120:
 '''
 
 
-
-
 def _capture_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tfadvisor.capture", *args], env=capture_env(), capture_output=True,
                           text=True, timeout=timeout)
@@ -270,7 +260,7 @@ def test_capture_service_from_a_real_server(tmp_path):
         steps = train_markers(run.directory)
         assert len(steps) >= 5 and steps == list(range(steps[0], steps[0] + len(steps)))
         assert _steps_found(run.directory) == len(steps)
-        md = _metadata(run.directory)
+        md = run_metadata(run.directory)
         assert md["capture"]["service_addr"] == f"localhost:{port}" and md["hosts"] == 1
 
         # the program stops training: a capture with no steps is an error, in one line
@@ -319,7 +309,7 @@ def test_capture_run_step_mode(tmp_path):
     assert "tfadvisor: profile written to" in proc.stdout
     run = find_runs(str(logdir))[-1]
     assert train_markers(run.directory) == [4, 5, 6, 7, 8]
-    md = _metadata(run.directory)
+    md = run_metadata(run.directory)
     assert md["param_count"] == 161 and md["batch_size"] == 16 and md["steps"]["count"] == 5
 
 
@@ -334,7 +324,7 @@ def test_capture_run_passes_exit_code_and_time_mode(tmp_path):
     assert "TRAINED" in proc.stdout
     assert "exited with code 3" in proc.stderr
     run = find_runs(str(logdir))[-1]
-    md = _metadata(run.directory)
+    md = run_metadata(run.directory)
     assert md["capture"]["by"] == "tfadvisor capture run"
     assert md["steps"]["count"] == len(train_markers(run.directory))
 
