@@ -466,18 +466,28 @@ def _fill_chunk(buf, pos, end, li, ts_ns, ei, si, ki, ev_lookup, ev_sorted, st_l
     return OK, 0
 
 
+@njit(cache=True, nogil=True)
+def _fill_one(c, buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, ev_lookup, ev_sorted, st_lookup,
+              st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off,
+              str_len, out_err, out_err_at):
+    """Pass 2 for chunk ``c`` (shared by the parallel and the serial loop)."""
+    li = ch_line[c]
+    err, at = _fill_chunk(buf, ch_start[c], ch_end[c], li, line_ts[li], ch_ev[c], ch_st[c], ch_str[c],
+                          ev_lookup, ev_sorted, st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur,
+                          st_event, st_stat, st_kind, st_value, str_off, str_len)
+    out_err[c] = err
+    out_err_at[c] = at
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def fill_chunks(buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, ev_lookup, ev_sorted, st_lookup,
                 st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off,
                 str_len, out_err, out_err_at):
     """Pass 2 over every chunk, chunks in parallel (they write disjoint rows)."""
     for c in prange(ch_line.shape[0]):
-        li = ch_line[c]
-        err, at = _fill_chunk(buf, ch_start[c], ch_end[c], li, line_ts[li], ch_ev[c], ch_st[c], ch_str[c],
-                              ev_lookup, ev_sorted, st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur,
-                              st_event, st_stat, st_kind, st_value, str_off, str_len)
-        out_err[c] = err
-        out_err_at[c] = at
+        _fill_one(c, buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, ev_lookup, ev_sorted,
+                  st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value,
+                  str_off, str_len, out_err, out_err_at)
 
 
 @njit(cache=True, nogil=True)
@@ -486,12 +496,9 @@ def fill_chunks_serial(buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, lin
                        st_value, str_off, str_len, out_err, out_err_at):
     """:func:`fill_chunks` in this thread, for small planes."""
     for c in range(ch_line.shape[0]):
-        li = ch_line[c]
-        err, at = _fill_chunk(buf, ch_start[c], ch_end[c], li, line_ts[li], ch_ev[c], ch_st[c], ch_str[c],
-                              ev_lookup, ev_sorted, st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur,
-                              st_event, st_stat, st_kind, st_value, str_off, str_len)
-        out_err[c] = err
-        out_err_at[c] = at
+        _fill_one(c, buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, ev_lookup, ev_sorted,
+                  st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value,
+                  str_off, str_len, out_err, out_err_at)
 
 
 @njit(cache=True, nogil=True)
