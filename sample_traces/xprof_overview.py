@@ -3,7 +3,7 @@
 
 Usage::
 
-    python sample_traces/xprof_overview.py sample_traces/input_bound
+    python sample_traces/xprof_overview.py sample_traces/input_bound_defaults_off
     python sample_traces/xprof_overview.py path/to/run_dir_or_xplane.pb ...
 
 xprof writes ``ALL_HOSTS.op_stats_v2.pb`` (a cache) into the directory it

@@ -25,12 +25,18 @@ THRESHOLD_OF = {
     "step_gaps": ("idle_between_steps_pct", 10.0),
     "eager_execution": ("eager_pct", 10.0),
     "retracing": ("retrace_count", 2),
-    "python_overhead": ("python_overhead_pct", 20.0),
+    "python_overhead": ("python_overhead_pct", 10.0),
     "kernel_launch_bound": ("kernel_launch_pct", 3.0),
 }
 
 
-@pytest.mark.parametrize("sample", [p.name for p in sample_dirs()])
+def _decided_here(sample: str) -> bool:
+    f = expected(SAMPLES / sample).get("findings", {})
+    return bool(set(THRESHOLD_OF) & set(f.get("present", []) + f.get("absent", [])) - {"python_overhead"}) or \
+        "python_overhead" in f.get("present", [])
+
+
+@pytest.mark.parametrize("sample", [p.name for p in sample_dirs() if _decided_here(p.name)])
 def test_metrics_behind_planted_findings(sample):
     f = expected(SAMPLES / sample).get("findings", {})
     ctx = run_mine(sample, _first_host(sample))
@@ -44,14 +50,11 @@ def test_metrics_behind_planted_findings(sample):
             # python_overhead may be high where eager dispatch or retracing explains it
             assert v is None or v < thr, f"{sample}: {m} = {v}, but {rid} is planted absent"
             checked += 1
-    if not checked:
-        pytest.skip("no planted finding these analyses decide")
+    assert checked
 
 
 def test_step_gaps_sample_gaps():
     m = _measured("step_gaps")
-    if not m:
-        pytest.skip("step_gaps sample missing")
     ctx = run_mine("step_gaps")
     n = ctx.metric("steps_count")
     assert ctx.metric("gaps_count") == n - 1  # one sleep after every step but the last inside the window
@@ -63,8 +66,7 @@ def test_step_gaps_sample_gaps():
 def test_gaps_with_python_frames_name_the_host_work():
     names = [p.name for p in sample_dirs() if "step_gaps" in expected(p).get("findings", {}).get("present", [])
              and expected(p).get("kind") == "synthetic"]
-    if not names:
-        pytest.skip("no synthetic gap sample")
+    assert names, "no synthetic gap sample"
     for name in names:
         ctx = run_mine(name, _first_host(name))
         assert ctx.metric("gap_host_activity") in ("python", "callbacks")
@@ -73,8 +75,6 @@ def test_gaps_with_python_frames_name_the_host_work():
 
 def test_retracing_counts_every_profiled_step():
     m = _measured("retracing")
-    if not m:
-        pytest.skip("retracing sample missing")
     ctx = run_mine("retracing")
     traced = sum(v for k, v in m["files"]["localhost"]["tf_function_call"].items() if k.startswith("traced"))
     assert ctx.metric("retrace_count") == traced == ctx.metric("steps_count")
@@ -85,38 +85,45 @@ def test_retracing_counts_every_profiled_step():
 
 def test_no_retrace_when_functions_were_traced_before_the_window():
     """tracing_count 2 on notTraced calls (traced during warm-up) is no retrace."""
-    if not (SAMPLES / "input_tuned").is_dir():
-        pytest.skip("input_tuned sample missing")
-    ctx = run_mine("input_tuned")
+    ctx = run_mine("tfdata_seq_map_tuned")
     assert ctx.metric("tf_function_calls") >= 1
     assert ctx.metric("retrace_count") == 0
 
 
-def test_python_overhead_close_to_measured():
-    m = _measured("python_overhead")
-    if not m:
-        pytest.skip("python_overhead sample missing")
-    ctx = run_mine("python_overhead")
-    # the generator timed the pure-Python bookkeeping with perf_counter; a few .numpy() calls in it
-    # are TF events, so the trace explains a little of that time
-    assert ctx.metric("python_overhead_pct") == pytest.approx(m["python_pct"], abs=12)
-    assert ctx.metric("idle_within_steps_pct") > 40  # the TF threads idle meanwhile
+@pytest.mark.parametrize("sample", ["python_overhead", "custom_loop_python"])
+def test_python_overhead_matches_xprof_other_time(sample):
+    """Host time inside steps with no TF work: xprof's 'All Others' per step, recorded at capture time."""
+    xprof = _measured(sample)["xprof_overview"]
+    ctx = run_mine(sample)
+    assert ctx.metric("python_overhead_ms_per_step") == pytest.approx(xprof["other_ms_avg"], abs=0.06)
+    assert ctx.metric("python_overhead_pct") == pytest.approx(
+        100 * xprof["other_ms_avg"] / xprof["rows_step_time_ms_mean"], rel=0.01)
+    if sample == "python_overhead":
+        assert ctx.metric("idle_within_steps_pct") > 40  # the TF threads idle meanwhile
+
+
+@pytest.mark.parametrize("sample", [
+    pytest.param("python_overhead", marks=pytest.mark.xfail(strict=True, reason=(
+        "tool 65.4 % (= xprof's All Others) vs 74.2 % timed: the timed Python holds .numpy() calls the "
+        "trace shows as TF ops; reported to the lead, not loosened"))),
+    "custom_loop_python"])
+def test_python_overhead_against_wall_clock(sample):
+    """The generator timed the pure-Python work inside each step with perf_counter (in-stats steps)."""
+    m = _measured(sample)
+    py, st = m["python_ms"][1:-1], m["measured_step_ms"][1:-1]
+    ctx = run_mine(sample)
+    assert ctx.metric("python_overhead_pct") == pytest.approx(100 * sum(py) / sum(st), rel=0.05)
 
 
 def test_eager_sample_counts_ops_not_input():
-    if not (SAMPLES / "eager").is_dir():
-        pytest.skip("eager sample missing")
     ctx = run_mine("eager")
     assert ctx.metric("eager_op_count") == _measured("eager")["files"]["localhost"]["eager_op_dispatch"]
-    if (SAMPLES / "input_bound").is_dir():
-        # next(iterator) dispatches IteratorGetNext eagerly: that is input wait, not eager overhead
-        ib = run_mine("input_bound")
-        assert ib.metric("eager_pct") < 10 and ib.metric("input_pct") > 50
+    # next(iterator) dispatches IteratorGetNext eagerly: that is input wait, not eager overhead
+    ib = run_mine("input_bound_defaults_off")
+    assert ib.metric("eager_pct") < 10 and ib.metric("input_pct") > 50
 
 
 def test_missing_data_notes():
-    if not (SAMPLES / "eager").is_dir():
-        pytest.skip("eager sample missing")
     ctx = run_mine("eager")
     ov = ctx.results["overhead"]
     assert ov.metrics["kernel_launch_pct"].value is None and any("kernel launches" in n for n in ov.notes)

@@ -34,8 +34,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, must_name: str, pro
 
 
 def _real_file() -> Path:
-    if not REAL:
-        pytest.skip("no real sample traces present")
+    assert REAL, "no sample traces"
     return next(REAL[0].rglob("*.xplane.pb"))
 
 
@@ -109,8 +108,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
 
 
 def test_logdir_untouched(tmp_path: Path):
-    if not REAL:
-        pytest.skip("no real sample traces present")
+    assert REAL, "no sample traces"
     logdir = tmp_path / "logdir"
     shutil.copytree(REAL[0], logdir)
     before = _snapshot(logdir)

@@ -117,7 +117,8 @@ def test_no_step_verdicts_without_steps(sample):
 def test_steady_samples_keep_their_verdicts():
     res = tfadvisor.analyze(SAMPLES / "synthetic_gpu_input_bound")
     assert res.metrics["capture_steady_state"] is True
-    assert res.findings[0].rule == "input_bound"
+    ids = [f.rule for f in res.findings]
+    assert ids[0] == "tfdata_sequential_map" and "input_bound" in ids  # the planted cause leads, the wait stays
 
 
 # ---------------------------------------------------------------- absurd step markers

@@ -19,7 +19,7 @@ from tfadvisor import profiling  # noqa: E402
 from tfadvisor.capture import service  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = next((ROOT / "sample_traces" / "input_bound").rglob("*.xplane.pb"), None)
+SAMPLE = next((ROOT / "sample_traces" / "input_bound_defaults_off").rglob("*.xplane.pb"))
 BUCKET = "captures"
 
 
@@ -43,7 +43,6 @@ def _server_writes(gcs, name: str) -> None:
     gcs.bucket(BUCKET).blob(name).upload_from_filename(str(SAMPLE))
 
 
-@pytest.mark.skipif(SAMPLE is None, reason="sample_traces/input_bound is not there")
 def test_remote_logdir_without_tensorflow(gcs, monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # as if TensorFlow were not installed
     with pytest.raises(ImportError):

@@ -32,13 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _steps_found(run_dir: str):
-    """steps_count as the analyses see it (the steps analysis alone while others are missing)."""
-    try:
-        return tfadvisor.analyze(run_dir).metrics["steps_count"]
-    except ImportError:
-        from tfadvisor.analyses import Context, Options, steps
-
-        return steps.analyze(tfadvisor.load(run_dir), Context(options=Options())).metrics["steps_count"].value
+    """steps_count as the full analysis sees it."""
+    return tfadvisor.analyze(run_dir).metrics["steps_count"]
 
 
 SCENARIOS = r'''
@@ -179,6 +174,7 @@ def test_steps_per_execution(scenarios):
     assert train_markers(r["run_dir"]) == [4, 6, 8]
     md = run_metadata(r["run_dir"])
     assert md["steps"]["steps_per_execution"] == 2 and md["steps"]["markers"] == 3 and md["steps"]["count"] == 6
+    assert _steps_found(r["run_dir"]) == 6  # training steps (the run file's steps_per_execution), not markers
 
 
 def test_custom_loop_profile_and_step(scenarios):

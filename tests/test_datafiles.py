@@ -199,7 +199,7 @@ def test_gcs_never_reads_objects(gcs_data, gcs_emulator, monkeypatch):
 
 # --------------------------------------------------------------------------- with the rules, end to end
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "input_tuned"
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "tfdata_repeat_map_tuned"
 
 
 def test_analyze_with_data_fires_the_rules(local_data, tmp_path):

@@ -117,13 +117,15 @@ def test_diff_command_with_fake_analyze(monkeypatch):
 # --------------------------------------------------------------------------- the real samples, end to end
 
 
-def test_diff_input_bound_vs_tuned():
+def test_diff_repeat_map_vs_tuned():
+    """The defaults-on pair: the map repeated every pass, then cached (tfdata_repeat_map -> _tuned)."""
     import tfadvisor
 
-    d = diff_results(tfadvisor.analyze(SAMPLES / "input_bound"), tfadvisor.analyze(SAMPLES / "input_tuned"))
+    d = diff_results(tfadvisor.analyze(SAMPLES / "tfdata_repeat_map"),
+                     tfadvisor.analyze(SAMPLES / "tfdata_repeat_map_tuned"))
     assert d["verdict"] == "faster", d["verdict_text"]
     assert d["step_time"]["change_pct"] < -20
-    assert "input_bound" in [f["rule"] for f in d["findings"]["fixed"]]
+    assert "tfdata_no_cache" in [f["rule"] for f in d["findings"]["fixed"]]
     assert "input_bound" not in [f["rule"] for f in d["findings"]["new"] + d["findings"]["remaining"]]
     inp = next(f for f in d["figures"] if f["metric"] == "input_pct")
     assert inp["judgement"] == "better"
@@ -145,14 +147,33 @@ def test_diff_fp32_vs_mixed_precision():
 def test_diff_cli_end_to_end():
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="80")
     cmd = [sys.executable, "-m", "tfadvisor", "diff"]
-    r = subprocess.run(cmd + [str(SAMPLES / "input_bound"), str(SAMPLES / "input_tuned"), "--fail-on-regression",
-                              "5"], capture_output=True, text=True, env=env, timeout=300)
+    slow, fast = str(SAMPLES / "tfdata_repeat_map"), str(SAMPLES / "tfdata_repeat_map_tuned")
+    r = subprocess.run(cmd + [slow, fast, "--fail-on-regression", "5"], capture_output=True, text=True, env=env,
+                       timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "Verdict: faster by" in r.stdout and "input_bound" in r.stdout
+    assert "Verdict: faster by" in r.stdout and "tfdata_no_cache" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
-    r = subprocess.run(cmd + [str(SAMPLES / "input_tuned"), str(SAMPLES / "input_bound"), "--fail-on-regression",
-                              "5", "--format", "json"], capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(cmd + [fast, slow, "--fail-on-regression", "5", "--format", "json"], capture_output=True,
+                       text=True, env=env, timeout=300)
     assert r.returncode == 1
     d = json.loads(r.stdout)
-    assert d["verdict"] == "slower" and "input_bound" in [f["rule"] for f in d["findings"]["new"]]
+    assert d["verdict"] == "slower" and "tfdata_no_cache" in [f["rule"] for f in d["findings"]["new"]]
     assert "regressed" in r.stderr
+
+
+def test_noise_interval_separates_noise_from_a_real_change():
+    """Welch 95 % interval from per-step times: same distribution -> about equal; shifted by 10 sd -> faster."""
+    import pandas as pd
+
+    from tfadvisor.diff import noise_interval_pct
+
+    class R:
+        def __init__(self, ms):
+            self.tables = {"steps": pd.DataFrame({"ms_per_step": ms, "in_stats": [True] * len(ms)})}
+
+    base = [10.0, 10.4, 9.6, 10.2, 9.8, 10.1, 9.9, 10.0]
+    lo, hi = noise_interval_pct(R(base), R([x * 1.02 for x in base]))
+    assert lo < 0 < hi  # 2 % shift, sd 2.5 %, 8 steps a side: noise
+    lo, hi = noise_interval_pct(R(base), R([x * 0.7 for x in base]))
+    assert hi < 0 and -33 < lo < hi < -27
+    assert noise_interval_pct(R([10.0]), R(base)) is None

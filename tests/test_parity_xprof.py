@@ -32,8 +32,9 @@ import pytest
 from conftest import SAMPLES, expected, sample_dirs
 from test_analyses_steps import _host_arg, run_mine
 
-raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data",
-                                       reason="xprof is not installed: parity with xprof cannot be checked")
+# required, not skipped: xprof is in the test extra (pip install -e '.[test]'); tests that must run
+# without it (benchmarks/mutation_check.py) leave this module out
+from xprof.convert import raw_to_tool_data  # noqa: E402
 
 REL = 0.02
 ABS_PCT = 0.05
@@ -77,9 +78,13 @@ def test_parity_with_xprof_overview(sample, path, tmp_path):
     host = path.name.split(".xplane.pb")[0]
     ctx = run_mine(sample, _host_arg(sample, host))
     if not xp["step_ms"]:
+        # known cases only: Keras 3 callbacks (Profiled batch, no _r), marker-less runs, device-only
+        # fragments without steps, and the synthetic GPU samples (no host-device grouping links)
         src = ctx.metric("steps_source")
-        pytest.skip(f"xprof finds no steps here (our steps come from {src}: "
-                    f"{ctx.metric('steps_count')} steps)")
+        kind = expected(SAMPLES / sample).get("kind")
+        assert src in ("profiled_batch", "function_cadence", "none") or kind == "synthetic", \
+            f"{sample}: xprof finds no steps, ours come from {src} ({ctx.metric('steps_count')} steps)"
+        return
     n = len(xp["step_ms"])
     # the same steps: xprof names them '<marker> <step number>'
     tbl = ctx.table("steps")

@@ -9,13 +9,13 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from tfadvisor.advice import Finding
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics
 from tfadvisor.api import Result
 from tfadvisor.discovery import Run
@@ -25,21 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NASTY = "model/dense<1>/MatMul&Add:Fused<float>"
 
 
-@dataclass
-class FakeFinding:
-    """Stands in for tfadvisor.advice.Finding (same fields)."""
-
-    rule: str
-    severity: str
-    title: str
-    message: str
-    evidence: dict = field(default_factory=dict)
-    impact_pct: float | None = None
-    fix: str = ""
-    docs: list = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
+#: The rule engine's own finding class (test_diff imports it under this name).
+FakeFinding = Finding
 
 
 def _metrics(values: dict) -> Metrics:
@@ -76,7 +63,14 @@ def make_result(step_base: float = 100.0, input_ms: float = 60.0, findings: list
     gaps = pd.DataFrame([dict(start_ps=int(r.end_ps), end_ps=int(r.end_ps + 2e9), duration_ms=2.0,
                               between_steps=True, host_activity="python" if i % 2 else "input")
                          for i, r in enumerate(steps.itertuples())][:-1])
-    tables = {"steps": steps, "gaps": gaps}
+    end = int(steps.end_ps.max())
+    timeline = pd.concat([
+        pd.DataFrame(dict(lane=["window"], start_ps=[0], end_ps=[end], covered_ps=[end], count=[1])),
+        pd.DataFrame(dict(lane="device compute", start_ps=steps.start_ps, end_ps=steps.end_ps,
+                          covered_ps=steps.end_ps - steps.start_ps, count=1)),
+        pd.DataFrame(dict(lane="idle", start_ps=gaps.start_ps, end_ps=gaps.end_ps,
+                          covered_ps=gaps.end_ps - gaps.start_ps, count=1))], ignore_index=True)
+    tables = {"steps": steps, "gaps": gaps, "timeline": timeline}
     values = dict(steps_count=len(steps), steps_source="trace_context", step_time_mean_ms=mean,
                   step_time_median_ms=float(steps.duration_ms.median()),
                   step_time_p90_ms=float(steps.duration_ms.quantile(0.9)),
@@ -188,8 +182,8 @@ def test_html_has_every_plot_and_finding(tmp_path):
         assert f"finding-{rule}" in p.ids
     assert "<pre><code" in text and "num_parallel_calls=tf.data.AUTOTUNE" in text
     assert "keras.mixed_precision.set_global_policy" in text  # an indented code block became <pre><code>
-    assert p.scripts == 0 and p.external == []
-    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert p.scripts == 2 and p.external == []  # the timeline's data and viewer, inline
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")
     # every plot has a legend/axis label and <title> tooltips
     steps_svg = re.search(r'<svg id="plot-steps".*?</svg>', text, re.S).group(0)
     assert steps_svg.count("<title>") > 24 and "device compute" in steps_svg and "step time (ms)" in steps_svg
@@ -234,7 +228,11 @@ def test_html_partial_tables_do_not_crash():
     text = render_html(res)
     p = _parse(text)
     assert p.ids["plot-steps"] == "svg" and "unattributed" in text
-    assert p.ids["plot-timeline"] == "svg" and "no idle gaps of" in text
+    for tables in [res.tables] + [h.tables for h in res.hosts]:
+        tables.pop("timeline")
+    text = render_html(res)
+    p = _parse(text)
+    assert p.ids["plot-busy"] == "div" and p.ids["plot-timeline"] == "div" and "no activity timeline" in text
     assert p.ids["plot-memory"] == "svg"
     assert p.ids["plot-allreduce"] == "svg" and "--params" in text
     assert p.ids["plot-hosts"] == "div" and p.ids["plot-precision"] == "div"
@@ -246,7 +244,8 @@ def test_html_many_steps_are_binned():
     res.tables["steps"] = big
     text = render_html(res)
     steps_svg = re.search(r'<svg id="plot-steps".*?</svg>', text, re.S).group(0)
-    assert "mean of 13 steps" in steps_svg and "labelled by the first" in steps_svg
+    assert "each bar the mean of 15 consecutive steps" in steps_svg and 'data-steps="5000"' in steps_svg
+    assert steps_svg.count('class="step"') == 334
     assert len(text) < 3_000_000
 
 
@@ -335,11 +334,11 @@ def _expected_truth(sample: str) -> dict:
 
 REAL_SAMPLES = sorted(p.parent.name for p in (ROOT / "sample_traces").glob("*/expected.toml"))
 #: What each sample is about must be drawn, not boxed as missing.
-DRAWN = {"input_bound": ["plot-steps", "plot-timeline", "plot-tfdata"],
+DRAWN = {"input_bound": ["plot-steps", "plot-busy", "plot-timeline", "plot-tfdata"],
          "memory_heavy": ["plot-memory"],
          "synthetic_multihost_straggler": ["plot-hosts", "plot-allreduce"],
          "synthetic_gpu_mixed": ["plot-precision"],
-         "synthetic_gpu_idle_gaps": ["plot-timeline"]}
+         "synthetic_gpu_idle_gaps": ["plot-busy", "plot-timeline"]}
 
 
 @pytest.mark.parametrize("sample", REAL_SAMPLES)
@@ -359,7 +358,7 @@ def test_real_sample_report_in_chromium(chromium, tmp_path, sample):
     findings = [f["rule"] for f in json.loads(r.stdout).get("findings", [])]
     text = page.read_text()
     p = _parse(text)
-    assert p.scripts == 0 and p.external == []
+    assert p.external == []
     r = _run_chromium(chromium, "--dump-dom", page.as_uri())
     assert r.returncode == 0, r.stderr[-2000:]
     dom = _parse(r.stdout)
@@ -379,3 +378,37 @@ def test_real_sample_report_in_chromium(chromium, tmp_path, sample):
         r = _run_chromium(chromium, f"--screenshot={shots / f'report-{sample}.png'}", "--window-size=1100,5000",
                           "--hide-scrollbars", page.as_uri())
         assert r.returncode == 0
+
+
+def test_memory_live_at_peak_lists_no_junk_rows():
+    """A real JAX capture whose live buffers carry no op, shape or data type (`invalid`): no empty row,
+    one sentence with their count and size instead."""
+    import tfadvisor
+
+    res = tfadvisor.analyze(ROOT / "sample_traces" / "real_jax_rocm_mi300_gemm")
+    live = res.tables["memory_live_at_peak"]
+    assert (live["data_type"] == "invalid").all() and (live["tf_op"].astype(str).str.strip() == "").all()
+    text = render_html(res)
+    assert 'id="memory-live-at-peak"' not in text and "<td>invalid</td>" not in text
+    n = int(live["count"].sum())
+    line = re.search(r'<p class="sub" id="memory-live-unnamed">(.*?)</p>', text, re.S).group(1)
+    assert line.startswith(f"{n} live allocations (") and "not listed by name" in line
+
+
+def test_wide_tables_turn_on_their_side_and_drop_empty_columns():
+    from tfadvisor.report.html import MAX_COLUMNS, _table
+
+    df = pd.DataFrame({f"col_{i}": [i * 10 + r for r in range(4)] for i in range(MAX_COLUMNS + 6)})
+    df["stage"] = ["a", "b", "c", "d"]
+    df["empty"] = [None, np.nan, None, ""]
+    df = df[["stage"] + [c for c in df.columns if c != "stage"]]
+    p = _parse_rows(_table(df, "t"))
+    assert p[0] == ["stage", "a", "b", "c", "d"]  # one column per row of the data
+    assert len(p) == 1 + MAX_COLUMNS + 6 and ["col_3", "30", "31", "32", "33"] in p and "empty" not in str(p)
+    narrow = _parse_rows(_table(df[["stage", "col_1", "empty"]], "n"))
+    assert narrow == [["stage", "col_1"], ["a", "10"], ["b", "11"], ["c", "12"], ["d", "13"]]
+
+
+def _parse_rows(text: str) -> list[list[str]]:
+    rows = re.findall(r"<tr>(.*?)</tr>", text, re.S)
+    return [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)] for r in rows]

@@ -144,7 +144,7 @@ def test_bad_samples_file_is_a_note_not_a_crash(tmp_path):
 
 
 def test_no_samples_leaves_metrics_unknown_with_a_note():
-    r = tfadvisor.analyze(str(ROOT / "sample_traces/input_bound"))
+    r = tfadvisor.analyze(str(ROOT / "sample_traces/input_bound_defaults_off"))
     assert r.metrics["system_cpu_util_pct"] is None and r.metrics["startup_to_first_step_s"] is None
     assert any("no system samples" in n for n in r.notes)
     assert not [f for f in r.findings if f.rule.startswith("system_")]
@@ -195,7 +195,7 @@ def test_reports_and_diff_show_the_samples(tmp_path):
     b = tfadvisor.analyze(gpu_run(tmp_path / "b", cpu=40.0, gpu=[80.0]))
     html = render_html(a)
     assert 'id="plot-system"' in html and "<polyline" in html
-    assert html.index('id="timeline"') < html.index('id="system"') < html.index('id="input"')
+    assert html.index('id="findings"') < html.index('id="timeline"') < html.index('id="system"')
     assert "| GPU busy |" in render_markdown(a)
     assert result_to_dict(a)["system"]["figures"]["system_gpu_util_pct"] == pytest.approx(
         a.metrics["system_gpu_util_pct"])

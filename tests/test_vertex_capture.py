@@ -30,7 +30,7 @@ from typer.testing import CliRunner  # noqa: E402
 from vertex_fake_api import FAILED, FakeVertex  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "sample_traces" / "input_bound"
+SAMPLE = ROOT / "sample_traces" / "input_bound_defaults_off"
 BUCKET = "tfadvisor-staging"
 PROJECT = "demo-project"
 REGION = "us-central1"
@@ -103,8 +103,7 @@ def _assert_analysed(result, directory: Path) -> None:
 
 
 def _sample_files() -> list[Path]:
-    if not any(SAMPLE.rglob("*.xplane.pb")):
-        pytest.skip("sample_traces/input_bound is not there")
+    assert any(SAMPLE.rglob("*.xplane.pb")), f"no xplane.pb under {SAMPLE}"
     return sorted(SAMPLE.rglob("*.xplane.pb"))
 
 

@@ -7,22 +7,67 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+from difflib import SequenceMatcher
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from tfadvisor.errors import TraceError
+from tfadvisor.links import LINKS
 
+LINK_NAMES = tuple(LINKS)
+
+# Plain (click) help: no type tags, option names never cut at 80 columns.
 app = typer.Typer(
     help="Read TensorFlow Profiler traces and say why training is slow, and what to change.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-rules_app = typer.Typer(help="List the rules, or explain one.", invoke_without_command=True)
+rules_app = typer.Typer(help="List the rules, or explain one.", invoke_without_command=True, rich_markup_mode=None)
 app.add_typer(rules_app, name="rules")
+
+
+class Command(TyperCommand):
+    """A command whose "no such option" error suggests only options that look like the one typed."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as err:  # typer's own copy of click's NoSuchOption
+            if hasattr(err, "option_name") and hasattr(err, "possibilities"):
+                err.possibilities = close_options(err.option_name, err.possibilities or []) or None
+            raise
+
+
+def close_options(typed: str, candidates: list[str]) -> list[str]:
+    """The candidates whose names (dashes left out) are spelled much like ``typed``."""
+    name = typed.lstrip("-").lower()
+    return [c for c in candidates if SequenceMatcher(None, name, c.lstrip("-").lower()).ratio() >= 0.75
+            or (len(name) >= 3 and c.lstrip("-").lower().startswith(name))]
+
+
+_SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12}
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGbBtT]?)\s*$")
+
+
+def parse_count(text: str | int) -> int:
+    """A positive whole number: ``25000000``, ``25e6``, ``25M``, ``25.6M``, ``1.2B`` (K, M, G/B, T)."""
+    if isinstance(text, int):
+        return text
+    m = _COUNT.match(str(text).replace(",", "").replace("_", ""))
+    if m is None:
+        raise typer.BadParameter(f"{text!r} is not a number (e.g. 25000000, 25e6, 25M, 1.2B)")
+    value = float(m.group(1)) * _SI[m.group(2).lower()]
+    if value < 1 or value != int(value):
+        raise typer.BadParameter(f"{text!r} is not a positive whole number")
+    return int(value)
 
 
 class Format(str, Enum):
@@ -88,22 +133,35 @@ def _stderr_console():
     return Console(stderr=True)
 
 
-@app.command()
+@app.command(cls=Command)
 def analyze(
-    paths: list[str] = typer.Argument(..., help="A logdir, a run directory, or .xplane.pb file(s)."),
-    run: str | None = typer.Option(None, "--run", help="Run to analyse (default: the newest)."),
+    paths: list[str] = typer.Argument(..., help="A logdir, a run directory, or .xplane.pb file(s).",
+                                      metavar="PATH"),
+    run: str | None = typer.Option(None, "--run", metavar="NAME",
+                                   help="Run to analyse (default: the newest): its name, its path under the logdir, "
+                                        "or a prefix that matches one run only."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
-    html: Path | None = typer.Option(None, "--html", help="Also write a self-contained HTML report here."),
-    rules: list[str] = typer.Option([], "--rules", help="Extra rules directory (repeatable)."),
-    params: int | None = typer.Option(None, "--params", help="Model parameter count (AllReduce check)."),
-    bandwidth: str | None = typer.Option(None, "--bandwidth", help="Link bandwidth in GB/s, or a link name."),
-    replicas: int | None = typer.Option(None, "--replicas", help="Number of replicas (data-parallel workers)."),
-    batch_size: int | None = typer.Option(None, "--batch-size", help="Global batch size."),
-    data: str | None = typer.Option(None, "--data", help="Training data files to check (dir or glob, gs:// ok)."),
+    html: Path | None = typer.Option(None, "--html", metavar="FILE",
+                                     help="Also write a self-contained HTML report here."),
+    rules: list[str] = typer.Option([], "--rules", metavar="DIR", help="Extra rules directory (repeatable)."),
+    params: int | None = typer.Option(None, "--params", parser=parse_count, metavar="N",
+                                      help="Model parameter count (AllReduce check): 25000000, 25e6 or 25M."),
+    bandwidth: str | None = typer.Option(None, "--bandwidth", metavar="GBPS|LINK",
+                                         help="Link bandwidth in GB/s, or a link name: " + ", ".join(LINK_NAMES)
+                                         + "."),
+    replicas: int | None = typer.Option(None, "--replicas", parser=parse_count, metavar="N",
+                                        help="Number of replicas (data-parallel workers)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", parser=parse_count, metavar="N",
+                                          help="Global batch size."),
+    data: str | None = typer.Option(None, "--data", metavar="PATH",
+                                    help="Training data files to check (dir or glob, gs:// ok)."),
     fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when a finding this severe exists."),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes for multi-host runs."),
-    dask: str | None = typer.Option(None, "--dask", help="Dask scheduler address for multi-host parsing."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", metavar="N", help="Worker processes for multi-host runs."),
+    dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
+                                    help="Dask scheduler address for multi-host parsing."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    tables: bool = typer.Option(False, "--tables", help="With --format json: add the tables (steps, gaps, ...) "
+                                "as a \"tables\" key, one object per row."),
 ) -> None:
     """Analyse a profile: summary, then findings, most important first."""
     from tfadvisor.api import analyze as run_analysis
@@ -124,7 +182,12 @@ def analyze(
         if not quiet:
             typer.echo(f"wrote {html}", err=True)
     if fmt is Format.json:
-        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        out = result.to_dict()
+        if tables:
+            from tfadvisor.report.json_report import tables_to_dict
+
+            out["tables"] = tables_to_dict(result.tables)
+        typer.echo(json.dumps(out, indent=2, default=str))
     elif fmt is Format.markdown:
         from tfadvisor.report.markdown import render_markdown
 
@@ -140,7 +203,61 @@ def analyze(
             raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=Command)
+def export(
+    path: str = typer.Argument(..., help="A logdir, a run directory, or an .xplane.pb file.", metavar="PATH"),
+    out: Path = typer.Argument(..., help="The JSON trace to write (open it in ui.perfetto.dev).", metavar="OUT.json"),
+    run: str | None = typer.Option(None, "--run", metavar="NAME", help="Run to export (default: the newest)."),
+    max_events: str = typer.Option("1M", "--max-events", metavar="N",
+                                   help="Most trace events to write (e.g. 200K, 1M; 0 for all): beyond it the "
+                                   "longest are kept, and every event a finding is about."),
+    rules: list[str] = typer.Option([], "--rules", metavar="DIR", help="Extra rules directory (repeatable)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary line on stderr."),
+) -> None:
+    """Write the trace with tfadvisor's steps, gaps and findings as a Chrome/Perfetto JSON trace."""
+    from tfadvisor.advice import evaluate, load_rules
+    from tfadvisor.analyses import analyze_trace, options_from
+    from tfadvisor.discovery import resolve
+    from tfadvisor.reader import load_run
+    from tfadvisor.report.perfetto import write_export
+
+    limit = None if max_events.strip() in ("0", "all") else _count_option(max_events, "--max-events")
+    chosen = resolve(path, run=run)
+    if _inside(out, chosen.directory):
+        fail(f"{out}: will not write into the profile directory it reads ({chosen.directory})")
+    trace = load_run(chosen)
+    opts = options_from(trace, None)
+    loaded = load_rules(extra_dirs=rules)
+    hosts = []
+    for h in trace.hosts:
+        part = analyze_trace(trace.host(h), opts, host=h)
+        hosts.append((h, part.tables, evaluate(part.metrics, loaded)))
+    try:
+        counts = write_export(out, trace, hosts, max_events=limit)
+    except OSError as err:
+        fail(f"{out}: cannot write: {err.strerror or err}")
+    if not quiet:
+        left = f", {counts['dropped']:,} shorter ones left out (--max-events)" if counts["dropped"] else ""
+        typer.echo(f"wrote {out}: {counts['written']:,} trace events, {counts['annotated']:,} of them marked with a "
+                   f"finding's rule{left}; {counts['tracks']:,} tfadvisor slices (steps, gaps, findings)", err=True)
+
+
+def _count_option(text: str, name: str) -> int:
+    try:
+        return parse_count(text)
+    except typer.BadParameter as err:
+        fail(f"{name}: {err}")
+        raise
+
+
+def _inside(path: Path, directory: str) -> bool:
+    try:
+        return bool(directory) and Path(path).resolve().is_relative_to(Path(directory).resolve())
+    except OSError:
+        return False
+
+
+@app.command(cls=Command)
 def runs(logdir: str = typer.Argument(..., help="A TensorBoard logdir.")) -> None:
     """List the profile runs under a logdir (newest last) and their hosts."""
     from tfadvisor.discovery import find_runs
@@ -185,8 +302,8 @@ def _register_optional() -> None:
     from tfadvisor.multihost import scaling_command
 
     app.add_typer(capture_app, name="capture")
-    app.command("diff")(diff_command)
-    app.command("scaling")(scaling_command)
+    app.command("diff", cls=Command)(diff_command)
+    app.command("scaling", cls=Command)(scaling_command)
 
 
 def main() -> None:

@@ -8,10 +8,12 @@ were fixed, are new, or remain (matched by rule id).
 
 ``tfadvisor diff BEFORE AFTER [--format text|json] [--fail-on-regression PCT]`` runs both
 analyses and prints the comparison; with ``--fail-on-regression`` it exits 1 when the mean
-step time got slower by more than PCT %.
+step time got slower by more than PCT %, and 2 when either profile has no step time.
 
-A step-time change within :data:`NOISE_PCT` (1 %) is reported as "unchanged": profiles of
-the same program differ by about that much from run to run.
+A step-time change is reported as "unchanged" when it is within :data:`NOISE_PCT` (1 %), or
+when the profiled steps cannot tell it from run-to-run noise: the 95 % interval of the difference
+of the mean step times (Welch, from each step's ``ms_per_step``) contains zero. Two captures of the
+same program on a busy host differ by a few % and must not read as a speed-up or a regression.
 """
 
 from __future__ import annotations
@@ -26,6 +28,41 @@ from tfadvisor.report import get, run_label
 from tfadvisor.report.plots import finding_rule, fmt_value
 
 NOISE_PCT = 1.0
+
+
+def _t95(df: float) -> float:
+    """Two-sided 95 % quantile of Student's t (Cornish-Fisher expansion; within 1 % for df >= 3)."""
+    z = 1.959964
+    df = max(df, 1.0)
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def _step_samples(result: Any) -> list[float]:
+    """Per-training-step times of the steps the step statistics use (``ms_per_step``, ``in_stats``)."""
+    table = (getattr(result, "tables", None) or {}).get("steps")
+    if table is None or len(table) == 0 or "ms_per_step" not in table:
+        return []
+    if "in_stats" in table:
+        table = table[table["in_stats"].astype(bool)]
+    return [float(v) for v in table["ms_per_step"].tolist() if v == v]
+
+
+def noise_interval_pct(before: Any, after: Any) -> tuple[float, float] | None:
+    """95 % interval of the change of the mean step time, in % of before (Welch); None with < 2 steps a side."""
+    a, b = _step_samples(before), _step_samples(after)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
+    se = math.sqrt(va + vb)
+    if ma <= 0:
+        return None
+    if se == 0:
+        return ((mb - ma) / ma * 100,) * 2
+    df = (va + vb) ** 2 / ((va**2 / (len(a) - 1) if va else 0) + (vb**2 / (len(b) - 1) if vb else 0))
+    half = _t95(df) * se
+    return ((mb - ma - half) / ma * 100, (mb - ma + half) / ma * 100)
 
 #: (metric, label, section, better): better is "lower", "higher" or "" (neither).
 FIGURES: tuple[tuple[str, str, str, str], ...] = (
@@ -121,9 +158,15 @@ def diff_results(before: Any, after: Any) -> dict:
     if sb is not None and sa is not None and sb > 0 and sa > 0:
         change_pct = (sa - sb) / sb * 100
         step.update(change_ms=sa - sb, change_pct=change_pct, speedup=sb / sa)
+        ci = noise_interval_pct(before, after)
+        step["interval_pct"] = list(ci) if ci else None
         if abs(change_pct) < NOISE_PCT:
             step["verdict"] = "unchanged"
             text = f"unchanged: step time within {NOISE_PCT:g} % ({_pct(change_pct)})"
+        elif ci is not None and ci[0] < 0 < ci[1]:
+            step["verdict"] = "unchanged"
+            text = (f"about equal: {_pct(change_pct)} per step ({sb:.3g} ms -> {sa:.3g} ms) is within the "
+                    f"steps' run-to-run noise (95 % interval {ci[0]:+.1f} .. {ci[1]:+.1f} %)")
         elif change_pct < 0:
             step["verdict"] = "faster"
             text = (f"faster by {abs(change_pct):.1f} % per step ({sb:.3g} ms -> {sa:.3g} ms, "
@@ -234,7 +277,7 @@ def diff_command(
     fmt: str = typer.Option("text", "--format", "-f", metavar="text|json", help="Output format: text or json."),
     fail_on_regression: float | None = typer.Option(
         None, "--fail-on-regression", metavar="PCT",
-        help="Exit 1 when the mean step time got slower by more than PCT %."),
+        help="Exit 1 when the mean step time got slower by more than PCT %; 2 when a profile has no step time."),
     run_before: str | None = typer.Option(None, "--run-before", help="Run to use in BEFORE (default: newest)."),
     run_after: str | None = typer.Option(None, "--run-after", help="Run to use in AFTER (default: newest)."),
     rules: list[str] = typer.Option([], "--rules", help="Extra rules directory (repeatable)."),
@@ -254,6 +297,13 @@ def diff_command(
         render_text(d)
     if fail_on_regression is not None:
         pct = d["step_time"]["change_pct"]
-        if pct is not None and pct > fail_on_regression:
+        if pct is None:  # a gate that cannot judge must not pass
+            st = d["step_time"]
+            side = "before" if st["before_ms"] is None or st["before_ms"] <= 0 else "after"
+            where = d[side].get("directory") or d[side]["run"]
+            typer.echo(f"tfadvisor: {where}: no step time in the {side} profile: --fail-on-regression cannot "
+                       "judge it", err=True)
+            raise typer.Exit(2)
+        if pct > fail_on_regression:
             typer.echo(f"tfadvisor: step time regressed by {pct:.1f} % (> {fail_on_regression:g} %)", err=True)
             raise typer.Exit(1)

@@ -8,7 +8,7 @@ files; run names are timestamps (``YYYY_MM_DD_HH_MM_SS``) so they sort by time.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfadvisor.errors import TraceError
@@ -27,6 +27,10 @@ class Run:
     files: tuple[str, ...]
     logdir: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    #: labels of the other runs found beside this one (when it was chosen from several)
+    others: tuple[str, ...] = field(default=(), compare=False)
+    #: how it was chosen from several: ``newest`` (the default) or ``--run``; "" when it was the only one
+    picked_by: str = field(default="", compare=False)
 
     @property
     def hosts(self) -> list[str]:
@@ -38,6 +42,15 @@ class Run:
             rel = self.directory[len(self.logdir) :].strip("/")
             return rel or self.name
         return self.directory
+
+    def selection(self) -> str | None:
+        """One line saying which run was taken when the logdir holds several (None otherwise)."""
+        if not self.others:
+            return None
+        n = len(self.others) + 1
+        shown = ", ".join(self.others[:5]) + (f" (+{len(self.others) - 5} more)" if len(self.others) > 5 else "")
+        how = "the newest" if self.picked_by == "newest" else "chosen with --run"
+        return f"{self.label()}, {how} of {n} runs (others: {shown}; pick one with --run NAME)"
 
 
 def host_name(path: str) -> str:
@@ -165,10 +178,24 @@ def resolve(paths: str | os.PathLike | list | tuple, run: str | None = None) -> 
     if len(items) > 1:
         raise TraceError(items[1], "give one logdir or run directory, or several .xplane.pb files")
     runs = find_runs(items[0])
-    if run is not None:
-        chosen = [r for r in runs if r.name == run or r.label() == run or r.directory == run]
-        if not chosen:
-            names = ", ".join(r.label() for r in runs)
-            raise TraceError(items[0], f"no run named {run!r} (runs: {names})")
-        return chosen[-1]
-    return runs[-1]
+    chosen = runs[-1] if run is None else pick_run(runs, run, items[0])
+    others = tuple(r.label() for r in runs if r is not chosen)
+    return replace(chosen, others=others, picked_by=("newest" if run is None else "--run") if others else "")
+
+
+def pick_run(runs: list[Run], name: str, where: str) -> Run:
+    """The run ``--run NAME`` means: an exact label or directory, else an exact name, else a unique
+    prefix of a name or label. Several candidates at the deciding level are bad input."""
+    levels = (
+        [r for r in runs if r.label() == name or r.directory == name],
+        [r for r in runs if r.name == name],
+        [r for r in runs if r.name.startswith(name) or r.label().startswith(name)] if name else [],
+    )
+    for found in levels:
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            names = ", ".join(r.label() for r in found)
+            raise TraceError(where, f"--run {name!r} matches {len(found)} runs: {names}; give one of them in full")
+    names = ", ".join(r.label() for r in runs)
+    raise TraceError(where, f"no run named {name!r} (runs: {names})")

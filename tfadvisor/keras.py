@@ -310,7 +310,9 @@ def _build(keras):
                 return
             self._marker = None
             marker.__exit__(None, None, None)
-            if self.state is PROFILING:
+            # a session stopped from another thread (time mode) is no longer _ACTIVE: its trace may lack
+            # this marker, so the step is not counted (as tfadvisor.step does)
+            if self.state is PROFILING and profiling._ACTIVE is self.session:
                 self.profiled_steps += self._exec_n
                 self.marked_executions += 1
                 if self.profiled_steps >= self.window[1] - self.window[0]:

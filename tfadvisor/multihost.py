@@ -34,10 +34,11 @@ The per-host results are combined identically whatever ran them (:func:`combine_
 * cross-host metrics (source ``multihost``, listed in ``tfadvisor/analyses/README.md``):
   ``hosts_count``, ``hosts_expected``, ``missing_hosts``, ``missing_hosts_count``,
   ``straggler_host``, ``straggler_ratio``, ``slowest_host``, ``slowest_host_ratio``,
-  ``load_imbalance_pct``, ``hosts_misaligned``, ``hosts_misaligned_count``, ``common_steps``,
-  ``median_host``;
-* run-level per-step figures are those of the **median host** (by mean step time; the lower
-  median for an even count): a real, typical host. Averages over hosts would mix the straggler
+  ``load_imbalance_pct``, ``slowest_host_excess_pct``, ``hosts_misaligned``, ``hosts_misaligned_count``,
+  ``common_steps``, ``median_host``;
+* run-level per-step figures are those of the **median host** (by work per step, compute +
+  input, or by mean step time where that is unknown; the lower median for an even count): a
+  real, typical host, and the reference of every cross-host ratio. Averages over hosts would mix the straggler
   (all compute) with the hosts waiting for it (compute + AllReduce wait) into a step no host
   ran; the per-host detail is in ``Result.hosts`` and the ``hosts`` table.
 
@@ -49,7 +50,9 @@ Straggler: a host's *work* per step is its compute (device compute, host compute
 launch, other) plus input time. The slowest host is a straggler when its work is more than
 1.2x the median host's and the other hosts see it as a longer AllReduce wait (their median
 AllReduce time per step is longer than its own); with no AllReduce in the trace the ratio alone
-decides. ``load_imbalance_pct`` is (max - min) / median of the hosts' compute time per step.
+decides. ``load_imbalance_pct`` is (max - min) / the median host's compute time per step;
+``slowest_host_excess_pct`` is the slowest host's work beyond the median host's, % of the
+median host's step time (the time the run would gain per step: the rules' impact).
 
 The scaling view (``tfadvisor scaling RUN_A RUN_B ...``, :func:`scaling_report`) compares runs
 of the same model at different replica counts: throughput per replica and scaling efficiency
@@ -409,13 +412,16 @@ def _present(expected_name: str, loaded: list[str]) -> bool:
 
 
 def _median_host(rows: list[dict]) -> int:
-    """Index of the median host by mean step time (lower median; hosts without steps last)."""
-    keyed = [(r["step_time_mean_ms"] is None, r["step_time_mean_ms"] or 0.0, i) for i, r in enumerate(rows)]
-    with_steps = [k for k in keyed if not k[0]]
-    if not with_steps:
+    """Index of the median host (the lower median; hosts without steps last) by work per step
+    (compute + input, what the straggler check compares), or by mean step time where the work
+    of a host with steps is unknown. The same host is the straggler ratio's reference, so the
+    slowest host is the median host only when all hosts work alike."""
+    stepped = [(i, r) for i, r in enumerate(rows) if r["steps"] and r["step_time_mean_ms"] is not None]
+    if not stepped:
         return 0
-    with_steps.sort()
-    return with_steps[(len(with_steps) - 1) // 2][2]
+    key = "work_ms" if all(r["work_ms"] is not None for _, r in stepped) else "step_time_mean_ms"
+    ordered = sorted(stepped, key=lambda ir: (ir[1][key], ir[1]["step_time_mean_ms"], ir[0]))
+    return ordered[(len(ordered) - 1) // 2][0]
 
 
 def _merge_summaries(run: Run, payloads: list[dict], executor: dict) -> dict[str, Any]:
@@ -474,8 +480,8 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
         metrics.put("multihost", name, Metric(_plain(value), unit, doc))
 
     put("hosts_count", len(has), "count", "host files analysed")
-    put("median_host", median.host, "", "the host whose per-step figures are the run's (median mean step time)")
-    notes.append(f"multihost: per-step figures are those of {median.host}, the median host by mean step time "
+    put("median_host", median.host, "", "the host whose per-step figures are the run's (median work per step)")
+    notes.append(f"multihost: per-step figures are those of {median.host}, the median host by work per step "
                  f"(of {len(has)}); every host is in the 'hosts' table")
 
     # Missing hosts.
@@ -511,17 +517,21 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
 
     # Straggler and imbalance.
     work = [(r["host"], r["work_ms"]) for r in rows if r["work_ms"] is not None and r["steps"]]
-    straggler = straggler_ratio = slowest = slowest_ratio = imbalance = None
+    straggler = straggler_ratio = slowest = slowest_ratio = imbalance = excess = None
     for r in rows:
         r["work_ratio"] = None
-    if len(work) >= 2:
-        med_work = float(np.median([w for _, w in work]))
+    med_row = rows[mi]
+    if len(work) >= 2 and med_row["work_ms"] is not None and med_row["steps"]:
+        med_work = float(med_row["work_ms"])
         if med_work > 0:
             for r in rows:
                 if r["work_ms"] is not None and r["steps"]:
                     r["work_ratio"] = r["work_ms"] / med_work
             slowest, w_max = max(work, key=lambda hw: hw[1])
             slowest_ratio = w_max / med_work
+            step_ms = med_row["step_time_used_ms"] or med_row["step_time_mean_ms"]
+            if step_ms:
+                excess = min(100.0, 100.0 * (w_max - med_work) / step_ms)
             straggler_ratio = slowest_ratio
             if slowest_ratio > STRAGGLER_RATIO:
                 by_host = {r["host"]: r for r in rows}
@@ -540,8 +550,8 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
                                  f"the other hosts do not wait longer in AllReduce ({float(np.median(others)):.1f} "
                                  f"vs {own:.1f} ms per step): not named a straggler")
         compute = [r["compute_ms"] for r in rows if r["compute_ms"] is not None and r["steps"]]
-        med_c = float(np.median(compute)) if compute else 0.0
-        if med_c > 0:
+        med_c = float(med_row["compute_ms"] or 0.0)
+        if med_c > 0 and compute:
             imbalance = 100.0 * (max(compute) - min(compute)) / med_c
     elif len(has) >= 2:
         notes.append("multihost: fewer than two hosts with steps: no straggler or imbalance figures")
@@ -552,7 +562,10 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
         "work (compute + input) per step of the slowest host / the median host")
     put("slowest_host", slowest, "", "host with the most work (compute + input) per step")
     put("slowest_host_ratio", slowest_ratio, "x", "its work per step / the median host's")
-    put("load_imbalance_pct", imbalance, "%", "(max - min) / median of the hosts' compute time per step")
+    put("load_imbalance_pct", imbalance, "%", "(max - min) / the median host's compute time per step")
+    put("slowest_host_excess_pct", excess, "%",
+        "the slowest host's work per step beyond the median host's, % of the median host's step time: "
+        "what the run gains per step if it worked like the median host")
 
     tables = dict(median.tables)
     tables["hosts"] = pd.DataFrame(rows)

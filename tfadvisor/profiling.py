@@ -10,6 +10,9 @@ replicas, devices, versions, steps) into the run directory the profiler created
             with tfadvisor.step(i):
                 train_step(next(it))
 
+When the block ends the profile is analysed and a short summary printed (``analyze=False``
+turns that off).
+
 ``step(n)`` marks one training step (``tf.profiler.experimental.Trace('train', step_num=n,
 _r=1)``), which is how the analyses find step boundaries in custom loops. Outside a
 profiling session it costs about a microsecond.
@@ -918,9 +921,12 @@ def profile(logdir: str | os.PathLike, options: Any = None, **kwargs: Any) -> Pr
     (0/1), ``delay_ms`` directly. ``memory=True`` records CPU memory events (see the
     module docs: it must happen before TensorFlow starts). ``model=`` and ``batch_size=``
     go into the metadata file; ``metadata=`` adds any other keys (e.g. ``link``,
-    ``bandwidth_gbps``). ``analyze=True`` (or ``report_json=``/``report_html=``) analyses
-    the profile when the block ends and prints the top findings.
+    ``bandwidth_gbps``). When the block ends the profile is analysed, as the Keras callback
+    does: a short summary (steps, step time, the top findings) is printed and the Result is
+    ``session.result``; ``analyze=False`` turns that off, ``verbose=False`` keeps it quiet,
+    ``report_json=``/``report_html=`` also write the reports.
     """
+    kwargs.setdefault("analyze", True)
     return ProfileSession(logdir, options, **kwargs)
 
 

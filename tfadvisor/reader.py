@@ -90,7 +90,15 @@ def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None
     finally:
         if gc_was_on:
             gc.enable()
+    where = files[0] if len(files) == 1 else f"{run.directory} ({len(files)} host files)"
+    n_read = trace.n_events
+    if not n_read:  # nothing to analyse: a gate that passed here would pass on a capture of nothing
+        raise TraceError(where, f"empty profile: no events in any of its {len(trace.planes)} plane(s) (the "
+                                "profiler recorded nothing: was anything run while it was on?)")
     sanitize(trace)
+    if not trace.n_events:
+        raise TraceError(where, f"no event lies in the capture window: all {n_read:,} start far outside it, "
+                                "last longer than it or do not fit in int64 picoseconds")
     trace.run_metadata = read_run_metadata(run.directory)
     return trace
 

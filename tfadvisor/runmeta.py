@@ -45,10 +45,27 @@ def ignored_fields(md: dict) -> list[str]:
     hosts = md.get("hosts")
     if hosts is not None and not isinstance(hosts, (list, tuple)) and positive(hosts, True) is None:
         notes.append(f"tfadvisor_run.json: hosts = {_shown(hosts)} is not a host count or list: ignored")
+    spe, bad = steps_per_execution(md)
+    if spe is None and bad is not None:
+        notes.append(f"tfadvisor_run.json: steps_per_execution = {_shown(bad)} is not a positive whole number "
+                     "(training steps per step marker): ignored")
     names = md.get("host_names")
     if names is not None and not isinstance(names, (list, tuple)):
         notes.append(f"tfadvisor_run.json: host_names = {_shown(names)} is not a list: ignored")
     return notes
 
 
-__all__ = ["NUMBER_FIELDS", "ignored_fields", "positive"]
+def steps_per_execution(md: dict) -> tuple[int | None, Any]:
+    """Training steps per step marker: ``steps.steps_per_execution`` (the Keras callback writes it)
+    or a top-level ``steps_per_execution``. Returns (k or None, the unusable value or None)."""
+    steps = md.get("steps")
+    raw = steps.get("steps_per_execution") if isinstance(steps, dict) else None
+    if raw is None:
+        raw = md.get("steps_per_execution")
+    if raw is None:
+        return None, None
+    k = positive(raw, True)
+    return (k, None) if k is not None else (None, raw)
+
+
+__all__ = ["NUMBER_FIELDS", "ignored_fields", "positive", "steps_per_execution"]

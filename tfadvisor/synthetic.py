@@ -1019,7 +1019,7 @@ def _samples() -> dict[str, _Sample]:
             "Mixed precision, so no precision finding.",
             [S(host=_HOST1, seed=13, input_wait_ms=36.0, h2d_pinned=False, h2d_mb=24.0, prefetch=False,
                map_parallelism=1, **_MIXED)],
-            {"top": "input_bound",
+            {"top": "tfdata_sequential_map",  # the planted cause names the wait (issue 14)
              "present": ["input_bound", "h2d_pageable", "tfdata_no_prefetch", "tfdata_sequential_map"],
              "absent": _absent("input_bound", "h2d_pageable", "tfdata_no_prefetch", "tfdata_sequential_map",
                                extra=["mixed_precision_unused"])},

@@ -155,6 +155,9 @@ class Plane:
     stats: dict = field(default_factory=dict)  # plane-level stats by name
     child_ids: dict = field(default_factory=dict)  # dense meta -> list of child dense metas
 
+    def __repr__(self) -> str:
+        return f"<Plane {self.host} {self.name!r}: {len(self.lines)} lines, {self.n_events:,} events>"
+
     # --- sizes and lookups -------------------------------------------------------
     @property
     def n_events(self) -> int:
@@ -454,6 +457,13 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     file_bytes: int = 0
     load_notes: dict[str, list[str]] = field(default_factory=dict)  # host -> what loading had to fix
+
+    def __repr__(self) -> str:
+        lo, hi = self.time_span_ps()
+        lines = sum(len(p.lines) for p in self.planes)
+        name = self.run_name or self.run_dir or "?"
+        return (f"<Trace {name!r}: {len(self.hosts)} host(s), {len(self.planes)} planes, {lines} lines, "
+                f"{self.n_events:,} events, {(hi - lo) / 1e9:.4g} ms>")
 
     @property
     def hosts(self) -> list[str]:

@@ -81,6 +81,15 @@ def _code(expr: str) -> str:
     return textwrap.indent(textwrap.dedent(expr.strip("\n")).strip(), "    ")
 
 
+def _case_fixes(rule: Rule) -> list[tuple[str, list]]:
+    """The cases' own fixes, each text once, with the (number, case) pairs that use it."""
+    out: dict[str, list] = {}
+    for j, c in enumerate(rule.cases, 1):
+        if c.fix and c.fix.strip() != rule.fix.strip():
+            out.setdefault(c.fix.strip(), []).append((j, c))
+    return list(out.items())
+
+
 def explain_rule(rules: list[Rule], rule_id: str) -> str | None:
     """One rule in full: what it checks, why it matters, example, fix, docs. None if no such rule."""
     rule = next((r for r in rules if r.id == rule_id), None)
@@ -118,9 +127,9 @@ def explain_rule(rules: list[Rule], rule_id: str) -> str | None:
     if rule.example:
         parts += ["", "## Example", "", _para(rule.example)]
     parts += ["", "## How to fix", "", _para(rule.fix)]
-    for j, c in enumerate(rule.cases, 1):
-        if c.fix:
-            parts += ["", f"When `{c.when.source}` (case {j}):", "", _para(c.fix)]
+    for fix, cases in _case_fixes(rule):
+        when = " or ".join(f"`{c.when.source}` (case {j})" for j, c in cases)
+        parts += ["", _para(f"When {when}:"), "", _para(fix)]
     if rule.docs:
         parts += ["", "## Learn more", ""]
         for d in rule.docs:

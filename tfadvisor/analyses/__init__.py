@@ -32,6 +32,7 @@ ORDER = (
     "eager",
     "overhead",
     "system",  # system samples and start-up (tfadvisor_system.<host>.npz, tfadvisor_run.json)
+    "timeline",  # bounded activity lanes of the window, for the reports' timeline view
 )
 
 

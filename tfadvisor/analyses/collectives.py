@@ -9,8 +9,18 @@ Measured from, in order of preference:
   thread) and Horovod ``HorovodAllreduce*``.
 
 Time is the union of the all-reduce intervals on each plane (overlapping all-reduces count
-once) inside each step, averaged over steps and over the planes that ran them (GPUs work in
-parallel). Without a step table the totals are given over the profiled wall time.
+once) inside each step, averaged over the steps the step statistics use (``in_stats``, so
+``allreduce_pct`` x ``step_time_mean_ms`` / 100 = ``allreduce_ms_per_step``) and over the
+planes that ran them (GPUs work in parallel). Without a step table the totals are given over
+the profiled wall time.
+
+One figure for the collectives' share of the step: the step breakdown's ``collective``
+category (``step_collective_pct``: collective ops and kernels plus the collective runtime's
+own events, e.g. ``CollectiveExecutor::*`` on the ``collective_ops`` threads).
+``collective_exposed_pct`` is the part of it not hidden behind compute, what overlapping or
+shrinking the collectives can recover: on devices the category already leaves out the time a
+kernel runs (device compute comes first in the split), on the host the all-reduce time that
+overlaps host compute (``allreduce_overlap_pct``) is taken off it.
 
 The expectation is the bandwidth cost of moving the gradients once: ``param_count x 4
 bytes / bandwidth`` (gradients travel in fp32 even under mixed precision), and for a ring
@@ -63,7 +73,7 @@ OTHER_COLLECTIVE_TYPES = frozenset({
 })
 
 MEASURED = ("allreduce_ms_per_step", "allreduce_pct", "allreduce_overlap_pct", "allreduce_count_per_step",
-            "allreduce_total_ms")
+            "allreduce_total_ms", "collective_exposed_pct")
 
 
 def _op_kind(name: str) -> str | None:
@@ -224,7 +234,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         return res
     res.add("allreduce_source", where, "", "where the all-reduce time was measured: device kernels or host ops")
 
-    windows = step_windows(ctx)
+    windows = _stats_windows(ctx)
     per_plane_ms, per_plane_pct, per_plane_count, per_plane_total, ov_num, ov_den = [], [], [], [], 0, 0
     for p, rows, _, comp in ar:
         us, ue = union(p.ev_start_ps[rows], p.ev_end_ps[rows])
@@ -282,7 +292,35 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                 "measured all-reduce per step / expected from parameters and link bandwidth")
     elif "allreduce_ratio" not in res.metrics:
         res.missing(["allreduce_ratio"], "allreduce_ratio needs the per-step all-reduce time and the expectation")
+    _exposed(res, ctx, where)
     return res
+
+
+def _stats_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, end) of the steps the step statistics use (``in_stats``; all steps if the table has
+    no such column), so that per-step figures share the step time's denominator."""
+    tbl = ctx.table("steps")
+    windows = step_windows(ctx)
+    if windows is None or tbl is None or "in_stats" not in tbl:
+        return windows
+    keep = tbl["in_stats"].to_numpy(bool) & (tbl["end_ps"].to_numpy(np.int64) > tbl["start_ps"].to_numpy(np.int64))
+    if not keep.any():
+        return windows
+    return tbl["start_ps"].to_numpy(np.int64)[keep], tbl["end_ps"].to_numpy(np.int64)[keep]
+
+
+def _exposed(res: AnalysisResult, ctx: Context, where: str) -> None:
+    """``collective_exposed_pct`` from the breakdown's collective share (see the module docstring)."""
+    share = ctx.metric("step_collective_pct")
+    if share is None or "allreduce_pct" not in res.metrics or res.metrics["allreduce_pct"].value is None:
+        res.missing(["collective_exposed_pct"], "needs the step breakdown and the all-reduce time per step")
+        return
+    hidden = 0.0
+    ov = res.metrics.get("allreduce_overlap_pct")
+    if where == "host" and ov is not None and ov.value is not None:
+        hidden = float(res.metrics["allreduce_pct"].value) * float(ov.value) / 100.0
+    res.add("collective_exposed_pct", max(0.0, float(share) - hidden), "%",
+            "the step breakdown's collective share not hidden behind compute, % of step time")
 
 
 def _intersect(us, ue, vs, ve) -> tuple[np.ndarray, np.ndarray]:

@@ -2,8 +2,10 @@
 
 * Eager ops: ``EagerExecute`` events with ``is_func`` 0 (an op dispatched from Python one
   at a time) that are not inside a function execution on the same thread. ``eager_pct`` is
-  their wall time (union) as % of the profiled wall time: from the first step's start to
-  the last step's end, else the trace span.
+  their wall time (union) as % of the profiled training wall time: from the first step's
+  start to the last step's end less the intervals between steps labelled validation or epoch
+  end (Keras' evaluation and epoch-end callbacks run eager ops that are not the training
+  loop's), else the trace span.
 * tf.function: events carrying ``tf_function_call`` (``notTraced-nonXla``,
   ``traced-nonXla``, ``traced-xla``...) are calls of a ``tf.function``; ``tracing_count``
   counts that function's traces so far. A call that traced (``traced-*``) with
@@ -25,11 +27,22 @@ INPUT_OPS = frozenset({"OptionalGetValue", "OptionalHasValue", "IteratorGetNextA
                        "MultiDeviceIteratorGetNextFromShard"})
 
 
-def _wall(ctx: Context, act) -> tuple[int, int]:
+def _windows(ctx: Context, act) -> tuple[np.ndarray, np.ndarray]:
+    """The profiled training wall time as disjoint windows (start_ps, end_ps): the first step's
+    start to the last step's end less the intervals between steps that the steps analysis labels
+    as not training (``preceded_by``: validation, epoch end); the trace span without steps."""
     tbl = step_table(ctx)
-    if tbl is not None:
-        return int(tbl["start_ps"].min()), int(tbl["end_ps"].max())
-    return act.span
+    if tbl is None:
+        lo, hi = act.span
+        return np.array([lo], np.int64), np.array([hi], np.int64)
+    tbl = tbl.sort_values("start_ps")
+    a = tbl["start_ps"].to_numpy(np.int64)
+    b = tbl["end_ps"].to_numpy(np.int64)
+    after = tbl["preceded_by"].to_numpy(object) if "preceded_by" in tbl else np.full(len(tbl), "", dtype=object)
+    cut = np.flatnonzero(np.array([bool(x) for x in after[1:]], bool)) + 1  # steps after a non-train interval
+    starts = np.concatenate([a[:1], a[cut]])
+    ends = np.concatenate([np.maximum.accumulate(b)[cut - 1], [int(b.max())]])
+    return starts, np.maximum(ends, starts)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
@@ -40,8 +53,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(["eager_pct", "eager_op_count", "tf_function_calls", "retrace_count", "retraced_functions"],
                     "no host plane: eager execution and tf.function calls are host events")
         return res
-    lo, hi = _wall(ctx, act)
-    wall = hi - lo
+    w = _windows(ctx, act)
+    wall = int((w[1] - w[0]).sum())
     er = act.rows.get("eager", np.empty(0, np.int64))
     if not p.meta_mask("EagerExecute").any():
         res.missing(["eager_pct", "eager_op_count"], "no EagerExecute events: the host tracer level may be too low "
@@ -52,15 +65,15 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         is_input = np.array([bool(n) and (str(n).startswith("IteratorGetNext") or str(n) in INPUT_OPS)
                              for n in op_names], bool) if er.shape[0] else np.zeros(0, bool)
         sel = er[~is_input]
-        sel = sel[(p.ev_end_ps[sel] > lo) & (p.ev_start_ps[sel] < hi)] if sel.shape[0] else sel
+        if sel.shape[0]:  # ops overlapping a training window
+            sel = sel[Measure(w[0], w[1], disjoint=True).within(p.ev_start_ps[sel], p.ev_end_ps[sel]) > 0]
         res.add("eager_op_count", int(sel.shape[0]), "count",
                 "ops dispatched eagerly (EagerExecute, is_func 0, outside functions; input fetches left out) in the "
                 "profiled wall time")
         em = Measure.of_rows(p, sel)
-        w = (np.array([lo]), np.array([hi]))
         inp = act.get("input_wait")
         # eager time not spent waiting for input
-        eager_ps = int(union_of(em, inp).within(*w)[0] - inp.within(*w)[0]) if wall > 0 else 0
+        eager_ps = int(union_of(em, inp).within(*w).sum() - inp.within(*w).sum()) if wall > 0 else 0
         res.add("eager_pct", 100.0 * eager_ps / wall if wall > 0 else None, "%",
                 "eager op time (union, input waits left out), % of the profiled wall time")
         res.add("eager_ms", eager_ps / PS_PER_MS, "ms", "eager op time over the profiled wall time")
@@ -107,7 +120,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     if len(tr) and wall > 0:
         m = Measure.union(tr["start_ps"].to_numpy(np.int64),
                           (tr["start_ps"] + tr["dur_ps"]).to_numpy(np.int64))
-        res.add("retrace_pct", 100.0 * float(m.within(np.array([lo]), np.array([hi]))[0]) / wall, "%",
+        res.add("retrace_pct", 100.0 * float(m.within(*w).sum()) / wall, "%",
                 "time in tf.function calls that traced, % of the profiled wall time")
     return res
 

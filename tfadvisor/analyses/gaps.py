@@ -12,7 +12,11 @@ input waits, collectives: every traced event except bare Python-side API calls).
   time on the python thread outside any TF call, i.e. pure Python).
 
 Shares are of the profiled wall time, from the first step's start to the last step's end
-(the whole trace span when there are no steps). The host activity in each gap is the
+(the whole trace span when there are no steps), less the time between steps that is not
+training: a gap before a step that the steps analysis labels ``validation`` or ``epoch_end``
+(``preceded_by``: Keras' evaluation, epoch-end callbacks and checkpoints, the next epoch's
+iterator) is kept in the gaps table with that ``kind`` and counted in ``non_train_ms``, never
+as an idle gap. The host activity in each gap is the
 class covering most of it: ``python`` (python-thread events, python-tracer frames),
 ``callbacks`` (summary writing, Keras callback frames), ``input`` (tf.data threads busy),
 ``ops`` (TF ops on the host), else ``idle``.
@@ -93,20 +97,27 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     s = tbl["start_ps"].to_numpy(np.int64)
     e = tbl["end_ps"].to_numpy(np.int64)
+    after = tbl["preceded_by"].to_numpy(object) if "preceded_by" in tbl else np.full(len(tbl), "", dtype=object)
     wall_lo, wall_hi = int(s.min()), int(e.max())
-    wall = wall_hi - wall_lo
     within_ps = int(tbl["idle_ms"].sum() * PS_PER_MS)
 
-    # Gaps between consecutive steps.
+    # Gaps between consecutive steps; those holding validation or an epoch end are not training time.
     order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
+    s, e, after = s[order], e[order], after[order]
     gs = e[:-1]
     ge = s[1:]
     ok = ge > gs
     gs, ge = gs[ok], ge[ok]
+    kind = np.where(after[1:][ok] == "", "between_steps", after[1:][ok]).astype(object)
+    train = kind == "between_steps"
     gap_len = ge - gs
     gap_idle = gap_len - busy.within(gs, ge) if gs.shape[0] else np.empty(0, np.int64)
-    between_ps = int(gap_idle.sum()) if gs.shape[0] else 0
+    non_train_ps = int(gap_len[~train].sum())
+    wall = wall_hi - wall_lo - non_train_ps
+    between_ps = int(gap_idle[train].sum())
+    res.add("non_train_ms", non_train_ps / PS_PER_MS, "ms",
+            "time between steps spent on validation or an epoch end (left out of the wall time and the gaps)")
+    res.add("non_train_gaps_count", int((~train).sum()), "count", "validation / epoch-end intervals between steps")
 
     res.add("idle_pct", 100.0 * (between_ps + within_ps) / wall if wall > 0 else None, "%",
             f"share of the profiled wall time (first step start to last step end) in which {what} ran nothing")
@@ -117,7 +128,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     med = float(np.median(e - s))
     thr = max(GAP_MIN_PS, GAP_MIN_FRACTION * med)
-    sig = gap_idle >= thr if gs.shape[0] else np.zeros(0, bool)
+    sig = (gap_idle >= thr) & train
     src = ctx.metric("steps_source")
     cadence = src is not None and str(src).endswith("_cadence")
     res.add("gaps_count", int(sig.sum()), "count",
@@ -136,7 +147,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     classes = _host_classes(act, ctx)
     activity_col = np.full(gs.shape[0], "idle", dtype=object)
     py_cov = np.zeros(gs.shape[0], np.int64)
-    if gs.shape[0]:
+    if train.any():
         cov = {k: m.within(gs, ge) for k, m in classes.items() if len(m)}
         py_cov = cov.get("python", py_cov)
         keys = [k for k in ("callbacks", "input", "ops", "python") if k in cov]
@@ -149,10 +160,10 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             if "callbacks" in cov and "python" in cov:
                 cbm = (cov["callbacks"] >= 0.5 * cov["python"]) & (cov["python"] > 0) & (activity_col == "python")
                 activity_col[cbm] = "callbacks"
-        tot = float(gap_len.sum())
-        res.add("gap_host_python_pct", 100.0 * float(py_cov.sum()) / tot if tot > 0 else None, "%",
+        tot = float(gap_len[train].sum())
+        res.add("gap_host_python_pct", 100.0 * float(py_cov[train].sum()) / tot if tot > 0 else None, "%",
                 "share of the time between steps with python-thread events")
-        weights = pd.Series(gap_len.astype(float)).groupby(activity_col).sum()
+        weights = pd.Series(gap_len[train].astype(float)).groupby(activity_col[train]).sum()
         res.add("gap_host_activity", str(weights.idxmax()) if len(weights) else "idle", "",
                 "what the host ran in the gaps between steps, weighted by gap length")
     else:
@@ -163,6 +174,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         "duration_ms": gap_len / PS_PER_MS,
         "idle_ms": gap_idle / PS_PER_MS if gs.shape[0] else np.empty(0),
         "between_steps": np.ones(gs.shape[0], bool),
+        "kind": kind,
         "host_activity": activity_col,
     })
     return res

@@ -18,6 +18,9 @@
   threads divided by that of the training threads, inside steps; ``tfdata_cpu_pct`` is the
   tf.data thread-busy time as % of the step wall time times the cores (the intra-op Eigen
   threads). On a small host an expensive map slows every step without showing as a wait.
+  ``tfdata_contention_*``: the step time that costs (see ``contention_lost``);
+  ``tfdata_cost_*``: what the pipeline costs a step, wait plus contention;
+  ``step_own_ms_per_step``: the step without either.
 * ``h2d_pageable_pct``: share of H2D copy time from pageable host memory (``memcpy_details``
   ``kind_src:pageable``): such copies are synchronous and slower than from pinned memory.
 """
@@ -27,8 +30,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
-from tfadvisor.analyses.steps import activity, step_spans, step_table
+from tfadvisor.analyses.steps import Measure, Runs, activity, merge, step_spans, step_table
 from tfadvisor.trace import Trace
 
 HIGH_PCT = 20.0
@@ -46,7 +50,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     act = activity(trace, ctx)
     tbl = step_table(ctx)
     all_names = ["input_pct", "input_host_wait_pct", "input_h2d_pct", "input_device_wait_pct", "xprof_input_pct",
-                 "input_severity", "tfdata_cpu_ratio", "tfdata_cpu_pct", "h2d_pageable_pct", "h2d_exposed_pct"]
+                 "input_severity", "tfdata_cpu_ratio", "tfdata_cpu_pct", "h2d_pageable_pct", "h2d_exposed_pct",
+                 "tfdata_contention_pct", "tfdata_contention_ms_per_step", "tfdata_cost_ms_per_step", "tfdata_cost_pct",
+                 "step_own_ms_per_step", "tfdata_cores"]
     if tbl is None:
         res.missing(all_names, "no steps found: input time is measured per step")
         return res
@@ -105,7 +111,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.notes.append("no IteratorGetNext events: the input pipeline is not traced or not tf.data")
 
     # tf.data CPU contention.
-    tfd = act.threads("tfdata")
+    tfd = tfdata_cpu_runs(act)
     if len(tfd):
         trn = act.threads("training")
         tb = tfd.within(a, b).astype(np.float64)
@@ -114,20 +120,131 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         rsum = float(rb[in_stats].sum())
         res.add("tfdata_cpu_ratio", float(tb[in_stats].sum()) / rsum if rsum > 0 else None, "",
                 "tf.data thread-busy time / training thread-busy time inside steps")
-        if act.n_cores:
-            cpu = 100.0 * float(tb[in_stats].sum()) / (tot * act.n_cores) if tot > 0 else None
+        cores = act.n_cores or _pool_cores(act)
+        if cores:
+            cpu = 100.0 * float(tb[in_stats].sum()) / (tot * cores) if tot > 0 else None
             if cpu is not None and cpu > 100.0:
-                res.notes.append(f"tf.data threads were busy {cpu:.0f} % of {act.n_cores} cores' time: more "
-                                 "tf.data threads than Eigen threads; tfdata_cpu_pct capped at 100")
+                res.notes.append(f"tf.data threads were busy {cpu:.0f} % of {cores} cores' time: more "
+                                 "tf.data threads than cores; tfdata_cpu_pct capped at 100")
                 cpu = 100.0
-            res.add("tfdata_cpu_pct", cpu, "%",
-                    f"tf.data thread-busy time, % of step wall time x {act.n_cores} cores (Eigen threads)")
+            res.add("tfdata_cpu_pct", cpu, "%", f"tf.data thread-busy time, % of step wall time x {cores} cores")
         else:
-            res.missing(["tfdata_cpu_pct"], "core count unknown (no intra-op Eigen threads in the trace)")
+            res.missing(["tfdata_cpu_pct"], "core count unknown (no Eigen threads, no tf.data threadpool size)")
+        if cores:
+            res.add("tfdata_cores", cores, "", "cores the train step and the tf.data threads share")
+            w = act.get("input_wait").wall()
+            own, lost = contention_lost(act, a, b, w, cores)
+            lost_ps = float(lost[in_stats].sum())
+            cost_ps = lost_ps + float(wait.astype(np.float64)[in_stats].sum())
+            n = max(int(in_stats.sum()), 1)
+            how = "tf.data threads' compute while the step runs, over the cores"
+            res.add("tfdata_contention_pct", 100.0 * lost_ps / tot if tot > 0 else None, "%",
+                    "step time lost to CPU contention with the tf.data threads, % of step time (" + how + ")")
+            res.add("tfdata_contention_ms_per_step", lost_ps / PS_PER_MS / n, "ms",
+                    "step time lost to CPU contention with the tf.data threads, per step")
+            res.add("tfdata_cost_ms_per_step", cost_ps / PS_PER_MS / n, "ms",
+                    "what the input pipeline costs each step: the wait for input plus the contention loss")
+            res.add("tfdata_cost_pct", 100.0 * cost_ps / tot if tot > 0 else None, "%",
+                    "that cost, % of step time")
+            res.add("step_own_ms_per_step", float((own - lost)[in_stats].sum()) / PS_PER_MS / n, "ms",
+                    "the step's own time without the pipeline: step time minus wait and contention loss")
+            per["contention_ms"] = lost / PS_PER_MS
+        else:
+            res.missing(["tfdata_contention_pct", "tfdata_contention_ms_per_step", "tfdata_cost_ms_per_step",
+                         "tfdata_cost_pct", "step_own_ms_per_step", "tfdata_cores"],
+                        "core count unknown (no Eigen threads, no tf.data threadpool size)")
     else:
-        res.missing(["tfdata_cpu_ratio", "tfdata_cpu_pct"], "no tf.data worker threads (tf_data_*) in the trace")
+        res.missing(["tfdata_cpu_ratio", "tfdata_cpu_pct", "tfdata_contention_pct", "tfdata_contention_ms_per_step",
+                     "tfdata_cost_ms_per_step", "tfdata_cost_pct", "step_own_ms_per_step", "tfdata_cores"],
+                    "no tf.data worker threads (tf_data_*) in the trace")
     res.tables["input_per_step"] = pd.DataFrame(per)
     return res
 
 
-__all__ = ["analyze", "severity", "HIGH_PCT", "MODERATE_PCT"]
+def _minus(us: np.ndarray, ue: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted intervals ``U`` minus the disjoint sorted intervals ``W``."""
+    if not ws.shape[0]:
+        return us, ue
+    t = np.concatenate([us, ue, ws, we])
+    w = np.concatenate([np.ones(us.shape[0]), -np.ones(ue.shape[0]), np.full(ws.shape[0], 2.0),
+                        np.full(we.shape[0], -2.0)])
+    order = np.lexsort((w, t))  # at equal times, ends (negative) before starts
+    t, c = t[order], np.cumsum(w[order])
+    inside = c == 1
+    seg_s = t[:-1][inside[:-1]]
+    seg_e = t[1:][inside[:-1]]
+    keep = seg_e > seg_s
+    return seg_s[keep], seg_e[keep]
+
+
+def tfdata_cpu_runs(act) -> Runs:
+    """Thread time of the tf.data threads when they compute: their events minus the calls in which a
+    thread only waits for an asynchronous stage (``Iterator::...::MapAndBatch`` called from a
+    prefetch thread blocks until the map's own threads deliver). Cached on ``act``."""
+    key = "tfdata_cpu"
+    if key in act.thread:
+        return act.thread[key]
+    p = act.host
+    runs: list[tuple[np.ndarray, np.ndarray]] = []
+    if p is not None and act.tfdata_lines.shape[0]:
+        it = act.rows.get("iterator", np.empty(0, np.int64))
+        names = p.event_names
+        uniq = np.unique(p.ev_meta[it]) if it.shape[0] else np.empty(0, np.int64)
+        waits_meta = [m for m in uniq if 0 <= m < len(names)
+                      and tfdata.is_async_stage(str(names[m]).rsplit("::", 1)[-1])]
+        waits = it[np.isin(p.ev_meta[it], waits_meta)] if waits_meta else np.empty(0, np.int64)
+        inp = act.rows.get("input", np.empty(0, np.int64))
+        waits = np.union1d(waits, inp)
+        for li in act.tfdata_lines:
+            r = np.flatnonzero(p.ev_line == li)
+            r = r[p.ev_meta[r] >= 0]
+            if not r.shape[0]:
+                continue
+            us, ue = merge(p.ev_start_ps[r], p.ev_end_ps[r])
+            w = waits[p.ev_line[waits] == li] if waits.shape[0] else waits
+            if w.shape[0]:
+                ws, we = merge(p.ev_start_ps[w], p.ev_end_ps[w])
+                us, ue = _minus(us, ue, ws, we)
+            runs.append((us.astype(np.int64), ue.astype(np.int64)))
+    m = act.thread[key] = Runs(runs)
+    return m
+
+
+def _pool_cores(act) -> int | None:
+    """The core count tf.data sized its private threadpool for (``threadpool_size`` on the root
+    iterator: by default the schedulable cores), else its ``cpu_budget``."""
+    p = act.host
+    rows = act.rows.get("iterator")
+    if p is None or rows is None or not rows.shape[0]:
+        return None
+    for name in ("threadpool_size", "cpu_budget"):
+        col = p.stat(name, rows)
+        if len(col):
+            v = col.numeric()
+            v = v[np.isfinite(v) & (v > 0)]
+            if v.size:
+                return int(np.max(v))
+    return None
+
+
+def contention_lost(act, a: np.ndarray, b: np.ndarray, wait: Measure, cores: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (ps): the step's own time (its span minus the waits for input) and the step time
+    lost there to CPU contention with the tf.data threads.
+
+    The train step's ops are split over TF's intra-op pool, one thread per core, and an op ends
+    when its slowest shard does: a core that a tf.data thread holds for ``t`` delays the step by
+    about ``t / cores``. So the loss is the tf.data threads' compute time while the step runs
+    (not while it waits for input), spread over the cores, at most the step's own time. Nothing
+    is fitted: thread time, waits and the core count all come from the trace.
+    """
+    own_s, own_e = _minus(a.astype(np.int64), b.astype(np.int64), wait.s, wait.e)
+    step_of = np.searchsorted(a, own_s, side="right") - 1
+    n = a.shape[0]
+    own = np.bincount(step_of, weights=(own_e - own_s).astype(np.float64), minlength=n)
+    busy = tfdata_cpu_runs(act).within(own_s, own_e).astype(np.float64)
+    taken = np.bincount(step_of, weights=busy, minlength=n)
+    return own, np.minimum(taken / cores, own)
+
+
+
+__all__ = ["analyze", "contention_lost", "severity", "HIGH_PCT", "MODERATE_PCT"]

@@ -194,7 +194,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             "lifetime_peak_bytes": None if pd.isna(life) else float(life),
             "capacity_bytes": cap,
             "capacity_source": cap_src,
-            "peak_pct": 100.0 * float(v[k]) / cap if cap else None,
+            "peak_pct": 100.0 * (float(v[k]) / cap) if cap else None,  # ratio first: no overflow near 1e308
             "fragmentation_at_peak": None if pd.isna(peak_row["fragmentation"]) else float(peak_row["fragmentation"]),
         })
         tt = gi["t"].to_numpy(np.int64)

@@ -8,9 +8,17 @@
   python thread is in no TF call (op dispatch, function execution, iterator, ...), and no
   TF op, runtime, launch or input wait runs on another host thread; % of step time. The
   host tracer does not record Python itself, so this is the Python the trace leaves
-  unexplained (python-tracer frames and the Python side of ``tf.function`` calls count as
-  Python). Device activity does not count as covering it: the time is still spent on the
-  host's critical path between TF calls.
+  unexplained (python-tracer frames count as Python). Device activity does not count as
+  covering it: the time is still spent on the host's critical path between TF calls.
+  Calibrated on ``sample_traces/custom_loop_python`` against the host work's cost measured
+  by removing it.
+* ``function_call_overhead_pct``: the Python side of ``tf.function`` calls (inside an event
+  with a ``tf_function_call`` stat, outside its TF work: argument handling, dispatch), % of
+  step time. Kept out of ``python_overhead_pct``: removing the user's per-step Python does
+  not remove it; fewer calls (several steps per call) do.
+* ``step_outliers_excess_pct``: the time the outlier steps (the steps table's ``outlier``
+  column) take beyond the median step, summed over them, % of the time of all steps: what
+  making them ordinary steps would save. ``step_outliers_excess_ms`` is the same in ms.
 """
 
 from __future__ import annotations
@@ -55,12 +63,14 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("overhead")
     act = activity(trace, ctx)
     tbl = step_table(ctx)
-    names = ["kernel_launch_pct", "kernel_launch_host_pct", "python_overhead_pct", "python_overhead_ms_per_step"]
+    names = ["kernel_launch_pct", "kernel_launch_host_pct", "python_overhead_pct", "python_overhead_ms_per_step",
+             "function_call_overhead_pct", "step_outliers_excess_ms", "step_outliers_excess_pct"]
     if tbl is None:
         res.missing(names, "no steps found: overheads are measured per step")
         return res
     a, b, in_stats, tot = step_spans(tbl)
     g = act.get
+    _outlier_excess(res, tbl)
 
     launch = g("launch")
     if len(launch) == 0:
@@ -77,20 +87,45 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     p = act.host
     if p is None:
-        res.missing(["python_overhead_pct", "python_overhead_ms_per_step"], "no host plane")
+        res.missing(["python_overhead_pct", "python_overhead_ms_per_step", "function_call_overhead_pct"],
+                    "no host plane")
         return res
     order = np.argsort(a, kind="stable")
     pr = python_tf_rows(act, ctx, a[order], b[order])
     # TF work: on the python thread its TF calls, on every other training thread any event
     # (ops, launches, the executor, collectives), and the input waits on the tf.data consumer thread
-    covered = LazyUnion(Measure.of_rows(p, pr), *[g(n) for n in ("train_threads", "func", "eager", "input_wait")])
-    py = (b - a) - covered.within(a, b)
+    parts = [Measure.of_rows(p, pr), *[g(n) for n in ("train_threads", "func", "eager", "input_wait")]]
+    tf_work = LazyUnion(*parts).within(a, b)
+    # The Python side of tf.function calls (argument handling before and after the execution)
+    # is the cost of calling the function, not of the user's Python: kept apart.
+    fc = ctx.stats(p, STEP_STATS)["tf_function_call"]
+    fc_rows = np.sort(fc.rows) if len(fc) else np.empty(0, np.int64)
+    with_calls = LazyUnion(*parts, Measure.of_rows(p, fc_rows)).within(a, b) if fc_rows.shape[0] else tf_work
+    py = (b - a) - with_calls
     n = int(in_stats.sum())
     res.add("python_overhead_pct", 100.0 * float(py[in_stats].sum()) / tot if tot > 0 else None, "%",
-            "host time inside steps outside any TF call or op, % of step time")
+            "host time inside steps outside any TF call or op and outside tf.function calls, % of step time")
     res.add("python_overhead_ms_per_step", float(py[in_stats].sum()) / PS_PER_MS / n if n else None, "ms",
             "the same, per step")
+    call = with_calls - tf_work
+    res.add("function_call_overhead_pct", 100.0 * float(call[in_stats].sum()) / tot if tot > 0 else None, "%",
+            "Python side of tf.function calls inside steps (in the call, outside its TF work), % of step time")
     return res
+
+
+def _outlier_excess(res: AnalysisResult, tbl) -> None:
+    """Time the outlier steps take beyond the median step (over all steps, as the outliers are found)."""
+    names = ["step_outliers_excess_ms", "step_outliers_excess_pct"]
+    if "outlier" not in tbl or "duration_ms" not in tbl or not len(tbl):
+        res.missing(names, "no step durations")
+        return
+    dur = tbl["duration_ms"].to_numpy(np.float64)
+    out = tbl["outlier"].to_numpy(bool)
+    excess = float(np.clip(dur[out] - np.median(dur), 0.0, None).sum())
+    total = float(dur.sum())
+    res.add("step_outliers_excess_ms", excess, "ms", "time the outlier steps take beyond the median step, summed")
+    res.add("step_outliers_excess_pct", 100.0 * excess / total if total > 0 else None, "%",
+            "the same, % of the time of all steps: what making the outliers median steps would save")
 
 
 __all__ = ["analyze", "python_tf_rows"]

@@ -17,7 +17,9 @@ Steps come from the first marker kind the trace has, in this order (``steps_sour
 ``function_cadence``
     No markers: the calls of the repeating train function on the python thread
     (``EagerLocalExecute: __inference_<fn>_<n>``, e.g. Keras 3's
-    ``__inference_multi_step_on_iterator_<n>``); step *i* runs from call *i* to call *i+1*.
+    ``__inference_multi_step_on_iterator_<n>``; the most called one, as Keras' evaluation runs
+    a function of the same name); step *i* runs from call *i* to call *i+1*, or to the end of
+    its own call when another Keras step function (validation) runs before call *i+1*.
 ``iterator_cadence``
     As above from the ``IteratorGetNext*`` calls.
 
@@ -27,6 +29,21 @@ marked on two threads) is rejected, a smaller overlap is clipped; each with a no
 share of step or wall time can leave 0..100. The step time is the marker's duration
 (what xprof calls the step time); ``period_ms`` (start to the next step's start) also counts
 the time between steps.
+
+A marker may hold several training steps (Keras ``steps_per_execution=k``: one call of the
+train function, one ``Profiled batch``, runs k steps). k comes from the first source that
+knows (``steps_per_execution_source``): ``run_file`` (``tfadvisor_run.json``
+``steps.steps_per_execution``, written by the Keras callback), ``step_num_stride`` (Keras
+numbers a marker by its first step, so consecutive markers' ``step_num`` jump by k), or
+``loop_structure`` (Keras' multi-step loop calls ``IteratorGetNextAsOptional`` once per step
+inside each call). ``steps_count`` counts training steps, ``executions_count`` markers; step
+times are per training step (a marker's duration over its steps, ``ms_per_step``).
+
+Each step is labelled with what ran before it when that was not training (``preceded_by``):
+``validation`` (a Keras step function other than the train one ran in between) or
+``epoch_end`` (a ``Profiled batch`` step number starting again; the run file's
+``steps.epoch_ends_after_step``). The first step after one is never an outlier, and the time
+before it is no gap (see ``gaps``).
 
 Summary statistics follow xprof: with more than five steps the first and the last are left
 out (``in_stats`` False): they are often cut or slowed by the profiler starting and stopping.
@@ -58,6 +75,7 @@ from numba import njit
 
 from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.runmeta import steps_per_execution
 from tfadvisor.trace import Plane, StatColumn, Trace
 
 # ------------------------------------------------------------------------------------------
@@ -1285,11 +1303,18 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
             pref = fn.index.to_series().str.contains(r"multi_step_on_iterator|train_step|train_function|"
                                                      r"one_step_on|step_on_iterator")
             pool = fn[pref] if pref.any() else fn
-            best = pool["sum"].idxmax()
+            # the most called (Keras' evaluation runs the same kind of function, fewer times)
+            best = pool.sort_values(["count", "sum"], ascending=False).index[0]
             rows = cand[names == best]
             rows = rows[np.argsort(p.ev_start_ps[rows], kind="stable")]
             s = p.ev_start_ps[rows]
             e = np.append(s[1:], p.ev_end_ps[rows[-1]])
+            # a step followed by validation (other Keras step functions) ends with its own call
+            other = cand[(names != best) & np.array([KERAS_STEP_FN_RE.search(n) is not None for n in names], bool)]
+            if other.shape[0] and rows.shape[0] > 1:
+                t = np.sort(p.ev_start_ps[other])
+                held = np.searchsorted(t, s[1:], side="left") > np.searchsorted(t, s[:-1], side="left")
+                e[:-1][held] = p.ev_end_ps[rows[:-1][held]]
             return StepSet("function_cadence", s, e, np.arange(rows.shape[0], dtype=np.int64),
                            np.full(rows.shape[0], str(best), dtype=object),
                            note=f"no step markers: steps follow the calls of {best}")
@@ -1305,6 +1330,148 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
                            np.full(it.shape[0], "IteratorGetNext", dtype=object),
                            note="no step markers or repeating function: steps follow the IteratorGetNext calls")
     return none
+
+
+# ------------------------------------------------------------------------------------------
+# Training steps per marker (Keras steps_per_execution)
+# ------------------------------------------------------------------------------------------
+
+#: Stride evidence is believed only when markers follow each other this closely (the median
+#: time between two markers, as a share of the median marker): a loop that marks every 10th
+#: step shows stride 10 too, but with 9 unmarked steps between its markers.
+STRIDE_MAX_GAP_FRACTION = 0.5
+#: Events of the input iterator that Keras' multi-step loop calls once per step.
+_LOOP_INPUT_PREFIX = "IteratorGetNextAsOptional"
+
+
+@dataclass
+class Executions:
+    """How many training steps each step marker (an execution) holds."""
+    k: int  # steps per execution
+    source: str  # run_file / step_num_stride / loop_structure / none
+    per_row: np.ndarray  # training steps of each marker (the last of an epoch may hold fewer)
+    note: str | None = None
+
+
+def _stride(steps: StepSet) -> tuple[int | None, np.ndarray]:
+    """(k, step-number difference to the next marker per row, 0 where unknown) from the
+    ``step_num`` of consecutive markers (Keras numbers a marker by its first step)."""
+    n = steps.number.shape[0]
+    diff = np.zeros(n, np.int64)
+    if n < 2 or steps.source not in ("trace_context", "profiled_batch") or (steps.number < 0).any():
+        return None, diff
+    d = np.diff(steps.number)
+    diff[:-1] = np.where(d > 0, d, 0)
+    pos = d[d > 0]
+    if not pos.shape[0]:
+        return None, diff
+    vals, counts = np.unique(pos, return_counts=True)
+    k = int(vals[counts.argmax()])
+    if k < 2 or counts.max() < 0.5 * pos.shape[0]:
+        return None, diff
+    pairs = np.flatnonzero(d == k)
+    gap = np.median(steps.start[pairs + 1] - steps.end[pairs])
+    if gap > STRIDE_MAX_GAP_FRACTION * np.median(steps.end - steps.start):
+        return None, diff
+    return k, diff
+
+
+def _loop_counts(act: Activity, steps: StepSet) -> np.ndarray | None:
+    """Per marker, the calls of Keras' multi-step loop into its iterator (one per step), or None
+    when the trace shows no such loop."""
+    p = act.host
+    if p is None:
+        return None
+    rows = act.rows.get("input", _EMPTY)
+    if not rows.shape[0]:
+        return None
+    names = p.event_names
+    loop = np.fromiter((str(n).startswith(_LOOP_INPUT_PREFIX) for n in names), bool, len(names))
+    rows = rows[loop[np.maximum(p.ev_meta[rows], 0)] & (p.ev_meta[rows] >= 0)]
+    if not rows.shape[0] or not any("multi_step_on_iterator" in str(n) for n in names):
+        return None
+    rows = _outermost(p, rows)
+    t = np.sort(p.ev_start_ps[rows])
+    return np.searchsorted(t, steps.end, side="left") - np.searchsorted(t, steps.start, side="left")
+
+
+#: Keras' step functions (train, test, predict; Keras 3 names them all multi_step_on_iterator).
+KERAS_STEP_FN_RE = re.compile(r"multi_step_on_iterator|one_step_on|step_on_iterator|train_function|train_step|"
+                              r"test_function|test_step|predict_function|predict_step")
+
+
+def preceded_by(trace: Trace, act: Activity, steps: StepSet) -> np.ndarray:
+    """What ran between each step and the one before it, when it was not training:
+    ``validation`` (a Keras step function other than the one the steps run: Keras'
+    evaluation at an epoch end), ``epoch_end`` (the marker's step number starts again, or the
+    run file's ``steps.epoch_ends_after_step`` falls between the two markers), else ``""``."""
+    n = steps.start.shape[0]
+    out = np.full(n, "", dtype=object)
+    p = act.host
+    if n < 2 or p is None:
+        return out
+    if steps.source == "profiled_batch":  # Keras numbers batches from 0 in each epoch
+        out[1:][np.diff(steps.number) <= 0] = "epoch_end"
+    meta = (trace.run_metadata or {}).get("steps")
+    ends = meta.get("epoch_ends_after_step") if isinstance(meta, dict) else None
+    if steps.source == "trace_context" and isinstance(ends, list) and (steps.number >= 0).all():
+        last = np.array([v for v in ends if isinstance(v, int) and not isinstance(v, bool)], np.int64)
+        if last.shape[0]:
+            k = np.searchsorted(np.sort(last), steps.number, side="left")  # epoch ends before each marker's first step
+            out[1:][np.diff(k) > 0] = "epoch_end"
+    calls = _outermost(p, act.code_rows((L_PYTHON,), (M_FUNC_CALL,)))
+    if not calls.shape[0]:
+        return out
+    cs = p.ev_start_ps[calls]
+    names = np.array([str(x) for x in p.names_of(calls)], dtype=object)
+    inside = Measure(steps.start, steps.end, disjoint=True).within(cs, cs + 1) > 0
+    train = set(names[inside].tolist())
+    val = ~inside & np.array([x not in train and KERAS_STEP_FN_RE.search(x) is not None for x in names], bool)
+    if val.any():
+        t = np.sort(cs[val])
+        held = np.searchsorted(t, steps.start[1:], side="left") > np.searchsorted(t, steps.end[:-1], side="left")
+        out[1:][held] = "validation"
+    return out
+
+
+def executions(trace: Trace, act: Activity, steps: StepSet) -> Executions:
+    """Training steps per marker, from the first source that knows: the run file's
+    ``steps_per_execution``, the ``step_num`` stride of consecutive markers, or the iterator calls
+    of Keras' multi-step loop inside each marker. A marker's own count is its step-number
+    difference to the next marker (or its loop's count) when that is between 1 and k, else k."""
+    n = steps.start.shape[0]
+    one = Executions(1, "none", np.ones(n, np.int64))
+    if n == 0:
+        return one
+    k_run, _ = steps_per_execution(trace.run_metadata or {})
+    k_stride, diff = _stride(steps)
+    loop = _loop_counts(act, steps) if steps.source in ("trace_context", "profiled_batch",
+                                                        "function_cadence") else None
+    k_loop = None
+    if loop is not None and (loop > 0).any():
+        k_loop = int(np.median(loop[loop > 0]))
+        k_loop = k_loop if k_loop >= 2 else None
+    if k_run is not None:
+        k, source = k_run, "run_file"
+    elif k_stride is not None:
+        k, source = k_stride, "step_num_stride"
+    elif k_loop is not None:
+        k, source = k_loop, "loop_structure"
+    else:
+        return one
+    if k == 1:
+        return Executions(1, source, np.ones(n, np.int64))
+    per = np.full(n, k, np.int64)
+    if loop is not None:
+        ok = (loop >= 1) & (loop <= k)
+        per[ok] = loop[ok]
+    ok = (diff >= 1) & (diff <= k)
+    per[ok] = diff[ok]
+    note = None
+    if k_run is not None and k_stride is not None and k_stride != k_run:
+        note = (f"steps_per_execution: tfadvisor_run.json says {k_run}, the step_num stride of the markers "
+                f"{k_stride}: {k_run} used")
+    return Executions(k, source, per, note)
 
 
 # ------------------------------------------------------------------------------------------
@@ -1420,16 +1587,24 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(names[1:], "no steps found: no step markers (_r / TraceContext / Profiled batch), no device "
                                "Steps line and no repeating train function or IteratorGetNext calls")
         return res
+    ex = executions(trace, act, steps)
+    ctx.cache["tfadvisor.executions"] = ex
+    if ex.note:
+        res.notes.append(ex.note)
+    nsteps = ex.per_row
     dur = steps.end - steps.start
     dur_ms = dur / PS_PER_MS
-    period = np.append(np.diff(steps.start), np.nan) / PS_PER_MS
+    step_ms = dur_ms / nsteps  # per training step (a marker runs ``nsteps`` of them)
+    period = np.append(np.diff(steps.start), np.nan) / PS_PER_MS / nsteps
     in_stats = _stats_mask(n)
-    d = dur_ms[in_stats]
-    med_all = float(np.median(dur_ms))
-    mad = float(np.median(np.abs(dur_ms - med_all)))
+    d = step_ms[in_stats]
+    med_all = float(np.median(step_ms))
+    mad = float(np.median(np.abs(step_ms - med_all)))
     k = float(ctx.options.outlier_k)
     thr = med_all + k * max(mad, 0.01 * med_all)
-    outlier = dur_ms > thr
+    after = preceded_by(trace, act, steps)
+    # the first step after an epoch end restarts the input pipeline: an epoch cost, not a slow step
+    outlier = (step_ms > thr) & (after == "")
 
     layers = step_layers(act, ctx, steps)
     split = priority_split((steps.start, steps.end), layers)
@@ -1446,6 +1621,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         "start_ps": steps.start,
         "end_ps": steps.end,
         "duration_ms": dur_ms,
+        "train_steps": nsteps,
+        "ms_per_step": step_ms,
+        "preceded_by": after,
         "period_ms": period,
         "in_stats": in_stats,
         "outlier": outlier,
@@ -1454,19 +1632,25 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         tbl[f"{c}_ms"] = cat_ps[c] / PS_PER_MS
     res.tables["steps"] = tbl
 
-    res.add("steps_count", n, "count", "steps found")
-    res.add("steps_in_stats_count", int(in_stats.sum()), "count",
-            "steps the statistics use (with more than 5 steps the first and last are left out, as in xprof)")
-    res.add("step_time_mean_ms", float(d.mean()), "ms", "mean step time (marker duration)")
+    res.add("steps_count", int(nsteps.sum()), "count", "training steps found")
+    res.add("executions_count", n, "count", "step markers (each runs steps_per_execution training steps)")
+    res.add("steps_per_execution", ex.k, "count", "training steps per step marker (Keras steps_per_execution)")
+    res.add("steps_per_execution_source", ex.source, "",
+            "where steps_per_execution came from (run_file, step_num_stride, loop_structure; none: one step each)")
+    res.add("steps_in_stats_count", int(nsteps[in_stats].sum()), "count",
+            "steps the statistics use (with more than 5 markers the first and last are left out, as in xprof)")
+    res.add("step_time_mean_ms", float(dur_ms[in_stats].sum() / nsteps[in_stats].sum()), "ms",
+            "mean step time (marker duration per training step)")
     res.add("step_time_median_ms", float(np.median(d)), "ms", "median step time")
     res.add("step_time_p90_ms", float(np.percentile(d, 90)), "ms", "90th percentile step time")
     res.add("step_time_min_ms", float(d.min()), "ms", "fastest step")
     res.add("step_time_max_ms", float(d.max()), "ms", "slowest step")
     res.add("step_time_std_ms", float(d.std(ddof=1)) if d.shape[0] > 1 else 0.0, "ms", "step time standard deviation")
     res.add("step_outliers_count", int(outlier.sum()), "count",
-            f"steps slower than median + {k:g} x MAD (all steps)")
-    res.add("step_outlier_max_ratio", float(dur_ms.max() / med_all) if med_all > 0 else None, "",
-            "slowest step / median step")
+            f"steps slower than median + {k:g} x MAD (all steps; not the first after an epoch end)")
+    plain = step_ms[after == ""] if (after == "").any() else step_ms
+    res.add("step_outlier_max_ratio", float(plain.max() / med_all) if med_all > 0 else None, "",
+            "slowest step / median step (not counting the first after an epoch end)")
     per = period[~np.isnan(period)]
     if per.shape[0]:
         res.add("step_period_mean_ms", float(per.mean()), "ms",
@@ -1477,7 +1661,11 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     wall = wall_hi - wall_lo
     res.add("profile_wall_ms", wall / PS_PER_MS, "ms", "wall time from the first step's start to the last step's end")
     inside = Measure.union(steps.start, steps.end).total()
-    res.add("steps_wall_pct", 100.0 * inside / wall if wall > 0 else None, "%", "share of that wall time inside steps")
+    # validation and epoch ends between steps are not training time (steps are disjoint and sorted)
+    gap = np.maximum(steps.start[1:] - steps.end[:-1], 0)
+    train_wall = wall - int(gap[after[1:] != ""].sum())
+    res.add("steps_wall_pct", 100.0 * inside / train_wall if train_wall > 0 else None, "%",
+            "share of that wall time inside steps (less validation and epoch ends between steps)")
     total = float(dur[in_stats].sum())
     for c in CATEGORIES:
         if c == "kernel_launch" and not act.has_device:
@@ -1488,6 +1676,6 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     return res
 
 
-__all__ = ["Activity", "CATEGORIES", "LazyUnion", "Measure", "Runs", "StepSet", "activity", "analyze", "contained",
-           "detect_steps", "merge", "priority_split", "python_host_activity", "step_layers", "step_spans", "step_table",
-           "union_of", "union_rows"]
+__all__ = ["Activity", "CATEGORIES", "Executions", "LazyUnion", "Measure", "Runs", "StepSet", "activity", "analyze",
+           "contained", "detect_steps", "executions", "merge", "priority_split", "python_host_activity", "step_layers",
+           "step_spans", "step_table", "union_of", "union_rows"]

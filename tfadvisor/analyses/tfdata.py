@@ -1,23 +1,28 @@
-"""The tf.data pipeline as the trace shows it: its stages, their time, and common mistakes.
+"""The tf.data pipeline as TensorFlow ran it: its stages, where their time goes, and why input is slow.
 
-Each ``Iterator::<chain>`` event is one call of a stage (its name is the chain from the
-root, e.g. ``Iterator::Root::Prefetch::MapAndBatch::TensorSlice``; ``[k]`` epoch indexes
-of repeats are dropped). Per stage: calls, total and mean time, time without its child
-stage (self), and the stats TF attaches (``parallelism``, ``autotune``,
-``buffered_elements``, ``batch_size``...; the last value seen).
+Each ``Iterator::<chain>`` event is one call of a stage (``Iterator::Root::Prefetch::MapAndBatch::
+TensorSlice``; ``[k]`` epoch indexes are dropped). TF's optimizer fuses and injects stages
+(``MapAndBatch``, an injected ``Prefetch``...); the ``name`` stat keeps what the user wrote
+(``fused(MapDataset:1,BatchDatasetV2:2)``).
 
-Flags:
+A synchronous stage's own work is its call time minus its child stages'. An asynchronous stage
+(``MapAndBatch``, ``ParallelMap*``, ``Prefetch``, ``ParallelInterleave*``...) works on its own
+threads: its calls are the consumer *waiting* for it. Its own work is its ``<Kind>Produce`` events
+(minus the child stages they call) plus the function bodies it launches: each ``FunctionRun`` on a
+tf.data thread hands a body to the private threadpool, whose ``ExecutorState::Process`` events carry
+the matching consumer id (``_p`` -> ``_c``). Table ``tfdata_stages``: ``self_ms`` is that work,
+``elements`` the elements it produced (function runs for map stages, else calls),
+``element_us``/``batch_us`` its cost per element and per batch, ``wait_ms`` the consumers' wait.
 
-* ``tfdata_has_prefetch``: a ``Prefetch`` stage exists (Keras adds one).
-* ``tfdata_sequential_map``: a map stage runs one element at a time: ``Map`` (no
-  ``num_parallel_calls``), or ``ParallelMap``/``MapAndBatch`` with parallelism 1 and
-  autotune off.
-* ``tfdata_has_cache`` / ``tfdata_repeated_source_no_cache``: a ``Cache``/``MemoryCache``
-  stage; a ``Repeat`` over a pipeline that has no cache recomputes every epoch.
-* ``tfdata_map_element_us``: mean time to produce one element in the map stages (self
-  time of a synchronous ``Map`` call; else the ``*MapProduce``/``MapAndBatchProduce``
-  producer events; else the captured-function runs); ``tfdata_expensive_map`` when it is at
-  least ``EXPENSIVE_MAP_US``.
+Causes, each as ms per step and % of step time (``*_pct``): the most expensive map
+(``tfdata_map_*``), a map running one element at a time, work redone every epoch that a cache would
+keep (``tfdata_recompute_*``; ``tfdata_repeat_before_map`` for ``repeat().map()``; not for random or
+py_function maps), Python-bound
+generators (``tfdata_generator_*``), files read one after another (``tfdata_read_*``), and a cheap
+per-element map that a batch-first vectorised map would replace (``tfdata_vectorizable_map``).
+``tfdata_cause`` names the largest of these (None: no specific cause found), and
+``tfdata_cause_ms_per_step``/``tfdata_cause_pct`` the step time its fix would save (``_cause_magnitude``).
+A map after ``batch()`` maps whole batches: its elements are its function runs times the batch size.
 """
 
 from __future__ import annotations
@@ -29,18 +34,35 @@ import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context
 from tfadvisor.analyses.steps import activity, step_table
-from tfadvisor.trace import Trace
+from tfadvisor.trace import Plane, Trace
 
 EXPENSIVE_MAP_US = 50.0
+#: A map cheaper than this per element spends much of its time in per-element overhead.
+VECTORIZE_MAX_US = 50.0
 #: Flags need the stage's time to be at least this share of the step time.
 MATERIAL_PCT = 5.0
 STAGE_STATS = ("name", "parallelism", "autotune", "buffered_elements", "batch_size", "buffer_limit", "cpu_budget")
 _EPOCH_RE = re.compile(r"\[\d+\]")
-_MAP_RE = re.compile(r"^(Parallel)?Map(V\d)?$|^MapAndBatch$|^ParallelMapV\d$|^LegacyParallelMap$")
+_MAP_RE = re.compile(r"^(Parallel)?Map(V\d)?$|^MapAndBatch$|^MapAndFilter$|^ParallelMapV\d$|^LegacyParallelMap$")
+#: Stages that run ahead of their consumer on their own threads (they buffer).
+_ASYNC_RE = re.compile(r"^(Prefetch|MapAndBatch|ParallelMap|LegacyParallelMap|ParallelBatch|ParallelInterleave|"
+                       r"ParallelFilter|DataServiceDataset)")
+_READER_RE = re.compile(r"^(TFRecord|TextLine|FixedLengthRecord|ParallelTFRecord)")
+_SEQ_READ_PARENT_RE = re.compile(r"^(FlatMap|Interleave)$")
+_RANDOM_OP_RE = re.compile(r":(Random\w*|Stateless\w*Random\w*|Multinomial|ParameterizedTruncatedNormal|"
+                           r"TruncatedNormal|RandomShuffle)$")
+_LAUNCH = "FunctionRun"
+_BODY = "ExecutorState::Process"
+_PY_OPS = ("PyFunc:PyFunc", "EagerPyFunc:EagerPyFunc", "PyFuncStateless:PyFuncStateless")
 
 
 def _stage_kind(last: str) -> str:
     return last.split("(")[0]
+
+
+def is_async_stage(last: str) -> bool:
+    """Whether a stage (the last part of an iterator chain) runs ahead on its own threads."""
+    return bool(_ASYNC_RE.match(_stage_kind(_EPOCH_RE.sub("", last))))
 
 
 def _bool(v) -> bool | None:
@@ -54,39 +76,166 @@ def _bool(v) -> bool | None:
     return None
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
-    res = AnalysisResult("tfdata")
-    act = activity(trace, ctx)
-    p = act.host
-    names = ["tfdata_has_prefetch", "tfdata_has_cache", "tfdata_sequential_map", "tfdata_map_element_us",
-             "tfdata_expensive_map", "tfdata_repeated_source_no_cache", "tfdata_pipeline"]
-    rows = act.rows.get("iterator", np.empty(0, np.int64)) if p is not None else np.empty(0, np.int64)
-    if p is None or rows.shape[0] == 0:
-        res.add("tfdata_present", False, "", "the trace shows a tf.data pipeline (Iterator::* events)")
-        res.missing(names, "no tf.data iterator events (Iterator::*) in the trace")
-        return res
-    res.add("tfdata_present", True, "", "the trace shows a tf.data pipeline (Iterator::* events)")
+def _rows_named(p: Plane, names: tuple[str, ...], lines: np.ndarray | None = None) -> np.ndarray:
+    rows = p.events_named(list(names))
+    if lines is not None and rows.shape[0]:
+        rows = rows[np.isin(p.ev_line[rows], lines)]
+    return rows
 
+
+def _line_key(p: Plane, rows: np.ndarray) -> np.ndarray:
+    """Sort key of ``rows``: by line, then start time (one int64)."""
+    return p.ev_line[rows].astype(np.int64) * (np.int64(1) << np.int64(50)) + p.ev_start_ps[rows]
+
+
+def _enclosing(p: Plane, outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """For each ``inner`` row, the ``outer`` row on the same line that contains it (the latest
+    starting one before it), or -1."""
+    if not outer.shape[0] or not inner.shape[0]:
+        return np.full(inner.shape[0], -1, np.int64)
+    ko = _line_key(p, outer)
+    order = np.argsort(ko, kind="stable")
+    outer, ko = outer[order], ko[order]
+    ki = _line_key(p, inner)
+    pos = np.searchsorted(ko, ki, side="right") - 1
+    ok = pos >= 0
+    cand = outer[np.maximum(pos, 0)]
+    ok &= p.ev_line[cand] == p.ev_line[inner]
+    ok &= p.ev_end_ps[cand] >= p.ev_end_ps[inner]
+    return np.where(ok, cand, -1)
+
+
+def _first_inside(p: Plane, outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """For each ``outer`` row, the first ``inner`` row on its line starting inside it, or -1."""
+    if not outer.shape[0] or not inner.shape[0]:
+        return np.full(outer.shape[0], -1, np.int64)
+    ki = _line_key(p, inner)
+    order = np.argsort(ki, kind="stable")
+    inner, ki = inner[order], ki[order]
+    ko = _line_key(p, outer)
+    pos = np.searchsorted(ki, ko, side="left")
+    ok = pos < inner.shape[0]
+    cand = inner[np.minimum(pos, inner.shape[0] - 1)]
+    ok &= p.ev_line[cand] == p.ev_line[outer]
+    ok &= p.ev_start_ps[cand] < p.ev_end_ps[outer]
+    return np.where(ok, cand, -1)
+
+
+def _bodies(p: Plane, launch: np.ndarray, tfd_lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Body time (ps) of each launch (``FunctionRun`` with ``_p``) from the ``ExecutorState::Process``
+    events carrying the same id in ``_c``; and the body rows found."""
+    out = np.zeros(launch.shape[0], np.float64)
+    body = _rows_named(p, (_BODY,), tfd_lines)
+    if not launch.shape[0] or not body.shape[0]:
+        return out, np.empty(0, np.int64)
+    lp = p.stat("_p", launch)
+    bc = p.stat("_c", body)
+    if not len(lp) or not len(bc):
+        return out, np.empty(0, np.int64)
+    pid = lp.values_at(launch, integer=True)
+    cid = bc.values_at(body, integer=True)
+    has = cid != 0
+    per = pd.Series(p.ev_dur_ps[body][has].astype(np.float64)).groupby(cid[has]).sum()
+    got = per.reindex(pid).to_numpy()
+    out = np.where((pid != 0) & ~np.isnan(got), got, 0.0)
+    linked = body[has][np.isin(cid[has], pid[pid != 0])]
+    return out, linked
+
+
+def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """The per-stage table (see the module doc) and the function-body rows linked to stages."""
     meta = p.ev_meta[rows]
     uniq_meta, inv = np.unique(meta, return_inverse=True)
     chain_of_meta = np.array([_EPOCH_RE.sub("", str(p.event_names[m]))[len("Iterator::"):] for m in uniq_meta],
                              dtype=object)
-    chain_codes, chains = pd.factorize(pd.Series(chain_of_meta[inv]))
+    codes, chains = pd.factorize(pd.Series(chain_of_meta[inv]))
+    chains = list(chains)
+    n = len(chains)
     dur = p.ev_dur_ps[rows].astype(np.float64)
-    calls = np.bincount(chain_codes, minlength=len(chains))
-    total = np.bincount(chain_codes, weights=dur, minlength=len(chains))
-
-    st = p.stat_columns(STAGE_STATS, rows)
-    table = pd.DataFrame({"stage": [c.split("::")[-1] for c in chains], "iterator": list(chains), "calls": calls,
-                          "total_ms": total / PS_PER_MS, "mean_us": total / np.maximum(calls, 1) / PS_PER_US})
-    # self time: minus the direct child stage(s)
-    child_total = np.zeros(len(chains))
+    calls = np.bincount(codes, minlength=n).astype(np.float64)
+    total = np.bincount(codes, weights=dur, minlength=n)
     idx = {c: i for i, c in enumerate(chains)}
-    for c, i in idx.items():
-        parent = c.rsplit("::", 1)[0] if "::" in c else None
-        if parent in idx:
-            child_total[idx[parent]] += total[i]
-    table["self_ms"] = np.maximum(total - child_total, 0.0) / PS_PER_MS
+    parent = np.array([idx.get(c.rsplit("::", 1)[0], -1) if "::" in c else -1 for c in chains], np.int64)
+    child_total = np.zeros(n)
+    np.add.at(child_total, parent[parent >= 0], total[parent >= 0])
+    kinds = [_stage_kind(c.split("::")[-1]) for c in chains]
+    is_async = np.array([bool(_ASYNC_RE.match(k)) for k in kinds], bool)
+    sync_self = np.maximum(total - child_total, 0.0)
+    code_of_row = np.full(p.n_events + 1, -1, np.int64)
+    code_of_row[rows] = codes
+
+    # Producer events (<Kind>Produce) -> their stage, through the child stage they call.
+    produce = p.events_named(re.compile(r"^\w+Produce$"))
+    produce = produce[np.isin(p.ev_line[produce], tfd_lines)] if produce.shape[0] else produce
+    prod_stage = np.full(produce.shape[0], -1, np.int64)
+    if produce.shape[0]:
+        child = _first_inside(p, produce, rows)
+        ok = child >= 0
+        prod_stage[ok] = parent[code_of_row[child[ok]]]
+        pnames = p.names_of(produce).astype(str)
+        for i in np.flatnonzero(prod_stage < 0):
+            k = pnames[i][: -len("Produce")]
+            cand = [j for j, kk in enumerate(kinds) if kk.startswith(k) and is_async[j]]
+            if len(cand) == 1:
+                prod_stage[i] = cand[0]
+    prod_self = np.zeros(n)
+    if produce.shape[0]:
+        ok = prod_stage >= 0
+        np.add.at(prod_self, prod_stage[ok], p.ev_dur_ps[produce[ok]].astype(np.float64))
+        # minus the child stages' calls made from the producers' lines
+        on_prod_lines = np.isin(p.ev_line[rows], np.unique(p.ev_line[produce[ok]]))
+        enc = _enclosing(p, produce[ok], rows[on_prod_lines])
+        inside = enc >= 0
+        sub = np.zeros(n)
+        kid = codes[on_prod_lines][inside]
+        par = parent[kid]
+        good = par >= 0
+        np.add.at(sub, par[good], dur[on_prod_lines][inside][good])
+        prod_self = np.maximum(prod_self - sub, 0.0)
+
+    # Function runs launched from tf.data threads and their bodies on the threadpool.
+    launch = _rows_named(p, (_LAUNCH,), tfd_lines)
+    body_ps, body_rows = _bodies(p, launch, tfd_lines)
+    launch_stage = np.full(launch.shape[0], -1, np.int64)
+    if launch.shape[0]:
+        enc = _enclosing(p, produce, launch) if produce.shape[0] else np.full(launch.shape[0], -1)
+        pos = np.searchsorted(produce, enc) if produce.shape[0] else enc
+        ok = enc >= 0
+        if produce.shape[0]:
+            order = np.argsort(produce)
+            sorted_prod = produce[order]
+            pos = np.searchsorted(sorted_prod, np.maximum(enc, 0))
+            launch_stage[ok] = prod_stage[order[np.minimum(pos[ok], produce.shape[0] - 1)]]
+        rest = ~ok
+        if rest.any():  # a synchronous stage running its function inline
+            enc2 = _enclosing(p, rows, launch[rest])
+            st = np.where(enc2 >= 0, code_of_row[np.maximum(enc2, 0)], -1)
+            launch_stage[rest] = st
+    fn_runs = np.bincount(launch_stage[launch_stage >= 0], minlength=n).astype(np.float64)
+    fn_body = np.bincount(launch_stage[launch_stage >= 0], weights=body_ps[launch_stage >= 0], minlength=n)
+    fn_launch = np.bincount(launch_stage[launch_stage >= 0],
+                            weights=p.ev_dur_ps[launch[launch_stage >= 0]].astype(np.float64), minlength=n)
+    has_prod = prod_self > 0
+    work = np.where(is_async | has_prod, prod_self + fn_body, sync_self + np.maximum(fn_body - fn_launch, 0.0))
+    wait = np.where(is_async, total, np.nan)
+    is_map = np.array([bool(_MAP_RE.match(k)) for k in kinds], bool)
+    elements = np.where(is_map & (fn_runs > 0), fn_runs, calls)
+    st = p.stat_columns(STAGE_STATS, rows)
+    batch_of = _last_stat(st["batch_size"], rows, codes, n)
+    for i in np.flatnonzero(is_map & (fn_runs > 0) & (np.array(kinds) != "MapAndBatch")):
+        below = _batch_below(chains, kinds, batch_of, i)
+        if below:  # a map after batch(): each function run maps a whole batch
+            elements[i] = fn_runs[i] * below
+    for i in np.flatnonzero(np.array(kinds) == "MapAndBatch"):
+        if fn_runs[i] == 0 and batch_of[i] > 0:  # no function runs seen: each call is one batch
+            elements[i] = calls[i] * batch_of[i]
+
+    table = pd.DataFrame({"stage": [c.split("::")[-1] for c in chains], "iterator": chains, "kind": kinds,
+                          "calls": calls.astype(np.int64), "total_ms": total / PS_PER_MS,
+                          "mean_us": total / np.maximum(calls, 1) / PS_PER_US, "self_ms": work / PS_PER_MS,
+                          "elements": elements.astype(np.int64),
+                          "element_us": work / np.maximum(elements, 1) / PS_PER_US,
+                          "wait_ms": wait / PS_PER_MS, "async": is_async, "function_runs": fn_runs.astype(np.int64)})
     for sn in ("parallelism", "autotune", "buffered_elements", "batch_size", "name"):
         col = st[sn]
         pos = col.positions(rows)
@@ -94,85 +243,294 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         if not has.any():
             table[sn] = None
             continue
-        last = pd.Series(pos[has]).groupby(chain_codes[has]).last()  # only the last value is formatted
+        last = pd.Series(pos[has]).groupby(codes[has]).last()  # only the last value is formatted
         strs = col.strings_at(col.rows[last.to_numpy(np.int64)])
         got = dict(zip(last.index.tolist(), strs))
-        table[sn] = [got.get(i) for i in range(len(chains))]
-    table = table.sort_values("iterator", key=lambda s: s.str.count("::")).reset_index(drop=True)
-    res.tables["tfdata_stages"] = table
+        table[sn] = [got.get(i) for i in range(n)]
+    # per batch: MapAndBatch's elements are input elements; a Batch stage's calls are batches;
+    # a map after batch() maps whole batches
+    per_call_batch = np.array(["Batch" in k and k != "MapAndBatch" for k in kinds])
+    batch_us = np.where(per_call_batch, table["element_us"], table["element_us"] * batch_of)
+    batch_us = np.where(is_map & (elements > fn_runs), work / np.maximum(fn_runs, 1) / PS_PER_US, batch_us)
+    table["batch_us"] = batch_us
+    table = table.sort_values("iterator", key=lambda s: s.str.count("::"), kind="stable").reset_index(drop=True)
+    return table, body_rows
 
-    kinds = [_stage_kind(s) for s in table["stage"]]
-    has_prefetch = any(k.startswith("Prefetch") for k in kinds)
-    has_cache = any(k in ("Cache", "MemoryCache", "MemoryCacheImpl", "DiskCache", "CacheDataset") or
-                    k.startswith("Cache") for k in kinds)
-    has_repeat = any("Repeat" in k for k in kinds)
+
+def _last_stat(col, rows: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
+    """Per stage, the last numeric value of a stat on its calls (NaN where none)."""
+    out = np.full(n, np.nan)
+    pos = col.positions(rows)
+    has = pos >= 0
+    if has.any():
+        v = pd.to_numeric(pd.Series(col.strings_at(col.rows[pos[has]])), errors="coerce").to_numpy()
+        last = pd.Series(v).groupby(codes[has]).last()
+        out[last.index.to_numpy(np.int64)] = last.to_numpy()
+    return out
+
+
+def _batch_below(chains: list[str], kinds: list[str], batch_of: np.ndarray, i: int) -> int:
+    """The batch size of the nearest ``Batch*`` stage feeding stage ``i`` (0: none)."""
+    pre = chains[i] + "::"
+    below = [j for j, c in enumerate(chains) if c.startswith(pre) and "Batch" in kinds[j]
+             and np.isfinite(batch_of[j]) and batch_of[j] > 0]
+    if not below:
+        return 0
+    j = min(below, key=lambda j: chains[j].count("::"))
+    return int(batch_of[j])
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("tfdata")
+    act = activity(trace, ctx)
+    p = act.host
+    names = ["tfdata_has_prefetch", "tfdata_has_cache", "tfdata_sequential_map", "tfdata_map_element_us",
+             "tfdata_expensive_map", "tfdata_repeated_source_no_cache", "tfdata_pipeline", "tfdata_cause"]
+    rows = act.rows.get("iterator", np.empty(0, np.int64)) if p is not None else np.empty(0, np.int64)
+    if p is None or rows.shape[0] == 0:
+        res.add("tfdata_present", False, "", "the trace shows a tf.data pipeline (Iterator::* events)")
+        res.missing(names, "no tf.data iterator events (Iterator::*) in the trace")
+        return res
+    res.add("tfdata_present", True, "", "the trace shows a tf.data pipeline (Iterator::* events)")
+    tfd_lines = act.tfdata_lines
+    table, body_rows = _stage_table(p, rows, tfd_lines)
+    res.tables["tfdata_stages"] = table
+    chains = table["iterator"].tolist()
+    kinds = table["kind"].tolist()
+
+    # a Prefetch stage, or a background stage that keeps produced elements buffered ahead of the
+    # consumer (a MapAndBatch that only produces while the step waits has 0 buffered: no prefetch)
+    buffered = pd.to_numeric(table["buffered_elements"], errors="coerce") if "buffered_elements" in table else None
+    ahead = table["async"] & (buffered.isna() | (buffered > 0)) if buffered is not None else table["async"]
+    has_prefetch = any(k.startswith("Prefetch") for k in kinds) or bool(ahead.any())
+    has_cache = any(k.startswith("Cache") or k.startswith("MemoryCache") or k == "DiskCache" or k.startswith("Snapshot")
+                    for k in kinds)
     deepest = max(chains, key=lambda c: c.count("::"))
     res.add("tfdata_pipeline", deepest, "", "the deepest stage chain (root first)")
-    res.add("tfdata_has_prefetch", has_prefetch, "", "the pipeline has a prefetch stage")
-    res.add("tfdata_has_cache", has_cache, "", "the pipeline has a cache stage")
+    res.add("tfdata_has_prefetch", has_prefetch, "",
+            "the pipeline produces ahead of the consumer: a Prefetch stage (injected ones too) or an "
+            "asynchronous stage that buffers (MapAndBatch, ParallelMap, ParallelInterleave...)")
+    res.add("tfdata_has_cache", has_cache, "", "the pipeline has a cache (or snapshot) stage")
 
-    # What is material: a share of the step time (all steps), else of the traced span.
+    # Reference: step time over the steps (else the traced span) and the number of steps.
     tbl = step_table(ctx)
-    if tbl is not None:
-        ref_ms = float(tbl["duration_ms"].sum())
+    if tbl is not None and len(tbl):
+        ref_ms, n_steps = float(tbl["duration_ms"].sum()), len(tbl)
     else:
         lo, hi = act.span
-        ref_ms = (hi - lo) / PS_PER_MS
+        ref_ms, n_steps = (hi - lo) / PS_PER_MS, None
     material_ms = MATERIAL_PCT / 100.0 * ref_ms
 
-    repeat_ms = float(table.loc[[("Repeat" in k) for k in kinds], "total_ms"].sum())
-    res.add("tfdata_repeated_source_no_cache", bool(has_repeat and not has_cache and repeat_ms >= material_ms), "",
-            f"a repeat without a cache under it whose work is at least {MATERIAL_PCT:g} % of the step time: "
-            "every epoch recomputes it")
+    def per_step(ms: float) -> tuple[float | None, float | None]:
+        if ref_ms <= 0:
+            return None, None
+        return (ms / n_steps if n_steps else None), 100.0 * ms / ref_ms
+
+    work_ms = float(table["self_ms"].sum())
+    wps, wpct = per_step(work_ms)
+    res.add("tfdata_work_ms", work_ms, "ms", "work of all tf.data stages over the profile (function bodies included)")
+    if wps is not None:
+        res.add("tfdata_work_ms_per_step", wps, "ms", "tf.data work per step (on its own threads; may overlap)")
+    res.add("tfdata_work_pct", wpct, "%", "tf.data work as % of step time (may exceed what it costs when it overlaps)")
+    hot = table.loc[table["self_ms"].idxmax()]
+    res.add("tfdata_hot_stage", f"{hot['stage']} ({hot['name']})" if hot["name"] else str(hot["stage"]), "",
+            "the stage with the most work, with the name of what the user wrote")
+    res.add("tfdata_hot_stage_ms", float(hot["self_ms"]), "ms", "work of that stage over the profile")
 
     # Map stages.
     is_map = np.array([bool(_MAP_RE.match(k)) for k in kinds], bool)
-    map_rows = table[is_map]
+    maps = table[is_map]
     seq_ms = 0.0
-    for _, r in map_rows.iterrows():
-        k = _stage_kind(r["stage"])
+    for _, r in maps.iterrows():
         par = pd.to_numeric(pd.Series([r["parallelism"]]), errors="coerce").iloc[0]
-        auto = _bool(r["autotune"])
-        if k in ("Map", "MapV2"):  # dataset.map without num_parallel_calls
+        if r["kind"] in ("Map", "MapV2", "MapAndFilter") or (par == 1 and not _bool(r["autotune"])):
             seq_ms += float(r["self_ms"])
-        elif par == 1 and not auto:
-            seq_ms += float(r["total_ms"])
+    sps, spct = per_step(seq_ms)
     res.add("tfdata_sequential_map", bool(seq_ms > 0 and seq_ms >= material_ms), "",
-            "a map stage runs one element at a time (no num_parallel_calls, or parallelism 1 without autotune) "
-            f"and takes at least {MATERIAL_PCT:g} % of the step time")
+            "a map stage runs one element at a time (no num_parallel_calls that TF kept, or parallelism 1 "
+            f"without autotune) and takes at least {MATERIAL_PCT:g} % of the step time")
+    if seq_ms > 0:
+        res.add("tfdata_sequential_map_pct", spct, "%", "work of the one-at-a-time map stages, % of step time")
+        if sps is not None:
+            res.add("tfdata_sequential_map_ms_per_step", sps, "ms", "work of the one-at-a-time map stages per step")
 
-    elem_us = None
-    work_ms = 0.0
-    sync = map_rows[[_stage_kind(s) in ("Map", "MapV2") for s in map_rows["stage"]]]
-    if len(sync) and sync["calls"].sum() > 0:
-        work_ms = float(sync["self_ms"].sum())
-        elem_us = work_ms * 1000.0 / float(sync["calls"].sum())
-    if len(map_rows):
-        pr = act.rows.get("produce", np.empty(0, np.int64))
-        if pr.shape[0]:
-            w = float(p.ev_dur_ps[pr].sum() / PS_PER_MS)
-            if elem_us is None or w > work_ms:
-                work_ms = w
-                elem_us = w * 1000.0 / pr.shape[0]
-        if elem_us is None:
-            fr = act.rows.get("captured_fn", np.empty(0, np.int64))
-            if fr.shape[0]:
-                work_ms = float(p.ev_dur_ps[fr].sum() / PS_PER_MS)
-                elem_us = work_ms * 1000.0 / fr.shape[0]
-    if elem_us is None:
-        if len(map_rows):
-            res.missing(["tfdata_map_element_us"], "map stages without per-element timing in the trace")
-            res.add("tfdata_expensive_map", None, "", "")
-        else:
-            res.missing(["tfdata_map_element_us"], "no map stage ran in the profiled window")
-            res.add("tfdata_expensive_map", False, "", "no map stage ran in the profiled window")
-    else:
-        res.add("tfdata_map_element_us", elem_us, "us", "mean time to produce one element in the map stages")
-        res.add("tfdata_map_ms", work_ms, "ms", "time spent in map functions over the profile")
-        res.add("tfdata_expensive_map", bool(elem_us >= EXPENSIVE_MAP_US and work_ms >= material_ms), "",
+    random_map = _runs_random_ops(p, tfd_lines)
+    res.add("tfdata_map_random", random_map, "", "the pipeline's functions run random ops (augmentation): "
+                                                 "their output differs every epoch, so it must not be cached")
+    if len(maps) and float(maps["self_ms"].max()) > 0:
+        top = maps.loc[maps["self_ms"].idxmax()]
+        map_ms = float(maps["self_ms"].sum())
+        elem_us = float(top["element_us"])
+        mps, mpct = per_step(map_ms)
+        res.add("tfdata_map_element_us", elem_us, "us",
+                "time to produce one element in the costliest map stage (its function bodies included)")
+        res.add("tfdata_map_stage", f"{top['stage']} ({top['name']})" if top["name"] else str(top["stage"]), "",
+                "the costliest map stage")
+        if not np.isnan(top["batch_us"]):
+            res.add("tfdata_map_batch_ms", float(top["batch_us"]) / 1000.0, "ms", "its cost per batch")
+        res.add("tfdata_map_ms", map_ms, "ms", "time spent in map functions over the profile")
+        if mps is not None:
+            res.add("tfdata_map_ms_per_step", mps, "ms", "map work per step")
+        res.add("tfdata_map_pct", mpct, "%", "map work as % of step time")
+        res.add("tfdata_expensive_map", bool(elem_us >= EXPENSIVE_MAP_US and map_ms >= material_ms), "",
                 f"map work of at least {EXPENSIVE_MAP_US:g} us per element adding up to at least "
                 f"{MATERIAL_PCT:g} % of the step time")
+        # A cheap per-element map (before any batch): overhead per element dominates.
+        below_batch = "Batch" in str(top["iterator"]).rsplit(str(top["stage"]), 1)[-1]
+        per_elem = top["kind"] == "MapAndBatch" or (not below_batch and any(
+            "Batch" in c.split("::")[-1] for c in chains if len(c) < len(str(top["iterator"]))
+            and str(top["iterator"]).startswith(c)))
+        vec = bool(per_elem and elem_us < VECTORIZE_MAX_US and map_ms >= material_ms)
+        res.add("tfdata_vectorizable_map", vec, "",
+                f"a map runs per element before batching at under {VECTORIZE_MAX_US:g} us each and adds up to at "
+                f"least {MATERIAL_PCT:g} % of step time: batching first and mapping once per batch removes the "
+                "per-element overhead")
+        if vec:
+            res.add("tfdata_vectorizable_map_pct", mpct, "%", "work of that map, % of step time")
+        # Work redone every epoch: an expensive deterministic map with a repeat and no cache.
+        repeats = [c for c, k in zip(chains, kinds) if "Repeat" in k]
+        before = any(r.startswith(str(top["iterator"]) + "::") for r in repeats)
+        res.add("tfdata_repeat_before_map", bool(before and not has_cache), "",
+                "the source is repeated before the expensive map (repeat().map()): every epoch maps the same "
+                "elements again")
+        # a py_function body may fetch outside data (a remote read): not known to be deterministic
+        python_map = bool(_rows_named(p, _PY_OPS, tfd_lines).shape[0])
+        res.add("tfdata_map_python", python_map, "", "the pipeline's functions call Python (py_function, "
+                                                     "numpy_function): their output is not known to be deterministic")
+        recompute = bool(repeats and not has_cache and not random_map and not python_map
+                         and elem_us >= EXPENSIVE_MAP_US and map_ms >= material_ms)
+        res.add("tfdata_repeated_source_no_cache", recompute, "",
+                "a repeated pipeline recomputes an expensive deterministic map every epoch (no cache, no random "
+                f"ops) and that map is at least {MATERIAL_PCT:g} % of the step time")
+        if recompute:
+            res.add("tfdata_recompute_pct", mpct, "%", "map work a cache after the map would remove, % of step time")
+            if mps is not None:
+                res.add("tfdata_recompute_ms_per_step", mps, "ms", "that work per step")
+    else:
+        why = "map stages without per-element timing in the trace" if len(maps) else \
+            "no map stage ran in the profiled window"
+        res.missing(["tfdata_map_element_us"], why)
+        res.add("tfdata_expensive_map", None if len(maps) else False, "", why)
+        res.add("tfdata_vectorizable_map", False, "", why)
+        res.add("tfdata_repeat_before_map", False, "", why)
+        res.add("tfdata_repeated_source_no_cache", False, "", why)
+
+    # Python-bound sources: from_generator (a Generator stage).
+    gen = table[[k == "Generator" for k in kinds]]
+    gen_ms = float(gen["self_ms"].sum())
+    gps, gpct = per_step(gen_ms)
+    res.add("tfdata_generator", bool(len(gen) and gen_ms >= material_ms), "",
+            "a from_generator source runs Python per element (it holds the GIL) for at least "
+            f"{MATERIAL_PCT:g} % of the step time")
+    if len(gen):
+        res.add("tfdata_generator_pct", gpct, "%", "time in from_generator sources, % of step time")
+        if gps is not None:
+            res.add("tfdata_generator_ms_per_step", gps, "ms", "time in from_generator sources per step")
+        res.add("tfdata_generator_element_us", float(gen["self_ms"].sum()) * 1000.0 / max(int(gen["calls"].sum()), 1),
+                "us", "time per element of the from_generator sources")
+    py = _rows_named(p, _PY_OPS, tfd_lines)
+    if py.shape[0]:
+        py_ms = float(p.ev_dur_ps[py].sum()) / PS_PER_MS
+        res.add("tfdata_pyfunc_pct", per_step(py_ms)[1], "%",
+                "time in py_function/numpy_function bodies of the pipeline, % of step time")
+        res.add("tfdata_pyfunc_element_us", py_ms * 1000.0 / py.shape[0], "us", "time per py_function call")
+
+    # File reads: reader stages and the (sequential) FlatMap/Interleave above them.
+    readers = [i for i, k in enumerate(kinds) if _READER_RE.match(k)]
+    read_ms, open_ms, seq_read = 0.0, 0.0, False
+    for i in readers:
+        read_ms += float(table["self_ms"].iloc[i])
+        up = chains[i].rsplit("::", 1)[0]
+        up_kind = up.split("::")[-1]
+        if _SEQ_READ_PARENT_RE.match(_stage_kind(up_kind)):
+            seq_read = True
+            # the interleave's own time: moving from file to file (opening each)
+            open_ms += float(table.loc[table["iterator"] == up, "self_ms"].sum())
+            read_ms += open_ms
+        elif not _ASYNC_RE.match(_stage_kind(up_kind)) and "ParallelInterleave" not in up:
+            seq_read = True
+    opens = _rows_named(p, ("TFRecordDatasetOp::Iterator::SetupStreamsLocked",), tfd_lines).shape[0]
+    if readers:
+        rps, rpct = per_step(read_ms)
+        res.add("tfdata_files_opened", opens, "", "files opened by TFRecord readers in the profile")
+        if n_steps:
+            res.add("tfdata_files_per_step", opens / n_steps, "", "files opened per step")
+        res.add("tfdata_read_pct", rpct, "%", "time reading files (readers and the interleave opening them), % of step")
+        if rps is not None:
+            res.add("tfdata_read_ms_per_step", rps, "ms", "that time per step")
+        ops_, _ = per_step(open_ms)
+        if ops_ is not None and open_ms > 0:
+            res.add("tfdata_file_switch_ms_per_step", ops_, "ms",
+                    "time per step the sequential interleave spends going from file to file (opening each)")
+    res.add("tfdata_sequential_reads", bool(readers and seq_read and read_ms >= material_ms), "",
+            "files are read one after another (no num_parallel_reads / parallel interleave) for at least "
+            f"{MATERIAL_PCT:g} % of the step time")
+
+    # The named cause: the largest specific one.
+    m = res.metrics
+    cands = []
+    if m["tfdata_sequential_map"].value:
+        cands.append(("sequential_map", spct or 0.0))
+    if m["tfdata_repeated_source_no_cache"].value:
+        before = m.get("tfdata_repeat_before_map") is not None and m["tfdata_repeat_before_map"].value
+        if before or not m["tfdata_sequential_map"].value:
+            cands.append(("repeat_before_map" if before else "recompute", m["tfdata_recompute_pct"].value or 0.0))
+    if m["tfdata_generator"].value:
+        cands.append(("generator", gpct or 0.0))
+    if m["tfdata_sequential_reads"].value:
+        cands.append(("sequential_reads", m["tfdata_read_pct"].value or 0.0))
+    if m.get("tfdata_vectorizable_map") and m["tfdata_vectorizable_map"].value:
+        cands.append(("vectorizable_map", m["tfdata_vectorizable_map_pct"].value or 0.0))
+    cause = max(cands, key=lambda c: c[1])[0] if cands else None
+    res.add("tfdata_cause", cause, "", "the largest specific cause found in the pipeline (None: none found)")
+    rm = m.get("tfdata_file_switch_ms_per_step")
+    _cause_magnitude(res, ctx, cause, sps, rm.value if rm is not None else None)
     return res
 
 
-__all__ = ["analyze", "EXPENSIVE_MAP_US", "MATERIAL_PCT"]
+def _cause_magnitude(res: AnalysisResult, ctx: Context, cause: str | None, seq_ms_per_step: float | None,
+                     switch_ms_per_step: float | None) -> None:
+    """The step time the named cause's fix would save, per step and as % of step time.
+
+    The input analysis gives what the pipeline costs a step (``tfdata_cost_*``: the wait for input
+    plus the step time lost to tf.data's CPU use) and the step's own time without it. Caching,
+    vectorising and moving a generator's Python into TF ops remove that cost. A one-at-a-time map
+    made parallel still does its work, ``W`` per step, on the same cores (AUTOTUNE runs at most one
+    call per core): spread over them it still costs ``W / cores`` of each step, as wait or as
+    contention, so the saving is the cost less that. Packing many small files into large ones
+    removes the time spent going from file to file (the sequential interleave's own time), at most
+    the cost; reading the records stays.
+    """
+    inp = ctx.result("input")
+    m = inp.metrics if inp is not None else {}
+
+    def val(name: str) -> float | None:
+        x = m.get(name)
+        return None if x is None or x.value is None else float(x.value)
+
+    cost, cost_pct, cores = (val("tfdata_cost_ms_per_step"), val("tfdata_cost_pct"),
+                             val("tfdata_cores"))
+    names = ["tfdata_cause_ms_per_step", "tfdata_cause_pct"]
+    if cause is None or cost is None or cost_pct is None:
+        res.missing(names, "no specific cause found" if cause is None else "the pipeline's cost per step is unknown")
+        return
+    saving = cost
+    if cause == "sequential_map" and seq_ms_per_step is not None and cores:
+        saving = max(cost - seq_ms_per_step / cores, 0.0)
+    elif cause == "sequential_reads" and switch_ms_per_step is not None:
+        saving = min(cost, switch_ms_per_step)
+    res.add("tfdata_cause_ms_per_step", saving, "ms", "step time the named cause's fix would save, per step")
+    res.add("tfdata_cause_pct", cost_pct * saving / cost if cost > 0 else 0.0, "%",
+            "step time the named cause's fix would save, % of step time")
+
+
+def _runs_random_ops(p: Plane, lines: np.ndarray) -> bool:
+    """Whether a random op (``name:RandomUniform``...) ran on the given (tf.data) lines."""
+    if not lines.shape[0]:
+        return False
+    metas = np.unique(p.ev_meta[np.isin(p.ev_line, lines)])
+    names = p.event_names
+    return any(_RANDOM_OP_RE.search(str(names[m])) for m in metas if 0 <= m < len(names))
+
+
+__all__ = ["analyze", "is_async_stage", "EXPENSIVE_MAP_US", "MATERIAL_PCT", "VECTORIZE_MAX_US"]

@@ -1,14 +1,15 @@
-"""The HTML report: one self-contained file (inline CSS and SVG, no scripts, no fonts, no CDN).
+"""The HTML report: one self-contained file (inline CSS, SVG and one small script; no fonts, no CDN).
 
 ``write_html(result, path)`` writes it; ``render_html(result) -> str`` returns it. Sections:
-summary, findings (severity, impact, message, evidence, fix with code in ``<pre><code>``),
-then the plots (see :mod:`tfadvisor.report.plots` for why they are hand-made SVG):
+summary; findings (severity, impact, message, evidence, the plots that answer it, fix with code in
+``<pre><code>``); the zoomable timeline; then the plots no finding took, in this order:
 
 =================  ======================================================  ===================
 id                 what                                                    data
 =================  ======================================================  ===================
-plot-steps         step time per step, stacked by category                 table ``steps``
-plot-timeline      busy vs idle over the window, gaps marked               ``steps``, ``gaps``
+plot-steps         step time per step (or per bin), stacked by category    table ``steps``
+plot-busy          busy vs idle over the steps' wall time, drawn from time ``timeline``, ``gaps``
+plot-timeline      zoomable lanes of the window (report/timeline.py)       ``timeline``, ``steps``
 plot-tfdata        tf.data time per stage (+ the stage table)              ``tfdata_stages``
 plot-precision     precision mix of device compute                         ``precision_mix``
 plot-memory        memory in use over time, peak, top live allocations     ``memory_timeline``,
@@ -18,25 +19,28 @@ plot-hosts         per-host step time (multi-host runs)                    ``res
 plot-datafiles     training data files by size (``--data``)                ``data_files_sizes``
 =================  ======================================================  ===================
 
-A plot whose data the trace lacks is a box with the same id saying so and why (the note
-the analysis left, when there is one). Every trace-derived string is escaped.
+A plot sits beside the first finding whose evidence names its data (``PLOT_FOR_EVIDENCE``). A plot
+whose data the trace lacks is a box with the same id saying so and why (the note the analysis left,
+when there is one). Every trace-derived string is escaped.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import numbers
 import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from tfadvisor.report import busyidle, run_label, stepchart, timeline
 from tfadvisor.report import plots as P
-from tfadvisor.report import run_label
 from tfadvisor.report.plots import esc, fmt_num, fmt_value
 
-PLOT_IDS = ("plot-steps", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory", "plot-allreduce",
-            "plot-hosts", "plot-datafiles")
+PLOT_IDS = ("plot-steps", "plot-busy", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory",
+            "plot-allreduce", "plot-hosts", "plot-datafiles")
 
 CSS = """
 :root { --fg:#1d1d1f; --muted:#666; --line:#ddd; --bg:#fff; --panel:#f7f7f9;
@@ -44,7 +48,7 @@ CSS = """
 * { box-sizing: border-box; }
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif; color: var(--fg);
        background: var(--bg); margin: 0; line-height: 1.45; font-size: 14px; }
-main { max-width: 1000px; margin: 0 auto; padding: 16px 24px 48px; }
+main { max-width: 1040px; margin: 0 auto; padding: 16px 24px 48px; }
 h1 { font-size: 22px; margin: 8px 0 2px; } h2 { font-size: 18px; margin: 28px 0 8px;
      border-bottom: 1px solid var(--line); padding-bottom: 4px; } h3 { font-size: 15px; margin: 12px 0 6px; }
 .sub { color: var(--muted); margin: 0 0 12px; }
@@ -53,10 +57,11 @@ nav a { margin-right: 12px; color: var(--info); text-decoration: none; font-size
 .card { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 6px 10px;
         min-width: 130px; }
 .card .v { font-size: 17px; font-weight: 600; } .card .k { font-size: 12px; color: var(--muted); }
-table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
+table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; max-width: 100%; }
 th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
+td.long { overflow-wrap: anywhere; }
 th { background: var(--panel); } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.scroll { overflow-x: auto; }
+.tablewrap { max-width: 100%; }
 .finding { border: 1px solid var(--line); border-left: 6px solid var(--info); border-radius: 6px;
            padding: 8px 14px; margin: 10px 0; background: #fff; }
 .finding.sev-critical, .finding.sev-high, .finding.sev-error { border-left-color: var(--crit); }
@@ -68,13 +73,25 @@ th { background: var(--panel); } td.num { text-align: right; font-variant-numeri
 .finding h3 { display: inline; } .impact { color: var(--muted); margin-left: 8px; }
 .rule { color: var(--muted); font-family: monospace; font-size: 12px; margin-left: 8px; }
 pre { background: #f4f4f6; border: 1px solid var(--line); border-radius: 4px; padding: 8px 10px;
-      overflow-x: auto; font-size: 12.5px; } code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+      white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12.5px; }
+code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
 p code, li code, td code { background: #f4f4f6; padding: 0 3px; border-radius: 3px; }
 figure { margin: 8px 0 16px; } figcaption { color: var(--muted); font-size: 12px; }
 svg.plot { max-width: 100%; height: auto; background: #fff; }
-.missing { border: 1px dashed #bbb; background: var(--panel); color: #555; padding: 10px 14px; border-radius: 6px; }
+.missing { margin: 6px 0; border: 1px dashed #bbb; background: var(--panel); color: #555; padding: 10px 14px;
+           border-radius: 6px; }
 .ok { color: #2e7d32; }
 details summary { cursor: pointer; color: var(--info); }
+.finding-plot { border-top: 1px dashed var(--line); padding-top: 6px; }
+.finding-plot h4 { margin: 4px 0; font-size: 13px; color: var(--muted); }
+.tl-bar { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; margin: 4px 0; }
+.tl-bar button { font-size: 12px; padding: 2px 9px; border: 1px solid #bbb; border-radius: 4px; background: #fff;
+                 cursor: pointer; }
+.tl-chip.sev-critical, .tl-chip.sev-high, .tl-chip.sev-error { border-color: var(--crit); color: var(--crit); }
+.tl-chip.sev-warning, .tl-chip.sev-medium { border-color: var(--warn); color: var(--warn); }
+.tl-range { color: var(--muted); font-size: 12px; margin: 0 6px; }
+.tl-chips { font-size: 12px; color: var(--muted); }
+svg.tl-svg { width: 100%; display: block; user-select: none; cursor: grab; }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 """
 
@@ -88,59 +105,61 @@ def write_html(result: Any, path: str | os.PathLike) -> Path:
     return out
 
 
+#: Evidence metric name prefixes -> the plot that answers a finding citing them.
+PLOT_FOR_EVIDENCE = (
+    ("plot-hosts", ("straggler", "slowest_host", "load_imbalance", "hosts_", "missing_host")),
+    ("plot-busy", ("idle_", "gap_")),
+    ("plot-steps", ("step_time", "step_outlier", "input_", "kernel_launch", "python_overhead", "eager_")),
+    ("plot-tfdata", ("tfdata_",)),
+    ("plot-precision", ("fp16", "bf16", "fp32", "tf32", "int8", "low_precision", "matrix_", "tensor_core",
+                        "xprof_16bit")),
+    ("plot-memory", ("memory_",)),
+    ("plot-allreduce", ("allreduce_", "collective")),
+    ("plot-datafiles", ("data_",)),
+)
+
+
 def render_html(result: Any) -> str:
     metrics = getattr(result, "metrics", None) or {}
     tables = getattr(result, "tables", None) or {}
     notes = list(getattr(result, "notes", None) or [])
     label = run_label(result)
+    findings = getattr(result, "findings", None) or []
+    plots = _plots(result, metrics, tables, notes)
+    placed = _place(findings, plots)
+    nav = [("summary", "Summary"), ("findings", "Findings"), ("timeline", "Timeline")]
+    nav += [(pid if pid in placed else anchor, title) for pid, (anchor, title, content, _) in plots.items()
+            if not _is_missing(content)]
+    nav += [("absent", "Not in this trace"), ("notes", "Notes"), ("metrics", "All metrics")]
     body = [
         f"<header><h1>tfadvisor report</h1><p class=\"sub\">{esc(label)}</p>",
-        "<nav>" + "".join(f'<a href="#{a}">{t}</a>' for a, t in (
-            ("summary", "Summary"), ("findings", "Findings"), ("steps", "Step time"), ("timeline", "Timeline"),
-            ("system", "System"),
-            ("input", "Input pipeline"), ("precision", "Precision"), ("memory", "Memory"),
-            ("allreduce", "AllReduce"), ("hosts", "Hosts"), ("datafiles", "Data files"), ("notes", "Notes"),
-            ("metrics", "All metrics"))) + "</nav></header>",
+        "<nav>" + "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in nav) + "</nav></header>",
         _summary(result, metrics),
-        _findings(getattr(result, "findings", None) or [], metrics),
-        _section("steps", "Step time per step",
-                 P.steps_svg(tables.get("steps"), why=P.notes_for(notes, "steps") or "no training steps were found"),
-                 "Each bar is one step, split into where its time went. Hover a bar for its numbers."),
-        _section("timeline", "Busy vs idle",
-                 P.timeline_svg(tables.get("steps"), tables.get("gaps"), metrics.get("device_present"),
-                                why=P.notes_for(notes, "gaps") or "no step or idle-gap data")
-                 + _gaps_line(metrics),
-                 "Top row: the steps. Bottom row: when the "
-                 + ("device" if metrics.get("device_present") else "host's training threads")
-                 + " did work (green) and the idle gaps (red: between steps, orange: inside a step)."),
-        _section("system", "System: CPU, GPU, disk, network", _system_html(result),
-                 "Sampled by the capture beside the profile (tfadvisor_system.<host>.npz), under the timeline above."),
-        _section("input", "Input pipeline (tf.data)",
-                 P.tfdata_svg(tables.get("tfdata_stages"),
-                              why=P.notes_for(notes, "tfdata") or "no tf.data iterator events")
-                 + _input_line(metrics) + _table(tables.get("tfdata_stages"), "tfdata-stages", limit=40)),
-        _section("precision", "Precision mix",
-                 P.precision_svg(P.precision_shares(tables, metrics),
-                                 why=P.notes_for(notes, "precision") or "no device compute with a known precision")
-                 + _precision_line(metrics)),
-        _section("memory", "Memory",
-                 P.memory_svg(tables.get("memory_timeline"), metrics.get("memory_peak_bytes"),
-                              metrics.get("memory_capacity_bytes"),
-                              why=P.notes_for(notes, "memory") or "no memory allocation events")
-                 + _memory_live(tables.get("memory_live_at_peak"), metrics)),
-        _section("allreduce", "AllReduce",
-                 P.allreduce_svg(metrics.get("allreduce_ms_per_step"), metrics.get("allreduce_expected_ms"),
-                                 metrics.get("allreduce_expected_ring_ms"),
-                                 why=P.notes_for(notes, "collectives") or "no AllReduce / collective ops")
-                 + _allreduce_line(metrics)),
-        _section("hosts", "Hosts",
-                 P.hosts_svg(getattr(result, "hosts", None) or [], tables.get("hosts"), why=_hosts_why(result))
-                 + _hosts_table(getattr(result, "hosts", None) or [], tables.get("hosts"))),
-        _section("datafiles", "Training data files",
-                 P.datafiles_svg(tables.get("data_files_sizes"),
-                                 why=P.notes_for(notes, "datafiles")
-                                 or "no training data files were checked (pass --data DIR_OR_GLOB)")
-                 + _datafiles_line(metrics) + _table(tables.get("data_largest_files"), "data-largest-files")),
+        _findings(findings, metrics, plots, placed),
+        _section("timeline", "Timeline of the capture window",
+                 timeline.timeline_html(result, why=P.notes_for(notes, "timeline") or "no activity timeline"),
+                 "Zoom with the mouse wheel or the buttons, drag to pan, double-click to reset; a finding's "
+                 "button zooms to the spans it is about (lanes it names are tinted and starred). Each bar's "
+                 "height is the share of its time that was active."),
+    ]
+    absent = []
+    for pid, (anchor, title, content, caption) in plots.items():
+        if pid in placed:
+            continue
+        if _is_missing(content):
+            absent.append(content)
+        else:
+            body.append(_section(anchor, title, content, caption))
+    system = _system_html(result)
+    if _is_missing(system):
+        absent.append(system[:system.index("</div>") + 6])  # the box, not the lines' legend
+    else:
+        body.append(_section("system", "System: CPU, GPU, disk, network", system,
+                             "Sampled by the capture beside the profile (tfadvisor_system.<host>.npz)."))
+    if absent:
+        body.append('<section id="absent"><h2>Not in this trace</h2><p class="sub">The plots this profile has no '
+                    "data for, and why.</p>" + "".join(absent) + "</section>")
+    body += [
         _notes(notes),
         _all_metrics(metrics),
         f"<footer>Generated by tfadvisor {esc(_version())} on "
@@ -151,6 +170,78 @@ def render_html(result: Any) -> str:
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>tfadvisor: {esc(label)}</title><style>{CSS}</style></head>"
             "<body><main>" + "\n".join(body) + "</main></body></html>\n")
+
+
+def _plots(result: Any, metrics: Any, tables: dict, notes: list[str]) -> dict[str, tuple[str, str, str, str]]:
+    """plot id -> (section anchor, title, content, caption), in page order."""
+    who = "device" if metrics.get("device_present") else "training threads"
+    return {
+        "plot-steps": ("steps", "Step time per step",
+                       stepchart.steps_svg(tables.get("steps"),
+                                           why=P.notes_for(notes, "steps") or "no training steps were found"),
+                       "Each bar is one step (or, with many steps, the mean of a few, as the axis says), split "
+                       "into where its time went; the axis reaches the slowest step. Hover a bar for its numbers."),
+        "plot-busy": ("busy", "Busy vs idle",
+                      busyidle.busy_idle_svg(tables.get("timeline"), tables.get("steps"), tables.get("gaps"),
+                                             metrics.get("device_present"),
+                                             why=P.notes_for(notes, "timeline", "gaps") or "no activity timeline")
+                      + _gaps_line(metrics),
+                      "Top: the shares of the steps' wall time. Row: time runs left to right; in each pixel "
+                      f"column the red height is the share the {who} had no work between steps, the orange the "
+                      "share inside a step with nothing traced at all, so their area is the idle time. Triangles "
+                      "mark the gaps the findings count."),
+        "plot-tfdata": ("input", "Input pipeline (tf.data)",
+                        P.tfdata_svg(tables.get("tfdata_stages"),
+                                     why=P.notes_for(notes, "tfdata") or "no tf.data iterator events")
+                        + _input_line(metrics) + _table(tables.get("tfdata_stages"), "tfdata-stages", limit=40), ""),
+        "plot-precision": ("precision", "Precision mix",
+                           P.precision_svg(P.precision_shares(tables, metrics),
+                                           why=P.notes_for(notes, "precision")
+                                           or "no device compute with a known precision")
+                           + _precision_line(metrics), ""),
+        "plot-memory": ("memory", "Memory",
+                        P.memory_svg(tables.get("memory_timeline"), metrics.get("memory_peak_bytes"),
+                                     metrics.get("memory_capacity_bytes"),
+                                     why=P.notes_for(notes, "memory") or "no memory allocation events")
+                        + _memory_live(tables.get("memory_live_at_peak"), metrics), ""),
+        "plot-allreduce": ("allreduce", "AllReduce",
+                           P.allreduce_svg(metrics.get("allreduce_ms_per_step"), metrics.get("allreduce_expected_ms"),
+                                           metrics.get("allreduce_expected_ring_ms"),
+                                           why=P.notes_for(notes, "collectives") or "no AllReduce / collective ops")
+                           + _allreduce_line(metrics), ""),
+        "plot-hosts": ("hosts", "Hosts",
+                       P.hosts_svg(getattr(result, "hosts", None) or [], tables.get("hosts"), why=_hosts_why(result))
+                       + _hosts_table(getattr(result, "hosts", None) or [], tables.get("hosts")), ""),
+        "plot-datafiles": ("datafiles", "Training data files",
+                           P.datafiles_svg(tables.get("data_files_sizes"),
+                                           why=P.notes_for(notes, "datafiles")
+                                           or "no training data files were checked (pass --data DIR_OR_GLOB)")
+                           + _datafiles_line(metrics) + _table(tables.get("data_largest_files"), "data-largest-files"),
+                           ""),
+    }
+
+
+def _is_missing(content: str) -> bool:
+    """A 'not in this trace' box (plots.missing), possibly followed by text lines."""
+    return content.lstrip().startswith('<div class="missing"')
+
+
+def _plots_for(finding: Any) -> list[str]:
+    """The plot ids a finding's evidence names, in PLOT_FOR_EVIDENCE order."""
+    ev = P.get(finding, "evidence") or {}
+    keys = [str(k) for k in (ev.keys() if isinstance(ev, dict) else [])]
+    return [pid for pid, prefixes in PLOT_FOR_EVIDENCE if any(k.startswith(prefixes) for k in keys)]
+
+
+def _place(findings: list, plots: dict) -> dict[str, int]:
+    """plot id -> index of the finding it sits beside: the first (most important) finding whose
+    evidence names it; only drawn plots move (a 'not in this trace' box stays in its section)."""
+    placed: dict[str, int] = {}
+    for i, f in enumerate(findings):
+        for pid in _plots_for(f):
+            if pid in plots and pid not in placed and not _is_missing(plots[pid][2]):
+                placed[pid] = i
+    return placed
 
 
 # --------------------------------------------------------------------------- sections
@@ -205,7 +296,7 @@ def _summary(result: Any, metrics: Any) -> str:
             f'<div class="cards">{cards}</div></section>')
 
 
-def _findings(findings: list, metrics: Any) -> str:
+def _findings(findings: list, metrics: Any, plots: dict | None = None, placed: dict | None = None) -> str:
     if not findings:
         return ('<section id="findings"><h2>Findings</h2><p class="ok">None: nothing in this profile matched a '
                 "rule.</p></section>")
@@ -228,6 +319,7 @@ def _findings(findings: list, metrics: Any) -> str:
                            f"{esc(fmt_value(v, _unit(metrics, k), str(k)))}</td></tr>"
                            for k, v in (evidence.items() if isinstance(evidence, dict) else enumerate(evidence)))
             parts.append(f'<details open><summary>Evidence</summary><table class="evidence">{rows}</table></details>')
+        parts.append(_finding_plots(i - 1, f, plots or {}, placed or {}))
         fix_parts = P.finding_fix(f)
         if fix_parts:
             parts.append('<div class="fix"><strong>Fix</strong>')
@@ -249,6 +341,23 @@ def _findings(findings: list, metrics: Any) -> str:
     return "".join(parts)
 
 
+def _finding_plots(i: int, f: Any, plots: dict, placed: dict) -> str:
+    """The plots that answer finding ``i``: drawn here when it is the first to name them, else linked."""
+    out, links = [], []
+    for pid in _plots_for(f):
+        if pid not in plots or pid not in placed:
+            continue
+        _, title, content, caption = plots[pid]
+        if placed[pid] == i:
+            cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
+            out.append(f'<figure class="finding-plot"><h4>{esc(title)}</h4>{content}{cap}</figure>')
+        else:
+            links.append(f'<a href="#{pid}">{esc(title)}</a>')
+    if links:
+        out.append(f'<p class="sub">See also: {", ".join(links)} (beside an earlier finding).</p>')
+    return "".join(out)
+
+
 def _prose(text: str) -> str:
     """Plain text to paragraphs, with `inline code` spans; everything escaped."""
     out = []
@@ -259,28 +368,52 @@ def _prose(text: str) -> str:
     return "".join(out)
 
 
+#: A table with more columns than this (after the empty ones are dropped) and few rows is drawn
+#: turned on its side (one column per row), so that it fits the page without scrolling.
+MAX_COLUMNS = 10
+
+
 def _table(df: Any, css_id: str, limit: int = 25, columns: list[str] | None = None) -> str:
     if not P.has_rows(df):
         return ""
     d = df if columns is None else df[[c for c in columns if c in df.columns]]
     more = len(d) - limit
     d = d.head(limit)
-    head = "".join(f"<th>{esc(c)}</th>" for c in d.columns)
-    body = []
-    for row in d.itertuples(index=False):
-        cells = []
-        for col, v in zip(d.columns, row, strict=False):
-            if v is None or (isinstance(v, float) and pd.isna(v)):
-                cells.append("<td></td>")
-                continue
-            num = isinstance(v, (int, float)) and not isinstance(v, bool)
-            text = P.fmt_bytes(v) if num and str(col).endswith("bytes") else fmt_num(v) if num else (
-                "" if v is None or (isinstance(v, float) and pd.isna(v)) else v)
-            cells.append(f'<td class="num">{esc(text)}</td>' if num else f"<td>{esc(text)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
+    d = d[[c for c in d.columns if not all(_blank(v) for v in d[c])]]  # columns with nothing in them
     tail = f"<p class=\"sub\">... and {more} more rows</p>" if more > 0 else ""
-    return (f'<div class="scroll"><table id="{esc(css_id)}"><thead><tr>{head}</tr></thead>'
+    if len(d.columns) > MAX_COLUMNS and len(d) <= MAX_COLUMNS:
+        first, rest = d.columns[0], list(d.columns[1:])
+        head = f"<th>{_breakable(first)}</th>" + "".join(f"<th>{_breakable(v)}</th>" for v in d[first])
+        body = ["<tr>" + f"<th>{_breakable(c)}</th>" + "".join(_cell(c, v) for v in d[c]) + "</tr>" for c in rest]
+    else:
+        head = "".join(f"<th>{_breakable(c)}</th>" for c in d.columns)
+        body = ["<tr>" + "".join(_cell(c, v) for c, v in zip(d.columns, row, strict=False)) + "</tr>"
+                for row in d.itertuples(index=False)]
+    return (f'<div class="tablewrap"><table id="{esc(css_id)}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table></div>{tail}")
+
+
+def _blank(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and pd.isna(v)) or (isinstance(v, str) and not v.strip())
+
+
+def _cell(col: Any, v: Any) -> str:
+    """One ``<td>``: numbers right-aligned (bytes human-readable), text breakable."""
+    if _blank(v):
+        return "<td></td>"
+    if isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_)):
+        text = P.fmt_bytes(v) if str(col).endswith("bytes") else fmt_num(v)
+        return f'<td class="num">{esc(text)}</td>'
+    long = ' class="long"' if len(str(v)) > 24 else ""
+    return f"<td{long}>{_breakable(v)}</td>"
+
+
+def _breakable(text: Any) -> str:
+    """Escaped text that may wrap after ``_``, ``::``, ``/`` and ``,`` (long op and iterator names)."""
+    out = esc(text)
+    for sep in ("_", "::", "/", ","):
+        out = out.replace(sep, sep + "<wbr>")
+    return out
 
 
 def _line(metrics: Any, names: list[tuple[str, str]]) -> str:
@@ -320,10 +453,33 @@ def _memory_live(df: Any, metrics: Any) -> str:
     s = _line(metrics, [("memory_peak_bytes", "peak"), ("memory_capacity_bytes", "capacity"),
                         ("memory_peak_pct", "peak / capacity"), ("memory_fragmentation", "fragmentation"),
                         ("memory_allocator", "allocator")])
-    if P.has_rows(df):
-        d = df.sort_values("bytes", ascending=False) if "bytes" in df.columns else df
-        s += "<h3>Largest allocations live at the peak</h3>" + _table(d, "memory-live-at-peak", limit=15)
+    if not P.has_rows(df):
+        return s
+    d = df.sort_values("bytes", ascending=False) if "bytes" in df.columns else df
+    known = _known(d, "tf_op") | _known(d, "shape")
+    s += "<h3>Largest allocations live at the peak</h3>"
+    if known.any():
+        shown = d[known].copy()
+        if "data_type" in shown.columns:
+            shown["data_type"] = shown["data_type"].where(_known(shown, "data_type"), "")
+        s += _table(shown, "memory-live-at-peak", limit=15)
+    rest = d[~known]
+    if len(rest):
+        n = int(pd.to_numeric(rest["count"], errors="coerce").fillna(1).sum()) if "count" in rest.columns \
+            else len(rest)
+        b = float(pd.to_numeric(rest["bytes"], errors="coerce").fillna(0).sum()) if "bytes" in rest.columns else 0
+        s += (f'<p class="sub" id="memory-live-unnamed">{esc(fmt_num(n))} live allocation{"s" if n != 1 else ""} '
+              f"({esc(P.fmt_bytes(b))}) carry no op, shape or data type in the trace (the XLA/JAX runtime's own "
+              "buffers record none), so they are not listed by name.</p>")
     return s
+
+
+def _known(df: pd.DataFrame, col: str) -> Any:
+    """Rows whose ``col`` names something (not empty, ``(null)`` or ``invalid``)."""
+    if col not in df.columns:
+        return pd.Series(False, index=df.index)
+    v = df[col].astype(str).str.strip()
+    return ~v.isin(["", "(null)", "invalid", "nan", "None", "INVALID"])
 
 
 def _hosts_why(result: Any) -> str:

@@ -5,7 +5,7 @@
     {
       "schema_version": 1,
       "version": "0.1.0",                  # tfadvisor version
-      "run": {"name", "directory", "label", "hosts": [..], "files": [..]},
+      "run": {"name", "directory", "label", "hosts": [..], "files": [..], "other_runs": [..]},
       "summary": {
         "steps": 10,                       # int, 0 when no steps were found
         "steps_source": "trace_context",   # how steps were found, or null
@@ -24,6 +24,10 @@
       "options": {"param_count", "bandwidth_gbps", "link", "replicas", "batch_size", ...},
       "system": {"figures": {metric: value}, "samples": n}   # system samples and start-up, when captured
     }
+
+``--format json --tables`` adds ``"tables": {name: [{column: value}, ...]}``: every table of the
+result (``steps``, ``gaps``, ``host_ops``, ...), one object per row, columns as in
+``result.tables`` (times in ps as ``*_ps``, durations in ms as ``*_ms``).
 
 Additions keep ``schema_version``; a renamed or removed key bumps it.
 """
@@ -60,6 +64,7 @@ def _run_dict(run: Any) -> dict[str, Any]:
         "label": label,
         "hosts": list(hosts) if hosts is not None else [],
         "files": list(getattr(run, "files", ()) or ()),
+        "other_runs": list(getattr(run, "others", ()) or ()),  # runs beside it in the logdir (--run to pick)
     }
 
 
@@ -107,10 +112,19 @@ def result_to_dict(result: Any) -> dict[str, Any]:
     }
 
 
+def tables_to_dict(tables: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Each table as a list of rows (``{column: value}``, JSON-safe values)."""
+    out = {}
+    for name, df in tables.items():
+        if hasattr(df, "to_dict"):
+            out[str(name)] = [plain(r) for r in df.to_dict(orient="records")]
+    return out
+
+
 def _system(result: Any) -> dict[str, Any]:
     from tfadvisor.report import system
 
     return system.to_dict(result)
 
 
-__all__ = ["SCHEMA_VERSION", "result_to_dict"]
+__all__ = ["SCHEMA_VERSION", "result_to_dict", "tables_to_dict"]

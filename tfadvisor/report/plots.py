@@ -8,15 +8,15 @@ Why hand-written SVG rather than matplotlib, plotly or a JS charting library:
 * matplotlib is a heavy optional dependency (and slow to import) for six simple chart
   shapes; tfadvisor's analysis path needs only numpy/pandas. Rasterised PNGs would also lose
   per-element ``<title>`` tooltips (hover a bar to see the step, its categories, the op).
-* The charts here are deliberately few and simple (stacked bars, a two-row timeline, a
-  step line, horizontal bars), so ~400 lines of Python cover them with exact control of
-  escaping: every trace-derived string goes through :func:`esc` (op names contain ``<``,
-  ``>`` and ``&``).
+* The charts here are deliberately few and simple (horizontal bars, a memory line, per-host
+  bars; the step chart is in ``stepchart.py``, the zoomable timeline in ``timeline.py``), with
+  exact control of escaping: every trace-derived string goes through :func:`esc` (op names
+  contain ``<``, ``>`` and ``&``).
 
 Each ``*_svg`` function returns an ``<svg id=...>`` string or, when its data is absent,
 :func:`missing` -- a ``<div>`` with the same id saying what is not in this trace and why.
-Large inputs are thinned (steps binned, memory samples reduced keeping each bucket's
-max, gaps limited to the longest) so a report of a million-event trace stays small.
+Large inputs are thinned (memory samples reduced keeping each bucket's max) so a report of
+a million-event trace stays small.
 """
 
 from __future__ import annotations
@@ -53,8 +53,6 @@ IDLE_WITHIN = "#f28e2b"
 
 W = 760  # viewBox width of every plot
 FONT = 11
-MAX_STEP_BARS = 400
-MAX_GAPS = 3000
 MAX_MEMORY_POINTS = 2000
 MAX_BARS = 25
 
@@ -263,176 +261,6 @@ def precision_shares(tables: dict, metrics: dict) -> list[tuple[str, float]]:
 
 
 # --------------------------------------------------------------------------- the plots
-
-
-def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training steps were found") -> str:
-    """Step time per step, stacked by category; outliers marked with a triangle."""
-    title = "Step time per step, by category"
-    if not has_rows(steps) or "duration_ms" not in steps.columns:
-        return missing(plot_id, title, why)
-    cats = step_categories(steps)
-    dur = _num(steps, "duration_ms")
-    parts = {c: _num(steps, f"{c}_ms") for c in cats}
-    step_ids = steps["step"].to_numpy() if "step" in steps.columns else np.arange(len(steps))
-    outlier_col = next((c for c in ("outlier", "is_outlier") if c in steps.columns), None)
-    outl = steps[outlier_col].fillna(False).astype(bool).to_numpy() if outlier_col else np.zeros(len(steps), bool)
-    attributed = sum(parts.values()) if parts else np.zeros(len(steps))
-    rest = np.clip(dur - attributed, 0, None)
-    if (rest > 0.01 * np.maximum(dur, 1e-12)).any():
-        parts["unattributed"] = rest
-        cats = cats + ["unattributed"]
-    n = len(steps)
-    per_bar = 1
-    if n > MAX_STEP_BARS:  # bin consecutive steps, show the mean of each bin
-        per_bar = math.ceil(n / MAX_STEP_BARS)
-        edges = np.arange(0, n, per_bar)
-        counts = np.diff(np.append(edges, n))
-        dur = np.add.reduceat(dur, edges) / counts
-        parts = {c: np.add.reduceat(v, edges) / counts for c, v in parts.items()}
-        outl = np.maximum.reduceat(outl.astype(int), edges).astype(bool)
-        step_ids = [f"{step_ids[a]}-{step_ids[min(a + per_bar, n) - 1]}" for a in edges]
-    m = len(dur)
-    top = max(float(max(dur.max(), sum(v for v in parts.values()).max() if parts else 0)), 1e-9)
-    ticks = nice_ticks(0, top)
-    hi = ticks[-1]
-    x0, y0, pw, ph = 62, 200, W - 82, 170
-    height = 260
-    legend_items = [(c.replace("_", " "), category_colour(c, i)) for i, c in enumerate(cats)]
-    legend, ly = _legend(legend_items, x0, y0 + 48)
-    height = int(ly + 6)
-    out = [_svg_open(plot_id, height, title)]
-    out.append(_y_axis(x0, y0, ph, ticks, 0, hi, "ms", x0 + pw, "step time (ms)"))
-    slot = pw / m
-    bw = max(slot * 0.8, 0.6)
-    for i in range(m):
-        x = x0 + i * slot + (slot - bw) / 2
-        ybase = y0
-        label = f"step {step_ids[i]}" + (f" (mean of {per_bar})" if per_bar > 1 else "")
-        lines = [f"{label}: {fmt_num(dur[i])} ms" + (" - outlier" if outl[i] else "")]
-        lines += [f"{c.replace('_', ' ')}: {fmt_num(parts[c][i])} ms" for c in cats if parts[c][i] > 0]
-        tip = "\n".join(lines)
-        out.append('<g class="step">')
-        for j, c in enumerate(cats):
-            v = parts[c][i]
-            if v <= 0:
-                continue
-            h = v / hi * ph
-            ybase -= h
-            out.append(_rect(x, ybase, bw, h, category_colour(c, j), tip))
-        if not cats:
-            h = dur[i] / hi * ph
-            out.append(_rect(x, y0 - h, bw, h, PALETTE[0], tip))
-        if outl[i]:
-            yt = y0 - dur[i] / hi * ph - 3
-            cx = x + bw / 2
-            out.append(f'<path d="M{cx - 4:.1f},{yt - 7:.1f} L{cx + 4:.1f},{yt - 7:.1f} L{cx:.1f},{yt:.1f} Z" '
-                       f'fill="#d62728"><title>{esc(tip)}</title></path>')
-        out.append("</g>")
-    # x labels: a handful of step ids
-    every = max(1, math.ceil(m / (8 if per_bar > 1 else 12)))
-    out.append(f'<line x1="{x0}" y1="{y0}" x2="{x0 + pw}" y2="{y0}" stroke="#333"/>')
-    for i in range(0, m, every):
-        label = str(step_ids[i]).split("-")[0] if per_bar > 1 else str(step_ids[i])
-        out.append(_text(x0 + (i + 0.5) * slot, y0 + 14, label, "middle"))
-    xlabel = "step" + (f" (each bar: mean of {per_bar} steps, labelled by the first)" if per_bar > 1 else "")
-    if outl.any():
-        xlabel += "; red triangle = outlier step"
-    out.append(_text(x0 + pw / 2, y0 + 30, xlabel, "middle"))
-    out.append(legend)
-    out.append("</svg>")
-    return "".join(out)
-
-
-def timeline_svg(steps: Any, gaps: Any, device_present: Any, plot_id: str = "plot-timeline",
-                 why: str = "no step or idle-gap data") -> str:
-    """Busy vs idle over the profiled window: a steps row and a busy row with the gaps cut out."""
-    title = "Busy vs idle over the profiled window"
-    have_steps = has_rows(steps) and {"start_ps", "end_ps"} <= set(steps.columns)
-    have_gaps = isinstance(gaps, pd.DataFrame) and {"start_ps", "end_ps"} <= set(gaps.columns)
-    if not have_gaps and not (have_steps and isinstance(gaps, pd.DataFrame)):
-        return missing(plot_id, title, why)
-    starts, ends = [], []
-    if have_steps:
-        starts.append(float(pd.to_numeric(steps["start_ps"]).min()))
-        ends.append(float(pd.to_numeric(steps["end_ps"]).max()))
-    if have_gaps and len(gaps):
-        starts.append(float(pd.to_numeric(gaps["start_ps"]).min()))
-        ends.append(float(pd.to_numeric(gaps["end_ps"]).max()))
-    if not starts:
-        return missing(plot_id, title, why)
-    lo, hi = min(starts), max(ends)
-    if hi <= lo:
-        hi = lo + 1
-    span_ms = (hi - lo) / 1e9
-    x0, pw = 130, W - 150
-    out_h = 170
-    legend_items = [("busy", BUSY), ("idle between steps", IDLE_BETWEEN)]
-    if have_gaps and "between_steps" in gaps.columns and (~gaps["between_steps"].fillna(True).astype(bool)).any():
-        legend_items.append(("idle within a step", IDLE_WITHIN))
-    legend_items.append((f"gap with {fmt_num(gap_threshold_ms(steps))} ms or more idle", "tri:" + IDLE_BETWEEN))
-    legend, ly = _legend(legend_items, x0, 164)
-    out_h = int(ly + 6)
-    out = [_svg_open(plot_id, out_h, title)]
-
-    def xs(ps: float) -> float:
-        return x0 + (ps - lo) / (hi - lo) * pw
-
-    row1, row2, rh = 22, 70, 30
-    who = "device" if device_present else "host (training)"
-    out.append(_text(x0 - 6, row1 + rh / 2 + 4, "steps", "end"))
-    out.append(_text(x0 - 6, row2 + rh / 2 + 4, f"{who} busy", "end"))
-    if have_steps:
-        st = pd.to_numeric(steps["start_ps"]).to_numpy(float)
-        en = pd.to_numeric(steps["end_ps"]).to_numpy(float)
-        sid = steps["step"].to_numpy() if "step" in steps.columns else np.arange(len(st))
-        stride = max(1, math.ceil(len(st) / 1500))
-        for i in range(0, len(st), stride):
-            x = xs(st[i])
-            w = max(xs(en[i]) - x, 0.5)
-            tip = f"step {sid[i]}: {fmt_num((en[i] - st[i]) / 1e9)} ms, at {fmt_num((st[i] - lo) / 1e9)} ms"
-            out.append(_rect(x, row1, w, rh, "#4e79a7" if i % 2 == 0 else "#a0cbe8", tip, 'stroke="#fff" '
-                             'stroke-width="0.3"'))
-    else:
-        out.append(_text(x0 + 4, row1 + rh / 2 + 4, "(no step markers)"))
-    out.append(_rect(x0, row2, pw, rh, BUSY, f"busy (window {fmt_num(span_ms)} ms)"))
-    ngaps = 0
-    if have_gaps and len(gaps):
-        g = gaps
-        idle_col = "idle_ms" if "idle_ms" in g.columns else "duration_ms" if "duration_ms" in g.columns else None
-        if idle_col is not None:
-            g = g[_num(g, idle_col) > 0]
-        if len(g) > MAX_GAPS:
-            g = g.sort_values(idle_col or "end_ps", ascending=False).head(MAX_GAPS)
-        gs = pd.to_numeric(g["start_ps"]).to_numpy(float)
-        ge = pd.to_numeric(g["end_ps"]).to_numpy(float)
-        idle = _num(g, idle_col) if idle_col else (ge - gs) / 1e9
-        between = g["between_steps"].fillna(True).astype(bool).to_numpy() if "between_steps" in g.columns \
-            else np.ones(len(g), bool)
-        act = g["host_activity"].astype(str).to_numpy() if "host_activity" in g.columns else [""] * len(g)
-        threshold = gap_threshold_ms(steps)
-        for i in range(len(g)):
-            x = xs(gs[i])
-            w = max(xs(ge[i]) - x, 1.0)
-            big = idle[i] >= threshold
-            ngaps += int(big)
-            colour = IDLE_BETWEEN if between[i] else IDLE_WITHIN
-            tip = (f"{fmt_num(idle[i])} ms idle in a {fmt_num((ge[i] - gs[i]) / 1e9)} ms gap at "
-                   f"{fmt_num((gs[i] - lo) / 1e9)} ms, {'between steps' if between[i] else 'within a step'}"
-                   + (f"; host ran: {act[i]}" if act[i] and act[i] != "nan" else ""))
-            opacity = "1" if big else "0.45"
-            out.append(_rect(x, row2 - 4, w, rh + 8, colour, tip, f'class="gap" fill-opacity="{opacity}"'))
-            if big:  # a marker above the row so short gaps are still visible
-                out.append(f'<path d="M{x + w / 2 - 4:.1f},{row2 - 14:.1f} L{x + w / 2 + 4:.1f},{row2 - 14:.1f} '
-                           f'L{x + w / 2:.1f},{row2 - 6:.1f} Z" fill="{colour}"><title>{esc(tip)}</title></path>')
-    ticks = nice_ticks(0, span_ms)
-    ticks = [t for t in ticks if t <= span_ms * 1.0001]
-    out.append(_x_axis(x0, row2 + rh + 10, pw, ticks, 0, span_ms, "ms", "time since window start (ms)"))
-    if ngaps == 0:
-        out.append(_text(x0 + pw / 2, row2 + rh / 2 + 4,
-                         f"no idle gaps of {fmt_num(gap_threshold_ms(steps))} ms or more", "middle", 'fill="#fff"'))
-    out.append(legend)
-    out.append("</svg>")
-    return "".join(out)
 
 
 def gap_threshold_ms(steps: Any) -> float:

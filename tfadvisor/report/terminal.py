@@ -87,6 +87,8 @@ def _summary(console: Console, result: Any) -> None:
     metrics = getattr(result, "metrics", None) or {}
     summary = getattr(result, "summary", None) or {}
     console.print(Text.assemble(("tfadvisor", "bold"), " report for ", (run_label(result), "bold")))
+    if (chosen := getattr(getattr(result, "run", None), "selection", None)) and chosen():
+        _kv(console, "run", chosen())
     hosts = summary.get("hosts") or list(getattr(getattr(result, "run", None), "hosts", []) or [])
     if hosts:
         shown = ", ".join(str(h) for h in hosts[:6]) + (f" (+{len(hosts) - 6} more)" if len(hosts) > 6 else "")
@@ -95,7 +97,10 @@ def _summary(console: Console, result: Any) -> None:
     steps = plain(metrics.get("steps_count"))
     source = plain(metrics.get("steps_source"))
     if steps:
-        _kv(console, "steps", f"{int(steps)}" + (f" (found by {source})" if source else ""))
+        spe = plain(metrics.get("steps_per_execution"))
+        spe_text = (f", {int(plain(metrics.get('executions_count')))} executions of {int(spe)} (steps_per_execution "
+                    f"from {plain(metrics.get('steps_per_execution_source'))})") if spe and spe > 1 else ""
+        _kv(console, "steps", f"{int(steps)}" + (f" (found by {source}{spe_text})" if source else ""))
     else:
         _kv(console, "steps", "none found" + (f" ({source})" if source and source != "none" else ""))
     st = step_time(metrics)

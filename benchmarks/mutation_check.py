@@ -1,0 +1,154 @@
+"""Mutation check: scale each headline figure by 1.5x and show that tests catch it, without xprof.
+
+Usage::
+
+    python benchmarks/mutation_check.py                 # all five figures, the truth-holding test modules
+    python benchmarks/mutation_check.py --only step_time --tests tests/test_truth.py
+
+For each figure the script copies the ``tfadvisor`` package into a temporary directory, rewrites the
+one ``res.add("<metric>", value, ...)`` call (or calls) that computes the figure so its value is
+multiplied by 1.5 (found with ``ast``; the shipped package is never touched), and runs a subset of
+the test suite against the copy in a subprocess. xprof is made unimportable in that subprocess (a
+stub package that raises ImportError comes first on ``sys.path``) and the xprof parity module is not
+run, so what fails is caught by the truth checks alone. A control run on an unpatched copy gives the
+tests that fail anyway (work in progress elsewhere); a mutant's count is the tests that fail with
+the mutation and pass in the control. Exit status 1 if any figure goes uncaught.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FACTOR = 1.5
+
+#: figure -> (module under tfadvisor/, metric whose computed value is scaled)
+FIGURES: dict[str, tuple[str, str]] = {
+    "step_time": ("analyses/steps.py", "step_time_mean_ms"),
+    "input_pct": ("analyses/input.py", "input_pct"),
+    "idle_pct": ("analyses/gaps.py", "idle_pct"),
+    "allreduce_ms": ("analyses/collectives.py", "allreduce_ms_per_step"),
+    "memory_peak": ("analyses/memory.py", "memory_peak_bytes"),
+}
+
+#: the modules that hold truth checks (measured.json, generator bookkeeping, protobuf decodes)
+TESTS = ["tests/test_truth.py", "tests/test_analyses_steps.py", "tests/test_analyses_input.py",
+         "tests/test_analyses_misc.py", "tests/test_analyses_memory.py", "tests/test_analyses_collectives.py"]
+
+_HELPER = f"""
+
+def _mutation_scaled(value):
+    \"\"\"Added by benchmarks/mutation_check.py in a temporary copy: the figure x {FACTOR}.\"\"\"
+    return None if value is None else value * {FACTOR}
+"""
+
+
+def mutate_source(src: str, metric: str) -> tuple[str, int]:
+    """Wrap the value argument of every ``<x>.add("<metric>", value, ...)`` call; returns (source, count)."""
+    tree = ast.parse(src)
+    spans = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+                and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value == metric):
+            v = node.args[1]
+            spans.append((v.lineno, v.col_offset, v.end_lineno, v.end_col_offset))
+    lines = src.splitlines(keepends=True)
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln))
+
+    def off(line: int, col: int) -> int:  # ast columns are UTF-8 byte offsets
+        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode())
+
+    # rewrite from the end so the offsets of earlier calls stay valid
+    for l0, c0, l1, c1 in sorted(spans, reverse=True):
+        a, b = off(l0, c0), off(l1, c1)
+        src = src[:a] + "_mutation_scaled(" + src[a:b] + ")" + src[b:]
+    return src + _HELPER, len(spans)
+
+
+def make_copy(dest: Path, figure: str | None) -> int:
+    """The package (with numba's caches, mtimes kept) and its rules under ``dest``; patched for ``figure``."""
+    shutil.copytree(ROOT / "tfadvisor", dest / "tfadvisor")
+    (dest / "rules").symlink_to(ROOT / "rules")
+    stub = dest / "no_xprof" / "xprof"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text('raise ImportError("xprof is hidden by benchmarks/mutation_check.py")\n')
+    if figure is None:
+        return 0
+    rel, metric = FIGURES[figure]
+    path = dest / "tfadvisor" / rel
+    src, n = mutate_source(path.read_text(), metric)
+    if n == 0:
+        raise SystemExit(f"mutation_check: no {metric!r} add() call in tfadvisor/{rel}")
+    path.write_text(src)
+    return n
+
+
+def run_tests(copy: Path, tests: list[str], timeout: int) -> tuple[set[str], str]:
+    """Run pytest on ``tests`` importing tfadvisor from ``copy``; returns (failed test ids, summary line)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy / "no_xprof"), str(copy)])
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    cmd = [sys.executable, "-c",
+           "import sys, tfadvisor; assert tfadvisor.__file__.startswith(sys.argv[1]), tfadvisor.__file__; "
+           "import pytest; sys.exit(pytest.main(sys.argv[2:]))",
+           str(copy), "-q", "-rfE", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
+           *[str(ROOT / t) for t in tests]]
+    p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    out = p.stdout + p.stderr
+    failed = {re.sub(r"^.*?(?=tests/)", "", t) for t in re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)}
+    summary = next((ln for ln in reversed(out.splitlines()) if re.search(r"\d+ (passed|failed|error)", ln)), "")
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"mutation_check: pytest exited {p.returncode}:\n{out[-3000:]}")
+    return failed, summary.strip("= ")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="*", choices=sorted(FIGURES), help="figures to mutate (default: all)")
+    ap.add_argument("--tests", nargs="*", default=TESTS, help="test modules to run (default: %(default)s)")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per pytest run")
+    ap.add_argument("--show", type=int, default=3, help="failing test ids to print per figure")
+    args = ap.parse_args()
+    figures = args.only or list(FIGURES)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tfa_mutation_") as tmp:
+        t0 = time.perf_counter()
+        control_dir = Path(tmp) / "control"
+        make_copy(control_dir, None)
+        control, summary = run_tests(control_dir, args.tests, args.timeout)
+        print(f"control (no mutation): {summary} [{time.perf_counter() - t0:.0f} s]", flush=True)
+        for t in sorted(control):
+            print(f"    fails anyway: {t}")
+        for fig in figures:
+            t0 = time.perf_counter()
+            d = Path(tmp) / fig
+            sites = make_copy(d, fig)
+            failed, summary = run_tests(d, args.tests, args.timeout)
+            caught = sorted(failed - control)
+            rows.append((fig, FIGURES[fig][1], sites, len(caught)))
+            print(f"{fig}: {FIGURES[fig][1]} x {FACTOR} at {sites} site(s): {len(caught)} new failures "
+                  f"({summary}) [{time.perf_counter() - t0:.0f} s]", flush=True)
+            for t in caught[:args.show]:
+                print(f"    {t}")
+    print()
+    print(f"{'figure':<14}{'metric':<24}{'sites':>6}{'failing tests':>15}")
+    for fig, metric, sites, n in rows:
+        print(f"{fig:<14}{metric:<24}{sites:>6}{n:>15}")
+    missed = [fig for fig, _, _, n in rows if n == 0]
+    print("every figure caught" if not missed else f"NOT caught: {', '.join(missed)}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Steps are training steps: Keras ``steps_per_execution`` and epoch ends inside the window.
+
+The samples are real captures with the stock TensorBoard callback (make_samples.py):
+``keras_fit_spe1`` / ``keras_fit_spe4`` (the same model with steps_per_execution 1 and 4) and
+``keras_fit_epochs`` (two epoch ends with validation and a checkpoint inside the window).
+Their ``measured.json`` holds Keras's own per-step wall time, timed outside tfadvisor."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tfadvisor
+from tfadvisor.analyses.base import Context, Options
+from tfadvisor.analyses.steps import _loop_counts, activity, detect_steps, executions
+from tfadvisor.diff import diff_results
+from tfadvisor.report.plots import finding_rule
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+TOLERANCE = 0.20  # tfadvisor's per-step time against Keras's own timing
+
+
+@cache
+def _result(name: str):
+    return tfadvisor.analyze(str(SAMPLES / name))
+
+
+def _measured(name: str) -> dict:
+    return json.loads((SAMPLES / name / "measured.json").read_text())
+
+
+def _keras_mean_ms(m: dict) -> float:
+    """Keras's per-step time over the executions tfadvisor's statistics use (with more than five
+    markers the first and the last are left out, as in xprof)."""
+    ex = m["execution_ms"]
+    if len(ex) > 5:
+        ex = ex[1:-1]
+    return sum(ex) / (len(ex) * m["steps_per_execution"])
+
+
+def _m(result, name: str):
+    v = result.metrics.get(name)
+    return getattr(v, "value", v)
+
+
+@pytest.mark.parametrize("name,k", [("keras_fit_spe1", 1), ("keras_fit_spe4", 4)])
+def test_steps_are_training_steps(name: str, k: int):
+    r, m = _result(name), _measured(name)
+    assert m["steps_per_execution"] == k
+    assert _m(r, "executions_count") == m["executions"]
+    assert _m(r, "steps_count") == k * m["executions"] == m["train_steps"]
+    assert _m(r, "steps_per_execution") == k
+    assert _m(r, "steps_per_execution_source") == ("step_num_stride" if k > 1 else "none")
+    tbl = r.tables["steps"]
+    assert (tbl["train_steps"] == k).all()
+    assert np.allclose(tbl["ms_per_step"], tbl["duration_ms"] / k)
+
+
+@pytest.mark.parametrize("name", ["keras_fit_spe1", "keras_fit_spe4"])
+def test_step_time_matches_keras_timing(name: str):
+    r, m = _result(name), _measured(name)
+    mean, want = _m(r, "step_time_mean_ms"), _keras_mean_ms(m)
+    assert abs(mean - want) <= TOLERANCE * want, f"{name}: tfadvisor {mean:.2f} ms/step, Keras {want:.2f}"
+    med, want_med = _m(r, "step_time_median_ms"), float(np.median(m["measured_step_ms"]))
+    assert abs(med - want_med) <= TOLERANCE * want_med, f"{name}: median {med:.2f} vs Keras {want_med:.2f}"
+
+
+def test_diff_spe1_vs_spe4_about_equal():
+    d = diff_results(_result("keras_fit_spe1"), _result("keras_fit_spe4"))
+    keras_pct = (_keras_mean_ms(_measured("keras_fit_spe4")) / _keras_mean_ms(_measured("keras_fit_spe1")) - 1) * 100
+    pct = d["step_time"]["change_pct"]
+    assert abs(keras_pct) < 10, "the samples were captured with Keras timing both runs alike"
+    assert abs(pct - keras_pct) < 5, f"tfadvisor {pct:+.1f} %, Keras {keras_pct:+.1f} %"
+    assert d["verdict"] == "unchanged" and d["verdict_text"].startswith("about equal"), d["verdict_text"]
+    lo, hi = d["step_time"]["interval_pct"]
+    assert lo < 0 < hi and hi - lo < 30, (lo, hi)
+    assert d["figures"][[f["metric"] for f in d["figures"]].index("steps_count")]["after"] == 24
+    back = diff_results(_result("keras_fit_spe4"), _result("keras_fit_spe1"))["step_time"]["change_pct"]
+    assert abs(back + keras_pct) < 10 and back < 20  # the other way round: no regression past a 20 % gate
+
+
+def test_diff_gate_passes_spe1_vs_spe4():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "tfadvisor", "diff", str(SAMPLES / "keras_fit_spe1"),
+                        str(SAMPLES / "keras_fit_spe4"), "--fail-on-regression", "20", "--format", "json"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert abs(json.loads(r.stdout)["step_time"]["change_pct"]) < 20
+
+
+def _steps_of(trace):
+    ctx = Context(options=Options())
+    act = activity(trace, ctx)
+    return act, detect_steps(trace, ctx)
+
+
+def test_loop_structure_source():
+    """Keras' multi-step loop calls IteratorGetNextAsOptional once per step: 4 per marker. With
+    no step_num stride (numbers unknown) the loop structure gives k."""
+    trace = tfadvisor.load(str(SAMPLES / "keras_fit_spe4"))
+    act, steps = _steps_of(trace)
+    assert _loop_counts(act, steps).tolist() == [4] * 6
+    ex = executions(trace, act, replace(steps, number=np.full(steps.number.shape, -1)))
+    assert (ex.k, ex.source, ex.per_row.tolist()) == (4, "loop_structure", [4] * 6)
+    one = tfadvisor.load(str(SAMPLES / "keras_fit_spe1"))
+    act1, steps1 = _steps_of(one)
+    assert _loop_counts(act1, steps1) is None  # steps_per_execution=1: no multi-step loop
+
+
+def _copy_run(name: str, tmp_path: Path, run_json: dict | str) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(SAMPLES / name, dst)
+    run_dir = next(dst.rglob("*.xplane.pb")).parent
+    (run_dir / "tfadvisor_run.json").write_text(run_json if isinstance(run_json, str) else json.dumps(run_json))
+    return dst
+
+
+def test_run_file_source_first(tmp_path: Path):
+    r = tfadvisor.analyze(str(_copy_run("keras_fit_spe4", tmp_path, {"steps": {"steps_per_execution": 4}})))
+    assert (_m(r, "steps_per_execution"), _m(r, "steps_per_execution_source"), _m(r, "steps_count")) == \
+        (4, "run_file", 24)
+    # a value the stride contradicts: the run file wins, with a note
+    r = tfadvisor.analyze(str(_copy_run("keras_fit_spe4", tmp_path / "b", {"steps_per_execution": 2})))
+    assert _m(r, "steps_count") == 12 and any("stride" in n and "2 used" in n for n in r.notes)
+    # an unusable value is ignored with a note; the stride decides
+    r = tfadvisor.analyze(str(_copy_run("keras_fit_spe4", tmp_path / "c", '{"steps": {"steps_per_execution": "x"}}')))
+    assert _m(r, "steps_per_execution_source") == "step_num_stride"
+    assert any("steps_per_execution = 'x'" in n for n in r.notes)
+
+
+# --------------------------------------------------------------------------- epoch ends and validation
+
+
+def test_epoch_ends_are_not_gaps():
+    r, m = _result("keras_fit_epochs"), _measured("keras_fit_epochs")
+    assert _m(r, "steps_count") == 18
+    assert "step_gaps" not in [finding_rule(f) for f in r.findings]
+    gaps = r.tables["gaps"]
+    labelled = gaps[gaps["kind"] != "between_steps"]
+    assert labelled["kind"].tolist() == ["validation", "validation"]
+    # tfadvisor's validation intervals match the epoch-end intervals the script timed
+    assert len(m["epoch_gap_ms"]) == 2
+    for got, want in zip(labelled["duration_ms"], m["epoch_gap_ms"]):
+        assert abs(got - want) <= 0.2 * want, (got, want)
+    assert _m(r, "non_train_gaps_count") == 2
+    assert abs(_m(r, "non_train_ms") - labelled["duration_ms"].sum()) < 1e-6
+    assert _m(r, "gaps_count") == 0 and _m(r, "idle_between_steps_pct") < 2
+    assert _m(r, "steps_wall_pct") > 90
+    steps = r.tables["steps"]
+    after = steps[steps["preceded_by"] != ""]
+    assert after["step"].tolist() == [0, 0]  # Keras numbers batches from 0 in each epoch
+    assert not after["outlier"].any()
+
+
+def test_without_labels_the_epoch_ends_would_be_gaps():
+    """The same trace read without the labels: the epoch ends dominate the wall time (the test above
+    could fail)."""
+    r = _result("keras_fit_epochs")
+    gaps = r.tables["gaps"]
+    wall = r.tables["steps"]["end_ps"].max() - r.tables["steps"]["start_ps"].min()
+    assert gaps.loc[gaps["kind"] != "between_steps", "idle_ms"].sum() * 1e9 / wall > 0.10
+
+
+def test_epoch_end_eager_ops_are_not_training_eager_time():
+    """Keras's evaluation and epoch-end callbacks dispatch eager ops between epochs: they are not
+    the training loop's. Over the training wall time the share matches the same model's one-epoch
+    run (keras_fit_spe1, no epoch end in its window); counted over the whole window it was ~10 %."""
+    r, one = _result("keras_fit_epochs"), _result("keras_fit_spe1")
+    assert _m(r, "eager_pct") < 1.0 and _m(one, "eager_pct") < 1.0
+    assert abs(_m(r, "eager_pct") - _m(one, "eager_pct")) < 0.5
+    assert "eager_execution" not in [finding_rule(f) for f in r.findings]
+
+
+# --------------------------------------------------------------------------- no markers: the loop structure
+
+_NO_MARKERS = r'''
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import numpy as np, keras, tensorflow as tf
+keras.utils.set_random_seed(0)
+m = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=4)
+x = np.random.rand(32 * 16, 16).astype("float32")
+y = np.random.randint(0, 4, 32 * 16)
+m.fit(x[:128], y[:128], batch_size=32, epochs=1, verbose=0)  # builds and traces the train function
+tf.profiler.experimental.start(sys.argv[1])
+m.fit(x, y, batch_size=32, epochs=2, verbose=0, validation_data=(x[:64], y[:64]))
+tf.profiler.experimental.stop()
+'''
+
+
+@pytest.fixture(scope="module")
+def no_markers_spe4(tmp_path_factory) -> Path:
+    """A real capture: fit with steps_per_execution=4 (2 epochs of 16 steps, validation after each)
+    between profiler start and stop, no step markers."""
+    logdir = tmp_path_factory.mktemp("no_markers_spe4")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    subprocess.run([sys.executable, "-c", _NO_MARKERS, str(logdir)], check=True, env=env, timeout=300,
+                   capture_output=True)
+    return logdir
+
+
+def test_no_markers_steps_from_the_loop_structure(no_markers_spe4: Path):
+    r = tfadvisor.analyze(str(no_markers_spe4))
+    assert _m(r, "steps_source") == "function_cadence"  # the train function, not the evaluation one
+    assert (_m(r, "executions_count"), _m(r, "steps_count")) == (8, 32)
+    assert (_m(r, "steps_per_execution"), _m(r, "steps_per_execution_source")) == (4, "loop_structure")
+    gaps = r.tables["gaps"]
+    assert gaps["kind"].tolist().count("validation") == 1  # the first epoch's end (the second follows the last step)
+    assert "step_gaps" not in [finding_rule(f) for f in r.findings]
+    steps = r.tables["steps"]
+    cut = steps.index[steps["preceded_by"] == "validation"][0] - 1
+    # the step before the validation ends with its own call: the evaluation is not inside it
+    assert steps.loc[cut, "duration_ms"] < 5 * steps["duration_ms"].median()

@@ -1,0 +1,51 @@
+"""tf.data cost lands on the stage TF really ran (fused MapAndBatch, injected Prefetch), per element
+as expensive as the map timed alone: real captures with TF's default optimizations on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+import tfadvisor  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def heavy(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tfdata_attr")
+    r = subprocess.run([sys.executable, str(HERE / "tfdata_capture.py"), str(out), "heavy_map"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return tfadvisor.analyze(out / "heavy_map"), json.loads((out / "heavy_map.json").read_text())
+
+
+def test_fused_stage_holds_the_time(heavy):
+    res, _ = heavy
+    t = res.tables["tfdata_stages"].set_index("stage")
+    assert "MapAndBatch" in t.index
+    mab = t.loc["MapAndBatch"]
+    # the fused map+batch stage, not its TensorSlice source, is where the work is
+    assert mab["self_ms"] == t["self_ms"].max()
+    assert mab["self_ms"] > 20 * t.loc["TensorSlice", "self_ms"]
+    assert "MapDataset" in str(mab["name"])  # what the user wrote
+    assert mab["function_runs"] > 0 and mab["elements"] == mab["function_runs"]
+    assert res.metrics["tfdata_hot_stage"].startswith("MapAndBatch")
+    # an asynchronous stage that buffers counts as prefetching
+    assert res.metrics["tfdata_has_prefetch"] is True
+
+
+def test_per_element_cost_matches_map_alone(heavy):
+    res, info = heavy
+    got = res.metrics["tfdata_map_element_us"]
+    alone = info["map_alone_us"]
+    assert alone > 0
+    assert abs(got - alone) <= 0.25 * alone, f"trace says {got:.0f} us per element, timed alone {alone:.0f} us"
+    t = res.tables["tfdata_stages"].set_index("stage")
+    assert t.loc["MapAndBatch", "batch_us"] == pytest.approx(got * 32, rel=0.01)

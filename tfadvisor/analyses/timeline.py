@@ -1,0 +1,114 @@
+"""The activity timeline of the capture window, bounded in size, for the reports' timeline view.
+
+One table, ``timeline``: per lane (what ran: device compute, device copies, collectives, the
+training threads, input waits, tf.data workers, the python thread's host work; and ``idle`` as the
+analyses count it: between steps nothing in the gaps analysis' busy set ran, inside a step no layer
+of the step-time split did), the lane's activity as merged wall-time intervals. A lane with more
+than :data:`MAX_SPANS` intervals keeps its :data:`MAX_SPANS` - 1 widest holes and merges across the
+others, so each row is a span whose ``covered_ps`` says how much of it really was active (the
+report draws that share, not the span's width). Lane ``window`` is the host's traced span.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.analyses.base import AnalysisResult, Context
+from tfadvisor.analyses.gaps import busy_set
+from tfadvisor.analyses.steps import Measure, _intersect, activity, merge, step_layers, union_of
+from tfadvisor.trace import Trace
+
+#: Most rows per lane: well above the pixel columns of a report at its default zoom.
+MAX_SPANS = 3000
+
+#: Lanes in display order: (lane, activity sets joined, device lane).
+LANES = (
+    ("device compute", ("dev_compute",), True),
+    ("device copies", ("dev_h2d", "dev_copy"), True),
+    ("device collectives", ("dev_collective",), True),
+    ("training threads", ("train_threads",), False),
+    ("input wait", ("input_wait",), False),
+    ("tf.data workers", ("@tfdata",), False),
+    ("host collectives", ("collective",), False),
+    ("python", ("@python",), False),
+)
+
+
+def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS) -> pd.DataFrame:
+    """Disjoint sorted intervals as at most ``max_spans`` spans (start_ps, end_ps, covered_ps, count):
+    the widest holes are kept, the narrowest closed."""
+    s = np.asarray(s, np.int64)
+    e = np.asarray(e, np.int64)
+    n = s.shape[0]
+    if n <= max_spans:
+        keep = np.arange(n)
+    else:
+        holes = s[1:] - e[:-1]
+        cut = np.sort(np.argpartition(-holes, max_spans - 2)[:max_spans - 1]) + 1
+        keep = np.concatenate([[0], cut])
+    first = keep
+    last = np.append(keep[1:], n) - 1
+    lens = np.concatenate([[0], np.cumsum(e - s)])
+    return pd.DataFrame({"start_ps": s[first], "end_ps": e[last],
+                         "covered_ps": lens[last + 1] - lens[first], "count": last - first + 1})
+
+
+def _complement(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    gs = np.concatenate([[lo], e])
+    ge = np.concatenate([s, [hi]])
+    gs, ge = np.clip(gs, lo, hi), np.clip(ge, lo, hi)
+    ok = ge > gs
+    return gs[ok], ge[ok]
+
+
+def idle_set(act, ctx: Context, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Idle time as the gaps analysis counts it: outside the steps the complement of its busy set,
+    inside them the time no step-time layer but ``idle`` covers."""
+    busy = busy_set(act, ctx).wall()
+    out_s, out_e = _complement(busy.s, busy.e, lo, hi)
+    steps = ctx.cache.get("tfadvisor.steps")
+    if steps is None or not steps.start.shape[0]:
+        return out_s, out_e
+    ss, se = merge(steps.start, steps.end)
+    ns, ne = _complement(ss, se, lo, hi)
+    a = _intersect(out_s, out_e, ns, ne)
+    work = union_of(*[m for name, m in step_layers(act, ctx, steps) if name != "idle"])
+    ws, we = _complement(work.s, work.e, lo, hi)
+    b = _intersect(ws, we, ss, se)
+    return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("timeline")
+    act = activity(trace, ctx)
+    lo, hi = act.span
+    if hi <= lo:
+        res.notes.append("the trace has no events: no timeline")
+        return res
+    frames = [pd.DataFrame({"lane": ["window"], "start_ps": [lo], "end_ps": [hi], "covered_ps": [hi - lo],
+                            "count": [1]})]
+    for lane, names, on_device in LANES:
+        if on_device and not act.devices:
+            continue
+        if names == ("@tfdata",):
+            m = act.threads("tfdata").wall()
+        elif names == ("@python",):  # the steps analysis' python host work (markers and waits left out)
+            m = ctx.cache.get("tfadvisor.python_host")
+            rows = act.rows.get("python_all")
+            if m is None:
+                m = Measure.of_rows(act.host, rows) if rows is not None and act.host is not None \
+                    else Measure.empty()
+        else:
+            m = act.union(*names)
+        if len(m):
+            frames.append(coarsen(m.s, m.e).assign(lane=lane))
+    gs, ge = idle_set(act, ctx, lo, hi)
+    if gs.shape[0]:
+        frames.append(coarsen(gs, ge).assign(lane="idle"))
+    tbl = pd.concat(frames, ignore_index=True)[["lane", "start_ps", "end_ps", "covered_ps", "count"]]
+    res.tables["timeline"] = tbl
+    return res
+
+
+__all__ = ["LANES", "MAX_SPANS", "analyze", "coarsen"]

@@ -1,0 +1,273 @@
+"""``tfadvisor export``: the trace and tfadvisor's annotations as a Chrome/Perfetto JSON trace.
+
+The file is the JSON object form of the Trace Event Format (``{"traceEvents": [...]}``), which
+ui.perfetto.dev and chrome://tracing open:
+
+* every plane of every host is a process (``pid``), every line of it a thread (``tid``), named
+  with ``M`` (metadata) events; every XEvent a complete (``ph: "X"``) slice, ``ts``/``dur`` in
+  microseconds from the start of the trace;
+* one ``tfadvisor <host>`` process per host with the tracks ``steps`` (one slice per step;
+  outliers say so), ``gaps between steps`` and ``findings`` (one slice per finding over the
+  window, with its severity and message);
+* every slice a finding is about carries ``args["tfadvisor.rule"]`` (rule ids, comma-separated):
+  the gaps for ``step_gaps``, the outlier steps for ``step_outliers``, the input waits for
+  ``input_bound``, the collectives for the all-reduce rules, and so on (:data:`RULE_EVENTS`).
+
+``max_events`` bounds the size: beyond it the longest trace events are kept (all annotated
+slices and tfadvisor's tracks always are) and ``otherData`` says how many were left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.analyses.collectives import ALLREDUCE_KERNEL, COLLECTIVE_KERNEL
+from tfadvisor.analyses.steps import DEVICE_H2D_RE, H2D_API_RE, HOST_COLLECTIVE_RE, LAUNCH_RE
+from tfadvisor.trace import Plane, Trace
+
+#: Default bound on the trace events written (about 100 bytes each).
+MAX_EVENTS = 1_000_000
+RULE_ARG = "tfadvisor.rule"
+PS_PER_US = 1_000_000
+
+_INPUT_RULES = ("input_bound", "tfdata_no_prefetch", "tfdata_sequential_map", "tfdata_no_cache",
+                "tfdata_expensive_map", "system_input_disk_bound", "system_input_network_bound",
+                "system_preprocessing_bound", "devices_idle")
+_COLLECTIVE_RULES = ("allreduce_overhead", "allreduce_share", "straggler_host", "load_imbalance")
+
+
+def _input_wait(plane: Plane) -> np.ndarray:
+    return plane.meta_mask(prefix="IteratorGetNext") if plane.is_host else _none(plane)
+
+
+def _h2d(plane: Plane) -> np.ndarray:
+    return plane.meta_mask(DEVICE_H2D_RE if plane.is_device else H2D_API_RE)
+
+
+def _collective(plane: Plane) -> np.ndarray:
+    if plane.is_device:
+        return plane.meta_mask(ALLREDUCE_KERNEL) | plane.meta_mask(COLLECTIVE_KERNEL)
+    return plane.meta_mask(HOST_COLLECTIVE_RE)
+
+
+def _launch(plane: Plane) -> np.ndarray:
+    return plane.meta_mask(LAUNCH_RE) if plane.is_host else _none(plane)
+
+
+def _eager(plane: Plane) -> np.ndarray:
+    return plane.meta_mask("EagerExecute") if plane.is_host else _none(plane)
+
+
+def _none(plane: Plane) -> np.ndarray:
+    return np.zeros(len(plane.event_names), bool)
+
+
+#: rule id -> which trace events (by event metadata, per plane) the finding is about.
+RULE_EVENTS: dict[str, Callable[[Plane], np.ndarray]] = {
+    **{r: _input_wait for r in _INPUT_RULES},
+    **{r: _collective for r in _COLLECTIVE_RULES},
+    "h2d_pageable": _h2d,
+    "kernel_launch_bound": _launch,
+    "eager_execution": _eager,
+}
+
+
+def _us(ps: Any, t0: int = 0) -> float:
+    return round((int(ps) - t0) / PS_PER_US, 6)
+
+
+def _rule_of(f: Any) -> str:
+    return str(f.rule if hasattr(f, "rule") else f.get("rule", ""))
+
+
+class _Writer:
+    """Writes trace events (JSON text) to ``out`` as the elements of one array, in chunks."""
+
+    CHUNK = 20_000
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.events: list[str] = []
+        self.count = 0
+
+    def add(self, text: str) -> None:
+        self.events.append(text)
+        if len(self.events) >= self.CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.events:
+            self.out.write((",\n" if self.count else "") + ",\n".join(self.events))
+            self.count += len(self.events)
+            self.events.clear()
+
+    @property
+    def n(self) -> int:
+        return self.count + len(self.events)
+
+    def meta(self, pid: int, what: str, name: str, tid: int | None = None) -> None:
+        ev: dict[str, Any] = {"ph": "M", "pid": pid, "name": what, "args": {"name": name}}
+        if tid is not None:
+            ev["tid"] = tid
+        self.add(json.dumps(ev))
+
+    def sort_index(self, pid: int, index: int) -> None:
+        self.add(json.dumps({"ph": "M", "pid": pid, "name": "process_sort_index",
+                                       "args": {"sort_index": index}}))
+
+    def slice(self, pid: int, tid: int, name: str, ts: float, dur: float, args: dict | None = None,
+              cat: str = "tfadvisor") -> None:
+        ev: dict[str, Any] = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+        if args:
+            ev["args"] = args
+        self.add(json.dumps(ev))
+
+
+def _plane_events(w: _Writer, plane: Plane, pid: int, t0: int, rows: np.ndarray,
+                  rules_by_meta: dict[int, str]) -> None:
+    """The chosen rows of one plane as X slices, one thread per line."""
+    names = [json.dumps(str(n)) for n in plane.event_names]
+    cat = json.dumps("device" if plane.is_device else "host")
+    start = plane.ev_start_ps[rows]
+    dur = plane.ev_dur_ps[rows]
+    meta = plane.ev_meta[rows]
+    tids = _line_tids(plane)[plane.ev_line[rows]]
+    unknown = json.dumps("<unknown>")
+    for s, d, m, tid in zip(start.tolist(), dur.tolist(), meta.tolist(), tids.tolist()):
+        name = names[m] if m >= 0 else unknown
+        rule = rules_by_meta.get(m)
+        args = f',"args":{{"{RULE_ARG}":{json.dumps(rule)}}}' if rule else ""
+        w.add(f'{{"ph":"X","cat":{cat},"name":{name},"pid":{pid},"tid":{int(tid)},'
+                        f'"ts":{round((s - t0) / PS_PER_US, 6)},"dur":{round(d / PS_PER_US, 6)}{args}}}')
+
+
+def _line_tids(plane: Plane) -> np.ndarray:
+    """One small thread id per line (1..n): Perfetto reads ``tid`` as a 32-bit number and puts any
+    larger or negative one (XPlane line ids are 64-bit) on the process's own track, merging threads."""
+    return np.arange(1, len(plane.lines) + 1, dtype=np.int64)
+
+
+def _rules_by_meta(plane: Plane, rules: Iterable[str]) -> dict[int, str]:
+    """Event metadata index -> the comma-joined rule ids about events of that kind."""
+    out: dict[int, list[str]] = {}
+    for rule in rules:
+        pick = RULE_EVENTS.get(rule)
+        if pick is None:
+            continue
+        for m in np.flatnonzero(pick(plane)).tolist():
+            out.setdefault(m, []).append(rule)
+    return {m: ",".join(r) for m, r in out.items()}
+
+
+def _choose_rows(planes: list[Plane], annotated: list[np.ndarray], budget: int | None) -> tuple[list[np.ndarray], int]:
+    """Rows to write per plane: all when within ``budget``, else every annotated event plus the longest
+    of the others (one duration threshold over all planes). Returns the rows and how many were left out."""
+    total = sum(p.n_events for p in planes)
+    if budget is None or total <= budget:
+        return [np.arange(p.n_events) for p in planes], 0
+    keep_ann = [np.flatnonzero(a) for a in annotated]
+    room = max(0, budget - sum(k.shape[0] for k in keep_ann))
+    others = [p.ev_dur_ps[~a] for p, a in zip(planes, annotated)]
+    pool = np.concatenate(others) if others else np.empty(0, np.int64)
+    if room == 0 or pool.shape[0] == 0:
+        cut = np.iinfo(np.int64).max
+    elif room >= pool.shape[0]:
+        cut = np.iinfo(np.int64).min
+    else:
+        cut = np.partition(pool, pool.shape[0] - room)[pool.shape[0] - room]
+    takes = [a | (p.ev_dur_ps > cut) for p, a in zip(planes, annotated)]
+    free = room - sum(int((t & ~a).sum()) for t, a in zip(takes, annotated))
+    for p, take in zip(planes, takes):
+        if free > 0:  # ties at the threshold, in time order, while room is left
+            ties = np.flatnonzero(~take & (p.ev_dur_ps == cut))[:free]
+            take[ties] = True
+            free -= ties.shape[0]
+    rows = [np.flatnonzero(t) for t in takes]
+    return rows, total - sum(r.shape[0] for r in rows)
+
+
+def _host_tracks(w: _Writer, pid: int, host: str, tables: dict[str, pd.DataFrame], findings: list,
+                 t0: int, t1: int) -> int:
+    """The ``tfadvisor <host>`` process: steps, gaps and findings tracks. Returns the slices written."""
+    rules = [_rule_of(f) for f in findings]
+    n = w.n
+    w.meta(pid, "process_name", f"tfadvisor {host}".strip())
+    w.sort_index(pid, -1)
+    for tid, label in ((1, "steps"), (2, "gaps between steps"), (3, "findings")):
+        w.meta(pid, "thread_name", label, tid)
+    steps = tables.get("steps")
+    step_rules = [r for r in rules if r.startswith("capture_")]
+    if steps is not None and len(steps):
+        for row in steps.itertuples(index=False):
+            on = list(step_rules) + (["step_outliers"] if bool(getattr(row, "outlier", False))
+                                     and "step_outliers" in rules else [])
+            args: dict[str, Any] = {"step": int(row.step), "duration_ms": round(float(row.duration_ms), 4),
+                                    "outlier": bool(getattr(row, "outlier", False))}
+            if on:
+                args[RULE_ARG] = ",".join(on)
+            w.slice(pid, 1, f"step {int(row.step)}", _us(row.start_ps, t0), _us(row.end_ps, row.start_ps),
+                    args)
+    gaps = tables.get("gaps")
+    if gaps is not None and len(gaps):
+        for row in gaps.itertuples(index=False):
+            args = {"duration_ms": round(float(row.duration_ms), 4), "host_activity": str(row.host_activity)}
+            if "step_gaps" in rules:
+                args[RULE_ARG] = "step_gaps"
+            w.slice(pid, 2, "gap", _us(row.start_ps, t0), _us(row.end_ps, row.start_ps), args)
+    for f in findings:
+        d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
+        w.slice(pid, 3, f"{d.get('severity', '')}: {d.get('title', '')}", 0.0, _us(t1, t0),
+                {RULE_ARG: d.get("rule"), "severity": d.get("severity"), "message": d.get("message"),
+                 "impact_pct": d.get("impact_pct")})
+    return w.n - n
+
+
+def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, dict[str, pd.DataFrame], list]],
+                  max_events: int | None = MAX_EVENTS) -> dict[str, int]:
+    """Write the trace's events (the ``traceEvents`` array's elements) to ``out``; returns counts.
+    ``hosts`` is ``(host, tables, findings)`` per host."""
+    t0, t1 = trace.time_span_ps()
+    w = _Writer(out)
+    by_host = {h: fs for h, _, fs in hosts}
+    planes = [p for p in trace.planes if p.n_events]
+    rules_meta = [_rules_by_meta(p, [_rule_of(f) for f in by_host.get(p.host, [])]) for p in planes]
+    annotated = []
+    for p, rm in zip(planes, rules_meta):
+        mm = np.zeros(len(p.event_names), bool)
+        mm[list(rm)] = True
+        annotated.append(p.event_mask(mm))
+    rows, dropped = _choose_rows(planes, annotated, max_events)
+    tracks = 0
+    for i, (host, tables, findings) in enumerate(hosts):
+        tracks += _host_tracks(w, 10_000 + i, host, tables, findings, t0, t1)
+    for pid, (p, r, rm) in enumerate(zip(planes, rows, rules_meta), start=1):
+        w.meta(pid, "process_name", f"{p.host} {p.name}".strip())
+        w.sort_index(pid, pid)
+        ids = p.lines["id"].to_numpy() if "id" in p.lines else np.arange(len(p.lines))
+        for tid, lid, lname in zip(_line_tids(p).tolist(), ids.tolist(), p.line_names.tolist()):
+            w.meta(pid, "thread_name", f"{lname} (line {lid})", tid)
+        _plane_events(w, p, pid, t0, r, rm)
+    w.flush()
+    return {"dropped": int(dropped), "written": int(sum(x.shape[0] for x in rows)),
+            "annotated": int(sum(int(a.sum()) for a in annotated)), "tracks": tracks}
+
+
+def write_export(path: str | Path, trace: Trace, hosts: list[tuple[str, dict[str, pd.DataFrame], list]],
+                 max_events: int | None = MAX_EVENTS) -> dict[str, int]:
+    """Write the JSON trace to ``path``; returns counts (events written, left out, annotated)."""
+    with Path(path).open("w", encoding="utf-8") as fh:
+        fh.write('{"displayTimeUnit":"ms","traceEvents":[\n')
+        counts = export_events(fh, trace, hosts, max_events)
+        other = {"tfadvisor.run": trace.run_name, "tfadvisor.dropped_events": counts["dropped"],
+                 "tfadvisor.max_events": max_events}
+        fh.write("\n],\n\"otherData\":" + json.dumps(other) + "}\n")
+    return counts
+
+
+__all__ = ["MAX_EVENTS", "RULE_ARG", "RULE_EVENTS", "export_events", "write_export"]

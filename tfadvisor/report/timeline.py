@@ -1,0 +1,184 @@
+"""The zoomable timeline of the capture window: data for it, and its small embedded viewer.
+
+Lanes per host: the steps (outliers in red), the ``timeline`` table's activity lanes (device
+compute, copies, collectives, training threads, input waits, tf.data workers, python, idle), and
+on top one lane of the findings' evidence: the spans each finding is about (idle gaps, outlier
+steps, the memory peak); a finding whose evidence is a kind of activity tags that lane with its
+rule id instead. Data goes into the page as JSON (times in ms since the earliest window start,
+each span with the share of it that was active); ``timeline.js`` (next to this module, inlined)
+draws it as SVG, coalescing spans narrower than a pixel so that a bar's height is the active
+share of its time, and zooms with the wheel, drag, buttons and the finding chips.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.report.plots import esc, finding_rule, gap_threshold_ms, get, has_rows, missing
+
+#: Spans kept per lane in the page (the analysis keeps up to 3000; fewer for many hosts).
+MAX_SPANS = 2500
+
+#: Evidence metric name prefixes -> the lanes they are about.
+EVIDENCE_LANES = (
+    (("input_", "h2d_"), ("input wait", "device copies")),
+    (("tfdata_",), ("tf.data workers",)),
+    (("idle_", "gap_"), ("idle",)),
+    (("allreduce_", "collective"), ("device collectives", "host collectives")),
+    (("python_overhead", "eager_", "retrace"), ("python",)),
+    (("kernel_launch",), ("training threads",)),
+    (("step_time", "step_outlier", "straggler", "slowest_host", "load_imbalance"), ("steps",)),
+    (("device_busy", "devices_", "low_precision", "fp16", "bf16", "fp32", "matrix_", "tensor_core"),
+     ("device compute",)),
+)
+
+JS = (Path(__file__).with_name("timeline.js")).read_text(encoding="utf-8")
+
+
+def _thin(s: np.ndarray, e: np.ndarray, c: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """At most ``limit`` spans: the widest holes kept, covered time summed over merged spans."""
+    n = s.shape[0]
+    if n <= limit:
+        return s, e, c
+    holes = s[1:] - e[:-1]
+    keep = np.concatenate([[0], np.sort(np.argpartition(-holes, limit - 2)[:limit - 1]) + 1])
+    last = np.append(keep[1:], n) - 1
+    cs = np.concatenate([[0], np.cumsum(c)])
+    return s[keep], e[last], cs[last + 1] - cs[keep]
+
+
+def _lane(name: str, s: np.ndarray, e: np.ndarray, c: np.ndarray | None, t0: float, limit: int,
+          **extra: Any) -> dict:
+    order = np.argsort(s, kind="stable")
+    s, e = s[order].astype(float), e[order].astype(float)
+    c = (e - s) if c is None else c[order].astype(float)
+    s, e, c = _thin(s, e, c, limit)
+    frac = np.round(100 * c / np.maximum(e - s, 1)).astype(int)
+    lane = {"name": name, "s": _ms(s - t0), "e": _ms(e - t0)}
+    if (frac < 100).any():
+        lane["f"] = np.clip(frac, 0, 100).tolist()
+    lane.update(extra)
+    return lane
+
+
+def _ms(ps: np.ndarray) -> list[float]:
+    return [round(v, 6) for v in (ps / 1e9).tolist()]
+
+
+def _findings_marks(findings: list, tables: dict, metrics: Any) -> list[dict]:
+    """Per finding: rule, title, severity, the lanes its evidence is about, its own spans (ps)."""
+    out = []
+    steps, gaps = tables.get("steps"), tables.get("gaps")
+    for f in findings or []:
+        ev = get(f, "evidence") or {}
+        keys = [str(k) for k in (ev.keys() if isinstance(ev, dict) else [])]
+        lanes: list[str] = []
+        for prefixes, names in EVIDENCE_LANES:
+            if any(k.startswith(prefixes) for k in keys):
+                lanes += [n for n in names if n not in lanes]
+        spans: list[tuple[float, float, str]] = []
+        if any(k.startswith(("idle_", "gap_")) for k in keys) and has_rows(gaps):
+            idle = pd.to_numeric(gaps.get("idle_ms", gaps.get("duration_ms")), errors="coerce").fillna(0)
+            for r in gaps[idle >= gap_threshold_ms(steps)].itertuples():
+                spans.append((float(r.start_ps), float(r.end_ps), f"idle gap: {getattr(r, 'idle_ms', 0):.3g} ms"))
+        if any(k.startswith(("step_outlier", "step_time")) for k in keys) and has_rows(steps) \
+                and "outlier" in steps.columns:
+            for r in steps[steps["outlier"].fillna(False).astype(bool)].itertuples():
+                spans.append((float(r.start_ps), float(r.end_ps), f"outlier step {r.step}: {r.duration_ms:.4g} ms"))
+        mem = tables.get("memory_timeline")
+        if any(k.startswith("memory_") for k in keys) and has_rows(mem) and "time_ps" in mem.columns:
+            t = float(mem["time_ps"].iloc[int(np.argmax(pd.to_numeric(mem["bytes_in_use"]).to_numpy()))])
+            spans.append((t, t, "memory peak"))
+        host = next((str(ev[k]) for k in ("straggler_host", "slowest_host") if isinstance(ev, dict)
+                     and isinstance(ev.get(k), str) and ev.get(k)), None)  # a host finding: that host's lanes
+        out.append({"rule": finding_rule(f), "title": str(get(f, "title", "") or ""), "host": host,
+                    "sev": str(get(f, "severity", "info") or "info").lower(), "lanes": lanes, "spans": spans})
+    return out
+
+
+def timeline_data(result: Any) -> dict | None:
+    """The JSON the viewer draws (None when no host has a ``timeline`` table)."""
+    hosts = list(getattr(result, "hosts", None) or [])
+    per_host = [(str(getattr(h, "host", "") or ""), getattr(h, "tables", {}) or {}) for h in hosts]
+    if not any(has_rows(t.get("timeline")) for _, t in per_host):
+        per_host = [("", getattr(result, "tables", {}) or {})]
+    per_host = [(h, t) for h, t in per_host if has_rows(t.get("timeline"))]
+    if not per_host:
+        return None
+    limit = max(300, MAX_SPANS // max(1, len(per_host)) * 2) if len(per_host) > 2 else MAX_SPANS
+    wins = [t["timeline"][t["timeline"]["lane"] == "window"] for _, t in per_host]
+    t0 = min(float(w["start_ps"].min()) for w in wins if len(w))
+    t1 = max(float(w["end_ps"].max()) for w in wins if len(w))
+    findings = getattr(result, "findings", None) or []
+    marks = _findings_marks(findings, getattr(result, "tables", {}) or {}, getattr(result, "metrics", {}))
+    lanes = []
+    multi = len(per_host) > 1
+    for host, tables in per_host:
+        prefix = f"{host}: " if multi else ""
+        if not multi or host == str(getattr(result, "metrics", {}).get("median_host") or per_host[0][0]):
+            ms = [m for m in marks if m["spans"]]
+            if ms:
+                s = np.array([sp[0] for m in ms for sp in m["spans"]])
+                e = np.array([sp[1] for m in ms for sp in m["spans"]])
+                lanes.append({"name": prefix + "findings", "kind": "marks", "host": host,
+                              "s": _ms(s - t0), "e": _ms(e - t0),
+                              "rule": [m["rule"] for m in ms for _ in m["spans"]],
+                              "label": [sp[2] for m in ms for sp in m["spans"]]})
+        steps = tables.get("steps")
+        if has_rows(steps) and {"start_ps", "end_ps"} <= set(steps.columns):
+            st = steps.sort_values("start_ps")
+            out = st["outlier"].fillna(False).astype(bool).to_numpy() if "outlier" in st.columns else None
+            ids = st["step"].astype(str).tolist() if "step" in st.columns else [str(i) for i in range(len(st))]
+            extra: dict[str, Any] = {"kind": "steps", "host": host}
+            if len(st) <= limit:
+                extra["label"] = ids
+                if out is not None and out.any():
+                    extra["outlier"] = np.flatnonzero(out).tolist()
+            lanes.append(_lane(prefix + "steps", st["start_ps"].to_numpy(float), st["end_ps"].to_numpy(float),
+                               None, t0, limit, **extra))
+        tl = tables["timeline"]
+        for name, g in tl[tl["lane"] != "window"].groupby("lane", sort=False):
+            lanes.append(_lane(prefix + str(name), g["start_ps"].to_numpy(float), g["end_ps"].to_numpy(float),
+                               g["covered_ps"].to_numpy(float), t0, limit, kind=str(name), host=host))
+    for lane in lanes:
+        lane["tags"] = [m["rule"] for m in marks if lane.get("kind") in m["lanes"]
+                        and m["host"] in (None, lane.get("host"))]
+    return {"span_ms": (t1 - t0) / 1e9, "lanes": lanes,
+            "findings": [{"rule": m["rule"], "title": m["title"], "sev": m["sev"], "lanes": m["lanes"],
+                          "host": m["host"],
+                          "s": _ms(np.array([sp[0] for sp in m["spans"]]) - t0),
+                          "e": _ms(np.array([sp[1] for sp in m["spans"]]) - t0)} for m in marks]}
+
+
+def timeline_html(result: Any, plot_id: str = "plot-timeline",
+                  why: str = "the trace has no activity timeline") -> str:
+    """The viewer: toolbar, finding chips, the SVG the script fills, the data and the script."""
+    data = timeline_data(result)
+    if data is None:
+        return missing(plot_id, "Timeline of the capture window", why)
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    chips = "".join(
+        f'<button type="button" class="tl-chip sev-{esc(f["sev"])}" data-rule="{esc(f["rule"])}" '
+        f'title="{esc(f["title"])}">{esc(f["rule"])}</button>' for f in data["findings"])
+    return (
+        f'<div class="tl" id="{plot_id}-box">'
+        '<div class="tl-bar"><button type="button" data-act="in" title="zoom in">+</button>'
+        '<button type="button" data-act="out" title="zoom out">&minus;</button>'
+        '<button type="button" data-act="left" title="pan left">&larr;</button>'
+        '<button type="button" data-act="right" title="pan right">&rarr;</button>'
+        '<button type="button" data-act="reset" title="show the whole window">reset</button>'
+        f'<span class="tl-range" id="{plot_id}-range"></span>'
+        + (f'<span class="tl-chips">findings: {chips}</span>' if chips else "") + "</div>"
+        f'<svg id="{plot_id}" class="plot tl-svg" xmlns="http://www.w3.org/2000/svg" role="img" '
+        'aria-label="Timeline of the capture window" font-family="sans-serif" font-size="11"></svg>'
+        '<noscript><p class="sub">The timeline needs JavaScript.</p></noscript>'
+        f'<script type="application/json" id="{plot_id}-data">{payload}</script>'
+        f"<script>{JS}</script></div>")
+
+
+__all__ = ["EVIDENCE_LANES", "timeline_data", "timeline_html"]
