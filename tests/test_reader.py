@@ -264,7 +264,7 @@ def test_small_chunks_decode_like_protobuf(monkeypatch, name):
 
     def count_and_record(*args):
         counting(*args)
-        seen.append(int(args[11].max()))  # out_chunks: chunks per line
+        seen.append(int(args[10].max()))  # out_chunks: chunks per line
 
     monkeypatch.setattr(reader, "CHUNK_BYTES", 2048)
     monkeypatch.setattr(reader, "SERIAL_BELOW_BYTES", 0)

@@ -162,6 +162,21 @@ def test_epoch_ends_are_not_gaps():
     assert not after["outlier"].any()
 
 
+def test_the_report_says_what_the_epoch_ends_are():
+    """The text report names the intervals left out of step time instead of hiding them."""
+    from rich.console import Console
+
+    from tfadvisor.report.terminal import print_result
+
+    console = Console(record=True, width=120)
+    print_result(_result("keras_fit_epochs"), console)
+    text = console.export_text()
+    assert "not steps  2 validation / epoch-end interval(s) between steps" in text
+    console = Console(record=True, width=120)
+    print_result(_result("keras_fit_spe1"), console)
+    assert "not steps" not in console.export_text()
+
+
 def test_without_labels_the_epoch_ends_would_be_gaps():
     """The same trace read without the labels: the epoch ends dominate the wall time (the test above
     could fail)."""

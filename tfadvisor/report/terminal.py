@@ -113,6 +113,10 @@ def _summary(console: Console, result: Any) -> None:
         ordered = sorted(shares.items(), key=lambda kv: -kv[1])
         _kv(console, "breakdown", ", ".join(f"{labels[k]} {format_number(v, 2)} %" for k, v in ordered
                                             if v >= 0.05) + " of step time")
+    outside = plain(metrics.get("non_train_gaps_count"))
+    if outside:
+        _kv(console, "not steps", f"{int(outside)} validation / epoch-end interval(s) between steps, "
+                                  f"{format_number(plain(metrics.get('non_train_ms')))} ms: not step time, not idle")
     hosts_detail = list(getattr(result, "hosts", None) or [])
     if len(hosts_detail) > 1:
         straggler = plain(metrics.get("straggler_host"))
