@@ -1,0 +1,24 @@
+"""The mutation check runs in CI: each headline figure (step time, input %, idle %, AllReduce ms,
+memory peak) scaled by 1.5x in a copy of the package must fail at least one truth test, with
+xprof made unimportable (so parity with xprof cannot be what catches it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_headline_figure_scaled_by_1_5_fails_a_test():
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mutation_check.py")],
+                       capture_output=True, text=True, timeout=1200, cwd=ROOT)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-4000:]
+    assert "every figure caught" in out
+    # the control run is clean: nothing counted as caught was failing anyway
+    assert "fails anyway" not in out, out[-4000:]
+    for metric in ("step_time_mean_ms", "input_pct", "idle_pct", "allreduce_ms_per_step", "memory_peak_bytes"):
+        row = next(ln for ln in out.splitlines() if ln.split()[1:2] == [metric])
+        assert int(row.split()[-1]) >= 1, row
