@@ -87,6 +87,58 @@ def test_help_at_80_columns(command):
                 assert re.search(rf"(^|[\s,]){re.escape(opt)}([\s,=]|$)", res.stdout, re.M), (opt, res.stdout)
 
 
+def _all_commands():
+    """Every command and subcommand of the full app (the optional ones too), as argument paths."""
+    from typer.main import get_command
+
+    from tfadvisor.cli import _register_optional
+
+    _register_optional()
+    out = []
+
+    def walk(cmd, path):
+        out.append(path)
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():  # a group (typer's own click)
+            walk(sub, [*path, name])
+
+    walk(get_command(app), [])
+    return out
+
+
+#: typer's type tags (``<list[str]>``, ``<int>``, ``<text|json>``) and usage braces (``{PATH}``).
+TYPE_TAG = re.compile(r"<[^<>\s]+>|\{[A-Z_.]+\}")
+
+
+def test_every_help_is_plain_and_fits_80_columns():
+    paths = _all_commands()
+    assert ["capture", "run"] in paths and ["rules", "explain"] in paths and ["diff"] in paths
+    for path in paths:
+        res = runner.invoke(app, [*path, "--help"], terminal_width=80)
+        assert res.exit_code == 0, (path, res.output)
+        out = res.output
+        long = [ln for ln in out.splitlines() if len(ln) > 80]
+        assert not long, (path, long)
+        usage = out.splitlines()[0]
+        assert not TYPE_TAG.search(usage) and "......" not in usage, (path, usage)
+        for ln in out.splitlines():
+            # an option/argument row: its name column is what comes before the gap to the help text
+            if ln.startswith("  ") and not ln.startswith("   "):
+                name = re.split(r"\s{2,}", ln.strip())[0]
+                assert not TYPE_TAG.search(name), (path, ln)
+        # a command list shows each summary whole (click cuts a long one with "...")
+        if "\nCommands:\n" in out:
+            rows = out.split("\nCommands:\n", 1)[1].splitlines()
+            assert rows and not any(r.rstrip().endswith("...") for r in rows if r.strip()), (path, rows)
+
+
+def test_tables_without_json_is_an_error():
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "step_gaps"), "--tables"])
+    assert res.exit_code == 2
+    assert "--tables needs --format json" in res.output and len(res.output.strip().splitlines()) == 1
+    res = runner.invoke(app, ["analyze", str(SAMPLES / "step_gaps"), "--tables", "--format", "markdown"])
+    assert res.exit_code == 2
+
+
 def test_rules_explain_step_gaps_once_and_fetch_inside_the_step():
     res = runner.invoke(app, ["rules", "explain", "step_gaps"])
     assert res.exit_code == 0

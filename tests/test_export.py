@@ -122,6 +122,60 @@ def test_export_multihost_has_a_track_per_host(tmp_path):
     assert len(tracks) >= 2
 
 
+def test_export_multihost_findings_are_analyzes(tmp_path):
+    """export runs analyze's analysis: the run-level findings (straggler, missing host) are there, no
+    per-host one analyze does not report, and each sits on the spans it is about."""
+    sample = "synthetic_multihost_straggler"
+    doc = export(tmp_path, sample)
+    check_trace_event_format(doc)
+    result = tfadvisor.analyze(SAMPLES / sample)
+    rules = [f.rule for f in result.findings]
+    assert {"straggler_host", "missing_host"} <= set(rules)
+    assert doc["otherData"]["tfadvisor.findings"] == rules
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    finding_slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "tfadvisor" and e["tid"] == 3]
+    assert [e["args"][RULE_ARG] for e in finding_slices] == rules  # each once, most important first
+    assert {names[e["pid"]] for e in finding_slices} == {"tfadvisor run"}
+    straggler = result.metrics["straggler_host"]
+    assert next(e for e in finding_slices if e["args"][RULE_ARG] == "straggler_host")["args"]["hosts"] == straggler
+    # the straggler finding marks the slow host's steps, every one of them, and nothing else
+    marked = [e for e in doc["traceEvents"] if e["ph"] == "X" and "straggler_host" in rules_on(e) and e["tid"] != 3]
+    slow = next(h for h in result.hosts if h.host == straggler)
+    assert len(marked) == len(slow.tables["steps"]) > 0
+    assert {names[e["pid"]] for e in marked} == {f"tfadvisor {straggler}"}
+    assert all(e["name"].startswith("step ") for e in marked)
+    # no rule anywhere in the file that analyze does not report
+    every = set().union(*(rules_on(e) for e in doc["traceEvents"] if e["ph"] == "X"))
+    assert every <= set(rules)
+
+
+def test_export_takes_analyzes_options(tmp_path):
+    """--params/--bandwidth reach the analysis as they do for analyze (the all-reduce check)."""
+    sample, opts = "multiworker_allreduce", ["--params", "25M", "--bandwidth", "25"]
+    doc = export(tmp_path, sample, *opts)
+    res = runner.invoke(app, ["analyze", str(SAMPLES / sample), *opts, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    found = json.loads(res.output)["findings"]
+    assert doc["otherData"]["tfadvisor.findings"] == [f["rule"] for f in found]
+    messages = {e["args"][RULE_ARG]: e["args"]["message"] for e in doc["traceEvents"]
+                if e["ph"] == "X" and e["cat"] == "tfadvisor" and e["tid"] == 3}
+    assert messages == {f["rule"]: f["message"] for f in found}
+    assert "25,000,000" in messages["allreduce_overhead"]  # the expectation from --params/--bandwidth
+
+
+def test_export_summary_counts_the_marked_gaps(tmp_path):
+    out = tmp_path / "g.json"
+    res = runner.invoke(app, ["export", str(SAMPLES / "step_gaps"), str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    gaps = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] == "gap"]
+    marked = [e for e in gaps if "step_gaps" in rules_on(e)]
+    assert marked and f"{len(marked)} gaps" in res.output and "0 of them marked" not in res.output
+    # only the gaps step_gaps counts (idle of at least the gaps analysis' threshold) carry its rule
+    result = tfadvisor.analyze(SAMPLES / "step_gaps")
+    assert len(marked) == result.metrics["gaps_count"]
+
+
 def test_export_refuses_the_profile_directory(tmp_path):
     run = tmp_path / "logs"
     shutil.copytree(SAMPLES / "step_gaps", run)

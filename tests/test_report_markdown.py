@@ -74,3 +74,45 @@ def test_escaping_helpers():
     assert code("x|y") == "`x\\|y`"
     assert text("<b>") == "\\<b\\>"
     assert NASTY not in text(NASTY)
+
+
+def _live_at_peak_result(framework: str, rows: list[dict]):
+    r = make_result()
+    r.tables["memory_live_at_peak"] = pd.DataFrame(rows)
+    r.metrics.put("precision", "framework", Metric(framework, "", "framework"))
+    return r
+
+
+UNNAMED = {"tf_op": "", "shape": "", "region_type": "", "data_type": "invalid", "count": 5, "bytes": 482345216.0}
+NAMED = {"tf_op": "model/dense/MatMul", "shape": "[64,64]", "region_type": "output", "data_type": "float32",
+         "count": 1, "bytes": 16384.0}
+
+
+def test_markdown_memory_leaves_out_unnamed_rows_as_html_does():
+    """The HTML report's rule (one shared helper): no row without op or shape, a sentence instead."""
+    from tfadvisor.report.html import render_html
+
+    r = _live_at_peak_result("jax", [UNNAMED, NAMED])
+    md = render_markdown(r)
+    memory = md.split("## Memory")[1].split("\n## ")[0]
+    assert "| invalid |" not in memory and "|  |  |" not in memory
+    assert "model/dense/MatMul" in md
+    sentence = "5 live allocations (460.0 MiB) carry no op, shape or data type in the trace"
+    assert sentence in md.replace("\\", "") and "XLA/JAX runtime" in md
+    page = render_html(r)
+    assert sentence in page and "invalid" not in page.split('id="memory-live-at-peak"')[1].split("</table>")[0]
+
+
+def test_memory_sentence_true_to_a_tensorflow_trace():
+    one = dict(UNNAMED, count=1, bytes=1048576.0)
+    md = render_markdown(_live_at_peak_result("tensorflow", [one, NAMED])).replace("\\", "")
+    assert "XLA" not in md and "JAX" not in md
+    assert "1 live allocation (1.0 MiB) carries no op" in md and "so it is not listed by name" in md
+    assert "1 live allocations" not in md and "allocation (1.0 MiB) carry " not in md
+
+
+def test_fraction_metric_reads_as_a_percentage():
+    r = make_result()
+    r.metrics.put("memory", "memory_fragmentation", Metric(0.23, "fraction", "fragmentation at the peak"))
+    md = render_markdown(r)
+    assert "| fragmentation | 23 % |" in md and "fraction" not in md.split("## Memory")[1].split("##")[0]

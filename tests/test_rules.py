@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tfadvisor.advice import KNOWN_METRICS, RuleError, builtin_rules_dir, evaluate, load_rules
-from tfadvisor.advice.metrics import METRICS_BY_SOURCE, readme_metric_names
+from tfadvisor.analyses import metric_registry
 from tfadvisor.errors import TraceError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,33 +81,19 @@ def test_pyproject_ships_rules_in_the_wheel():
     assert re.search(r'"rules"\s*=\s*"tfadvisor/_rules"', text)
 
 
-def test_known_metrics_match_the_analyses_readme():
-    readme = readme_metric_names()
-    assert len({n for names in readme.values() for n in names}) >= 80, "README table not parsed"
-    assert {"steps", "gaps", "input", "tfdata", "eager", "overhead"} <= set(readme)
-    # KNOWN_METRICS includes the README's names, so check them against what the code names instead
-    listed = {n for names in METRICS_BY_SOURCE.values() for n in names}
-    for module, names in readme.items():
-        src = ROOT / "tfadvisor" / ("analyses" if module not in ("multihost", "datafiles") else "") / f"{module}.py"
-        assert src.exists(), f"README module {module} has no source file {src}"
-        quoted = set(re.findall(r"[\"']([a-z][a-z0-9_]*)[\"']", src.read_text()))
-        unknown = names - listed - quoted
-        assert not unknown, f"{module}: README names metrics no code produces: {sorted(unknown)}"
-    assert "trace_context" not in KNOWN_METRICS  # a value in parentheses, not a metric
-    for module, ours in METRICS_BY_SOURCE.items():
-        if module in ("multihost", "datafiles"):
-            continue
-        src = ROOT / f"tfadvisor/analyses/{module}.py"
-        produced = set(re.findall(r'"([a-z][a-z0-9_]*)"', src.read_text())) if src.exists() else set()
-        stray = set(ours) - readme.get(module, set()) - produced
-        assert not stray, f"{module}: advice/metrics.py names neither documented nor produced: {sorted(stray)}"
+def test_known_metrics_are_the_declared_ones():
+    registry = metric_registry()
+    declared = {n for d in registry.values() for n in d.names()}
+    assert declared == set(KNOWN_METRICS) and len(declared) >= 200
+    assert {"steps", "gaps", "input", "tfdata", "overhead", "system", "datafiles", "multihost"} <= set(registry)
+    assert "trace_context" not in KNOWN_METRICS  # a value, not a metric
 
 
 def test_multihost_metrics_are_known():
     import tfadvisor.multihost as mod
     documented = set(re.findall(r"``([a-z][a-z0-9_]*)``", (mod.__doc__ or "").split("cross-host metrics")[1]
                                 .split("run-level")[0])) if "cross-host metrics" in (mod.__doc__ or "") else set()
-    assert documented and documented - set(METRICS_BY_SOURCE["multihost"]) - {"multihost"} == set()
+    assert documented and documented - set(metric_registry()["multihost"].names()) - {"multihost"} == set()
 
 
 def test_datafiles_metrics_are_known():

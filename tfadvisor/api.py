@@ -85,15 +85,19 @@ def analyze(
     jobs: int | None = None,
     dask: str | None = None,
     data: str | None = None,
+    trace: Any = None,
 ) -> Result:
-    """Load a profile and return its metrics, tables and ordered findings."""
+    """Load a profile and return its metrics, tables and ordered findings.
+
+    ``trace``: the run's :class:`~tfadvisor.trace.Trace`, when the caller has loaded it already
+    (``tfadvisor export``); a one-host run is then not read twice."""
     chosen = path if isinstance(path, Run) else resolve(path, run=run)
     if len(chosen.files) > 1:
         from tfadvisor.multihost import analyze_hosts
 
         result = analyze_hosts(chosen, options=options, progress=progress, jobs=jobs, dask=dask)
     else:
-        trace = load_run(chosen, progress=progress)
+        trace = trace if trace is not None else load_run(chosen, progress=progress)
         opts = options_from(trace, options)
         host = analyze_trace(trace, opts, host=trace.hosts[0] if trace.hosts else "")
         result = Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=dict(host.tables),

@@ -15,12 +15,45 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from tfadvisor.errors import TraceError
 from tfadvisor.links import LINKS
 
 LINK_NAMES = tuple(LINKS)
+
+
+_CLICK_NAMES = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "Path": "PATH", "bool": "BOOLEAN"}
+
+
+def _click_metavar(self: Any, ctx: Any) -> str:
+    """An option's value as click names it (``[text|json]``, ``INTEGER``, ``TEXT``), never typer's
+    ``<type>`` tag (``<list[str]>``, ``<int>``); options with their own ``metavar`` keep it."""
+    desc = self.type_descriptor
+    if desc.is_choice:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in desc.choices or ()) + "]"
+    if desc.is_path:
+        return "PATH"
+    bare = self.bare_type()
+    if bare.startswith("list[") and bare.endswith("]"):
+        bare = bare[5:-1]
+    return _CLICK_NAMES.get(bare, "TEXT")
+
+
+# Plain click help for every command (capture's and the optional ones too): an argument is its
+# metavar alone, an option's value a click metavar.
+TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+TyperArgument._usage_display_name = lambda self: (  # type: ignore[method-assign]
+    (self.display_name_raw if self.required else f"[{self.display_name_raw}]")
+    + ("..." if self.nargs != 1 and not self.display_name_raw.endswith("...") else ""))
+TyperOption.display_type = _click_metavar  # type: ignore[method-assign]
+
+#: The one-line summary of each command in a command list (it must fit 80 columns whole).
+SUMMARIES = {
+    ("capture", "service"): "Capture from a running program's profiler server(s).",
+    ("capture", "run"): "Run a training script with the profiler armed, then analyse.",
+    ("capture", "vertex"): "Run a training script on Vertex AI with profiling, then analyse.",
+}
 
 # Plain (click) help: no type tags, option names never cut at 80 columns.
 app = typer.Typer(
@@ -133,7 +166,7 @@ def _stderr_console():
     return Console(stderr=True)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, short_help="Analyse a profile: summary, then findings, most important first.")
 def analyze(
     paths: list[str] = typer.Argument(..., help="A logdir, a run directory, or .xplane.pb file(s).",
                                       metavar="PATH"),
@@ -166,6 +199,8 @@ def analyze(
     """Analyse a profile: summary, then findings, most important first."""
     from tfadvisor.api import analyze as run_analysis
 
+    if tables and fmt is not Format.json:
+        fail(f"--tables needs --format json (the {fmt.value} report has no tables)")
     opts = _options(params, bandwidth, replicas, batch_size)
     bar, update = _progress(paths, quiet)
     target = paths if len(paths) > 1 else paths[0]
@@ -203,7 +238,7 @@ def analyze(
             raise typer.Exit(1)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, short_help="Write the trace and tfadvisor's findings as a Perfetto JSON trace.")
 def export(
     path: str = typer.Argument(..., help="A logdir, a run directory, or an .xplane.pb file.", metavar="PATH"),
     out: Path = typer.Argument(..., help="The JSON trace to write (open it in ui.perfetto.dev).", metavar="OUT.json"),
@@ -212,34 +247,45 @@ def export(
                                    help="Most trace events to write (e.g. 200K, 1M; 0 for all): beyond it the "
                                    "longest are kept, and every event a finding is about."),
     rules: list[str] = typer.Option([], "--rules", metavar="DIR", help="Extra rules directory (repeatable)."),
+    params: int | None = typer.Option(None, "--params", parser=parse_count, metavar="N",
+                                      help="Model parameter count (AllReduce check), as for analyze."),
+    bandwidth: str | None = typer.Option(None, "--bandwidth", metavar="GBPS|LINK",
+                                         help="Link bandwidth in GB/s, or a link name, as for analyze."),
+    replicas: int | None = typer.Option(None, "--replicas", parser=parse_count, metavar="N",
+                                        help="Number of replicas (data-parallel workers)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", parser=parse_count, metavar="N",
+                                          help="Global batch size."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary line on stderr."),
 ) -> None:
-    """Write the trace with tfadvisor's steps, gaps and findings as a Chrome/Perfetto JSON trace."""
-    from tfadvisor.advice import evaluate, load_rules
-    from tfadvisor.analyses import analyze_trace, options_from
+    """Write the trace with tfadvisor's steps, gaps and findings as a Chrome/Perfetto JSON trace.
+
+    The findings are those `tfadvisor analyze` reports for the same options (a multi-host run's
+    run-level ones included); the slices they are about carry the rule ids."""
+    from tfadvisor.api import analyze as run_analysis
     from tfadvisor.discovery import resolve
     from tfadvisor.reader import load_run
-    from tfadvisor.report.perfetto import write_export
+    from tfadvisor.report.perfetto import host_parts, write_export
 
     limit = None if max_events.strip() in ("0", "all") else _count_option(max_events, "--max-events")
+    opts = _options(params, bandwidth, replicas, batch_size)
     chosen = resolve(path, run=run)
     if _inside(out, chosen.directory):
         fail(f"{out}: will not write into the profile directory it reads ({chosen.directory})")
     trace = load_run(chosen)
-    opts = options_from(trace, None)
-    loaded = load_rules(extra_dirs=rules)
-    hosts = []
-    for h in trace.hosts:
-        part = analyze_trace(trace.host(h), opts, host=h)
-        hosts.append((h, part.tables, evaluate(part.metrics, loaded)))
+    # the same analysis as `tfadvisor analyze` (a one-host run reuses the trace loaded here)
+    result = run_analysis(chosen, options=opts, rules_dirs=rules, trace=trace if len(chosen.files) == 1 else None)
+    hosts, run_findings = host_parts(result)
     try:
-        counts = write_export(out, trace, hosts, max_events=limit)
+        counts = write_export(out, trace, hosts, max_events=limit, run_findings=run_findings)
     except OSError as err:
         fail(f"{out}: cannot write: {err.strerror or err}")
     if not quiet:
         left = f", {counts['dropped']:,} shorter ones left out (--max-events)" if counts["dropped"] else ""
-        typer.echo(f"wrote {out}: {counts['written']:,} trace events, {counts['annotated']:,} of them marked with a "
-                   f"finding's rule{left}; {counts['tracks']:,} tfadvisor slices (steps, gaps, findings)", err=True)
+        n_findings = len(result.findings)
+        typer.echo(f"wrote {out}: {counts['written']:,} trace events{left}, {counts['tracks']:,} tfadvisor slices "
+                   f"(steps, gaps, {n_findings} finding{'s' if n_findings != 1 else ''}); marked with a finding's "
+                   f"rule: {counts['annotated']:,} trace events, {counts['marked_steps']:,} steps, "
+                   f"{counts['marked_gaps']:,} gaps", err=True)
 
 
 def _count_option(text: str, name: str) -> int:
@@ -257,8 +303,8 @@ def _inside(path: Path, directory: str) -> bool:
         return False
 
 
-@app.command(cls=Command)
-def runs(logdir: str = typer.Argument(..., help="A TensorBoard logdir.")) -> None:
+@app.command(cls=Command, short_help="List the profile runs under a logdir and their hosts.")
+def runs(logdir: str = typer.Argument(..., help="A TensorBoard logdir.", metavar="LOGDIR")) -> None:
     """List the profile runs under a logdir (newest last) and their hosts."""
     from tfadvisor.discovery import find_runs
 
@@ -269,7 +315,7 @@ def runs(logdir: str = typer.Argument(..., help="A TensorBoard logdir.")) -> Non
 @rules_app.callback()
 def rules_list(
     ctx: typer.Context,
-    rules: list[str] = typer.Option([], "--rules", help="Extra rules directory (repeatable)."),
+    rules: list[str] = typer.Option([], "--rules", metavar="DIR", help="Extra rules directory (repeatable)."),
 ) -> None:
     """List every rule (id, severity, title)."""
     if ctx.invoked_subcommand is not None:
@@ -280,10 +326,10 @@ def rules_list(
     typer.echo(list_rules_text(load_rules(extra_dirs=rules)))
 
 
-@rules_app.command("explain")
+@rules_app.command("explain", short_help="Print one rule in full: what it checks, why, example, fix.")
 def rules_explain(
     ctx: typer.Context,
-    rule_id: str = typer.Argument(..., help="Rule id, e.g. input_bound."),
+    rule_id: str = typer.Argument(..., help="Rule id, e.g. input_bound.", metavar="RULE_ID"),
 ) -> None:
     """Print one rule in full: what it checks, why it matters, example, fix."""
     from tfadvisor.advice import explain_rule, load_rules
@@ -296,14 +342,22 @@ def rules_explain(
 
 
 def _register_optional() -> None:
-    """Commands that live in their own modules (none of them imports TensorFlow at import time)."""
+    """Commands that live in their own modules (none of them imports TensorFlow at import time).
+    Registers them once, however often it is called."""
+    if any(g.name == "capture" for g in app.registered_groups):
+        return
     from tfadvisor.capture.cli import app as capture_app
     from tfadvisor.diff import diff_command
     from tfadvisor.multihost import scaling_command
 
-    app.add_typer(capture_app, name="capture")
-    app.command("diff", cls=Command)(diff_command)
-    app.command("scaling", cls=Command)(scaling_command)
+    for info in capture_app.registered_commands:
+        name = info.name or (info.callback.__name__ if info.callback else "")
+        info.short_help = info.short_help or SUMMARIES.get(("capture", name))
+    app.add_typer(capture_app, name="capture", short_help="Capture a profile: from a profiler server, or run a script.")
+    app.command("diff", cls=Command,
+                short_help="Compare two profiles: step time, breakdown, input, gaps.")(diff_command)
+    app.command("scaling", cls=Command, short_help="Scaling efficiency across runs at different replica counts.")(
+        scaling_command)
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import AnalysisResult
+from tfadvisor.analyses.base import AnalysisResult, declare
 from tfadvisor.discovery import filesystem as remote_filesystem
 from tfadvisor.errors import TraceError
 from tfadvisor.units import human_bytes
@@ -85,6 +85,27 @@ def check_data_files(path_or_glob: str, *, storage_options: dict | None = None, 
         raise TraceError(path, "no files found to check (--data wants a directory, a file or a glob)")
     return summarise(np.frombuffer(sizes, dtype=np.int64), path, top, small_bytes=small_bytes,
                      huge_bytes=huge_bytes)
+
+
+DECLARED = declare(
+    "datafiles",
+    ("data_path", "", "the training data checked (directory, file or glob)"),
+    ("data_files_count", "files", "number of training data files"),
+    ("data_total_bytes", "bytes", "total size of the training data files"),
+    ("data_file_min_bytes", "bytes", "smallest file"),
+    ("data_file_median_bytes", "bytes", "median file size"),
+    ("data_file_p90_bytes", "bytes", "90th percentile of file size"),
+    ("data_largest_file_bytes", "bytes", "largest file"),
+    ("data_file_mean_bytes", "bytes", "mean file size"),
+    ("data_small_files_count", "files", "files under 1 MiB"),
+    ("data_small_files_pct", "%", "share of files under 1 MiB"),
+    ("data_huge_files_count", "files", "files of 1 GiB or more"),
+    ("data_huge_files_pct", "%", "share of files of 1 GiB or more"),
+    ("data_shard_range_pct", "%", "share of files in the recommended shard size range 1 MiB-128 MiB"),
+    doc="Not in `ORDER`: runs on `--data DIR_OR_GLOB`, `tfadvisor/datafiles.py`; lists/stats only.",
+    tables="`data_files_sizes` (bucket, lo_bytes, hi_bytes, files, files_pct, bytes, bytes_pct, class: "
+           "small/ok/large/huge), `data_largest_files` (path, bytes)",
+)
 
 
 def summarise(sizes: np.ndarray, path: str = "", top: list[tuple[int, str]] | None = None, *,

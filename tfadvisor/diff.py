@@ -278,9 +278,11 @@ def diff_command(
     fail_on_regression: float | None = typer.Option(
         None, "--fail-on-regression", metavar="PCT",
         help="Exit 1 when the mean step time got slower by more than PCT %; 2 when a profile has no step time."),
-    run_before: str | None = typer.Option(None, "--run-before", help="Run to use in BEFORE (default: newest)."),
-    run_after: str | None = typer.Option(None, "--run-after", help="Run to use in AFTER (default: newest)."),
-    rules: list[str] = typer.Option([], "--rules", help="Extra rules directory (repeatable)."),
+    run_before: str | None = typer.Option(None, "--run-before", metavar="NAME",
+                                          help="Run to use in BEFORE (default: newest)."),
+    run_after: str | None = typer.Option(None, "--run-after", metavar="NAME",
+                                         help="Run to use in AFTER (default: newest)."),
+    rules: list[str] = typer.Option([], "--rules", metavar="DIR", help="Extra rules directory (repeatable)."),
 ) -> None:
     """Compare two profiles: step time, breakdown, input, gaps, precision, memory, AllReduce, findings."""
     from tfadvisor.api import analyze

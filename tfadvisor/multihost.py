@@ -76,7 +76,7 @@ import numpy as np
 import pandas as pd
 import typer
 
-from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, analyze_trace, options_from
+from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, analyze_trace, declare, options_from
 from tfadvisor.discovery import Run, host_name, is_remote, resolve
 from tfadvisor.errors import TraceError
 from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host
@@ -450,6 +450,37 @@ def _merge_summaries(run: Run, payloads: list[dict], executor: dict) -> dict[str
     }
 
 
+DECLARED = declare(
+    "multihost",
+    ("hosts_count", "count", "host files analysed"),
+    ("median_host", "", "the host whose per-step figures are the run's (median work per step) (whose per-step "
+                        "figures the run-level metrics are, and the reference of the ratios: the lower median by work "
+                        "per step)"),
+    ("hosts_expected", "count", "hosts the run should have (tfadvisor_run.json hosts / host_names)"),
+    ("missing_hosts", "", "expected hosts with no profile file"),
+    ("missing_hosts_count", "count", "expected hosts with no profile file"),
+    ("common_steps", "count", "step numbers present on every host with steps"),
+    ("hosts_misaligned", "", "hosts whose step numbers do not line up with the others' (aligned by step number)"),
+    ("hosts_misaligned_count", "count", "hosts whose step numbers do not line up"),
+    ("straggler_host", "", "host whose compute + input per step is > 1.2x the median host's while the others wait "
+                           "longer in AllReduce"),
+    ("straggler_ratio", "x", "work (compute + input) per step of the slowest host / the median host (work per step "
+                             "of the slowest host / the median host; None when over 1.2 but not confirmed by AllReduce "
+                             "waits)"),
+    ("slowest_host", "", "host with the most work (compute + input) per step"),
+    ("slowest_host_ratio", "x", "its work per step / the median host's (the same without the AllReduce check)"),
+    ("load_imbalance_pct", "%", "(max - min) / the median host's compute time per step"),
+    ("slowest_host_excess_pct", "%", "the slowest host's work per step beyond the median host's, % of the median "
+                                     "host's step time: what the run gains per step if it worked like the median host"),
+    doc="Not in `ORDER`: combines the hosts of a run with several host files, `tfadvisor/multihost.py`; the run's "
+        "other metrics are the median host's, by work per step.",
+    tables="`hosts` (host, steps, steps_used, step_time_mean_ms, step_time_median_ms, step_time_used_ms, one "
+           "`<category>_ms` column per step category, compute_ms, work_ms, wait_ms, input_pct, allreduce_ms_per_step, "
+           "memory_peak_bytes, events, file_bytes, work_ratio), `hosts_steps` (host, step, duration_ms, "
+           "`<category>_ms`: aligned by step number)",
+)
+
+
 def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None):
     """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result."""
     from tfadvisor.api import Result
@@ -477,7 +508,8 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
         metrics.source[k] = median.metrics.source.get(k, "")
 
     def put(name: str, value: Any, unit: str, doc: str) -> None:
-        metrics.put("multihost", name, Metric(_plain(value), unit, doc))
+        spec = DECLARED.spec(name, unit)  # raises for a metric not declared above
+        metrics.put("multihost", name, Metric(_plain(value), spec.unit, doc or spec.doc))
 
     put("hosts_count", len(has), "count", "host files analysed")
     put("median_host", median.host, "", "the host whose per-step figures are the run's (median work per step)")
@@ -764,15 +796,19 @@ def render_scaling(report: dict[str, Any], console=None) -> None:
 
 
 def scaling_command(
-    runs: list[str] = typer.Argument(..., help="Two or more runs (logdirs, run directories) of the same model at "
-                                               "different replica counts."),
-    replicas: str | None = typer.Option(None, "--replicas", help="Replica count of each run, e.g. 2,4,8 "
-                                                                  "(default: each run's tfadvisor_run.json)."),
-    batch_size: str | None = typer.Option(None, "--batch-size", help="Global batch size: one value, or one per "
-                                                                      "run (default: tfadvisor_run.json)."),
+    runs: list[str] = typer.Argument(..., metavar="RUN",
+                                     help="Two or more runs (logdirs, run directories) of the same model at "
+                                          "different replica counts."),
+    replicas: str | None = typer.Option(None, "--replicas", metavar="N[,N...]",
+                                        help="Replica count of each run, e.g. 2,4,8 "
+                                             "(default: each run's tfadvisor_run.json)."),
+    batch_size: str | None = typer.Option(None, "--batch-size", metavar="N[,N...]",
+                                          help="Global batch size: one value, or one per "
+                                               "run (default: tfadvisor_run.json)."),
     fmt: ScalingFormat = typer.Option(ScalingFormat.text, "--format", "-f", help="Output format."),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes for multi-host runs."),
-    dask: str | None = typer.Option(None, "--dask", help="Dask scheduler address for multi-host parsing."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", metavar="N", help="Worker processes for multi-host runs."),
+    dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
+                                    help="Dask scheduler address for multi-host parsing."),
 ) -> None:
     """Scaling efficiency across runs at different replica counts: throughput per replica, and where
     the efficiency is lost (AllReduce, input, other)."""

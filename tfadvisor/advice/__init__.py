@@ -9,8 +9,16 @@ from __future__ import annotations
 from tfadvisor.advice.docs import explain_rule, list_rules_text
 from tfadvisor.advice.engine import Finding, evaluate, evaluate_rule, severity_at_least
 from tfadvisor.advice.expr import Expr, ExprError, Template
-from tfadvisor.advice.metrics import KNOWN_METRICS
 from tfadvisor.advice.rules import SEVERITIES, Rule, RuleError, builtin_rules_dir, load_file, load_rules
+
+
+def __getattr__(name: str):
+    if name == "KNOWN_METRICS":  # every declared metric name (tfadvisor.analyses.known_metrics), read when asked
+        from tfadvisor.analyses import known_metrics
+
+        return known_metrics()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Expr",

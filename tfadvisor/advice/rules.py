@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from tfadvisor.advice.expr import Expr, ExprError, Template, pointer
-from tfadvisor.advice.metrics import KNOWN_METRICS
 from tfadvisor.errors import TraceError
 
 if sys.version_info >= (3, 11):
@@ -144,7 +143,7 @@ def builtin_rules_dir() -> Path:
 def load_rules(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True,
                known_metrics: Iterable[str] | None = None) -> list[Rule]:
     """Built-in rules, then each extra directory (or file) in order; later ids replace earlier ones."""
-    known = set(KNOWN_METRICS if known_metrics is None else known_metrics)
+    known = set(_known() if known_metrics is None else known_metrics)
     ordered: dict[str, Rule] = {}
     sources: list[tuple[Path, bool]] = []
     if builtin:
@@ -172,6 +171,13 @@ def load_rules(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True,
     return list(ordered.values())
 
 
+def _known() -> frozenset[str]:
+    """The metric names the analyses declare (their registry): the only names a rule may use."""
+    from tfadvisor.analyses import known_metrics
+
+    return known_metrics()
+
+
 def _rule_files(src: Path) -> list[Path]:
     if src.is_file():
         if src.suffix != ".toml":
@@ -193,7 +199,7 @@ def _rule_files(src: Path) -> list[Path]:
 def load_file(path: str | Path, known_metrics: Iterable[str] | None = None) -> list[tuple[str, Any]]:
     """Parse one file: ``[(id, Rule)]``, or ``(id, line)`` for a rule switched off with ``enabled = false``."""
     path = Path(path)
-    known = set(KNOWN_METRICS if known_metrics is None else known_metrics)
+    known = set(_known() if known_metrics is None else known_metrics)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:

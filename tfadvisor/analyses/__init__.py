@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from tfadvisor.analyses.base import AnalysisResult, Context, Metric, Options
+from tfadvisor.analyses.base import AnalysisResult, Context, Declarations, Metric, Options, declarations, declare
 from tfadvisor.runmeta import ignored_fields
 from tfadvisor.runmeta import positive as _positive
 from tfadvisor.trace import Trace
@@ -34,6 +34,24 @@ ORDER = (
     "system",  # system samples and start-up (tfadvisor_system.<host>.npz, tfadvisor_run.json)
     "timeline",  # bounded activity lanes of the window, for the reports' timeline view
 )
+
+
+#: Producers of metrics that are not in :data:`ORDER`, as ``source: module``.
+OTHER_PRODUCERS = {"datafiles": "tfadvisor.datafiles", "multihost": "tfadvisor.multihost"}
+
+
+def metric_registry() -> dict[str, Declarations]:
+    """Every producer's declared metrics (the analyses in :data:`ORDER`, then ``datafiles`` and
+    ``multihost``): the names rules may use, and what ``tfadvisor/analyses/README.md`` is made from."""
+    modules = {name: f"tfadvisor.analyses.{name}" for name in ORDER} | OTHER_PRODUCERS
+    for module in modules.values():
+        importlib.import_module(module)
+    return {source: declarations(source) for source in modules}
+
+
+def known_metrics() -> frozenset[str]:
+    """All declared metric names."""
+    return frozenset(n for d in metric_registry().values() for n in d.names())
 
 
 class Metrics(dict):
@@ -105,5 +123,5 @@ def options_from(trace: Trace, options: Options | None = None) -> Options:
     return o
 
 
-__all__ = ["AnalysisResult", "Context", "HostAnalysis", "Metric", "Metrics", "ORDER", "Options", "analyze_trace",
-           "options_from"]
+__all__ = ["AnalysisResult", "Context", "Declarations", "HostAnalysis", "Metric", "Metrics", "ORDER", "Options",
+           "analyze_trace", "declare", "known_metrics", "metric_registry", "options_from"]

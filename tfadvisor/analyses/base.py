@@ -5,6 +5,15 @@ columnar :class:`~tfadvisor.trace.Trace`, may read earlier results through ``ctx
 (``ctx.result("steps")``), and returns named scalar metrics (with units) and pandas
 tables. A metric whose data is absent from the trace is ``None`` with a note saying
 why; it is never invented as zero.
+
+Every module that produces metrics declares them once, at module level::
+
+    METRICS = declare("steps", ("steps_count", "count", "training steps found"), ..., doc="...", tables="...")
+
+:meth:`AnalysisResult.add` refuses a name its analysis did not declare (and a unit that differs
+from the declared one), so the code and the declarations cannot drift. The declarations of all
+modules (:func:`tfadvisor.analyses.metric_registry`) are what rules are checked against and what
+``tfadvisor/analyses/README.md`` is generated from (``python -m tfadvisor.analyses.docs``).
 """
 
 from __future__ import annotations
@@ -18,6 +27,71 @@ from tfadvisor.trace import Plane, StatColumn, Trace
 
 PS_PER_MS = 1e9
 PS_PER_US = 1e6
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A declared metric: its name, unit (``ms``, ``%``, ``bytes``, ``count`` or empty) and meaning."""
+
+    name: str
+    unit: str = ""
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Declarations:
+    """The metrics one producer (an analysis, or ``datafiles`` / ``multihost``) may add, in order."""
+
+    source: str
+    metrics: tuple[MetricSpec, ...]
+    doc: str = ""  # prose for the generated README
+    tables: str = ""  # the tables the producer adds, for the generated README
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {m.name: m for m in self.metrics})
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name  # type: ignore[attr-defined]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.metrics)
+
+    def spec(self, name: str, unit: str = "") -> MetricSpec:
+        """The declaration of ``name``; raises :class:`UndeclaredMetric` if there is none or ``unit`` differs."""
+        m = self._by_name.get(name)  # type: ignore[attr-defined]
+        if m is None:
+            raise UndeclaredMetric(f"metric {name!r} is not declared by {self.source!r}: add it to that module's "
+                                   "METRICS = declare(...)")
+        if unit and unit != m.unit:
+            raise UndeclaredMetric(f"metric {name!r} of {self.source!r} is declared in {m.unit!r}, added in {unit!r}")
+        return m
+
+
+class UndeclaredMetric(ValueError):
+    """An analysis added a metric its module does not declare (or with another unit)."""
+
+
+_DECLARED: dict[str, Declarations] = {}
+
+
+def declare(source: str, *metrics: tuple[str, str, str] | MetricSpec, doc: str = "", tables: str = "") -> Declarations:
+    """Declare the metrics of ``source`` (each ``(name, unit, doc)``); one declaration per source."""
+    specs = tuple(m if isinstance(m, MetricSpec) else MetricSpec(*m) for m in metrics)
+    dup = {m.name for m in specs if sum(n.name == m.name for n in specs) > 1}
+    if dup:
+        raise ValueError(f"{source}: metrics declared twice: {sorted(dup)}")
+    decl = Declarations(source, specs, doc.strip(), tables.strip())
+    _DECLARED[source] = decl
+    return decl
+
+
+def declarations(source: str) -> Declarations:
+    """What ``source`` declared (its module must have been imported)."""
+    try:
+        return _DECLARED[source]
+    except KeyError:
+        raise UndeclaredMetric(f"no metric declarations for {source!r}: its module has no METRICS = declare(...)") \
+            from None
 
 
 @dataclass
@@ -37,12 +111,17 @@ class AnalysisResult:
     notes: list[str] = field(default_factory=list)
 
     def add(self, name: str, value: Any, unit: str = "", doc: str = "") -> None:
-        self.metrics[name] = Metric(_plain(value), unit, doc)
+        """Set a declared metric; ``unit`` must match the declaration, ``doc`` (optional) refines its text
+        for this run. Raises :class:`UndeclaredMetric` for a name this analysis did not declare."""
+        spec = declarations(self.name).spec(name, unit)
+        self.metrics[name] = Metric(_plain(value), spec.unit, doc or spec.doc)
 
     def missing(self, names: list[str] | tuple[str, ...], why: str, unit: str = "") -> None:
         """Declare metrics unavailable on this trace (value None) and note why."""
+        decl = declarations(self.name)
         for n in names:
-            self.metrics.setdefault(n, Metric(None, unit, ""))
+            spec = decl.spec(n, unit)
+            self.metrics.setdefault(n, Metric(None, spec.unit, spec.doc))
         if why not in self.notes:
             self.notes.append(why)
 
@@ -103,4 +182,5 @@ def _plain(value: Any) -> Any:
 
 
 AnalysisFn = "Callable[[Trace, Context], AnalysisResult]"
-__all__ = ["AnalysisResult", "Context", "Metric", "Options", "PS_PER_MS", "PS_PER_US", "Trace"]
+__all__ = ["AnalysisResult", "Context", "Declarations", "Metric", "MetricSpec", "Options", "UndeclaredMetric",
+           "declarations", "declare", "PS_PER_MS", "PS_PER_US", "Trace"]

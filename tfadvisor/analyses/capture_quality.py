@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.device_lines import short_name
 from tfadvisor.analyses.steps import Measure, activity, device_steps, host_trace, step_table
 from tfadvisor.trace import Trace
@@ -54,6 +54,30 @@ def _skew_ms(per_device: list[tuple[str, np.ndarray, np.ndarray]]) -> tuple[floa
     step = spread.idxmax()
     sub = df[df["step"] == step].sort_values(["start", "device"])
     return float(spread.max()) / PS_PER_MS, f"{sub['device'].iloc[0]} and {sub['device'].iloc[-1]}"
+
+
+DECLARED = declare(
+    "capture_quality",
+    ("capture_window_ms", "ms", "the analysed host's capture window: first to last event over its CPU and device "
+                                "planes"),
+    ("devices_total", "count", "device planes (GPU/TPU) of the host, empty ones included"),
+    ("devices_active", "count", "devices that ran kernels (TPU: XLA ops) in the window"),
+    ("devices_active_list", "", "the devices that ran kernels"),
+    ("devices_idle", "", "the devices that ran no kernel (copies alone do not count) (names, comma-separated)"),
+    ("devices_idle_count", "count", "devices that ran no kernel"),
+    ("device_busy_pct", "%", "per active device, its kernels, copies and collectives (union) as % of the window; mean"),
+    ("device_busy_union_pct", "%", "time any device was busy, % of the window"),
+    ("complete_steps", "count", "steps in the window (disjoint, positive length)"),
+    ("steps_window_pct", "%", "share of the window inside steps"),
+    ("step_skew_ms", "ms", "largest start-time difference of the same step on two devices"),
+    ("capture_steady_state", "", "the window shows steady-state training: >= 3 steps, devices busy >= 2 % of it, "
+                                 "devices in step with each other (False: fewer than 3 steps, devices busy < 2 % of "
+                                 "the window with steps present, or the same step > max(50 ms, 2 x median step) apart "
+                                 "on two devices; step-based rules hold only when it is not False)"),
+    ("capture_issues", "", "what keeps the window from showing steady-state training (the reasons, plus idle devices)"),
+    ("capture_issue_count", "count", "number of capture issues"),
+    tables="`devices` (per device: activity lines, kernels, copies, busy_ms, compute_ms, first/last activity)",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

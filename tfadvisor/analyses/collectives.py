@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor import links
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
     device_lines,
@@ -146,7 +146,7 @@ def _expectation(res: AnalysisResult, ctx: Context, explain: bool = True) -> flo
     ``explain``: add notes saying which option to pass for a missing input (only useful
     when the trace has an all-reduce to check).
     """
-    quiet = AnalysisResult("quiet")
+    quiet = AnalysisResult("collectives")  # scratch: the same declarations
     out = _expectation_into(res if explain else quiet, ctx)
     if not explain:
         for k, m in quiet.metrics.items():
@@ -198,6 +198,33 @@ def _expectation_into(res: AnalysisResult, ctx: Context) -> float | None:
     res.missing(["allreduce_expected_ring_ms"], "replica count unknown: pass --replicas N for the ring form; "
                                                 "allreduce_ratio uses params x 4 / bandwidth")
     return expected
+
+
+DECLARED = declare(
+    "collectives",
+    ("allreduce_present", "", "the trace has all-reduce kernels or ops"),
+    ("allreduce_ms_per_step", "ms", "all-reduce time per step (union of all-reduce intervals, mean over steps and "
+                                    "devices)"),
+    ("allreduce_pct", "%", "all-reduce time as % of step time (% of step time, over the steps the statistics use)"),
+    ("allreduce_overlap_pct", "%", "share of all-reduce time during which compute runs on the same device/host "
+                                   "(share overlapped by compute)"),
+    ("allreduce_count_per_step", "count", "all-reduce kernels/ops started per step (per device)"),
+    ("allreduce_total_ms", "ms", "all-reduce time over the whole profile, per host"),
+    ("collective_exposed_pct", "%", "the step breakdown's collective share not hidden behind compute, % of step time"),
+    ("param_count", "count", "trainable parameters (from options / tfadvisor_run.json)"),
+    ("replicas", "count", "data-parallel replicas taking part in the all-reduce"),
+    ("link_bandwidth_gbps", "GB/s", "per-GPU link bandwidth per direction (nvlink3 (300 GB/s: NVLink 3 (A100 SXM): "
+                                    "12 links x 25 GB/s per direction))"),
+    ("allreduce_expected_ms", "ms", "param_count x 4 bytes / link bandwidth"),
+    ("allreduce_expected_ring_ms", "ms", "ring all-reduce: expected x 2(N-1)/N"),
+    ("allreduce_ratio", "x", "measured all-reduce per step / expected from parameters and link bandwidth (measured / "
+                             "expected)"),
+    ("allreduce_source", "", "where the all-reduce time was measured: device kernels or host ops"),
+    doc="`allreduce_source` (`device`: NCCL/XLA kernels, `host`: CollectiveReduce*/NcclAllReduce/Horovod op events), "
+        "`allreduce_total_ms` (all-reduce time over the whole profile, per device; given when there are no steps)",
+    tables="`collective_ops`; `collective_ops`: plane, host, name, kind (allreduce/collective), count, total_ms, "
+           "mean_us",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import STEP_STATS, Measure, activity, step_table, union_of
 from tfadvisor.trace import Trace
 
@@ -43,6 +43,26 @@ def _windows(ctx: Context, act) -> tuple[np.ndarray, np.ndarray]:
     starts = np.concatenate([a[:1], a[cut]])
     ends = np.concatenate([np.maximum.accumulate(b)[cut - 1], [int(b.max())]])
     return starts, np.maximum(ends, starts)
+
+
+DECLARED = declare(
+    "eager",
+    ("eager_op_count", "count", "ops dispatched eagerly (EagerExecute, is_func 0, outside functions; input fetches "
+                                "left out) in the profiled wall time"),
+    ("eager_pct", "%", "eager op time (union, input waits left out), % of the profiled wall time (eager op time, % "
+                       "of profiled wall time of the training thread)"),
+    ("eager_ms", "ms", "eager op time over the profiled wall time"),
+    ("tf_function_calls", "count", "tf.function calls in the profile"),
+    ("retrace_count", "count", "tf.function retraces in the profile (traced calls with tracing_count >= 2) "
+                               "(tracing_count growth over the window)"),
+    ("retraced_functions", "", "functions that retraced (comma-separated names)"),
+    ("retrace_pct", "%", "time in tf.function calls that traced, % of the profiled wall time"),
+    doc="`eager_ms` (eager op time over the profiled wall time); input fetches dispatched eagerly "
+        "(`IteratorGetNext*`, `Optional*`) are input, not eager time; `retrace_pct` (time in tf.function calls that "
+        "traced, % of wall time)",
+    tables="`tf_functions`; `tf_functions` (function, calls, traced_calls, retraces, tracing_count_min/max, "
+           "total_ms, mean_ms)",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

@@ -29,7 +29,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import LazyUnion, Measure, activity, step_table
 from tfadvisor.trace import Trace
 
@@ -71,6 +71,32 @@ def _host_classes(act, ctx: Context) -> dict[str, Measure]:
     out["input"] = LazyUnion(act.threads("tfdata").wall(), act.get("input_wait"))
     out["ops"] = act.get("train_threads")
     return out
+
+
+DECLARED = declare(
+    "gaps",
+    ("non_train_ms", "ms", "time between steps spent on validation or an epoch end (left out of the wall time and "
+                           "the gaps)"),
+    ("non_train_gaps_count", "count", "validation / epoch-end intervals between steps (validation and epoch ends "
+                                      "between steps: left out of the wall time and the gaps)"),
+    ("idle_pct", "%", "share of the profiled wall time (first step start to last step end) in which the training "
+                      "threads ran nothing (idle share of profiled wall time of the device, or CPU-only of the "
+                      "training threads)"),
+    ("idle_between_steps_pct", "%", "idle time between steps (the training threads idle), % of wall time"),
+    ("idle_within_steps_pct", "%", "idle time inside steps (nothing traced), % of wall time"),
+    ("gaps_count", "count", "gaps between steps with at least max(100 us, 5% of the median step) idle"),
+    ("gap_mean_ms", "ms", "mean idle time of the gaps between steps (none)"),
+    ("gap_max_ms", "ms", "longest idle gap between steps (none)"),
+    ("gap_host_python_pct", "%", "share of the time between steps with python-thread events"),
+    ("gap_host_activity", "", "what the host ran in the gaps between steps, weighted by gap length (what the host "
+                              "ran in the gaps most: `python`, `callbacks`, `input`, `idle`, ...)"),
+    doc="`idle_pct` = between + within; between: the part of each gap between steps in which the device (CPU-only: "
+        "TF activity of the training threads) is idle, whatever the host's Python does; within: the `idle` step "
+        "category. Shares of `profile_wall_ms`. `gap_host_activity` values: `python`, `callbacks`, `input`, `ops`, "
+        "`idle`",
+    tables="`gaps` (start_ps, end_ps, duration_ms, between_steps, kind (`between_steps`, `validation`, `epoch_end`), "
+           "host_activity); `gaps` also has `idle_ms`",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

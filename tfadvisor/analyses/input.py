@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses import tfdata
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import Measure, Runs, activity, merge, step_spans, step_table
 from tfadvisor.trace import Trace
 
@@ -43,6 +43,42 @@ def severity(pct: float | None) -> str | None:
     if pct is None:
         return None
     return "high" if pct >= HIGH_PCT else "moderate" if pct >= MODERATE_PCT else "low"
+
+
+DECLARED = declare(
+    "input",
+    ("input_pct", "%", "share of step time waiting for input (host wait + H2D + device waiting for the host)"),
+    ("input_host_wait_pct", "%", "host time in IteratorGetNext* inside steps, % of step time"),
+    ("input_h2d_pct", "%", "host-to-device copy time inside steps, % of step time"),
+    ("input_device_wait_pct", "%", "time the device idles while the host waits for input, % of step time"),
+    ("h2d_pageable_pct", "%", "share of H2D copy time from pageable memory"),
+    ("h2d_exposed_pct", "%", "H2D copy time not overlapped by device compute, % of step"),
+    ("xprof_input_pct", "%", "xprof's input share (CPU-only: host wait in IteratorGetNext*) (xprof's own definition, "
+                             "for comparison)"),
+    ("input_severity", "", "xprof's input-bound levels: high >= 20 %, moderate >= 5 % (`high` >= 20, `moderate` >= "
+                           "5, `low`)"),
+    ("tfdata_cpu_ratio", "", "tf.data thread-busy time / training thread-busy time inside steps"),
+    ("tfdata_cpu_pct", "%", "tf.data thread-busy time, % of step wall time x 2 cores"),
+    ("tfdata_contention_pct", "%", "step time lost to CPU contention with the tf.data threads, % of step time "
+                                   "(tf.data threads' compute while the step runs, over the cores)"),
+    ("tfdata_contention_ms_per_step", "ms", "step time lost to CPU contention with the tf.data threads, per step"),
+    ("tfdata_cost_ms_per_step", "ms", "what the input pipeline costs each step: the wait for input plus the "
+                                      "contention loss"),
+    ("tfdata_cost_pct", "%", "that cost, % of step time"),
+    ("step_own_ms_per_step", "ms", "the step's own time without the pipeline: step time minus wait and contention "
+                                   "loss"),
+    ("tfdata_cores", "", "cores the train step and the tf.data threads share"),
+    doc="`xprof_input_pct` uses the statistics' steps; CPU-only it equals `input_pct`; with a device it is the H2D "
+        "time not hidden by compute (xprof leaves the host wait out). `tfdata_cpu_pct` uses the Eigen intra-op thread "
+        "count as the core count (None without Eigen threads)\n\nTf.data cost: `tfdata_cores` (cores the train step "
+        "and the tf.data threads share), `tfdata_contention_pct` / `tfdata_contention_ms_per_step` (step time lost to "
+        "CPU contention with the tf.data threads: their compute while the step runs, over the cores), "
+        "`tfdata_cost_pct` / `tfdata_cost_ms_per_step` (what the pipeline costs each step: the input wait plus the "
+        "contention loss), `step_own_ms_per_step` (step time without the pipeline: minus the wait and the contention "
+        "loss)",
+    tables="`input_per_step`; `input_per_step` (step, host_wait_ms, input_ms, h2d_ms, device_wait_ms, "
+           "tfdata_busy_ms, training_busy_ms)",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

@@ -22,7 +22,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.placement import step_windows
 from tfadvisor.analyses.precision import DTYPE_NAMES
 from tfadvisor.analyses.steps import step_table
@@ -156,6 +156,30 @@ def _capacity(row: pd.Series, trace: Trace, allocator: str) -> tuple[float | Non
 
 def _plain_id(v):
     return v.item() if hasattr(v, "item") else v
+
+
+DECLARED = declare(
+    "memory",
+    ("memory_present", "", "the trace has MemoryAllocation/MemoryDeallocation events"),
+    ("memory_allocator", "", "the allocator the memory figures describe (a device allocator when there is one, else "
+                             "the largest)"),
+    ("memory_peak_bytes", "bytes", "largest bytes in use seen in the profile"),
+    ("memory_peak_time_ms", "ms", "when the peak happened, from the profile start"),
+    ("memory_peak_bytes_lifetime", "bytes", "the allocator's own peak since the process started (peak_bytes_in_use)"),
+    ("memory_capacity_bytes", "bytes", "allocator limit (reserved + allocated + available)"),
+    ("memory_peak_pct", "%", "peak bytes in use as % of capacity"),
+    ("memory_fragmentation", "fraction", "allocator fragmentation (0-1) at the peak"),
+    ("memory_peak_step", "", "the step (``step`` of the step table) in which the peak happened"),
+    ("memory_live_at_peak_bytes", "bytes", "bytes of the buffers found live at the peak (buffers allocated before "
+                                           "the profile and never freed in it cannot be seen)"),
+    doc="`memory_peak_bytes_lifetime` (the allocator's own `peak_bytes_in_use`, since process start), "
+        "`memory_peak_step` (`step` of the step in which the peak happened), `memory_live_at_peak_bytes` (bytes of the "
+        "buffers found live at the peak). `memory_fragmentation` is a fraction 0-1 at the peak",
+    tables="`memory_timeline` (time_ms, bytes_in_use), `memory_live_at_peak` (tf_op, shape, region_type, bytes); "
+           "`memory_allocators` (allocator, device, events, allocations, peak_bytes, peak_time_ms, "
+           "lifetime_peak_bytes, capacity_bytes, capacity_source, peak_pct, fragmentation_at_peak); `memory_timeline` "
+           "also has allocator, time_ps; `memory_live_at_peak` also has data_type, count, before_window",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

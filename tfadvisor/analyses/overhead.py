@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import (
     L_PYTHON,
     M_FRAME,
@@ -57,6 +57,26 @@ def python_tf_rows(act, ctx: Context, starts: np.ndarray, ends: np.ndarray) -> n
         kk = np.minimum(k, starts.shape[0] - 1)
         drop |= (k < starts.shape[0]) & (starts[kk] >= s) & (ends[kk] <= e)
     return rows[~drop & (e > s)]
+
+
+DECLARED = declare(
+    "overhead",
+    ("step_outliers_excess_ms", "ms", "time the outlier steps take beyond the median step, summed"),
+    ("step_outliers_excess_pct", "%", "the same, % of the time of all steps: what making the outliers median steps "
+                                      "would save (the outlier steps' time beyond the median step, summed; % of all "
+                                      "step time)"),
+    ("kernel_launch_pct", "%", "launch-call time while the device computes nothing, % of step time"),
+    ("kernel_launch_host_pct", "%", "all launch-call time inside steps, % of step time"),
+    ("python_overhead_pct", "%", "host time inside steps outside any TF call or op and outside tf.function calls, % "
+                                 "of step time"),
+    ("python_overhead_ms_per_step", "ms", "the same, per step"),
+    ("function_call_overhead_pct", "%", "Python side of tf.function calls inside steps (in the call, outside its TF "
+                                        "work), % of step time"),
+    doc="`kernel_launch_pct` is the exposed launch time (the `kernel_launch` step category, as xprof); "
+        "`kernel_launch_host_pct` (all launch-call time inside steps, hidden or not). `python_overhead_pct`: time "
+        "inside steps with no TF call on the python thread and no TF op/runtime/launch/input wait on any host thread "
+        "(python-tracer frames and the Python side of tf.function calls count as Python)",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from tfadvisor import wire
 from tfadvisor.analyses import device_lines as dl
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import step_table
 from tfadvisor.trace import Plane, Trace
 
@@ -489,6 +489,22 @@ def device_op_table(trace: Trace) -> pd.DataFrame | None:
 def _runs_bounds(ln: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     cut = np.flatnonzero(ln[1:] != ln[:-1]) + 1
     return np.concatenate([[0], cut]), np.concatenate([cut, [ln.size]])
+
+
+DECLARED = declare(
+    "placement",
+    ("device_present", "", "the trace has a device (GPU/TPU) plane"),
+    ("host_op_count", "count", "TF op executions that ran on the host"),
+    ("device_op_count", "count", "TF op executions that ran on a device (host launch events of ops whose kernels "
+                                 "carry their name)"),
+    ("host_op_time_ms", "ms", "wall time with a host-placed TF op running (inside steps)"),
+    ("device_op_time_ms", "ms", "compute kernel time per device (sum of kernel durations, mean over devices)"),
+    ("host_op_time_pct", "%", "host TF op time as % of step time"),
+    doc="`host_op_time_ms` (wall time with a host-placed TF op running, inside steps when there are steps), "
+        "`device_op_time_ms` (compute kernel time per device: sum of kernel durations, mean over devices). CPU-only: "
+        "`host_op_time_pct` is None (every op is on the host); eager ops (`EagerLocalExecute: <Type>`) count as ops",
+    tables="`host_ops` (top host ops by time); `host_ops`: op, type, count, total_ms, mean_us, pct",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

@@ -25,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.hlo_dtypes import hlo_classes
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
@@ -584,6 +584,60 @@ def _cpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
 
 
 # ----------------------------------------------------------------------------------------
+
+DECLARED = declare(
+    "precision",
+    ("device_compute_ms", "ms", "sum of compute kernel time on all GPUs"),
+    ("fp16_pct", "%", "fp16 share of device compute with a known dtype"),
+    ("bf16_pct", "%", "bf16 share of device compute with a known dtype"),
+    ("tf32_pct", "%", "tf32 (tensor-core fp32) share of device compute with a known dtype"),
+    ("fp32_pct", "%", "fp32 and fp64 share of device compute with a known dtype"),
+    ("int8_pct", "%", "int8 share of device compute with a known dtype"),
+    ("low_precision_pct", "%", "fp16 + bf16 + int8 (+ fp8) share of device compute with a known dtype"),
+    ("xprof_16bit_pct", "%", "16-bit share as xprof counts it ('half'/'fp16' in the kernel name) (xprof's counting: "
+                             "`half`/`fp16` in name only)"),
+    ("precision_unknown_pct", "%", "share of device compute whose dtype the trace tells not (not counted in the "
+                                   "shares above)"),
+    ("tensor_core_capable", "", "NVIDIA GPU with compute capability >= 7.0 (Volta or newer)"),
+    ("compute_capability", "", "GPU compute capability (highest on the host)"),
+    ("device_vendor", "", "GPU vendor: nvidia, amd or unknown (GPU plane stat device_vendor)"),
+    ("matrix_time_ms", "ms", "GEMM/convolution/attention kernel time on all GPUs"),
+    ("matrix_fp16_pct", "%", "fp16 share of matrix time with a known dtype"),
+    ("matrix_bf16_pct", "%", "bf16 share of matrix time with a known dtype"),
+    ("matrix_tf32_pct", "%", "tf32 share of matrix time with a known dtype"),
+    ("matrix_fp32_pct", "%", "fp32/fp64 share of matrix time with a known dtype"),
+    ("matrix_int8_pct", "%", "int8 share of matrix time with a known dtype"),
+    ("matrix_low_precision_pct", "%", "fp16 + bf16 + int8 + fp8 share of matrix time with a known dtype"),
+    ("matrix_unknown_pct", "%", "share of matrix time whose dtype neither the HLO nor the kernel name tells"),
+    ("matrix_dtype", "", "the dtype with the largest share of matrix time"),
+    ("precision_source", "", "where dtypes came from: hlo (/host:metadata), kernel_names, tf_op_dtypes (memory "
+                             "events)"),
+    ("framework", "", "framework that produced the trace: jax (jit_ programs) or tensorflow"),
+    ("cpu_low_precision_pct", "%", "share of host TF op time computing in 16 bits (of op time whose dtype the trace "
+                                   "tells) (CPU-only: share of op time with 16-bit dtypes, where dtypes are known)"),
+    ("cpu_precision_source", "", "where the dtypes came from: memory_events (data_type of each op's outputs) or "
+                                 "keras_casts (ops inside layers that cast their variables to a 16-bit compute dtype)"),
+    doc="`precision_unknown_pct` (device compute whose kernel name and TF op dtype tell no type; included in "
+        "`fp32_pct`, which is \"32-bit or unspecified\", as xprof counts), `cpu_precision_source` (`memory_events`: "
+        "dtypes of each op's output allocations; `keras_casts`: ops inside Keras layers that cast their variables to a "
+        "16-bit compute dtype). Note: `expected.toml`'s `fp16_pct` truth is the 16-bit share (fp16 + bf16), compare it "
+        "with `fp16_pct + bf16_pct`\n\nVendor-neutral: `device_vendor` (`nvidia`/`amd`/`unknown`, GPU plane stat "
+        "`device_vendor`; NVIDIA writers may leave it out), `framework` (`jax`: `jit_` programs; `tensorflow`: TF "
+        "threads/ops; `unknown`), `matrix_time_ms` (GEMM/convolution/attention kernel time, all GPUs), "
+        "`matrix_fp16_pct`, `matrix_bf16_pct`, `matrix_tf32_pct`, `matrix_fp32_pct` (fp32 + fp64), `matrix_int8_pct`, "
+        "`matrix_low_precision_pct` (shares of matrix time with a KNOWN dtype), `matrix_unknown_pct` (matrix time "
+        "whose dtype neither HLO nor name tells), `matrix_dtype` (largest share), `precision_source` (`hlo`, "
+        "`kernel_names`, `tf_op_dtypes`, joined by `+`). Dtypes: the HLO in `/host:metadata` (`Hlo Proto`, via "
+        "`hlo_op`/`program_id`) first, else kernel names (cuBLAS/cuDNN/CUTLASS, hipBLASLt/Tensile type codes "
+        "`BBS`/`HHS`/`SS`, CK `bfloat16_t`/`bhalf_t`/`half_t`), else unknown. Since this row, `fp16_pct` ... "
+        "`fp32_pct`, `low_precision_pct` are shares of device compute with a known dtype (unknown no longer counted as "
+        "fp32); `tensor_core_capable` is NVIDIA only",
+    tables="`precision_mix`, `kernels` (top kernels with precision class); `dtype_mix` (data_type, allocations, "
+           "bytes; from memory events), `precision_mix` (precision, kernels, count, total_ms, pct), `kernels` (kernel, "
+           "precision, tensor_core, xprof_16bit, count, total_ms, pct); `precision_mix` also has matrix_ms; `kernels` "
+           "also has matrix",
+)
+
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("precision")

@@ -74,7 +74,7 @@ import pandas as pd
 from numba import njit
 
 from tfadvisor.analyses import device_lines
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.runmeta import steps_per_execution
 from tfadvisor.trace import Plane, StatColumn, Trace
 
@@ -1561,6 +1561,53 @@ def _stats_mask(n: int) -> np.ndarray:
         m[0] = False
         m[-1] = False
     return m
+
+
+DECLARED = declare(
+    "steps",
+    ("steps_source", "", "where the steps came from (`trace_context`, `profiled_batch`, `device_steps`, "
+                         "`function_cadence`, `iterator_cadence`, `none`)"),
+    ("steps_count", "count", "training steps found"),
+    ("executions_count", "count", "step markers (each runs steps_per_execution training steps)"),
+    ("steps_per_execution", "count", "training steps per step marker (Keras steps_per_execution)"),
+    ("steps_per_execution_source", "", "where steps_per_execution came from (run_file, step_num_stride, "
+                                       "loop_structure; none: one step each)"),
+    ("steps_in_stats_count", "count", "steps the statistics use (with more than 5 markers the first and last are "
+                                      "left out, as in xprof)"),
+    ("step_time_mean_ms", "ms", "mean step time (marker duration per training step)"),
+    ("step_time_median_ms", "ms", "median step time"),
+    ("step_time_p90_ms", "ms", "90th percentile step time"),
+    ("step_time_min_ms", "ms", "fastest step"),
+    ("step_time_max_ms", "ms", "slowest step"),
+    ("step_time_std_ms", "ms", "step time standard deviation"),
+    ("step_outliers_count", "count", "steps slower than median + 3 x MAD (all steps; not the first after an epoch "
+                                     "end)"),
+    ("step_outlier_max_ratio", "", "slowest step / median step (not counting the first after an epoch end) (slowest "
+                                   "outlier / median)"),
+    ("step_period_mean_ms", "ms", "mean time from one step's start to the next step's start (step time + time "
+                                  "between steps)"),
+    ("profile_wall_ms", "ms", "wall time from the first step's start to the last step's end"),
+    ("steps_wall_pct", "%", "share of that wall time inside steps (less validation and epoch ends between steps) "
+                            "(share of wall time inside steps)"),
+    ("step_device_compute_pct", "%", "share of step time: device compute"),
+    ("step_input_pct", "%", "share of step time: input"),
+    ("step_host_compute_pct", "%", "share of step time: host compute"),
+    ("step_kernel_launch_pct", "%", "share of step time: kernel launch"),
+    ("step_collective_pct", "%", "share of step time: collective"),
+    ("step_idle_pct", "%", "share of step time: idle"),
+    ("step_other_pct", "%", "share of step time: other"),
+    doc="`step_period_mean_ms` (mean time from one step's start to the next one's: step time + time between steps; "
+        "the step *time* metrics are the marker duration, as xprof's), `steps_in_stats_count` (steps the statistics "
+        "use: with more than 5 steps the first and last are left out, as xprof does), `profile_wall_ms` (first step "
+        "start to last step end; without steps the traced span). Category split by priority: with a device: device "
+        "compute > collective > input > other (D2H/D2D/memset) > kernel launch > host compute > idle; CPU-only: input "
+        "(IteratorGetNext wait, as xprof) > collective > device compute (TF ops on the training threads, eager "
+        "kernels) > other (TF runtime) > host compute (Python-side TF calls) > idle (nothing traced: pure Python). "
+        "`step_kernel_launch_pct` is None CPU-only",
+    tables="`steps` (step, start_ps, end_ps, duration_ms, train_steps, ms_per_step, preceded_by (`validation`, "
+           "`epoch_end` or empty), one `<category>_ms` column per category, outlier flag); `steps` also has `name`, "
+           "`period_ms`, `in_stats`",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.system_samples import Samples, SamplesError, find_samples, load_samples
 from tfadvisor.trace import Trace
 
@@ -77,6 +77,24 @@ STARTUP_METRICS = (
     ("startup_before_fit_cpu_pct", "%", "process CPU time before fit(), % of one core over that time"),
     ("startup_pct", "%", "start-up, % of the job's wall time (start-up + planned steps x median step time)"),
     ("startup_first_get_next_ms", "ms", "time in IteratorGetNext during the first step (when it was profiled)"),
+)
+
+
+DECLARED = declare(
+    "system",
+    *UTIL_METRICS,
+    *GPU_METRICS,
+    ("system_gpu_sampler", "", "nvml, amdsmi or none"),
+    *STARTUP_METRICS,
+    doc="System samples `tfadvisor_system.<host>.npz` and `tfadvisor_run.json` `startup`; "
+        "`tfadvisor/analyses/system.py`, file format in `tfadvisor/system_samples.py`; None without "
+        "them.\n\nUtilisation: means over the samples taken while the profiled steps ran; `_mbps` = MB/s, "
+        "10^6 bytes; `system_cpu_util_pct` % of all cores; `system_gpu_util_pct` only where a GPU sampler "
+        "(NVML/amdsmi) ran, `system_gpu_sampler` says which or none.\n\nStart-up: process start -> fit() -> first "
+        "batch -> end of the first step; `startup_pct` = start-up / (start-up + planned steps x median step time).",
+    tables="`system_timeline` (time_s, time_ps since the profile start, cpu_pct, proc_cpu_pct, mem_used_pct, "
+           "disk_read_mbps, disk_write_mbps, net_recv_mbps, net_sent_mbps, gpu_util_pct), `system_summary` (figure, "
+           "metric, value, unit), `startup` (phase, seconds)",
 )
 
 

@@ -11,8 +11,16 @@ threads: its calls are the consumer *waiting* for it. Its own work is its ``<Kin
 (minus the child stages they call) plus the function bodies it launches: each ``FunctionRun`` on a
 tf.data thread hands a body to the private threadpool, whose ``ExecutorState::Process`` events carry
 the matching consumer id (``_p`` -> ``_c``). Table ``tfdata_stages``: ``self_ms`` is that work,
-``elements`` the elements it produced (function runs for map stages, else calls),
-``element_us``/``batch_us`` its cost per element and per batch, ``wait_ms`` the consumers' wait.
+``elements`` the elements it produced (function runs for map stages, else calls), ``wait_ms`` the
+consumers' wait. ``element_us``, time per element: the stage's work per element produced (its
+function bodies' wall time on their threads, start to end, plus its producer/launch work; a mean).
+``batch_us``, time per batch: the wall time the stage
+needs to produce one batch, ``element_us`` x the batch size (of the stage, or of the nearest
+``Batch*`` above it; a map after ``batch()``: per function run) / ``concurrency``, how many of its
+function bodies ran at once on average while any ran (at most its ``parallelism``). A ``Batch*``
+stage's own ``batch_us`` is its own work per call (copying), its inputs' cost is on the stages below.
+These are what the trace shows: under the profiler and beside a train step on the same cores they
+can exceed the pipeline timed alone (see tests/test_tfdata_stage_costs.py).
 
 Causes, each as ms per step and % of step time (``*_pct``): the most expensive map
 (``tfdata_map_*``), a map running one element at a time, work redone every epoch that a cache would
@@ -32,7 +40,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context
+from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import activity, step_table
 from tfadvisor.trace import Plane, Trace
 
@@ -213,6 +221,13 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
             launch_stage[rest] = st
     fn_runs = np.bincount(launch_stage[launch_stage >= 0], minlength=n).astype(np.float64)
     fn_body = np.bincount(launch_stage[launch_stage >= 0], weights=body_ps[launch_stage >= 0], minlength=n)
+    # per stage: how many of its function bodies ran at once (their sum over the wall time covered by
+    # at least one)
+    fn_conc = np.ones(n)
+    for i in np.unique(launch_stage[launch_stage >= 0]):
+        sel = (launch_stage == i) & (body_ps > 0)
+        if sel.any():
+            fn_conc[i] = _concurrency(p, body_rows, launch[sel], fn_body[i])
     fn_launch = np.bincount(launch_stage[launch_stage >= 0],
                             weights=p.ev_dur_ps[launch[launch_stage >= 0]].astype(np.float64), minlength=n)
     has_prod = prod_self > 0
@@ -220,6 +235,8 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
     wait = np.where(is_async, total, np.nan)
     is_map = np.array([bool(_MAP_RE.match(k)) for k in kinds], bool)
     elements = np.where(is_map & (fn_runs > 0), fn_runs, calls)
+    par_of = _last_stat(p.stat_columns(("parallelism",), rows)["parallelism"], rows, codes, n)
+    fn_conc = np.where(np.isfinite(par_of) & (par_of >= 1), np.minimum(fn_conc, par_of), fn_conc)
     st = p.stat_columns(STAGE_STATS, rows)
     batch_of = _last_stat(st["batch_size"], rows, codes, n)
     for i in np.flatnonzero(is_map & (fn_runs > 0) & (np.array(kinds) != "MapAndBatch")):
@@ -250,9 +267,13 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
     # per batch: MapAndBatch's elements are input elements; a Batch stage's calls are batches;
     # a map after batch() maps whole batches
     per_call_batch = np.array(["Batch" in k and k != "MapAndBatch" for k in kinds])
-    batch_us = np.where(per_call_batch, table["element_us"], table["element_us"] * batch_of)
+    above = np.array([_batch_above(chains, kinds, batch_of, i) for i in range(n)], np.float64)
+    per = np.where(np.isfinite(batch_of) & (batch_of > 0), batch_of, above)
+    batch_us = np.where(per_call_batch, table["element_us"], table["element_us"] * np.where(per > 0, per, np.nan))
     batch_us = np.where(is_map & (elements > fn_runs), work / np.maximum(fn_runs, 1) / PS_PER_US, batch_us)
-    table["batch_us"] = batch_us
+    # function runs that overlapped produce a batch in less wall time than their sum
+    table["batch_us"] = batch_us / np.where(is_map & (fn_runs > 0), fn_conc, 1.0)
+    table["concurrency"] = np.where(fn_runs > 0, fn_conc, np.nan)
     table = table.sort_values("iterator", key=lambda s: s.str.count("::"), kind="stable").reset_index(drop=True)
     return table, body_rows
 
@@ -269,6 +290,36 @@ def _last_stat(col, rows: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def _batch_above(chains: list[str], kinds: list[str], batch_of: np.ndarray, i: int) -> int:
+    """The batch size of the nearest ``Batch*`` stage consuming stage ``i``'s elements (0: none)."""
+    parts = chains[i].split("::")
+    for k in range(len(parts) - 1, 0, -1):
+        up = "::".join(parts[:k])
+        j = next((j for j, c in enumerate(chains) if c == up), None)
+        if j is not None and "Batch" in kinds[j] and np.isfinite(batch_of[j]) and batch_of[j] > 0:
+            return int(batch_of[j])
+    return 0
+
+
+def _concurrency(p: Plane, body_rows: np.ndarray, launches: np.ndarray, total_ps: float) -> float:
+    """How many of these launches' bodies ran at once on average while any ran: their summed body
+    time over the wall time covered by at least one (1: one at a time)."""
+    pid = p.stat("_p", launches).values_at(launches, integer=True)
+    cid = p.stat("_c", body_rows).values_at(body_rows, integer=True)
+    rows = body_rows[np.isin(cid, pid[pid != 0])]
+    if not rows.shape[0] or total_ps <= 0:
+        return 1.0
+    s = p.ev_start_ps[rows]
+    order = np.argsort(s, kind="stable")
+    s, e = s[order].astype(np.float64), p.ev_end_ps[rows][order].astype(np.float64)
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]  # a new covered interval starts
+    starts = s[new]
+    ends = np.r_[reach[np.flatnonzero(new)[1:] - 1], reach[-1]]
+    covered = float((ends - starts).sum())
+    return max(total_ps / covered, 1.0) if covered > 0 else 1.0
+
+
 def _batch_below(chains: list[str], kinds: list[str], batch_of: np.ndarray, i: int) -> int:
     """The batch size of the nearest ``Batch*`` stage feeding stage ``i`` (0: none)."""
     pre = chains[i] + "::"
@@ -278,6 +329,92 @@ def _batch_below(chains: list[str], kinds: list[str], batch_of: np.ndarray, i: i
         return 0
     j = min(below, key=lambda j: chains[j].count("::"))
     return int(batch_of[j])
+
+
+DECLARED = declare(
+    "tfdata",
+    ("tfdata_present", "", "the trace shows a tf.data pipeline (Iterator::* events)"),
+    ("tfdata_has_prefetch", "", "the pipeline produces ahead of the consumer: a Prefetch stage (injected ones too) "
+                                "or an asynchronous stage that buffers (MapAndBatch, ParallelMap, "
+                                "ParallelInterleave...)"),
+    ("tfdata_has_cache", "", "the pipeline has a cache (or snapshot) stage"),
+    ("tfdata_sequential_map", "", "a map stage runs one element at a time (no num_parallel_calls that TF kept, or "
+                                  "parallelism 1 without autotune) and takes at least 5 % of the step time (a map "
+                                  "stage with parallelism 1 / autotune off)"),
+    ("tfdata_map_element_us", "us", "time to produce one element in the costliest map stage (its function bodies "
+                                    "included) (mean time per element in map stages)"),
+    ("tfdata_expensive_map", "", "map work of at least 50 us per element adding up to at least 5 % of the step time "
+                                 "(bool)"),
+    ("tfdata_repeated_source_no_cache", "", "a repeated pipeline recomputes an expensive deterministic map every "
+                                            "epoch (no cache, no random ops) and that map is at least 5 % of the step "
+                                            "time (bool)"),
+    ("tfdata_pipeline", "", "the deepest stage chain (root first) (the chain as text, e.g. "
+                            "`Root::Prefetch::MapAndBatch::TensorSlice`)"),
+    ("tfdata_cause", "", "the largest specific cause found in the pipeline (None: none found)"),
+    ("tfdata_work_ms", "ms", "work of all tf.data stages over the profile (function bodies included)"),
+    ("tfdata_work_ms_per_step", "ms", "tf.data work per step (on its own threads; may overlap)"),
+    ("tfdata_work_pct", "%", "tf.data work as % of step time (may exceed what it costs when it overlaps)"),
+    ("tfdata_hot_stage", "", "the stage with the most work, with the name of what the user wrote"),
+    ("tfdata_hot_stage_ms", "ms", "work of that stage over the profile"),
+    ("tfdata_sequential_map_pct", "%", "work of the one-at-a-time map stages, % of step time"),
+    ("tfdata_sequential_map_ms_per_step", "ms", "work of the one-at-a-time map stages per step"),
+    ("tfdata_map_random", "", "the pipeline's functions run random ops (augmentation): their output differs every "
+                              "epoch, so it must not be cached"),
+    ("tfdata_map_stage", "", "the costliest map stage"),
+    ("tfdata_map_batch_ms", "ms", "its cost per batch"),
+    ("tfdata_map_ms", "ms", "time spent in map functions over the profile"),
+    ("tfdata_map_ms_per_step", "ms", "map work per step"),
+    ("tfdata_map_pct", "%", "map work as % of step time"),
+    ("tfdata_vectorizable_map", "", "a map runs per element before batching at under 50 us each and adds up to at "
+                                    "least 5 % of step time: batching first and mapping once per batch removes the "
+                                    "per-element overhead"),
+    ("tfdata_repeat_before_map", "", "the source is repeated before the expensive map (repeat().map()): every epoch "
+                                     "maps the same elements again"),
+    ("tfdata_map_python", "", "the pipeline's functions call Python (py_function, numpy_function): their output is "
+                              "not known to be deterministic"),
+    ("tfdata_recompute_pct", "%", "map work a cache after the map would remove, % of step time"),
+    ("tfdata_recompute_ms_per_step", "ms", "that work per step"),
+    ("tfdata_generator", "", "a from_generator source runs Python per element (it holds the GIL) for at least 5 % of "
+                             "the step time"),
+    ("tfdata_sequential_reads", "", "files are read one after another (no num_parallel_reads / parallel interleave) "
+                                    "for at least 5 % of the step time"),
+    ("tfdata_cause_ms_per_step", "ms", "step time the named cause's fix would save, per step"),
+    ("tfdata_cause_pct", "%", "step time the named cause's fix would save, % of step time"),
+    ("tfdata_generator_pct", "%", "time in from_generator sources, % of step time"),
+    ("tfdata_generator_ms_per_step", "ms", "time in from_generator sources per step"),
+    ("tfdata_generator_element_us", "us", "time per element of the from_generator sources"),
+    ("tfdata_vectorizable_map_pct", "%", "work of that map, % of step time"),
+    ("tfdata_pyfunc_pct", "%", "time in py_function/numpy_function bodies of the pipeline, % of step time"),
+    ("tfdata_pyfunc_element_us", "us", "time per py_function call"),
+    ("tfdata_files_opened", "", "files opened by TFRecord readers in the profile"),
+    ("tfdata_files_per_step", "", "files opened per step"),
+    ("tfdata_read_pct", "%", "time reading files (readers and the interleave opening them), % of step"),
+    ("tfdata_read_ms_per_step", "ms", "that time per step"),
+    ("tfdata_file_switch_ms_per_step", "ms", "time per step the sequential interleave spends going from file to file "
+                                             "(opening each)"),
+    doc="`tfdata_map_ms` (time in map functions over the profile); `tfdata_sequential_map`, `tfdata_expensive_map` "
+        "(>= 50 us per element) and `tfdata_repeated_source_no_cache` hold only when that stage's time is at least 5 % "
+        "of the step time\n\nWork and causes: `tfdata_work_ms`, `tfdata_work_ms_per_step`, `tfdata_work_pct` (work of "
+        "all stages, function bodies included, on tf.data threads: it may exceed the step time on several cores), "
+        "`tfdata_hot_stage` / `tfdata_hot_stage_ms` (the stage with the most work), `tfdata_map_stage` (the most "
+        "expensive map stage), `tfdata_map_batch_ms` (its cost per batch), `tfdata_map_ms_per_step` / `tfdata_map_pct` "
+        "(map work per step), `tfdata_map_random` (its functions run random ops), `tfdata_map_python` (they call "
+        "Python: py_function, numpy_function), `tfdata_sequential_map_ms_per_step` / `tfdata_sequential_map_pct` (work "
+        "of the one-at-a-time maps), `tfdata_repeat_before_map` (`repeat()` under a map and no cache), "
+        "`tfdata_recompute_ms_per_step` / `tfdata_recompute_pct` (map work a cache after the map would remove), "
+        "`tfdata_vectorizable_map` (a cheap per-element map; batch first) / `tfdata_vectorizable_map_pct`, "
+        "`tfdata_generator` (a from_generator source takes material time) / `tfdata_generator_ms_per_step` / "
+        "`tfdata_generator_pct` / `tfdata_generator_element_us`, `tfdata_pyfunc_pct` / `tfdata_pyfunc_element_us` "
+        "(time in py_function calls), `tfdata_files_opened` / `tfdata_files_per_step` (TFRecord files opened), "
+        "`tfdata_read_ms_per_step` / `tfdata_read_pct` (time reading files), `tfdata_file_switch_ms_per_step` (time "
+        "opening the next file), `tfdata_sequential_reads` (files read one after another), `tfdata_cause` (the largest "
+        "specific cause: `sequential_map`, `recompute`, `repeat_before_map`, `generator`, `sequential_reads`, "
+        "`vectorizable_map`; None when none is found), `tfdata_cause_ms_per_step` / `tfdata_cause_pct` (step time the "
+        "cause's fix would save)",
+    tables="`tfdata_stages` (stage, iterator, calls, total_ms, mean_us, parallelism, autotune, buffered_elements, "
+           "batch_size); `tfdata_stages` also has `self_ms`, `name`; `tfdata_stages` also has `kind`, `elements`, "
+           "`element_us`, `batch_us`, `wait_ms`, `async`, `function_runs`",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.base import AnalysisResult, Context
+from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
 from tfadvisor.analyses.steps import Measure, _intersect, activity, merge, step_layers, union_of
 from tfadvisor.trace import Trace
@@ -77,6 +77,18 @@ def idle_set(act, ctx: Context, lo: int, hi: int) -> tuple[np.ndarray, np.ndarra
     ws, we = _complement(work.s, work.e, lo, hi)
     b = _intersect(ws, we, ss, se)
     return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+DECLARED = declare(
+    "timeline",
+    doc="For the reports' timeline view; no metrics.",
+    tables="`timeline` (lane, start_ps, end_ps, covered_ps, count): per lane (`window`, `device compute`, `device "
+           "copies`, `device collectives`, `training threads`, `input wait`, `tf.data workers`, `host collectives`, "
+           "`python`, `idle`) the merged activity intervals, at most 3000 per lane (the narrowest holes closed; "
+           "`covered_ps` is the active time inside each span). `idle` is idle as `idle_pct` counts it (between steps "
+           "the gaps analysis' busy set, inside steps the step split's idle), so its time inside the steps' wall time "
+           "adds up to `idle_pct`",
+)
 
 
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:

@@ -136,6 +136,8 @@ def format_metric(name: str, value: Any, units: Mapping[str, str] | None = None)
         return human_bytes(value)
     if unit in ("%", "pct", "percent"):
         return f"{format_number(value)} %"
+    if unit == "fraction":  # a share of 1 reads as a percentage
+        return f"{format_number(100 * float(value))} %"
     if unit in ("ms", "us", "s", "GB/s"):
         return f"{format_number(value)} {unit}"
     return format_number(value)

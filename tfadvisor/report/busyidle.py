@@ -92,10 +92,14 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
     pct_busy = 100 - pct_b - pct_w
     who = "device" if device_present else "training threads"
     x0, pw = 130, W - 150
-    legend, ly = _legend([(f"{who} busy", BUSY), ("idle between steps", IDLE_BETWEEN),
-                          ("idle inside a step", IDLE_WITHIN),
-                          (f"gap with {fmt_num(gap_threshold_ms(steps))} ms or more idle", "tri:" + IDLE_BETWEEN)],
-                         x0, 206)
+    row2 = 112
+    marks = _marks(gaps, steps, lo, span, x0, pw, row2)
+    # the legend names what is drawn: no swatch for a share that is zero, no marker when none is
+    items = [(f"{who} busy", BUSY)] + [(label, colour) for label, colour, pct in (
+        ("idle between steps", IDLE_BETWEEN, pct_b), ("idle inside a step", IDLE_WITHIN, pct_w)) if pct > 0]
+    if marks:
+        items.append((f"gap with {fmt_num(gap_threshold_ms(steps))} ms or more idle", "tri:" + IDLE_BETWEEN))
+    legend, ly = _legend(items, x0, 206)
     out = [_svg_open(plot_id, int(ly + 6), title).replace(
         ' class="plot"', f' class="plot" data-idle-pct="{pct_b + pct_w:.4f}" data-idle-between-pct="{pct_b:.4f}"', 1)]
     # the proportion bar: the shares as numbers
@@ -150,7 +154,7 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
                        f" {fmt_num((i * colw) / 1e9)}-{fmt_num((j * colw) / 1e9)} ms")
                 out.append(_rect(x0 + i * cw, y, (j - i) * cw, h, colour, tip, f'class="{cls}"'))
             i = j
-    out.append(_marks(gaps, steps, lo, span, x0, pw, row2))
+    out.append(marks)
     ticks = [t for t in nice_ticks(0, span / 1e9) if t <= span / 1e9 * 1.0001]
     out.append(_x_axis(x0, row2 + rh + 4, pw, ticks, 0, span / 1e9, "ms", "time since the first step's start (ms)"))
     out.append(legend)

@@ -172,20 +172,61 @@ def render_html(result: Any) -> str:
             "<body><main>" + "\n".join(body) + "</main></body></html>\n")
 
 
+def _host_views(result: Any, metrics: Any) -> tuple[str, list[tuple[str, str, Any]]]:
+    """For a multi-host run: which host the run-level charts show (`` of host1, the median host``),
+    and the other hosts to draw beside them: ``(host, what it is, HostAnalysis)``, the straggler's."""
+    hosts = list(getattr(result, "hosts", None) or [])
+    if len(hosts) < 2:
+        return "", []
+    median = str(metrics.get("median_host") or "")
+    suffix = f": {median}, the median host" if median else ""
+    extra = []
+    for name, what in ((metrics.get("straggler_host"), "the straggler"),):
+        h = next((h for h in hosts if str(h.host) == str(name)), None)
+        if name and h is not None and str(name) != median:
+            extra.append((str(h.host), what, h))
+    return suffix, extra
+
+
+def _other_hosts(extra: list, draw: Any) -> str:
+    """The same chart for each of ``extra`` hosts, under a heading naming it."""
+    out = []
+    for host, what, h in extra:
+        svg = draw(host, getattr(h, "tables", {}) or {}, getattr(h, "metrics", {}) or {})
+        if not _is_missing(svg):
+            out.append(f'<h4 class="host-view">{esc(host)}, {esc(what)}</h4>{svg}')
+    return "".join(out)
+
+
+def _safe_id(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in str(text))
+
+
 def _plots(result: Any, metrics: Any, tables: dict, notes: list[str]) -> dict[str, tuple[str, str, str, str]]:
-    """plot id -> (section anchor, title, content, caption), in page order."""
+    """plot id -> (section anchor, title, content, caption), in page order. In a multi-host run the
+    step and busy/idle charts are the median host's (the run's per-step figures), and say so; a
+    straggler's own charts follow them."""
     who = "device" if metrics.get("device_present") else "training threads"
+    of_host, extra = _host_views(result, metrics)
+    steps_svg = stepchart.steps_svg(tables.get("steps"),
+                                    why=P.notes_for(notes, "steps") or "no training steps were found")
+    busy_svg = busyidle.busy_idle_svg(tables.get("timeline"), tables.get("steps"), tables.get("gaps"),
+                                      metrics.get("device_present"),
+                                      why=P.notes_for(notes, "timeline", "gaps") or "no activity timeline")
+    if extra and not _is_missing(steps_svg):
+        steps_svg += _other_hosts(extra, lambda host, t, m: stepchart.steps_svg(
+            t.get("steps"), plot_id=f"plot-steps-{_safe_id(host)}"))
+    busy_svg += _gaps_line(metrics, tables.get("steps"))
+    if extra and not _is_missing(busy_svg):
+        busy_svg += _other_hosts(extra, lambda host, t, m: busyidle.busy_idle_svg(
+            t.get("timeline"), t.get("steps"), t.get("gaps"), m.get("device_present"),
+            plot_id=f"plot-busy-{_safe_id(host)}") + _gaps_line(m, t.get("steps")))
     return {
-        "plot-steps": ("steps", "Step time per step",
-                       stepchart.steps_svg(tables.get("steps"),
-                                           why=P.notes_for(notes, "steps") or "no training steps were found"),
+        "plot-steps": ("steps", f"Step time per step{of_host}", steps_svg,
                        "Each bar is one step (or, with many steps, the mean of a few, as the axis says), split "
                        "into where its time went; the axis reaches the slowest step. Hover a bar for its numbers."),
-        "plot-busy": ("busy", "Busy vs idle",
-                      busyidle.busy_idle_svg(tables.get("timeline"), tables.get("steps"), tables.get("gaps"),
-                                             metrics.get("device_present"),
-                                             why=P.notes_for(notes, "timeline", "gaps") or "no activity timeline")
-                      + _gaps_line(metrics),
+        "plot-busy": ("busy", f"Busy vs idle{of_host}",
+                      busy_svg,
                       "Top: the shares of the steps' wall time. Row: time runs left to right; in each pixel "
                       f"column the red height is the share the {who} had no work between steps, the orange the "
                       "share inside a step with nothing traced at all, so their area is the idle time. Triangles "
@@ -422,10 +463,24 @@ def _line(metrics: Any, names: list[tuple[str, str]]) -> str:
     return f'<p class="figline">{" &middot; ".join(items)}</p>' if items else ""
 
 
-def _gaps_line(metrics: Any) -> str:
-    return _line(metrics, [("idle_pct", "idle"), ("idle_between_steps_pct", "between steps"),
-                           ("idle_within_steps_pct", "within steps"), ("gaps_count", "gaps"),
-                           ("gap_max_ms", "longest gap"), ("gap_host_activity", "host in gaps ran")])
+def _gaps_line(metrics: Any, steps: Any = None) -> str:
+    """What the busy/idle plot draws, in words: the idle total, then the gaps the findings count
+    (idle of at least the threshold); shorter idle is in the total, not a gap."""
+    s = _line(metrics, [("idle_pct", "idle in all"), ("idle_between_steps_pct", "between steps"),
+                        ("idle_within_steps_pct", "inside steps")])
+    n = metrics.get("gaps_count")
+    if n is None:
+        return s
+    thr = fmt_num(P.gap_threshold_ms(steps))
+    if n:
+        more = [f"{esc(label)}: <strong>{esc(_mv(metrics, k))}</strong>" for k, label in
+                (("gap_max_ms", "longest"), ("gap_host_activity", "the host ran")) if metrics.get(k) is not None]
+        gaps = (f'<p class="figline" id="gaps-counted">gaps between steps with {esc(thr)} ms or more idle: '
+                f"<strong>{esc(fmt_num(n))}</strong>{''.join(' &middot; ' + m for m in more)}</p>")
+    else:
+        gaps = (f'<p class="figline" id="gaps-counted">No gap between steps has {esc(thr)} ms or more idle: the idle '
+                "drawn is shorter pauses, in the totals above but not counted as gaps.</p>")
+    return s + gaps
 
 
 def _input_line(metrics: Any) -> str:
@@ -453,33 +508,15 @@ def _memory_live(df: Any, metrics: Any) -> str:
     s = _line(metrics, [("memory_peak_bytes", "peak"), ("memory_capacity_bytes", "capacity"),
                         ("memory_peak_pct", "peak / capacity"), ("memory_fragmentation", "fragmentation"),
                         ("memory_allocator", "allocator")])
-    if not P.has_rows(df):
+    shown, unnamed = P.live_at_peak(df, metrics)
+    if shown is None and not unnamed:
         return s
-    d = df.sort_values("bytes", ascending=False) if "bytes" in df.columns else df
-    known = _known(d, "tf_op") | _known(d, "shape")
     s += "<h3>Largest allocations live at the peak</h3>"
-    if known.any():
-        shown = d[known].copy()
-        if "data_type" in shown.columns:
-            shown["data_type"] = shown["data_type"].where(_known(shown, "data_type"), "")
+    if shown is not None:
         s += _table(shown, "memory-live-at-peak", limit=15)
-    rest = d[~known]
-    if len(rest):
-        n = int(pd.to_numeric(rest["count"], errors="coerce").fillna(1).sum()) if "count" in rest.columns \
-            else len(rest)
-        b = float(pd.to_numeric(rest["bytes"], errors="coerce").fillna(0).sum()) if "bytes" in rest.columns else 0
-        s += (f'<p class="sub" id="memory-live-unnamed">{esc(fmt_num(n))} live allocation{"s" if n != 1 else ""} '
-              f"({esc(P.fmt_bytes(b))}) carry no op, shape or data type in the trace (the XLA/JAX runtime's own "
-              "buffers record none), so they are not listed by name.</p>")
+    if unnamed:
+        s += f'<p class="sub" id="memory-live-unnamed">{esc(unnamed)}</p>'
     return s
-
-
-def _known(df: pd.DataFrame, col: str) -> Any:
-    """Rows whose ``col`` names something (not empty, ``(null)`` or ``invalid``)."""
-    if col not in df.columns:
-        return pd.Series(False, index=df.index)
-    v = df[col].astype(str).str.strip()
-    return ~v.isin(["", "(null)", "invalid", "nan", "None", "INVALID"])
 
 
 def _hosts_why(result: Any) -> str:

@@ -285,9 +285,11 @@ def _memory(tables: dict, metrics: Any, notes: list[str]) -> list[str]:
         i = int(b.fillna(-1).to_numpy().argmax())
         out += [f"Memory timeline: {len(tl)} samples; highest {P.fmt_bytes(b.iloc[i])} at "
                 f"{fmt_num(tl['time_ms'].iloc[i])} ms.", ""]
-    if P.has_rows(live):
-        d = live.sort_values("bytes", ascending=False) if "bytes" in live.columns else live
-        out += ["Largest allocations live at the peak:", ""] + table(d, limit=15, code_cols=("tf_op", "shape"))
+    shown, unnamed = P.live_at_peak(live, metrics)  # the HTML report's rule: no unnamed junk rows
+    if shown is not None:
+        out += ["Largest allocations live at the peak:", ""] + table(shown, limit=15, code_cols=("tf_op", "shape"))
+    if unnamed:
+        out += [text(unnamed), ""]
     return out
 
 

@@ -8,10 +8,16 @@ ui.perfetto.dev and chrome://tracing open:
   microseconds from the start of the trace;
 * one ``tfadvisor <host>`` process per host with the tracks ``steps`` (one slice per step;
   outliers say so), ``gaps between steps`` and ``findings`` (one slice per finding over the
-  window, with its severity and message);
-* every slice a finding is about carries ``args["tfadvisor.rule"]`` (rule ids, comma-separated):
-  the gaps for ``step_gaps``, the outlier steps for ``step_outliers``, the input waits for
-  ``input_bound``, the collectives for the all-reduce rules, and so on (:data:`RULE_EVENTS`).
+  window, with its severity and message); a multi-host run has its findings once, on the
+  ``findings`` track of a ``tfadvisor run`` process instead;
+* the findings are those ``tfadvisor analyze`` reports (the same analysis, run-level findings of a
+  multi-host run included); every slice a finding is about carries ``args["tfadvisor.rule"]``
+  (rule ids, comma-separated): the gaps ``step_gaps`` counts (idle of at least max(100 us, 5 %
+  of the median step)), the outlier steps for ``step_outliers``, the slow host's steps for
+  ``straggler_host``, the input waits for ``input_bound``, the collectives for the all-reduce
+  rules, and so on (:data:`RULE_EVENTS`). A finding of a multi-host run is about every host's
+  spans (the run's per-step figures are the median host's, every host runs the same program),
+  except those about one host (:data:`HOST_RULES`) and ``missing_host`` (no spans at all).
 
 ``max_events`` bounds the size: beyond it the longest trace events are kept (all annotated
 slices and tfadvisor's tracks always are) and ``otherData`` says how many were left out.
@@ -20,6 +26,7 @@ slices and tfadvisor's tracks always are) and ``otherData`` says how many were l
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
@@ -28,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.collectives import ALLREDUCE_KERNEL, COLLECTIVE_KERNEL
+from tfadvisor.analyses.gaps import GAP_MIN_FRACTION, GAP_MIN_PS
 from tfadvisor.analyses.steps import DEVICE_H2D_RE, H2D_API_RE, HOST_COLLECTIVE_RE, LAUNCH_RE
 from tfadvisor.trace import Plane, Trace
 
@@ -39,7 +47,13 @@ PS_PER_US = 1_000_000
 _INPUT_RULES = ("input_bound", "tfdata_no_prefetch", "tfdata_sequential_map", "tfdata_no_cache",
                 "tfdata_expensive_map", "system_input_disk_bound", "system_input_network_bound",
                 "system_preprocessing_bound", "devices_idle")
-_COLLECTIVE_RULES = ("allreduce_overhead", "allreduce_share", "straggler_host", "load_imbalance")
+_COLLECTIVE_RULES = ("allreduce_overhead", "allreduce_share", "load_imbalance")
+#: Run-level rules about one host of a multi-host run -> the metric that names the host.
+HOST_RULES = {"straggler_host": "straggler_host"}
+#: Run-level rules about no profiled host (nothing of theirs is in the trace).
+NO_SPAN_RULES = ("missing_host",)
+#: Rules about every step of the hosts they are about.
+STEP_RULES = ("straggler_host",)
 
 
 def _input_wait(plane: Plane) -> np.ndarray:
@@ -76,6 +90,28 @@ RULE_EVENTS: dict[str, Callable[[Plane], np.ndarray]] = {
     "kernel_launch_bound": _launch,
     "eager_execution": _eager,
 }
+
+
+def host_parts(result: Any) -> tuple[list[tuple[str, dict[str, pd.DataFrame], list]], list | None]:
+    """``(hosts, run_findings)`` for :func:`write_export` from an ``analyze`` Result: per host its
+    tables and the findings about it; ``run_findings`` is every finding, once, for a multi-host run
+    (None for one host: its findings go on its own track)."""
+    findings = list(getattr(result, "findings", None) or [])
+    hosts = list(getattr(result, "hosts", None) or [])
+    if len(hosts) <= 1:
+        name = hosts[0].host if hosts else ""
+        return [(name, dict(result.tables), findings)], None
+    metrics = result.metrics
+
+    def about(f: Any, host: str) -> bool:
+        rule = _rule_of(f)
+        if rule in NO_SPAN_RULES:
+            return False
+        if rule in HOST_RULES:
+            return str(metrics.get(HOST_RULES[rule])) == host
+        return True
+
+    return [(h.host, dict(h.tables), [f for f in findings if about(f, h.host)]) for h in hosts], findings
 
 
 def _us(ps: Any, t0: int = 0) -> float:
@@ -192,17 +228,41 @@ def _choose_rows(planes: list[Plane], annotated: list[np.ndarray], budget: int |
     return rows, total - sum(r.shape[0] for r in rows)
 
 
+def counted_gaps(gaps: pd.DataFrame, steps: Any) -> np.ndarray:
+    """Which gaps ``step_gaps`` (the gaps analysis' ``gaps_count``) is about: training gaps with at
+    least max(100 us, 5 % of the median step) idle."""
+    idle = pd.to_numeric(gaps["idle_ms"] if "idle_ms" in gaps else gaps["duration_ms"], errors="coerce").fillna(0)
+    med = 0.0
+    if steps is not None and len(steps) and "duration_ms" in steps:
+        med = float(pd.to_numeric(steps["duration_ms"], errors="coerce").median() or 0.0)
+    thr_ms = max(GAP_MIN_PS / 1e9, GAP_MIN_FRACTION * med)
+    train = gaps["between_steps"].astype(bool) if "between_steps" in gaps else pd.Series(True, index=gaps.index)
+    return ((idle.to_numpy() >= thr_ms) & train.to_numpy()).astype(bool)
+
+
+def _finding_slice(w: _Writer, pid: int, f: Any, t0: int, t1: int, hosts: list[str] | None = None) -> None:
+    d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
+    args = {RULE_ARG: d.get("rule"), "severity": d.get("severity"), "message": d.get("message"),
+            "impact_pct": d.get("impact_pct")}
+    if hosts is not None:
+        args["hosts"] = ", ".join(hosts)
+    w.slice(pid, 3, f"{d.get('severity', '')}: {d.get('title', '')}", 0.0, _us(t1, t0), args)
+
+
 def _host_tracks(w: _Writer, pid: int, host: str, tables: dict[str, pd.DataFrame], findings: list,
-                 t0: int, t1: int) -> int:
-    """The ``tfadvisor <host>`` process: steps, gaps and findings tracks. Returns the slices written."""
+                 t0: int, t1: int, findings_track: bool = True) -> tuple[int, Counter]:
+    """The ``tfadvisor <host>`` process: steps, gaps and (``findings_track``) findings tracks.
+    Returns the slices written and how many steps / gaps carry a rule."""
     rules = [_rule_of(f) for f in findings]
     n = w.n
+    marked: Counter = Counter()
     w.meta(pid, "process_name", f"tfadvisor {host}".strip())
     w.sort_index(pid, -1)
-    for tid, label in ((1, "steps"), (2, "gaps between steps"), (3, "findings")):
+    tracks = ((1, "steps"), (2, "gaps between steps")) + (((3, "findings"),) if findings_track else ())
+    for tid, label in tracks:
         w.meta(pid, "thread_name", label, tid)
     steps = tables.get("steps")
-    step_rules = [r for r in rules if r.startswith("capture_")]
+    step_rules = [r for r in rules if r.startswith("capture_") or r in STEP_RULES]
     if steps is not None and len(steps):
         for row in steps.itertuples(index=False):
             on = list(step_rules) + (["step_outliers"] if bool(getattr(row, "outlier", False))
@@ -211,27 +271,32 @@ def _host_tracks(w: _Writer, pid: int, host: str, tables: dict[str, pd.DataFrame
                                     "outlier": bool(getattr(row, "outlier", False))}
             if on:
                 args[RULE_ARG] = ",".join(on)
+                marked["steps"] += 1
             w.slice(pid, 1, f"step {int(row.step)}", _us(row.start_ps, t0), _us(row.end_ps, row.start_ps),
                     args)
     gaps = tables.get("gaps")
     if gaps is not None and len(gaps):
-        for row in gaps.itertuples(index=False):
+        about = counted_gaps(gaps, steps) if "step_gaps" in rules else np.zeros(len(gaps), bool)
+        for row, on in zip(gaps.itertuples(index=False), about.tolist()):
             args = {"duration_ms": round(float(row.duration_ms), 4), "host_activity": str(row.host_activity)}
-            if "step_gaps" in rules:
+            if "idle_ms" in gaps:
+                args["idle_ms"] = round(float(row.idle_ms), 4)
+            if on:
                 args[RULE_ARG] = "step_gaps"
+                marked["gaps"] += 1
             w.slice(pid, 2, "gap", _us(row.start_ps, t0), _us(row.end_ps, row.start_ps), args)
-    for f in findings:
-        d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
-        w.slice(pid, 3, f"{d.get('severity', '')}: {d.get('title', '')}", 0.0, _us(t1, t0),
-                {RULE_ARG: d.get("rule"), "severity": d.get("severity"), "message": d.get("message"),
-                 "impact_pct": d.get("impact_pct")})
-    return w.n - n
+    if findings_track:
+        for f in findings:
+            _finding_slice(w, pid, f, t0, t1)
+    return w.n - n, marked
 
 
 def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, dict[str, pd.DataFrame], list]],
-                  max_events: int | None = MAX_EVENTS) -> dict[str, int]:
+                  max_events: int | None = MAX_EVENTS, run_findings: list | None = None) -> dict[str, int]:
     """Write the trace's events (the ``traceEvents`` array's elements) to ``out``; returns counts.
-    ``hosts`` is ``(host, tables, findings)`` per host."""
+    ``hosts`` is ``(host, tables, findings about that host)`` per host; ``run_findings`` (a
+    multi-host run's findings, each once) go on a ``tfadvisor run`` process instead of the hosts'
+    findings tracks."""
     t0, t1 = trace.time_span_ps()
     w = _Writer(out)
     by_host = {h: fs for h, _, fs in hosts}
@@ -244,8 +309,20 @@ def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, dict[str, pd
         annotated.append(p.event_mask(mm))
     rows, dropped = _choose_rows(planes, annotated, max_events)
     tracks = 0
+    marked: Counter = Counter()
+    if run_findings is not None:
+        pid = 9_999
+        w.meta(pid, "process_name", "tfadvisor run")
+        w.sort_index(pid, -2)
+        w.meta(pid, "thread_name", "findings", 3)
+        n = w.n
+        for f in run_findings:
+            _finding_slice(w, pid, f, t0, t1, [h for h, _, fs in hosts if any(g is f for g in fs)])
+        tracks += w.n - n
     for i, (host, tables, findings) in enumerate(hosts):
-        tracks += _host_tracks(w, 10_000 + i, host, tables, findings, t0, t1)
+        written, on = _host_tracks(w, 10_000 + i, host, tables, findings, t0, t1, run_findings is None)
+        tracks += written
+        marked += on
     for pid, (p, r, rm) in enumerate(zip(planes, rows, rules_meta), start=1):
         w.meta(pid, "process_name", f"{p.host} {p.name}".strip())
         w.sort_index(pid, pid)
@@ -255,19 +332,24 @@ def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, dict[str, pd
         _plane_events(w, p, pid, t0, r, rm)
     w.flush()
     return {"dropped": int(dropped), "written": int(sum(x.shape[0] for x in rows)),
-            "annotated": int(sum(int(a.sum()) for a in annotated)), "tracks": tracks}
+            "annotated": int(sum(int(a.sum()) for a in annotated)), "tracks": tracks,
+            "marked_steps": marked["steps"], "marked_gaps": marked["gaps"]}
 
 
 def write_export(path: str | Path, trace: Trace, hosts: list[tuple[str, dict[str, pd.DataFrame], list]],
-                 max_events: int | None = MAX_EVENTS) -> dict[str, int]:
-    """Write the JSON trace to ``path``; returns counts (events written, left out, annotated)."""
+                 max_events: int | None = MAX_EVENTS, run_findings: list | None = None) -> dict[str, int]:
+    """Write the JSON trace to ``path``; returns counts (events written, left out, annotated).
+    ``otherData["tfadvisor.findings"]`` lists the findings' rule ids, most important first."""
     with Path(path).open("w", encoding="utf-8") as fh:
         fh.write('{"displayTimeUnit":"ms","traceEvents":[\n')
-        counts = export_events(fh, trace, hosts, max_events)
+        counts = export_events(fh, trace, hosts, max_events, run_findings)
+        every = run_findings if run_findings is not None else [f for _, _, fs in hosts for f in fs]
         other = {"tfadvisor.run": trace.run_name, "tfadvisor.dropped_events": counts["dropped"],
-                 "tfadvisor.max_events": max_events}
+                 "tfadvisor.max_events": max_events,
+                 "tfadvisor.findings": list(dict.fromkeys(_rule_of(f) for f in every))}
         fh.write("\n],\n\"otherData\":" + json.dumps(other) + "}\n")
     return counts
 
 
-__all__ = ["MAX_EVENTS", "RULE_ARG", "RULE_EVENTS", "export_events", "write_export"]
+__all__ = ["HOST_RULES", "MAX_EVENTS", "RULE_ARG", "RULE_EVENTS", "counted_gaps", "export_events", "host_parts",
+           "write_export"]

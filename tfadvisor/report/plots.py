@@ -71,8 +71,13 @@ def fmt_bytes(n: Any) -> str:
     return human_bytes(n)
 
 
-#: A number with about ``digits`` significant figures, without scientific noise.
-fmt_num = format_number
+def fmt_num(v: Any, digits: int = 3) -> str:
+    """A number with about ``digits`` significant figures, without scientific noise or padding
+    zeros (``0.04``, ``1.5``, ``12.3``, ``1,234``): values in the plots, their tooltips and tables."""
+    s = format_number(v, digits)
+    if "." in s and s[-1] == "0" and s.replace(",", "").replace(".", "").lstrip("-").isdigit():
+        s = s.rstrip("0").rstrip(".")
+    return s
 
 
 def fmt_value(v: Any, unit: str = "", name: str = "") -> str:
@@ -90,6 +95,8 @@ def fmt_value(v: Any, unit: str = "", name: str = "") -> str:
         return fmt_bytes(v)
     if unit in ("%", "pct", "percent"):
         return f"{fmt_num(v)} %"
+    if unit == "fraction":  # a share of 1 reads as a percentage
+        return f"{fmt_num(100 * float(v))} %"
     if unit:
         return f"{fmt_num(v)} {unit}"
     return fmt_num(v)
@@ -123,11 +130,20 @@ def byte_ticks(hi: float, n: int = 4) -> list[float]:
     return [t * scale for t in nice_ticks(0, hi / scale, n)]
 
 
-def _tick_label(v: float, unit: str) -> str:
+def _decimals(v: float) -> int:
+    """The fewest decimals that write ``v`` exactly (at most 6)."""
+    for d in range(7):
+        if abs(round(v, d) - v) <= 1e-9 * max(1.0, abs(v)):
+            return d
+    return 6
+
+
+def tick_labels(ticks: list[float], unit: str = "") -> list[str]:
+    """The labels of one tick set, all with the same decimals (``0.0 0.5 1.0 1.5``, ``0 2 4``)."""
     if unit == "bytes":
-        s = fmt_bytes(v)
-        return s.replace(".0 ", " ")
-    return fmt_num(v, 3)
+        return [fmt_bytes(v).replace(".0 ", " ") for v in ticks]
+    d = max((_decimals(t) for t in ticks), default=0)
+    return [f"{t:,.{d}f}" for t in ticks]
 
 
 # --------------------------------------------------------------------------- SVG pieces
@@ -178,20 +194,20 @@ def _y_axis(x0: float, y0: float, h: float, ticks: list[float], lo: float, hi: f
             x1: float, label: str) -> str:
     """Left axis with gridlines from x0 to x1; y0 is the bottom."""
     out = [f'<line x1="{x0}" y1="{y0 - h}" x2="{x0}" y2="{y0}" stroke="#333"/>']
-    for t in ticks:
+    for t, tick in zip(ticks, tick_labels(ticks, unit)):
         y = y0 - (t - lo) / (hi - lo) * h
         out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#e3e3e3"/>')
-        out.append(_text(x0 - 4, y + 4, _tick_label(t, unit), "end"))
+        out.append(_text(x0 - 4, y + 4, tick, "end"))
     out.append(_text(14, y0 - h / 2, label, "middle", f'transform="rotate(-90 14 {y0 - h / 2:.1f})"'))
     return "".join(out)
 
 
 def _x_axis(x0: float, y0: float, w: float, ticks: list[float], lo: float, hi: float, unit: str, label: str) -> str:
     out = [f'<line x1="{x0}" y1="{y0}" x2="{x0 + w}" y2="{y0}" stroke="#333"/>']
-    for t in ticks:
+    for t, tick in zip(ticks, tick_labels(ticks, unit)):
         x = x0 + (t - lo) / (hi - lo) * w
         out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y0 + 4}" stroke="#333"/>')
-        out.append(_text(x, y0 + 15, _tick_label(t, unit), "middle"))
+        out.append(_text(x, y0 + 15, tick, "middle"))
     out.append(_text(x0 + w / 2, y0 + 30, label, "middle"))
     return "".join(out)
 
@@ -269,6 +285,43 @@ def gap_threshold_ms(steps: Any) -> float:
     if has_rows(steps) and "duration_ms" in steps.columns:
         med = float(pd.to_numeric(steps["duration_ms"], errors="coerce").median() or 0.0)
     return max(0.1, 0.05 * med)
+
+
+def _named(df: pd.DataFrame, col: str) -> pd.Series:
+    """Rows whose ``col`` names something (not empty, ``(null)`` or ``invalid``)."""
+    if col not in df.columns:
+        return pd.Series(False, index=df.index)
+    v = df[col].astype(str).str.strip()
+    return ~v.isin(["", "(null)", "invalid", "nan", "None", "INVALID", "<NA>"])
+
+
+def live_at_peak(df: Any, metrics: Any = None) -> tuple[pd.DataFrame | None, str]:
+    """The table ``memory_live_at_peak`` as the reports show it: ``(rows, sentence)``. ``rows``: the
+    allocations with an op or a shape, largest first (placeholder data types blanked), None when
+    none has; ``sentence``: what the other rows (nothing named them) add up to, true to the trace
+    (the XLA/JAX runtime is named only for a JAX trace), or "" when there are none."""
+    if not has_rows(df):
+        return None, ""
+    d = df.sort_values("bytes", ascending=False) if "bytes" in df.columns else df
+    known = _named(d, "tf_op") | _named(d, "shape")
+    shown = None
+    if known.any():
+        shown = d[known].copy()
+        if "data_type" in shown.columns:
+            shown["data_type"] = shown["data_type"].where(_named(shown, "data_type"), "")
+    rest = d[~known]
+    if not len(rest):
+        return shown, ""
+    n = int(pd.to_numeric(rest["count"], errors="coerce").fillna(1).sum()) if "count" in rest.columns else len(rest)
+    b = float(pd.to_numeric(rest["bytes"], errors="coerce").fillna(0).sum()) if "bytes" in rest.columns else 0.0
+    one = n == 1
+    jax = str((metrics or {}).get("framework") or "").lower() == "jax"
+    why = ("the XLA/JAX runtime's own buffers record none" if jax
+           else f"the allocator recorded none for {'it' if one else 'them'}")
+    sentence = (f"{fmt_num(n)} live allocation{'' if one else 's'} ({fmt_bytes(b)}) "
+                f"{'carries' if one else 'carry'} no op, shape or data type in the trace ({why}), so "
+                f"{'it is' if one else 'they are'} not listed by name.")
+    return shown, sentence
 
 
 def hbar_svg(plot_id: str, title: str, labels: list[str], values: list[float], unit: str, xlabel: str,
@@ -499,7 +552,7 @@ def hosts_svg(hosts: list, hosts_table: Any = None, plot_id: str = "plot-hosts",
     if not len(df):
         return missing(plot_id, title, "no host has step times")
     mean = _num(df, "step_time_mean_ms")
-    cats = [c for c in CATEGORY_ORDER if f"{c}_ms" in df.columns]
+    cats = [c for c in CATEGORY_ORDER if f"{c}_ms" in df.columns and (_num(df, f"{c}_ms") > 0).any()]
     parts = {c: _num(df, f"{c}_ms") for c in cats}
     mn = _num(df, "step_time_min_ms") if "step_time_min_ms" in df.columns else None
     mx = _num(df, "step_time_max_ms") if "step_time_max_ms" in df.columns else None
@@ -512,8 +565,9 @@ def hosts_svg(hosts: list, hosts_table: Any = None, plot_id: str = "plot-hosts",
                float(sum(parts.values()).max()) if parts else 0.0, 1e-9)
     ticks = nice_ticks(0, vmax)
     hi = ticks[-1]
-    items = [(c.replace("_", " "), category_colour(c, i)) for i, c in enumerate(cats)] if cats else \
-        [("mean step time", PALETTE[0])]
+    total = max(float(sum(parts.values()).sum()) if parts else 0.0, 1e-12)
+    items = [(c.replace("_", " "), category_colour(c, i)) for i, c in enumerate(cats)
+             if parts[c].sum() >= 0.001 * total] if cats else [("mean step time", PALETTE[0])]
     if mx is not None:
         items.append(("min..max", "#333"))
     legend, ly = _legend(items, x0, y_axis + 48)

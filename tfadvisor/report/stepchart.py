@@ -49,8 +49,9 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
         return missing(plot_id, title, why)
     steps = steps.reset_index(drop=True)
     n = len(steps)
-    cats = step_categories(steps)
     dur = _num(steps, "duration_ms")
+    # the categories with time in them: a legend lists only what is drawn
+    cats = [c for c in step_categories(steps) if (_num(steps, f"{c}_ms") > 0).any()]
     parts = {c: _num(steps, f"{c}_ms") for c in cats}
     rest = np.clip(dur - (sum(parts.values()) if parts else 0.0), 0, None)
     if (rest > 0.01 * np.maximum(dur, 1e-12)).any():
@@ -68,7 +69,9 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
     hi = nice_ticks(0, max(float(dur.max()), 1e-9))[-1]
     ticks = nice_ticks(0, hi)
     x0, y0, pw, ph = 62, 200, W - 82, 170
-    items = [(c.replace("_", " "), category_colour(c, i)) for i, c in enumerate(cats)]
+    # the legend names what can be seen: a category under 0.1 % of the steps' time draws nothing
+    seen = {c for c in cats if parts[c].sum() >= 0.001 * max(float(dur.sum()), 1e-12)}
+    items = [(c.replace("_", " "), category_colour(c, i)) for i, c in enumerate(cats) if c in seen]
     if per > 1:
         items.append(("slowest step of the bin", "#222"))
     if outl.any():

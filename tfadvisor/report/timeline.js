@@ -18,6 +18,13 @@
     if (a >= 0.001) return (ms * 1000).toPrecision(3) + " us";
     return (ms * 1e6).toPrecision(3) + " ns";
   }
+  // one tick set: one unit and the same decimals for every tick (0.0 0.5 1.0 1.5 ms)
+  function tickFmt(step) {
+    var u = step >= 1000 ? [1000, " s"] : step >= 1 ? [1, " ms"] : step >= 0.001 ? [0.001, " us"] : [1e-6, " ns"];
+    var v = step / u[0], d = 0;
+    while (d < 6 && Math.abs(Math.round(v * Math.pow(10, d)) - v * Math.pow(10, d)) > 1e-6 * Math.pow(10, d)) d++;
+    return function (t) { return Math.abs(t) < 1e-12 ? "0" : (t / u[0]).toFixed(d) + u[1]; };
+  }
   function esc(s) {
     return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
   }
@@ -165,11 +172,12 @@
     // the axis
     var y0 = TOP + lanes.length * (LH + GAP), step = niceStep(v1 - v0, Math.max(Math.floor(pw / 110), 2));
     out.push('<line x1="' + LABEL + '" x2="' + (LABEL + pw) + '" y1="' + y0 + '" y2="' + y0 + '" stroke="#333"/>');
+    var tick = tickFmt(step);
     for (var t = Math.ceil(v0 / step) * step; t <= v1 + step * 1e-9; t += step) {
       var x = LABEL + (t - v0) / per;
       out.push('<line x1="' + x.toFixed(1) + '" x2="' + x.toFixed(1) + '" y1="' + TOP + '" y2="' + (y0 + 4) +
                '" stroke="#ccc" stroke-width="0.5"/><text class="tick" x="' + x.toFixed(1) + '" y="' + (y0 + 16) +
-               '" text-anchor="middle" fill="#333">' + esc(fmt(t)) + "</text>");
+               '" text-anchor="middle" fill="#333">' + esc(tick(t)) + "</text>");
     }
     this.svg.innerHTML = out.join("");
     if (this.range) {

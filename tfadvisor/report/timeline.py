@@ -23,6 +23,10 @@ from tfadvisor.report.plots import esc, finding_rule, gap_threshold_ms, get, has
 
 #: Spans kept per lane in the page (the analysis keeps up to 3000; fewer for many hosts).
 MAX_SPANS = 2500
+#: In a multi-host run, a kind of activity lane active less than this share of the window on every
+#: host draws next to nothing at full view: it is left out on all hosts (and named under the
+#: viewer), unless a finding is about it. One host's lanes are left out only when empty.
+MIN_LANE_SHARE = 0.01
 
 #: Evidence metric name prefixes -> the lanes they are about.
 EVIDENCE_LANES = (
@@ -101,6 +105,12 @@ def _findings_marks(findings: list, tables: dict, metrics: Any) -> list[dict]:
     return out
 
 
+def _active_ms(lane: dict) -> float:
+    """The time a lane's spans were active (ms)."""
+    f = lane.get("f")
+    return float(sum((e - s) * (f[i] / 100 if f else 1.0) for i, (s, e) in enumerate(zip(lane["s"], lane["e"]))))
+
+
 def timeline_data(result: Any) -> dict | None:
     """The JSON the viewer draws (None when no host has a ``timeline`` table)."""
     hosts = list(getattr(result, "hosts", None) or [])
@@ -148,11 +158,26 @@ def timeline_data(result: Any) -> dict | None:
     for lane in lanes:
         lane["tags"] = [m["rule"] for m in marks if lane.get("kind") in m["lanes"]
                         and m["host"] in (None, lane.get("host"))]
-    return {"span_ms": (t1 - t0) / 1e9, "lanes": lanes,
+    span_ms = (t1 - t0) / 1e9
+    floor = MIN_LANE_SHARE * span_ms if multi else 0.0
+    most: dict[str, float] = {}
+    for lane in lanes:
+        if lane.get("kind") not in ("steps", "marks") and not lane["tags"]:
+            most[lane["kind"]] = max(most.get(lane["kind"], 0.0), _active_ms(lane))
+    empty = {k for k, v in most.items() if v <= floor}
+    dropped = [lane["name"] for lane in lanes if lane.get("kind") in empty and not lane["tags"]]
+    lanes = [lane for lane in lanes if lane["name"] not in dropped]
+    return {"span_ms": span_ms, "lanes": lanes, "dropped": dropped,
             "findings": [{"rule": m["rule"], "title": m["title"], "sev": m["sev"], "lanes": m["lanes"],
                           "host": m["host"],
                           "s": _ms(np.array([sp[0] for sp in m["spans"]]) - t0),
                           "e": _ms(np.array([sp[1] for sp in m["spans"]]) - t0)} for m in marks]}
+
+
+def _lane_kinds(names: list[str]) -> str:
+    """``host0: idle, host1: idle`` -> ``idle (every host)`` for the note under the viewer."""
+    kinds = list(dict.fromkeys(n.split(": ", 1)[-1] for n in names))
+    return ", ".join(kinds) + (" (every host)" if any(": " in n for n in names) else "")
 
 
 def timeline_html(result: Any, plot_id: str = "plot-timeline",
@@ -177,7 +202,9 @@ def timeline_html(result: Any, plot_id: str = "plot-timeline",
         f'<svg id="{plot_id}" class="plot tl-svg" xmlns="http://www.w3.org/2000/svg" role="img" '
         'aria-label="Timeline of the capture window" font-family="sans-serif" font-size="11"></svg>'
         '<noscript><p class="sub">The timeline needs JavaScript.</p></noscript>'
-        f'<script type="application/json" id="{plot_id}-data">{payload}</script>'
+        + (f'<p class="sub" id="{plot_id}-dropped">Lanes with (almost) nothing in them are left out: '
+           f'{esc(_lane_kinds(data["dropped"]))}.</p>' if data["dropped"] else "")
+        + f'<script type="application/json" id="{plot_id}-data">{payload}</script>'
         f"<script>{JS}</script></div>")
 
 
