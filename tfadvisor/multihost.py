@@ -15,7 +15,7 @@ Executors:
 * ``jobs=N`` (default ``os.cpu_count()``): N hosts at once: N - 1 in the worker processes of a
   ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` context; they do not re-run the caller's
   ``__main__``) and one in a thread of this process, which has
-  everything imported already and would otherwise only wait. numba's decoding threads are split
+  everything imported already and would otherwise only wait. The decoder's threads are split
   between the N. Measured (benchmarks/multihost.py): this uses less memory than N worker
   processes plus an idle parent (the parent's own ~150 MB, and the in-process host starts
   while the workers are still starting, so the N peaks do not coincide), and it is faster.
