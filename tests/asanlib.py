@@ -72,9 +72,10 @@ def instrumented(dest: Path, source: Path | None = None) -> dict[str, str]:
     return env
 
 
-def run_child(code: str, args: list[str], env: dict[str, str], cwd: Path, timeout: float):
-    """Run ``code`` (after :data:`CHECK_LOADED`) in a child Python under the sanitizers."""
-    return subprocess.run([sys.executable, "-c", CHECK_LOADED + code, *args], env=env, cwd=cwd,
+def run_child(code: str, args: list[str], env: dict[str, str], timeout: float):
+    """Run ``code`` (after :data:`CHECK_LOADED`) in a child Python under the sanitizers, in the instrumented
+    copy's directory (``python -c`` puts the working directory first on ``sys.path``)."""
+    return subprocess.run([sys.executable, "-c", CHECK_LOADED + code, *args], env=env, cwd=env["TFADVISOR_ASAN_DIR"],
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -69,10 +69,88 @@ def _real_targets() -> list[Path]:
     return sorted(p for p in real.iterdir() if p.is_dir() and any(p.rglob("*.xplane.pb")))
 
 
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _read_varint(b: bytes, i: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        v |= (b[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if b[i - 1] < 0x80:
+            return v, i
+
+
+#: Submessage fields of the records a line holds: XLine.events (4) -> XEvent, XEvent.stats (4) -> XStat.
+_SUB = {"line": {4: "event"}, "event": {4: "stat"}, "stat": {}}
+
+
+def _cut(msg: bytes, k: int, kind: str) -> bytes:
+    """``msg`` (a well-formed message of ``kind``) cut at byte ``k``, the lengths of the submessages that
+    enclose the cut rewritten so that each of them, and the innermost field, ends exactly at the cut."""
+    i = 0
+    while i < len(msg):
+        tag, j = _read_varint(msg, i)
+        field, wt = tag >> 3, tag & 7
+        if wt == 2:
+            n, body = _read_varint(msg, j)
+            end = body + n
+        else:
+            end = _read_varint(msg, j)[1] if wt == 0 else j + (8 if wt == 1 else 4)
+        if end >= k:
+            if wt == 2 and field in _SUB[kind] and k > body:
+                inner = _cut(msg[body:end], k - body, _SUB[kind][field])
+                return msg[:i] + msg[i:j] + _varint(len(inner)) + inner
+            return msg[:k]
+        i = end
+    return msg[:k]
+
+
+def _truncated_line_inputs(dest: Path, per_sample: int = 40) -> list[Path]:
+    """Files whose plane ENDS inside a record: a line is cut at a random byte (inside an event, a stat, a
+    varint or a string) and written as the plane's last field, with the lengths of the line, event and
+    stat around the cut rewritten to end there. The cut field runs into the very end of the decoder's
+    buffer, where a missing bounds check reads outside it (into the sanitizer's red zone); whole-message
+    mutations (fuzzlib) rarely end a buffer inside a record."""
+    import random
+
+    from tfadvisor.proto import xplane_pb2
+
+    rnd = random.Random(16)
+    out = []
+    for name in ("synthetic_kernel_launch", "input_bound_defaults_off", "real_tf_gpu_multiworker"):
+        src = min((SAMPLES / name).rglob("*.xplane.pb"))
+        space = xplane_pb2.XSpace.FromString(src.read_bytes())
+        planes = [p for p in space.planes if any(len(ln.events) for ln in p.lines)]
+        for i in range(per_sample):
+            plane = xplane_pb2.XPlane()
+            plane.CopyFrom(planes[i % len(planes)])
+            lines = [j for j, ln in enumerate(plane.lines) if len(ln.events)]
+            j = lines[rnd.randrange(len(lines))]
+            line = plane.lines[j]
+            del line.events[64:]
+            data = line.SerializeToString()
+            del plane.lines[j]
+            cut = _cut(data, rnd.randrange(1, len(data)), "line")
+            body = plane.SerializeToString() + b"\x1a" + _varint(len(cut)) + cut
+            run = dest / f"{name}_{i}" / "plugins" / "profile" / "run"
+            run.mkdir(parents=True)
+            (run / "h.xplane.pb").write_bytes(b"\x0a" + _varint(len(body)) + body)
+            out.append(dest / f"{name}_{i}")
+    return out
+
+
 def run_instrumented(tmp_path: Path, targets: list[str], source: Path | None = None):
     """The analysis of each target in a child under the sanitizers: (records by target, process)."""
     env = asanlib.instrumented(tmp_path / "asan", source)
-    proc = asanlib.run_child(CHILD, [str(PER_INPUT_LIMIT_S), *targets], env, tmp_path, TOTAL_LIMIT_S)
+    proc = asanlib.run_child(CHILD, [str(PER_INPUT_LIMIT_S), *targets], env, TOTAL_LIMIT_S)
     records = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
     return {r["target"]: r for r in records if "target" in r}, proc
 
@@ -81,8 +159,9 @@ def test_analysis_is_in_bounds_under_address_sanitizer(tmp_path):
     seeds = fuzzlib.load_seeds()
     fuzz = [fuzzlib.make_input(seeds, FUZZ_SEED, i).write(tmp_path / "fuzz" / f"input_{i}") for i in range(FUZZ_N)]
     samples, cases, real = _sample_targets(), _fuzz_case_targets(), _real_targets()
+    cut = _truncated_line_inputs(tmp_path / "cut")
     assert len(samples) >= 20
-    targets = [str(p) for p in samples + real + cases + fuzz]
+    targets = [str(p) for p in samples + real + cases + fuzz + cut]
     done, proc = run_instrumented(tmp_path, targets)
     tail = proc.stderr[-4000:]
     report = asanlib.sanitizer_report(proc.stderr)
@@ -98,5 +177,6 @@ def test_analysis_is_in_bounds_under_address_sanitizer(tmp_path):
     others = [r for r in done.values() if r["status"] == "other"]
     counts = {s: sum(r["status"] == s for r in done.values()) for s in ("ok", "trace_error", "other")}
     print(f"ASan/UBSan-checked: {len(done)} inputs ({len(samples)} samples, {len(real)} real traces, "
-          f"{len(cases)} fuzz cases, {FUZZ_N} fuzz mutations): {counts}; other exceptions (the fuzz test's "
-          "business): " + "; ".join(f"{Path(r['target']).name}: {r['detail'][:80]}" for r in others[:5]))
+          f"{len(cases)} fuzz cases, {FUZZ_N} fuzz mutations, {len(cut)} cut lines): {counts}; other "
+          "exceptions (the fuzz test's business): "
+          + "; ".join(f"{Path(r['target']).name}: {r['detail'][:80]}" for r in others[:5]))
