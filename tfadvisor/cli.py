@@ -299,7 +299,7 @@ def _register_optional() -> None:
     """Commands that live in their own modules (none of them imports TensorFlow at import time)."""
     from tfadvisor.capture.cli import app as capture_app
     from tfadvisor.diff import diff_command
-    from tfadvisor.multihost import scaling_command
+    from tfadvisor.multihost_cli import scaling_command
 
     app.add_typer(capture_app, name="capture")
     app.command("diff", cls=Command)(diff_command)
