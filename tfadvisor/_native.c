@@ -1141,15 +1141,30 @@ static PyObject *py_cover_sorted(PyObject *self, PyObject *args)
     return (PyObject *)out;
 }
 
-/* _intersect(s1, e1, s2, e2) -> (starts, ends, index into set 2): pieces of set 1 inside set 2. */
+/* _intersect(s1, e1, s2, e2, with_index=True) -> (starts, ends[, index into set 2]): pieces of set 1
+ * inside set 2. */
 static PyObject *py_intersect(PyObject *self, PyObject *args)
 {
     PyArrayObject *a[4] = {NULL};
-    if (parse_i64(args, 4, a, "_intersect") < 0)
+    int with_index = 1;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs == 5) {
+        with_index = PyObject_IsTrue(PyTuple_GET_ITEM(args, 4));
+        if (with_index < 0)
+            return NULL;
+        args = PyTuple_GetSlice(args, 0, 4);
+    } else {
+        Py_INCREF(args);
+    }
+    if (args == NULL)
+        return NULL;
+    int rc = parse_i64(args, 4, a, "_intersect");
+    Py_DECREF(args);
+    if (rc < 0)
         return NULL;
     const int64_t *s1 = I64P(a[0]), *e1 = I64P(a[1]), *s2 = I64P(a[2]), *e2 = I64P(a[3]);
     int64_t n1 = min64(LEN(a[0]), LEN(a[1])), n2 = min64(LEN(a[2]), LEN(a[3]));
-    PyArrayObject *ps_ = new_i64(n1 + n2), *pe_ = new_i64(n1 + n2), *pw_ = new_i64(n1 + n2);
+    PyArrayObject *ps_ = new_i64(n1 + n2), *pe_ = new_i64(n1 + n2), *pw_ = new_i64(with_index ? n1 + n2 : 0);
     PyObject *res = NULL;
     if (!ps_ || !pe_ || !pw_)
         goto done;
@@ -1161,7 +1176,8 @@ static PyObject *py_intersect(PyObject *self, PyObject *args)
             if (x < y) {
                 ps[k] = x;
                 pe[k] = y;
-                pw[k] = j;
+                if (with_index)
+                    pw[k] = j;
                 k++;
             }
             if (e1[i] <= e2[j])
@@ -1170,9 +1186,9 @@ static PyObject *py_intersect(PyObject *self, PyObject *args)
                 j++;
         }
         Py_END_ALLOW_THREADS
-        if (shrink(ps_, k) < 0 || shrink(pe_, k) < 0 || shrink(pw_, k) < 0)
+        if (shrink(ps_, k) < 0 || shrink(pe_, k) < 0 || (with_index && shrink(pw_, k) < 0))
             goto done;
-        res = Py_BuildValue("OOO", ps_, pe_, pw_);
+        res = with_index ? Py_BuildValue("OOO", ps_, pe_, pw_) : Py_BuildValue("OO", ps_, pe_);
     }
 done:
     Py_XDECREF(ps_); Py_XDECREF(pe_); Py_XDECREF(pw_);

@@ -383,7 +383,8 @@ class Runs:
         return union_of(*self.parts)
 
 
-#: ``_intersect(s1, e1, s2, e2)``: Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2, with the index
+#: ``_intersect(s1, e1, s2, e2, with_index=True)``: Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2,
+#: with (unless ``with_index`` is false) the index
 #: into set 2.
 _intersect = _native.intersect
 
