@@ -1324,6 +1324,106 @@ done:
     return res;
 }
 
+/* meta_totals(ev_meta, ev_dur, nm) -> (counts int64[nm], durations float64[nm]): per event metadata in
+ * [0, nm), its number of events and the sum of max(duration, 0) as float64 (summed in event order, as
+ * np.bincount does); events with metadata outside [0, nm) are left out. */
+static PyObject *py_meta_totals(PyObject *self, PyObject *args)
+{
+    PyObject *om, *od;
+    long long nm;
+    if (!PyArg_ParseTuple(args, "OOL", &om, &od, &nm))
+        return NULL;
+    if (nm < 0) {
+        PyErr_SetString(PyExc_ValueError, "meta_totals: nm < 0");
+        return NULL;
+    }
+    IdxArr meta = {0};
+    PyArrayObject *dur = NULL, *cnt = NULL, *tot = NULL;
+    PyObject *res = NULL;
+    if (idx_arr(om, &meta, "ev_meta") < 0 || !(dur = in_arr(od, NPY_INT64, "ev_dur")))
+        goto done;
+    {
+        npy_intp dims = (npy_intp)nm;
+        cnt = (PyArrayObject *)PyArray_ZEROS(1, &dims, NPY_INT64, 0);
+        tot = (PyArrayObject *)PyArray_ZEROS(1, &dims, NPY_FLOAT64, 0);
+        if (!cnt || !tot)
+            goto done;
+        int64_t n = min64(meta.n, LEN(dur));
+        int64_t *c = I64P(cnt);
+        double *t = (double *)PyArray_DATA(tot);
+        const int64_t *d = I64P(dur);
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            int64_t m = idx_get(&meta, i);
+            if (m >= 0 && m < nm) {
+                c[m]++;
+                t[m] += (double)(d[i] > 0 ? d[i] : 0);
+            }
+        }
+        Py_END_ALLOW_THREADS
+        res = Py_BuildValue("OO", cnt, tot);
+    }
+done:
+    Py_XDECREF(meta.arr); Py_XDECREF(dur); Py_XDECREF(cnt); Py_XDECREF(tot);
+    return res;
+}
+
+/* time_checks(start, dur) -> (negative durations, lost events): what sanity.py would fix, counted in
+ * one pass; lost = a start of START_OVERFLOW, or an end (negative durations as 0) past int64. */
+static PyObject *py_time_checks(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[2] = {NULL};
+    if (parse_i64(args, 2, a, "time_checks") < 0)
+        return NULL;
+    const int64_t *s = I64P(a[0]), *d = I64P(a[1]);
+    int64_t n = min64(LEN(a[0]), LEN(a[1])), neg = 0, lost = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        int64_t dd = d[i];
+        if (dd < 0) {
+            neg++;
+            dd = 0;
+        }
+        if (s[i] == START_OVERFLOW || dd > I64_MAX - (s[i] > 0 ? s[i] : 0))
+            lost++;
+    }
+    Py_END_ALLOW_THREADS
+    release(a, 2);
+    return Py_BuildValue("LL", (long long)neg, (long long)lost);
+}
+
+/* window_checks(start, dur, lo, hi, longest, limit, floor) -> (far or too long, late): events starting
+ * outside [lo, hi] or lasting more than `longest`, and events with dur > limit - max(start, floor) (in
+ * wrapping int64 arithmetic, as numpy computes it). */
+static PyObject *py_window_checks(PyObject *self, PyObject *args)
+{
+    PyObject *os, *od;
+    long long lo, hi, longest, limit, floor_;
+    if (!PyArg_ParseTuple(args, "OOLLLLL", &os, &od, &lo, &hi, &longest, &limit, &floor_))
+        return NULL;
+    PyArrayObject *st = in_arr(os, NPY_INT64, "start");
+    PyArrayObject *du = st ? in_arr(od, NPY_INT64, "dur") : NULL;
+    if (!du) {
+        Py_XDECREF(st);
+        return NULL;
+    }
+    const int64_t *s = I64P(st), *d = I64P(du);
+    int64_t n = min64(LEN(st), LEN(du)), far = 0, late = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = s[i];
+        if (x < lo || x > hi || d[i] > longest)
+            far++;
+        int64_t m = x > floor_ ? x : floor_;
+        if (d[i] > (int64_t)((uint64_t)limit - (uint64_t)m))
+            late++;
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(st);
+    Py_DECREF(du);
+    return Py_BuildValue("LL", (long long)far, (long long)late);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Threads knob and module                                                                    */
 /* ------------------------------------------------------------------------------------------ */
@@ -1358,6 +1458,9 @@ static PyMethodDef methods[] = {
     {"intersect", py_intersect, METH_VARARGS, "Pieces of one disjoint sorted set inside another."},
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},
+    {"meta_totals", py_meta_totals, METH_VARARGS, "Events and total duration per event metadata."},
+    {"time_checks", py_time_checks, METH_VARARGS, "Count negative durations and int64-overflowing events."},
+    {"window_checks", py_window_checks, METH_VARARGS, "Count events outside or past the capture window."},
     {"set_num_threads", py_set_num_threads, METH_O, "Threads for the parallel decode (<= 0: all CPUs)."},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Threads the parallel decode uses."},
     {NULL, NULL, 0, NULL},
