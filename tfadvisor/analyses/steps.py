@@ -806,7 +806,7 @@ def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
         for k in keys:
             r = klass[k]
             if r.shape[0]:
-                dev_parts[k] = merge_lines(p.ev_line[r], p.ev_start_ps[r], p.ev_end_ps[r])
+                dev_parts[k] = union_runs(rows_runs(p, r))  # ascending rows: no gathered copies
                 parts[k].append(dev_parts[k])
         comp = klass["dev_compute"]
         info["kernels"] = int(comp.shape[0] + klass["dev_collective"].shape[0])
