@@ -164,6 +164,13 @@ class Tools:
             return measure([str(self.xprof_rs), "get_overview", str(run)], self.env, out)
         raise ValueError(tool)
 
+    def help_time(self, runs: int = 3) -> dict:
+        """``tfadvisor --help``, whole process (warm: the bytecode of the runs before)."""
+        cmd, env = self.tfadvisor_cmd(ROOT)
+        cmd = cmd[: cmd.index("analyze")] + ["--help"]
+        res = [measure(cmd, env, self.scratch / "help.out") for _ in range(runs + 1)][1:]
+        return min(res, key=lambda r: r["s"])
+
     def tools(self) -> list[str]:
         return ["tfadvisor"] + (["xprof"] if self.use_xprof else []) + (["xprof-rs"] if self.xprof_rs else [])
 
@@ -238,6 +245,8 @@ def main() -> None:
     rows = []
     try:
         rows += tools.bench(args.small.name, args.small, args.runs)
+        h = tools.help_time()
+        print(f"  tfadvisor --help: {h['s']:.3f} s, peak RSS {h['rss_mb']:.0f} MB", flush=True)
         if not args.small_only:
             run = trace_for(workdir, args.mb)
             size = sum(f.stat().st_size for f in xplanes(run)) / 1e6
@@ -253,6 +262,7 @@ def main() -> None:
     load = os.getloadavg()
     print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
     print(table(rows))
+    print(f"\ntfadvisor --help: {h['s']:.3f} s (best of 3, warm), peak RSS {h['rss_mb']:.0f} MB")
     if lin:
         print("\n| trace | tfadvisor warm s | s per 100 MB | peak RSS MB |\n|---|---|---|---|")
         for size, r in lin:
