@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"writing {a.hosts} x {a.mb:g} MB under {root}", file=sys.stderr)
         paths = write_hosts(root, a.hosts, a.mb)
         run_dir = str(paths[0].parent)
-        # Warm the numba cache and the page cache (both runs then read from memory alike).
+        # Warm the bytecode cache and the page cache (both runs then read from memory alike).
         measure(str(paths[0]))
         one = best_of(a.repeat, str(paths[0]))
         multi = best_of(a.repeat, run_dir, str(a.jobs))

@@ -77,7 +77,7 @@ def mutate_source(src: str, metric: str) -> tuple[str, int]:
 
 
 def make_copy(dest: Path, figure: str | None) -> int:
-    """The package (with numba's caches, mtimes kept) and its rules under ``dest``; patched for ``figure``."""
+    """The package (with its compiled kernels, mtimes kept) and its rules under ``dest``; patched for ``figure``."""
     shutil.copytree(ROOT / "tfadvisor", dest / "tfadvisor")
     (dest / "rules").symlink_to(ROOT / "rules")
     stub = dest / "no_xprof" / "xprof"

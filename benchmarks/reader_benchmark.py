@@ -10,7 +10,8 @@ TF ops, kernel launches with correlation_id, tf.data events; a GPU plane with st
 kernels with kernel_details/tf_op ref stats, H2D memcpy and NCCL all-reduce). Each measurement
 runs in a fresh subprocess; peak RSS is ``ru_maxrss`` of that process minus the peak of a
 process that only imports tfadvisor (the bare interpreter with our imports).
-Cold = empty numba cache (JIT compile included); warm = cache filled by the cold run. Peak RSS is
+Cold = empty bytecode cache (a fresh ``PYTHONPYCACHEPREFIX``; the kernels are compiled at install
+time, nothing is compiled at run time); warm = cache filled by the cold run. Peak RSS is
 taken after the column pass ("peak_rss_above_baseline_mb": the reader) and after the analyses
 ("peak_rss_with_analyses_mb"); "columns_mb" is what the loaded columns themselves hold.
 """
@@ -109,8 +110,8 @@ def main() -> None:
         print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s")
     size_mb = trace.stat().st_size / 1e6
 
-    cache = Path(tempfile.mkdtemp(prefix="numba-cache-"))
-    env = {"NUMBA_CACHE_DIR": str(cache)}
+    cache = Path(tempfile.mkdtemp(prefix="pycache-"))
+    env = {"PYTHONPYCACHEPREFIX": str(cache)}
     base = run(BASELINE, env=env)
     cold = run(LOAD, str(trace), env=env)
     warm = [run(LOAD, str(trace), env=env) for _ in range(args.warm_runs)]

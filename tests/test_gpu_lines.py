@@ -7,19 +7,17 @@
 * a TPU-shaped trace (SYNTHETIC, ``tfadvisor.synthetic.build_tpu_xspace``): steps from ``Steps``,
   busy time from ``XLA Ops``, op attribution from ``Framework Ops``;
 * bounds safety: the GPU layout that made ``_device_sets`` write out of bounds, run in a
-  subprocess with ``NUMBA_BOUNDSCHECK=1`` and its own numba cache.
+  subprocess with the C kernels built under AddressSanitizer (``asanlib``).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+import asanlib
 import numpy as np
 import pytest
-from conftest import ROOT, SAMPLES
+from conftest import SAMPLES
 
 import tfadvisor
 from tfadvisor.analyses import device_lines as dl
@@ -272,9 +270,9 @@ def _crash_layout(tmp_path: Path) -> Path:
 
 
 def test_bounds_checked_run(tmp_path):
-    """Under NUMBA_BOUNDSCHECK=1 (its own cache: numba's cache does not key on it) every compiled
-    kernel raises on an out-of-bounds access instead of corrupting memory; the crash layout, the
-    real traces and the shared fuzz reproducer must analyse cleanly."""
+    """With the C kernels built under AddressSanitizer and UBSan an out-of-bounds access ends the child
+    with a report instead of corrupting memory; the crash layout, the real traces and the shared fuzz
+    reproducer must analyse cleanly."""
     dirs = [_crash_layout(tmp_path)] + sorted(p for p in SAMPLES.glob("real_*") if p.is_dir())
     shared = Path("/work/shared/fuzz_cases/segfault_device_sets_bucket/logdir")
     if shared.is_dir():
@@ -284,8 +282,8 @@ def test_bounds_checked_run(tmp_path):
             "    r = tfadvisor.analyze(d)\n"
             "    assert r.metrics['devices_total'] >= 1, d\n"
             "print('ok', len(sys.argv) - 1)\n")
-    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba_cache")}
-    proc = subprocess.run([sys.executable, "-c", code, *map(str, dirs)], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=600)
+    env = asanlib.instrumented(tmp_path / "asan")
+    proc = asanlib.run_child(code, list(map(str, dirs)), env, 600)
+    assert asanlib.sanitizer_report(proc.stderr) is None, asanlib.sanitizer_report(proc.stderr)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == f"ok {len(dirs)}"

@@ -348,7 +348,7 @@ def _register_optional() -> None:
         return
     from tfadvisor.capture.cli import app as capture_app
     from tfadvisor.diff import diff_command
-    from tfadvisor.multihost import scaling_command
+    from tfadvisor.multihost_cli import scaling_command
 
     for info in capture_app.registered_commands:
         name = info.name or (info.callback.__name__ if info.callback else "")

@@ -25,7 +25,6 @@ from typing import Any
 import typer
 
 from tfadvisor.report import get, run_label
-from tfadvisor.report.plots import finding_rule, fmt_value
 
 NOISE_PCT = 1.0
 
@@ -141,6 +140,8 @@ def _judge(delta: float | None, pct: float | None, better: str) -> str:
 
 
 def diff_results(before: Any, after: Any) -> dict:
+    from tfadvisor.report.plots import finding_rule  # pandas and numpy: not before a diff is asked for
+
     """The two results side by side: figures with changes, the verdict, findings fixed/new/remaining."""
     mb = getattr(before, "metrics", None) or {}
     ma = getattr(after, "metrics", None) or {}
@@ -209,6 +210,8 @@ def _pct(p: float | None) -> str:
 
 
 def _fmt(v: Any, unit: str, name: str) -> str:
+    from tfadvisor.report.plots import fmt_value
+
     return fmt_value(v, unit, name)
 
 

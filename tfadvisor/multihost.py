@@ -15,7 +15,7 @@ Executors:
 * ``jobs=N`` (default ``os.cpu_count()``): N hosts at once: N - 1 in the worker processes of a
   ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` context; they do not re-run the caller's
   ``__main__``) and one in a thread of this process, which has
-  everything imported already and would otherwise only wait. numba's decoding threads are split
+  everything imported already and would otherwise only wait. The decoder's threads are split
   between the N. Measured (benchmarks/multihost.py): this uses less memory than N worker
   processes plus an idle parent (the parent's own ~150 MB, and the in-process host starts
   while the workers are still starting, so the N peaks do not coincide), and it is faster.
@@ -69,16 +69,15 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from enum import Enum
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import typer
 
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, analyze_trace, declare, options_from
 from tfadvisor.discovery import Run, host_name, is_remote, resolve
 from tfadvisor.errors import TraceError
+from tfadvisor.multihost_cli import ScalingFormat, scaling_command  # noqa: F401 - re-exported
 from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host
 from tfadvisor.reader import _size, load_run, read_run_metadata
 from tfadvisor.runmeta import positive as _positive
@@ -633,11 +632,6 @@ def _plain(v: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 # Scaling: the same model at two or more replica counts
 # ---------------------------------------------------------------------------------------------
-class ScalingFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
 def _analyze_for_scaling(path: str, options: Options | None, jobs: int | None, dask: str | None):
     """Metrics of one run (no rules needed): multi-host runs through :func:`analyze_hosts`."""
     from tfadvisor.api import Result
@@ -793,32 +787,6 @@ def render_scaling(report: dict[str, Any], console=None) -> None:
     console.print("efficiency = throughput_N / (N/N0 x throughput_N0); 'lost' splits 100 - efficiency into the "
                   "growth of AllReduce, input and other time per step over the baseline's (same per-replica batch).",
                   highlight=False)
-
-
-def scaling_command(
-    runs: list[str] = typer.Argument(..., metavar="RUN",
-                                     help="Two or more runs (logdirs, run directories) of the same model at "
-                                          "different replica counts."),
-    replicas: str | None = typer.Option(None, "--replicas", metavar="N[,N...]",
-                                        help="Replica count of each run, e.g. 2,4,8 "
-                                             "(default: each run's tfadvisor_run.json)."),
-    batch_size: str | None = typer.Option(None, "--batch-size", metavar="N[,N...]",
-                                          help="Global batch size: one value, or one per "
-                                               "run (default: tfadvisor_run.json)."),
-    fmt: ScalingFormat = typer.Option(ScalingFormat.text, "--format", "-f", help="Output format."),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", metavar="N", help="Worker processes for multi-host runs."),
-    dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
-                                    help="Dask scheduler address for multi-host parsing."),
-) -> None:
-    """Scaling efficiency across runs at different replica counts: throughput per replica, and where
-    the efficiency is lost (AllReduce, input, other)."""
-    import json
-
-    report = scaling_report(runs, replicas, batch_size, jobs=jobs, dask=dask)
-    if fmt is ScalingFormat.json:
-        typer.echo(json.dumps(report, indent=2, default=str))
-    else:
-        render_scaling(report)
 
 
 __all__ = ["CATEGORIES", "STRAGGLER_RATIO", "ScalingFormat", "analyze_hosts", "combine_hosts", "render_scaling",

@@ -79,15 +79,12 @@ def read_counter(path: str) -> dict:
 
 
 def _set_threads(threads: int | None) -> None:
-    """Share the machine's cores between the worker processes (numba's parallel decoding)."""
+    """Share the machine's cores between the worker processes (the decoder's threads)."""
     if not threads:
         return
-    try:
-        import numba
+    from tfadvisor import wire
 
-        numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
-    except Exception:  # noqa: BLE001 - threading layer unavailable: keep numba's default
-        pass
+    wire.set_num_threads(max(1, int(threads)))
 
 
 def _trim() -> None:
@@ -118,7 +115,7 @@ def analyze_host(run, host: str, options=None, threads: int | None = None,
     """Load host ``host`` of ``run`` (a :class:`~tfadvisor.discovery.Run`), analyse it, and return
     the small per-host result (see the module docstring).
 
-    ``threads``: numba threads for this task (None: numba's default). ``counter``: the in-flight
+    ``threads``: decoding threads for this task (None: the decoder's default, every CPU). ``counter``: the in-flight
     counter file (tests); default ``$TFADVISOR_MULTIHOST_COUNTER``. The parent passes its own
     value along, because a forkserver's or a Dask worker's environment is fixed when it starts."""
     from tfadvisor.analyses import Options, analyze_trace, options_from

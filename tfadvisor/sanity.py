@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from tfadvisor import wire
+from tfadvisor import _native, wire
 from tfadvisor.trace import Plane, Trace
 
 PS_PER_NS = 1000
@@ -63,6 +63,9 @@ def sanitize_planes(planes: list[Plane]) -> list[str]:
     for p in planes:
         if p.n_events == 0:
             continue
+        n_neg, n_lost = _native.time_checks(p.ev_start_ps, p.ev_dur_ps)  # one pass; the fixes only when needed
+        if not (n_neg or n_lost):
+            continue
         bad = p.ev_dur_ps < 0
         if bad.any():
             neg += int(bad.sum())
@@ -97,6 +100,8 @@ def sanitize_planes(planes: list[Plane]) -> list[str]:
     dropped = too_long = clipped = 0
     for p in busy:
         start = p.ev_start_ps
+        if _native.window_checks(start, p.ev_dur_ps, int(lo), int(hi), int(longest), int(limit), int(floor)) == (0, 0):
+            continue  # nothing to drop or clip (one pass)
         far = (start < lo) | (start > hi)
         long_ = p.ev_dur_ps > longest
         if far.any() or long_.any():

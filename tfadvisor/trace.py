@@ -15,9 +15,8 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
-from tfadvisor import wire
+from tfadvisor import _native, wire
 from tfadvisor.discovery import host_name
 
 # Line names as TF writes them, old and new spellings.
@@ -430,17 +429,8 @@ class Plane:
         return df
 
 
-@njit(cache=True, nogil=True)
-def _fnv1a(pool, off, ln):
-    """64-bit FNV-1a hash of each string (bytes ``pool[off[i]:off[i] + ln[i]]``)."""
-    out = np.empty(off.shape[0], np.int64)
-    for i in range(off.shape[0]):
-        h = np.uint64(1469598103934665603)
-        o = off[i]
-        for j in range(ln[i]):
-            h = (h ^ np.uint64(pool[o + j])) * np.uint64(1099511628211)
-        out[i] = np.int64(h)
-    return out
+#: ``_fnv1a(pool, off, ln)``: the 64-bit FNV-1a hash (int64) of each string ``pool[off[i]:off[i] + ln[i]]``.
+_fnv1a = _native.fnv1a
 
 
 @dataclass

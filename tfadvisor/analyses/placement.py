@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tfadvisor import wire
+from tfadvisor import _native, wire
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import step_table
@@ -217,27 +217,21 @@ def line_rows_range(plane: Plane, lines: np.ndarray) -> np.ndarray:
     return np.sort(rows) if rows.size > 1 and not bool(np.all(rows[1:] > rows[:-1])) else rows
 
 
+def _meta_pass(plane: Plane, ctx: Context | None) -> tuple[np.ndarray, np.ndarray]:
+    """(events, total duration ps as float) per event metadata: one pass over the plane (C), the same
+    figures as ``np.bincount`` of the metadata without and with the durations (negative ones as 0)."""
+    return memo(ctx, plane, "meta_pass",
+                lambda: _native.meta_totals(plane.ev_meta, plane.ev_dur_ps, len(plane.event_names)))
+
+
 def meta_counts(plane: Plane, ctx: Context | None = None) -> np.ndarray:
-    """Number of events per event metadata of a plane (one bincount)."""
-    def run():
-        nm = len(plane.event_names)
-        m = plane.ev_meta
-        if m.size and m.min() < 0:
-            m = m[m >= 0]
-        return np.bincount(m, minlength=nm)[:nm]
-    return memo(ctx, plane, "meta_counts", run)
+    """Number of events per event metadata of a plane."""
+    return _meta_pass(plane, ctx)[0]
 
 
 def meta_durations(plane: Plane, ctx: Context | None = None) -> np.ndarray:
-    """Total duration (ps, float) per event metadata of a plane (one weighted bincount)."""
-    def run():
-        nm = len(plane.event_names)
-        m, d = plane.ev_meta, np.maximum(plane.ev_dur_ps, 0)
-        if m.size and m.min() < 0:
-            ok = m >= 0
-            m, d = m[ok], d[ok]
-        return np.bincount(m, weights=d, minlength=nm)[:nm]
-    return memo(ctx, plane, "meta_durations", run)
+    """Total duration (ps, float) per event metadata of a plane (negative durations count as 0)."""
+    return _meta_pass(plane, ctx)[1]
 
 
 def meta_totals(plane: Plane, ctx: Context | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -71,8 +71,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
+from tfadvisor import _native
 from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.runmeta import steps_per_execution
@@ -85,30 +85,8 @@ from tfadvisor.trace import Plane, StatColumn, Trace
 _EMPTY = np.empty(0, np.int64)
 
 
-@njit(cache=True, nogil=True)
-def _merge_sorted(s, e):
-    """Union of start-sorted intervals; ok=False when the starts were not sorted."""
-    n = min(s.shape[0], e.shape[0])
-    os_ = np.empty(n, np.int64)
-    oe = np.empty(n, np.int64)
-    k = 0
-    ok = True
-    for i in range(n):
-        a = s[i]
-        b = e[i]
-        if i > 0 and a < s[i - 1]:
-            ok = False
-            break
-        if b <= a:
-            continue
-        if k > 0 and a <= oe[k - 1]:
-            if b > oe[k - 1]:
-                oe[k - 1] = b
-        else:
-            os_[k] = a
-            oe[k] = b
-            k += 1
-    return os_[:k], oe[:k], ok
+#: ``_merge_sorted(s, e)``: Union of start-sorted intervals; ok=False when the starts were not sorted.
+_merge_sorted = _native.merge_sorted
 
 
 def _union2(s1, e1, s2, e2):
@@ -121,151 +99,30 @@ def _union2(s1, e1, s2, e2):
     return _union2_linear(s1, e1, s2, e2)
 
 
-@njit(cache=True, nogil=True)
-def _union2_linear(s1, e1, s2, e2):
-    """Union of two sets of disjoint sorted intervals."""
-    n1 = min(s1.shape[0], e1.shape[0])
-    n2 = min(s2.shape[0], e2.shape[0])
-    os_ = np.empty(n1 + n2, np.int64)
-    oe = np.empty(n1 + n2, np.int64)
-    i = 0
-    j = 0
-    k = 0
-    while i < n1 or j < n2:
-        if j >= n2 or (i < n1 and s1[i] <= s2[j]):
-            a = s1[i]
-            b = e1[i]
-            i += 1
-        else:
-            a = s2[j]
-            b = e2[j]
-            j += 1
-        if k > 0 and a <= oe[k - 1]:
-            if b > oe[k - 1]:
-                oe[k - 1] = b
-        else:
-            os_[k] = a
-            oe[k] = b
-            k += 1
-    return os_[:k], oe[:k]
+#: ``_union2_linear(s1, e1, s2, e2)``: Union of two sets of disjoint sorted intervals.
+_union2_linear = _native.union2_linear
 
 
-@njit(cache=True, nogil=True)
-def _union_small(bs, be, ss, se):
-    """Union of a big and a small set of disjoint sorted intervals: the big set is copied in
-    blocks, only the neighbourhood of each small interval is merged."""
-    nb = min(bs.shape[0], be.shape[0])
-    ns = min(ss.shape[0], se.shape[0])
-    os_ = np.empty(nb + ns, np.int64)
-    oe = np.empty(nb + ns, np.int64)
-    i = 0
-    k = 0
-    for j in range(ns):
-        a = ss[j]
-        b = se[j]
-        # big intervals wholly before this one (ending before it starts) are copied as they are
-        lo = i
-        hi = nb
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if be[mid] < a:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo > i:
-            os_[k:k + lo - i] = bs[i:lo]
-            oe[k:k + lo - i] = be[i:lo]
-            k += lo - i
-            i = lo
-        if k > 0 and a <= oe[k - 1]:
-            k -= 1
-            a = os_[k]
-            if oe[k] > b:
-                b = oe[k]
-        while i < nb and bs[i] <= b:
-            if bs[i] < a:
-                a = bs[i]
-            if be[i] > b:
-                b = be[i]
-            i += 1
-        os_[k] = a
-        oe[k] = b
-        k += 1
-    if i < nb:
-        os_[k:k + nb - i] = bs[i:nb]
-        oe[k:k + nb - i] = be[i:nb]
-        k += nb - i
-    return os_[:k], oe[:k]
+#: ``_union_small(bs, be, ss, se)``: Union of a big and a small set of disjoint sorted intervals: the big set is
+#: copied in blocks, only the neighbourhood of each small interval is merged.
+_union_small = _native.union_small
 
 
-@njit(cache=True, nogil=True)
-def _prefix_lengths(s, e):
-    n = min(s.shape[0], e.shape[0])
-    out = np.empty(n + 1, np.int64)
-    out[0] = 0
-    acc = 0
-    for i in range(n):
-        acc += e[i] - s[i]
-        out[i + 1] = acc
-    return out
+#: ``_prefix_lengths(s, e)``: running sums of the lengths e - s (n + 1 values, the first 0).
+_prefix_lengths = _native.prefix_lengths
 
 
-@njit(cache=True, nogil=True)
-def _cover_sorted(s, e, t):
-    """Covered length of disjoint sorted intervals in (-inf, t] for ascending query points t."""
-    n = min(s.shape[0], e.shape[0])
-    q = t.shape[0]
-    out = np.empty(q, np.int64)
-    i = 0
-    acc = 0
-    for j in range(q):
-        tj = t[j]
-        while i < n and e[i] <= tj:
-            acc += e[i] - s[i]
-            i += 1
-        if i < n and s[i] < tj:
-            out[j] = acc + (tj - s[i])
-        else:
-            out[j] = acc
-    return out
+#: ``_cover_sorted(s, e, t)``: Covered length of disjoint sorted intervals in (-inf, t] for ascending query points
+#: t.
+_cover_sorted = _native.cover_sorted
 
 
-@njit(cache=True, nogil=True)
-def _bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes):
-    """Class code per event (line class * stride + metadata class) and the rows of each code.
-
-    Every index is checked: an event whose line is out of range, or whose code falls outside
-    [0, ncodes), goes to the overflow bucket ``ncodes``; metadata out of range counts as
-    ``unknown``. Returns the rows ordered by code (ascending within a code) and the bounds of
-    each code's run (length ncodes + 2).
-    """
-    n = min(ev_line.shape[0], ev_meta.shape[0])
-    nl = line_cls.shape[0]
-    nm = meta_cls.shape[0]
-    codes = np.empty(n, np.int64)
-    counts = np.zeros(ncodes + 2, np.int64)
-    for i in range(n):
-        ln = ev_line[i]
-        m = ev_meta[i]
-        mc = meta_cls[m] if 0 <= m < nm else unknown
-        c = ncodes
-        if 0 <= ln < nl and 0 <= mc < stride:
-            lc = line_cls[ln]
-            if lc >= 0:
-                c = lc * stride + mc
-                if c >= ncodes:
-                    c = ncodes
-        codes[i] = c
-        counts[c + 1] += 1
-    for c in range(ncodes + 1):
-        counts[c + 1] += counts[c]
-    pos = counts[:-1].copy()
-    order = np.empty(n, np.int64)
-    for i in range(n):
-        c = codes[i]
-        order[pos[c]] = i
-        pos[c] += 1
-    return order, counts
+#: ``_bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes)``: Class code per event (line
+#: class * stride + metadata class) and the rows of each code. Every index is checked: an event whose line is out of
+#: range, or whose code falls outside [0, ncodes), goes to the overflow bucket ``ncodes``; metadata out of range
+#: counts as ``unknown``. Returns the rows ordered by code (ascending within a code) and the bounds of each code's
+#: run (length ncodes + 2).
+_bucket_kernel = _native.bucket_kernel
 
 
 def _bucket(ev_line: np.ndarray, ev_meta: np.ndarray, line_cls: np.ndarray, meta_cls: np.ndarray, unknown: int,
@@ -290,54 +147,10 @@ def _bucket(ev_line: np.ndarray, ev_meta: np.ndarray, line_cls: np.ndarray, meta
                           int(unknown), int(stride), int(n_line_classes * stride))
 
 
-@njit(cache=True, nogil=True)
-def _merge_rows(start, end, line, rows):
-    """Per-thread union of the intervals of event rows (ascending rows: grouped by thread).
-
-    Returns the merged intervals, thread by thread, the bounds of each thread's run, and
-    ok=False when a thread's starts were not sorted.
-    """
-    n = rows.shape[0]
-    nev = min(start.shape[0], end.shape[0], line.shape[0])
-    os_ = np.empty(n, np.int64)
-    oe = np.empty(n, np.int64)
-    bounds = np.empty(n + 2, np.int64)
-    nb = 0
-    k = 0
-    ok = True
-    cur_line = -1
-    run_start = 0
-    prev = 0
-    for j in range(n):
-        i = rows[j]
-        if i < 0 or i >= nev:
-            ok = False
-            continue
-        a = start[i]
-        b = end[i]
-        ln = line[i]
-        if ln != cur_line:
-            if ln < cur_line:
-                ok = False
-            bounds[nb] = k
-            nb += 1
-            cur_line = ln
-            run_start = k
-        elif a < prev:
-            ok = False
-        prev = a
-        if b <= a:
-            continue
-        if k > run_start and a <= oe[k - 1]:
-            if b > oe[k - 1]:
-                oe[k - 1] = b
-        else:
-            os_[k] = a
-            oe[k] = b
-            k += 1
-    bounds[nb] = k
-    nb += 1
-    return os_[:k], oe[:k], bounds[:nb], ok
+#: ``_merge_rows(start, end, line, rows)``: Per-thread union of the intervals of event rows (ascending rows: grouped
+#: by thread). Returns the merged intervals, thread by thread, the bounds of each thread's run, and ok=False when a
+#: thread's starts were not sorted.
+_merge_rows = _native.merge_rows
 
 
 def _runs_to_list(s, e, bounds):
@@ -570,31 +383,10 @@ class Runs:
         return union_of(*self.parts)
 
 
-@njit(cache=True, nogil=True)
-def _intersect(s1, e1, s2, e2):
-    """Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2, with the index into set 2."""
-    n1 = min(s1.shape[0], e1.shape[0])
-    n2 = min(s2.shape[0], e2.shape[0])
-    cap = n1 + n2
-    ps = np.empty(cap, np.int64)
-    pe = np.empty(cap, np.int64)
-    pw = np.empty(cap, np.int64)
-    i = 0
-    j = 0
-    k = 0
-    while i < n1 and j < n2:
-        a = max(s1[i], s2[j])
-        b = min(e1[i], e2[j])
-        if a < b:
-            ps[k] = a
-            pe[k] = b
-            pw[k] = j
-            k += 1
-        if e1[i] <= e2[j]:
-            i += 1
-        else:
-            j += 1
-    return ps[:k], pe[:k], pw[:k]
+#: ``_intersect(s1, e1, s2, e2, with_index=True)``: Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2,
+#: with (unless ``with_index`` is false) the index
+#: into set 2.
+_intersect = _native.intersect
 
 
 class LazyUnion:
@@ -1014,7 +806,7 @@ def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
         for k in keys:
             r = klass[k]
             if r.shape[0]:
-                dev_parts[k] = merge_lines(p.ev_line[r], p.ev_start_ps[r], p.ev_end_ps[r])
+                dev_parts[k] = union_runs(rows_runs(p, r))  # ascending rows: no gathered copies
                 parts[k].append(dev_parts[k])
         comp = klass["dev_compute"]
         info["kernels"] = int(comp.shape[0] + klass["dev_collective"].shape[0])

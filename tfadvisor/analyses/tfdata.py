@@ -150,6 +150,24 @@ def _bodies(p: Plane, launch: np.ndarray, tfd_lines: np.ndarray) -> tuple[np.nda
     return out, linked
 
 
+def _row_codes(rows: np.ndarray, codes: np.ndarray):
+    """``code_of(q)``: the code given to each row ``q`` (the last one when a row is given twice), -1 for a
+    row not in ``rows``; by binary search, not through a table over every event of the plane."""
+    order = np.argsort(rows, kind="stable")
+    srows = rows[order]
+    scodes = np.asarray(codes, np.int64)[order]
+
+    def code_of(q: np.ndarray) -> np.ndarray:
+        q = np.asarray(q)
+        if srows.shape[0] == 0:
+            return np.full(q.shape, -1, np.int64)
+        pos = np.searchsorted(srows, q, side="right") - 1
+        at = np.maximum(pos, 0)
+        return np.where((pos >= 0) & (srows[at] == q), scodes[at], -1)
+
+    return code_of
+
+
 def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
     """The per-stage table (see the module doc) and the function-body rows linked to stages."""
     meta = p.ev_meta[rows]
@@ -169,8 +187,7 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
     kinds = [_stage_kind(c.split("::")[-1]) for c in chains]
     is_async = np.array([bool(_ASYNC_RE.match(k)) for k in kinds], bool)
     sync_self = np.maximum(total - child_total, 0.0)
-    code_of_row = np.full(p.n_events + 1, -1, np.int64)
-    code_of_row[rows] = codes
+    code_of_row = _row_codes(rows, codes)
 
     # Producer events (<Kind>Produce) -> their stage, through the child stage they call.
     produce = p.events_named(re.compile(r"^\w+Produce$"))
@@ -179,7 +196,7 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
     if produce.shape[0]:
         child = _first_inside(p, produce, rows)
         ok = child >= 0
-        prod_stage[ok] = parent[code_of_row[child[ok]]]
+        prod_stage[ok] = parent[code_of_row(child[ok])]
         pnames = p.names_of(produce).astype(str)
         for i in np.flatnonzero(prod_stage < 0):
             k = pnames[i][: -len("Produce")]
@@ -217,7 +234,7 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
         rest = ~ok
         if rest.any():  # a synchronous stage running its function inline
             enc2 = _enclosing(p, rows, launch[rest])
-            st = np.where(enc2 >= 0, code_of_row[np.maximum(enc2, 0)], -1)
+            st = np.where(enc2 >= 0, code_of_row(np.maximum(enc2, 0)), -1)
             launch_stage[rest] = st
     fn_runs = np.bincount(launch_stage[launch_stage >= 0], minlength=n).astype(np.float64)
     fn_body = np.bincount(launch_stage[launch_stage >= 0], weights=body_ps[launch_stage >= 0], minlength=n)

@@ -44,21 +44,33 @@ def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS) -> pd.Data
     if n <= max_spans:
         keep = np.arange(n)
     else:
-        holes = s[1:] - e[:-1]
-        cut = np.sort(np.argpartition(-holes, max_spans - 2)[:max_spans - 1]) + 1
-        keep = np.concatenate([[0], cut])
+        neg_holes = e[:-1] - s[1:]  # minus each hole's width (one temporary: lanes hold millions)
+        cut = np.argpartition(neg_holes, max_spans - 2)[:max_spans - 1]
+        del neg_holes
+        keep = np.concatenate([[0], np.sort(cut) + 1])
     first = keep
     last = np.append(keep[1:], n) - 1
-    lens = np.concatenate([[0], np.cumsum(e - s)])
+    lens = np.empty(n + 1, np.int64)
+    lens[0] = 0
+    np.subtract(e, s, out=lens[1:])
+    np.cumsum(lens[1:], out=lens[1:])
     return pd.DataFrame({"start_ps": s[first], "end_ps": e[last],
                          "covered_ps": lens[last + 1] - lens[first], "count": last - first + 1})
 
 
 def _complement(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    gs = np.concatenate([[lo], e])
-    ge = np.concatenate([s, [hi]])
-    gs, ge = np.clip(gs, lo, hi), np.clip(ge, lo, hi)
+    n = s.shape[0]
+    gs = np.empty(n + 1, np.int64)  # built in place: these sets hold millions of intervals
+    gs[0] = lo
+    gs[1:] = e
+    ge = np.empty(n + 1, np.int64)
+    ge[:n] = s
+    ge[n] = hi
+    np.clip(gs, lo, hi, out=gs)
+    np.clip(ge, lo, hi, out=ge)
     ok = ge > gs
+    if ok.all():
+        return gs, ge
     return gs[ok], ge[ok]
 
 
@@ -72,11 +84,19 @@ def idle_set(act, ctx: Context, lo: int, hi: int) -> tuple[np.ndarray, np.ndarra
         return out_s, out_e
     ss, se = merge(steps.start, steps.end)
     ns, ne = _complement(ss, se, lo, hi)
-    a = _intersect(out_s, out_e, ns, ne)
+    # each big temporary is dropped as soon as it is used: this is the run's peak of memory
+    a_s, a_e = _intersect(out_s, out_e, ns, ne, False)
+    del out_s, out_e
     work = union_of(*[m for name, m in step_layers(act, ctx, steps) if name != "idle"])
     ws, we = _complement(work.s, work.e, lo, hi)
-    b = _intersect(ws, we, ss, se)
-    return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+    del work
+    b_s, b_e = _intersect(ws, we, ss, se, False)
+    del ws, we
+    s = np.concatenate([a_s, b_s])
+    del a_s, b_s
+    e = np.concatenate([a_e, b_e])
+    del a_e, b_e
+    return merge(s, e)
 
 
 DECLARED = declare(

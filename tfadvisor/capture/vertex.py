@@ -412,7 +412,7 @@ def _image_pins(image: str) -> list[str]:
     """Pins that keep a prebuilt image's TensorFlow working once tfadvisor is installed next to it.
 
     TensorFlow < 2.18 is built against NumPy 1.x; tfadvisor's dependencies would otherwise bring
-    NumPy 2 (newest pandas and numba), and ``import tensorflow`` fails in the job.
+    NumPy 2 (newest pandas), and ``import tensorflow`` fails in the job.
     """
     local = re.fullmatch(r"(?:docker\.io/)?tensorflow/tensorflow:(\d+\.\d+\.\d+)(?:-gpu)?", image)
     if local:  # the TensorFlow running here: the set of versions that works beside it here (resolved here)

@@ -1,0 +1,275 @@
+"""tfadvisor vs xprof's overview page vs xprof-rs: same files, same run, measured the same way.
+
+Usage::
+
+    python benchmarks/compare.py                      # small sample + the 263 MB synthetic trace
+    python benchmarks/compare.py --small-only         # only the small sample (a busy machine)
+    python benchmarks/compare.py --install            # first pip-install tfadvisor (this checkout) and
+                                                      # xprof-rs into fresh venvs under --workdir
+    python benchmarks/compare.py --sizes 33,66,131,263 --no-xprof   # tfadvisor's cost against events
+
+Every measurement is one whole process, from its start to its exit: ``fork``/``exec`` of the tool's
+command line, reading the file, the analysis, the output written to a file, interpreter shutdown. Wall
+time is taken around the process; peak RSS is the process's own ``ru_maxrss`` from ``os.wait4`` (absolute,
+not above a baseline). The three commands:
+
+* tfadvisor: ``tfadvisor analyze <run> --format json`` (the installed console script with ``--install``
+  or ``--tfadvisor``, else ``python -m tfadvisor`` from this checkout);
+* xprof: ``xprof.convert.raw_to_tool_data.xspace_to_tool_data([file], "overview_page",
+  {"use_saved_result": False})`` in a Python process, on a copy of the file (xprof writes a cache next
+  to what it reads; the copy is made before the clock starts and its cache removed after each run);
+* xprof-rs: ``xprof-rs get_overview <run dir>`` (its command line; it writes nothing next to the file).
+
+First run after pip install (with ``--install``, tfadvisor only) = the very first run of the fresh venv,
+with the bytecode pip compiled at install time. Cold = the Python tools get a fresh, empty
+``PYTHONPYCACHEPREFIX`` (every module, numpy and pandas included, is compiled from source: an install
+without any bytecode; harsher than a real first run); tfadvisor compiles nothing else at run time (its
+kernels are compiled by ``pip install``). Warm = the best of ``--runs`` later runs with that prefix filled.
+The trace files are in the page cache for every tool (they are read once before measuring); nothing drops the OS caches.
+
+Traces are generated (``tfadvisor.synthetic.write_large_trace``, SYNTHETIC) into ``--workdir``
+(default ``/tmp/tfadvisor-compare``), never into the repository, and reused when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ROOT / "sample_traces" / "input_bound_defaults_off"
+RUN_NAME = "2026_01_01_00_00_00"
+
+XPROF = r"""
+import os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from xprof.convert import raw_to_tool_data
+data, _ = raw_to_tool_data.xspace_to_tool_data(sys.argv[2:], "overview_page", {"use_saved_result": False})
+if data is None:
+    sys.exit("xprof: no overview page")
+with open(sys.argv[1], "w" if isinstance(data, str) else "wb") as fh:
+    fh.write(data)
+"""
+
+
+def measure(cmd: list[str], env: dict[str, str], out: Path, cwd: Path | None = None) -> dict:
+    """One whole process: wall seconds and its peak RSS (MB), stdout to ``out``."""
+    with open(out, "wb") as fh:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        err_chunks = []
+        # read stderr while waiting (a tool that writes much to it must not block)
+        assert proc.stderr is not None
+        for chunk in iter(lambda: proc.stderr.read(65536), b""):
+            err_chunks.append(chunk)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        tail = b"".join(err_chunks)[-2000:].decode(errors="replace")
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+    return {"s": wall, "rss_mb": usage.ru_maxrss / 1024}
+
+
+def trace_for(workdir: Path, mb: float) -> Path:
+    """A run directory holding a SYNTHETIC trace of about ``mb`` MB (written once, then reused)."""
+    run = workdir / f"trace_{mb:g}mb" / "plugins" / "profile" / RUN_NAME
+    f = run / "host0.xplane.pb"
+    if not f.exists():
+        run.mkdir(parents=True, exist_ok=True)
+        sys.path.insert(0, str(ROOT))
+        from tfadvisor.synthetic import write_large_trace
+
+        t0 = time.perf_counter()
+        tmp = f.with_suffix(".tmp")
+        write_large_trace(str(tmp), target_mb=mb)
+        tmp.rename(f)
+        print(f"wrote {f} ({f.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.0f} s", flush=True)
+    return run
+
+
+def xplanes(run: Path) -> list[Path]:
+    return sorted(run.rglob("*.xplane.pb"))
+
+
+def install(workdir: Path) -> tuple[Path, Path]:
+    """Fresh venvs: tfadvisor installed from this checkout (``pip install``), and xprof-rs."""
+    venv = workdir / "venv-tfadvisor"
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    t0 = time.perf_counter()
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(ROOT)], check=True)
+    print(f"pip install {ROOT} -> {venv}: {time.perf_counter() - t0:.0f} s", flush=True)
+    xrs = workdir / "venv-xprof-rs"
+    if not (xrs / "bin" / "xprof-rs").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(xrs)], check=True)
+        subprocess.run([str(xrs / "bin" / "pip"), "install", "-q", "xprof-rs"], check=True)
+    return venv / "bin" / "tfadvisor", xrs / "bin" / "xprof-rs"
+
+
+class Tools:
+    def __init__(self, args: argparse.Namespace, workdir: Path):
+        self.workdir = workdir
+        self.scratch = Path(tempfile.mkdtemp(prefix="compare-", dir=workdir))
+        self.tfadvisor = args.tfadvisor
+        self.xprof_rs = args.xprof_rs
+        self.first_pending = bool(args.install)  # the first run after pip install not taken yet
+        if args.install:
+            self.tfadvisor, xrs = install(workdir)
+            self.xprof_rs = self.xprof_rs or xrs
+        if self.xprof_rs is None:
+            found = shutil.which("xprof-rs") or workdir / "venv-xprof-rs" / "bin" / "xprof-rs"
+            self.xprof_rs = Path(found) if Path(found).exists() else None
+        self.use_xprof = not args.no_xprof
+        # PYTHONDONTWRITEBYTECODE would make every run compile every module: no warm run at all
+        drop = ("PYTHONPATH", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
+        self.env = {k: v for k, v in os.environ.items() if k not in drop}
+        self.env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+
+    def tfadvisor_cmd(self, run: Path) -> tuple[list[str], dict[str, str]]:
+        env = dict(self.env)
+        if self.tfadvisor:
+            return [str(self.tfadvisor), "analyze", str(run), "--format", "json", "--quiet"], env
+        env["PYTHONPATH"] = str(ROOT)
+        return [sys.executable, "-m", "tfadvisor", "analyze", str(run), "--format", "json", "--quiet"], env
+
+    def run_tool(self, tool: str, run: Path, prefix: Path | None) -> dict:
+        out = self.scratch / f"{tool}.out"
+        if tool == "tfadvisor":
+            cmd, env = self.tfadvisor_cmd(run)
+            if prefix is not None:
+                env["PYTHONPYCACHEPREFIX"] = str(prefix)
+            return measure(cmd, env, out)
+        if tool == "xprof":
+            copies = self.scratch / "xprof_copy"
+            shutil.rmtree(copies, ignore_errors=True)
+            copies.mkdir()
+            files = []
+            for f in xplanes(run):
+                shutil.copyfile(f, copies / f.name)
+                files.append(str(copies / f.name))
+            env = dict(self.env, PYTHONPYCACHEPREFIX=str(prefix))
+            try:
+                return measure([sys.executable, "-c", XPROF, str(out), *files], env, out.with_suffix(".log"))
+            finally:
+                shutil.rmtree(copies, ignore_errors=True)
+        if tool == "xprof-rs":
+            return measure([str(self.xprof_rs), "get_overview", str(run)], self.env, out)
+        raise ValueError(tool)
+
+    def help_time(self, runs: int = 3) -> dict:
+        """``tfadvisor --help``, whole process (warm: the bytecode of the runs before)."""
+        cmd, env = self.tfadvisor_cmd(ROOT)
+        cmd = cmd[: cmd.index("analyze")] + ["--help"]
+        res = [measure(cmd, env, self.scratch / "help.out") for _ in range(runs + 1)][1:]
+        return min(res, key=lambda r: r["s"])
+
+    def tools(self) -> list[str]:
+        return ["tfadvisor"] + (["xprof"] if self.use_xprof else []) + (["xprof-rs"] if self.xprof_rs else [])
+
+    def bench(self, name: str, run: Path, runs: int, tools: list[str] | None = None) -> list[dict]:
+        for f in xplanes(run):  # into the page cache for every tool alike
+            with open(f, "rb") as fh:
+                while fh.read(1 << 24):
+                    pass
+        rows = []
+        for tool in tools or self.tools():
+            first = None
+            if tool == "tfadvisor" and self.first_pending:  # as installed: the bytecode pip compiled
+                self.first_pending = False
+                first = self.run_tool(tool, run, None)
+            prefix = Path(tempfile.mkdtemp(prefix=f"pycache-{tool}-", dir=self.scratch))
+            cold = self.run_tool(tool, run, prefix)
+            warm = [self.run_tool(tool, run, prefix) for _ in range(runs)]
+            best = min(warm, key=lambda r: r["s"]) if warm else cold
+            rows.append({"tool": tool, "trace": name, "first_s": first and first["s"], "cold_s": cold["s"],
+                         "warm_s": best["s"],
+                         "warm_all_s": [round(w["s"], 3) for w in warm], "cold_rss_mb": cold["rss_mb"],
+                         "rss_mb": max([cold["rss_mb"]] + [w["rss_mb"] for w in warm])})
+            each = ", ".join(f"{w['s']:.2f}" for w in warm)
+            said = f"first after install {first['s']:.2f} s, " if first else ""
+            print(f"  {name}: {tool}: {said}cold {cold['s']:.2f} s, warm {best['s']:.2f} s ({each}), "
+                  f"peak RSS {rows[-1]['rss_mb']:.0f} MB", flush=True)
+        return rows
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| tool | trace | first run after pip install s | cold s | warm s | peak RSS MB | warm time / xprof "
+           "| warm time / xprof-rs | RSS / xprof | RSS / xprof-rs |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ref = {x["tool"]: x for x in rows if x["trace"] == r["trace"]}
+        xp, xr = ref.get("xprof"), ref.get("xprof-rs")
+        first = f"{r['first_s']:.2f}" if r.get("first_s") else "-"
+        out.append(f"| {r['tool']} | {r['trace']} | {first} | {r['cold_s']:.2f} | {r['warm_s']:.2f} | "
+                   f"{r['rss_mb']:.0f} | "
+                   f"{ratio(r['warm_s'], xp and xp['warm_s'])} | {ratio(r['warm_s'], xr and xr['warm_s'])} | "
+                   f"{ratio(r['rss_mb'], xp and xp['rss_mb'])} | {ratio(r['rss_mb'], xr and xr['rss_mb'])} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tfadvisor-compare",
+                    help="generated traces, venvs and scratch files (never the repository)")
+    ap.add_argument("--small", type=Path, default=SMALL, help="the small trace (a run directory or logdir)")
+    ap.add_argument("--mb", type=float, default=263.0, help="size of the large SYNTHETIC trace")
+    ap.add_argument("--small-only", action="store_true", help="skip the large trace")
+    ap.add_argument("--runs", type=int, default=3, help="warm runs per tool on the small trace")
+    ap.add_argument("--large-runs", type=int, default=2, help="warm runs per tool on the large trace")
+    ap.add_argument("--sizes", help="also tfadvisor alone at these sizes (MB, comma-separated): cost vs events")
+    ap.add_argument("--install", action="store_true", help="pip-install tfadvisor and xprof-rs into fresh venvs")
+    ap.add_argument("--tfadvisor", type=Path, help="a tfadvisor console script (default: python -m tfadvisor)")
+    ap.add_argument("--xprof-rs", type=Path, help="the xprof-rs binary (default: on PATH or in --workdir)")
+    ap.add_argument("--no-xprof", action="store_true", help="skip xprof (it needs ~9 GB on the large trace)")
+    ap.add_argument("--json", type=Path, help="also write the rows here")
+    args = ap.parse_args()
+    workdir = args.workdir.resolve()
+    if workdir == ROOT or ROOT in workdir.parents:
+        raise SystemExit("--workdir must be outside the repository")
+    workdir.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
+    tools = Tools(args, workdir)
+    rows = []
+    try:
+        rows += tools.bench(args.small.name, args.small, args.runs)
+        h = tools.help_time()
+        print(f"  tfadvisor --help: {h['s']:.3f} s, peak RSS {h['rss_mb']:.0f} MB", flush=True)
+        if not args.small_only:
+            run = trace_for(workdir, args.mb)
+            size = sum(f.stat().st_size for f in xplanes(run)) / 1e6
+            rows += tools.bench(f"synthetic {size:.0f} MB", run, args.large_runs)
+        lin = []
+        for mb in [float(x) for x in args.sizes.split(",")] if args.sizes else []:
+            run = trace_for(workdir, mb)
+            size = sum(f.stat().st_size for f in xplanes(run)) / 1e6
+            r = tools.bench(f"synthetic {size:.0f} MB", run, args.large_runs, ["tfadvisor"])[0]
+            lin.append((size, r))
+    finally:
+        shutil.rmtree(tools.scratch, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
+    print(table(rows))
+    print(f"\ntfadvisor --help: {h['s']:.3f} s (best of 3, warm), peak RSS {h['rss_mb']:.0f} MB")
+    if lin:
+        print("\n| trace | tfadvisor warm s | s per 100 MB | peak RSS MB |\n|---|---|---|---|")
+        for size, r in lin:
+            print(f"| {r['trace']} | {r['warm_s']:.2f} | {r['warm_s'] / size * 100:.3f} | {r['rss_mb']:.0f} |")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "sizes": [r for _, r in lin]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

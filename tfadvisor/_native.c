@@ -1,0 +1,1477 @@
+/* tfadvisor._native: the compiled kernels of tfadvisor (protobuf wire decoding of XPlane lines,
+ * string hashing, interval arithmetic), built ahead of time by `pip install` (setup.py).
+ *
+ * The input files are untrusted: every read of the file buffer is checked against the end of the
+ * record being decoded, and every record end is checked against the buffer's length on entry; every
+ * write into a caller's array is checked against that array's length. A malformed buffer gives an
+ * error code and byte offset (wire.ERROR_TEXT), never an out-of-bounds access.
+ *
+ * The semantics (outputs and dtypes) are those of tfadvisor/wire.py, tfadvisor/trace.py and
+ * tfadvisor/analyses/steps.py, which call these functions; see the docstrings there.
+ */
+#define PY_SSIZE_T_CLEAN
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifndef _WIN32
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+#define HAVE_THREADS 1
+#else
+#define HAVE_THREADS 0
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Constants shared with wire.py                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { KIND_NONE = 0, KIND_DOUBLE = 1, KIND_UINT64 = 2, KIND_INT64 = 3, KIND_STR = 4, KIND_BYTES = 5,
+       KIND_REF = 6, KIND_GZIP = 8 };
+enum { OK = 0, ERR_TRUNCATED = 1, ERR_WIRE_TYPE = 2, ERR_VARINT = 3, ERR_FIELD = 4 };
+enum { L_ID = 0, L_DISPLAY_ID, L_TS_NS, L_DUR_PS, L_NAME_OFF, L_NAME_LEN, L_DNAME_OFF, L_DNAME_LEN,
+       L_FIRST_EVENT, L_N_EVENTS, N_LINE_COLS };
+
+#define I64_MAX INT64_MAX
+#define START_OVERFLOW INT64_MIN
+#define MAX_TS_NS (INT64_MAX / 1000)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Array arguments                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A 1-D array read as `typenum` (converted when it is another dtype that casts safely). New reference. */
+static PyArrayObject *in_arr(PyObject *obj, int typenum, const char *name)
+{
+    PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(obj, typenum, 1, 1, NPY_ARRAY_IN_ARRAY);
+    if (a == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: expected a 1-D array castable to %s", name,
+                     typenum == NPY_INT64 ? "int64" : (typenum == NPY_INT32 ? "int32" : "uint8"));
+    }
+    return a;
+}
+
+/* An array the kernel writes into: exactly `typenum`, `ndim` dims, C-contiguous, writeable. New reference. */
+static PyArrayObject *out_arr(PyObject *obj, int typenum, int ndim, const char *name)
+{
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a numpy array", name);
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)obj;
+    if (PyArray_TYPE(a) != typenum || PyArray_NDIM(a) != ndim || !PyArray_IS_C_CONTIGUOUS(a)
+        || !PyArray_ISWRITEABLE(a) || !PyArray_ISNOTSWAPPED(a)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a writeable C-contiguous %d-D array of the right dtype", name,
+                     ndim);
+        return NULL;
+    }
+    Py_INCREF(a);
+    return a;
+}
+
+/* An integer index array kept as it is when int32 or int64 (no copy), else converted to int64. */
+typedef struct {
+    PyArrayObject *arr;
+    const void *data;
+    int is32;
+    npy_intp n;
+} IdxArr;
+
+static int idx_arr(PyObject *obj, IdxArr *out, const char *name)
+{
+    PyArrayObject *a = NULL;
+    if (PyArray_Check(obj) && PyArray_NDIM((PyArrayObject *)obj) == 1
+        && PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj) && PyArray_ISNOTSWAPPED((PyArrayObject *)obj)
+        && (PyArray_TYPE((PyArrayObject *)obj) == NPY_INT32 || PyArray_TYPE((PyArrayObject *)obj) == NPY_INT64)
+        && PyArray_ITEMSIZE((PyArrayObject *)obj) == (PyArray_TYPE((PyArrayObject *)obj) == NPY_INT32 ? 4 : 8)) {
+        a = (PyArrayObject *)obj;
+        Py_INCREF(a);
+    } else {
+        a = in_arr(obj, NPY_INT64, name);
+        if (a == NULL)
+            return -1;
+    }
+    out->arr = a;
+    out->data = PyArray_DATA(a);
+    out->is32 = PyArray_TYPE(a) == NPY_INT32;
+    out->n = PyArray_DIM(a, 0);
+    return 0;
+}
+
+static inline int64_t idx_get(const IdxArr *a, npy_intp i)
+{
+    return a->is32 ? (int64_t)((const int32_t *)a->data)[i] : ((const int64_t *)a->data)[i];
+}
+
+#define I64P(a) ((int64_t *)PyArray_DATA(a))
+#define I32P(a) ((int32_t *)PyArray_DATA(a))
+#define U8P(a) ((uint8_t *)PyArray_DATA(a))
+#define LEN(a) ((int64_t)PyArray_DIM(a, 0))
+
+static PyArrayObject *new_i64(npy_intp n)
+{
+    return (PyArrayObject *)PyArray_EMPTY(1, &n, NPY_INT64, 0);
+}
+
+/* Shrink a fresh 1-D array to its first k items (in place; the memory beyond is given back). */
+static int shrink(PyArrayObject *a, npy_intp k)
+{
+    if (PyArray_DIM(a, 0) == k)
+        return 0;
+    PyArray_Dims d = {&k, 1};
+    PyObject *r = PyArray_Resize(a, &d, 0, NPY_CORDER);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Threads: work items handed out one at a time (dynamic scheduling) to up to N threads.      */
+/* ------------------------------------------------------------------------------------------ */
+
+static int g_threads = 0; /* 0: the CPUs this process may run on */
+
+static int cpu_count(void)
+{
+#if HAVE_THREADS
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+#else
+    return 1;
+#endif
+}
+
+static int threads_now(void)
+{
+    return g_threads > 0 ? g_threads : cpu_count();
+}
+
+typedef void (*item_fn)(void *ctx, int64_t i);
+
+typedef struct {
+    item_fn fn;
+    void *ctx;
+    int64_t n;
+    int64_t next; /* atomic */
+} Pool;
+
+static void *pool_worker(void *arg)
+{
+    Pool *p = (Pool *)arg;
+    for (;;) {
+        int64_t i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+        if (i >= p->n)
+            break;
+        p->fn(p->ctx, i);
+    }
+    return NULL;
+}
+
+/* Run fn(ctx, i) for i in [0, n): in this thread when nthreads <= 1, else on up to nthreads threads
+ * (this one included). Called without the GIL. */
+static void run_items(item_fn fn, void *ctx, int64_t n, int nthreads)
+{
+    Pool p = {fn, ctx, n, 0};
+#if HAVE_THREADS
+    if (nthreads > n)
+        nthreads = (int)n;
+    if (nthreads > 1) {
+        pthread_t tids[256];
+        int started = 0;
+        if (nthreads > 256)
+            nthreads = 256;
+        for (int t = 0; t < nthreads - 1; t++) {
+            if (pthread_create(&tids[started], NULL, pool_worker, &p) == 0)
+                started++;
+        }
+        pool_worker(&p); /* this thread works too: all items get done even if no thread started */
+        for (int t = 0; t < started; t++)
+            pthread_join(tids[t], NULL);
+        return;
+    }
+#else
+    (void)nthreads;
+#endif
+    pool_worker(&p);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Wire format                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Read a varint from buf[pos:end]; return the new position, or -1 on error. */
+static inline int64_t varint(const uint8_t *buf, int64_t pos, int64_t end, uint64_t *out)
+{
+    uint64_t result = 0;
+    int shift = 0;
+    while (pos < end) {
+        uint8_t b = buf[pos];
+        pos += 1;
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            *out = result;
+            return pos;
+        }
+        shift += 7;
+        if (shift >= 70) {
+            *out = result;
+            return -1;
+        }
+    }
+    *out = result;
+    return -1;
+}
+
+/* Skip one field value of wire type wt; the new position, -1 (truncated/bad varint) or -2 (bad wire type). */
+static inline int64_t skip(const uint8_t *buf, int64_t pos, int64_t end, int64_t wt)
+{
+    uint64_t n;
+    if (wt == 0)
+        return varint(buf, pos, end, &n);
+    if (wt == 1)
+        return pos + 8 <= end ? pos + 8 : -1;
+    if (wt == 2) {
+        pos = varint(buf, pos, end, &n);
+        if (pos < 0 || n > (uint64_t)(end - pos))
+            return -1;
+        return pos + (int64_t)n;
+    }
+    if (wt == 5)
+        return pos + 4 <= end ? pos + 4 : -1;
+    return -2;
+}
+
+static inline uint64_t fixed64(const uint8_t *buf, int64_t pos)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)buf[pos + i] << (8 * i);
+    return v;
+}
+
+/* scan_fields(buf, start, end, out_field, out_wt, out_off, out_len) -> (count, error, error position) */
+static PyObject *py_scan_fields(PyObject *self, PyObject *args)
+{
+    PyObject *obuf, *of, *ow, *oo, *ol;
+    long long start, end;
+    if (!PyArg_ParseTuple(args, "OLLOOOO", &obuf, &start, &end, &of, &ow, &oo, &ol))
+        return NULL;
+    PyArrayObject *buf = in_arr(obuf, NPY_UINT8, "buf");
+    PyArrayObject *a_f = buf ? out_arr(of, NPY_INT64, 1, "out_field") : NULL;
+    PyArrayObject *a_w = a_f ? out_arr(ow, NPY_INT64, 1, "out_wt") : NULL;
+    PyArrayObject *a_o = a_w ? out_arr(oo, NPY_INT64, 1, "out_off") : NULL;
+    PyArrayObject *a_l = a_o ? out_arr(ol, NPY_INT64, 1, "out_len") : NULL;
+    PyObject *res = NULL;
+    if (a_l == NULL)
+        goto done;
+    if (start < 0 || end < start || end > LEN(buf)) {
+        PyErr_SetString(PyExc_ValueError, "scan_fields: [start, end) is not inside the buffer");
+        goto done;
+    }
+    {
+        const uint8_t *b = U8P(buf);
+        int64_t *f_out = I64P(a_f), *w_out = I64P(a_w), *o_out = I64P(a_o), *l_out = I64P(a_l);
+        int64_t cap = LEN(a_f);
+        if (LEN(a_w) < cap) cap = LEN(a_w);
+        if (LEN(a_o) < cap) cap = LEN(a_o);
+        if (LEN(a_l) < cap) cap = LEN(a_l);
+        int64_t pos = start, n = 0, err = OK, err_at = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (pos < end) {
+            int64_t tag_at = pos;
+            uint64_t tag;
+            pos = varint(b, pos, end, &tag);
+            if (pos < 0) { err = ERR_VARINT; err_at = tag_at; break; }
+            int64_t field = (int64_t)(tag >> 3);
+            int64_t wt = (int64_t)(tag & 7);
+            if (field == 0) { err = ERR_FIELD; err_at = tag_at; break; }
+            int64_t value_at = pos, length = 0;
+            if (wt == 2) {
+                uint64_t ln;
+                pos = varint(b, pos, end, &ln);
+                if (pos < 0 || ln > (uint64_t)(end - pos)) { err = ERR_TRUNCATED; err_at = tag_at; break; }
+                value_at = pos;
+                length = (int64_t)ln;
+                pos += length;
+            } else if (wt == 0) {
+                uint64_t v;
+                pos = varint(b, pos, end, &v);
+                if (pos < 0) { err = ERR_TRUNCATED; err_at = tag_at; break; }
+                length = (int64_t)v;
+            } else {
+                pos = skip(b, pos, end, wt);
+                if (pos == -2) { err = ERR_WIRE_TYPE; err_at = tag_at; break; }
+                if (pos < 0) { err = ERR_TRUNCATED; err_at = tag_at; break; }
+                length = pos - value_at;
+            }
+            if (n < cap) {
+                f_out[n] = field;
+                w_out[n] = wt;
+                o_out[n] = value_at;
+                l_out[n] = length;
+            }
+            n++;
+        }
+        Py_END_ALLOW_THREADS
+        res = Py_BuildValue("LLL", (long long)n, (long long)err, (long long)err_at);
+    }
+done:
+    Py_XDECREF(buf); Py_XDECREF(a_f); Py_XDECREF(a_w); Py_XDECREF(a_o); Py_XDECREF(a_l);
+    return res;
+}
+
+/* Count the stats of one XEvent in buf[pos:end]; returns the error code. */
+static int count_event(const uint8_t *buf, int64_t pos, int64_t end, int64_t *n_stats_out, int64_t *n_strs_out,
+                       int64_t *err_at)
+{
+    int64_t n_stats = 0, n_strs = 0;
+    while (pos < end) {
+        int64_t tag_at = pos;
+        uint64_t tag;
+        pos = varint(buf, pos, end, &tag);
+        if (pos < 0) { *err_at = tag_at; return ERR_VARINT; }
+        uint64_t field = tag >> 3;
+        int64_t wt = (int64_t)(tag & 7);
+        if (field == 4 && wt == 2) {
+            uint64_t ln;
+            pos = varint(buf, pos, end, &ln);
+            if (pos < 0 || ln > (uint64_t)(end - pos)) { *err_at = tag_at; return ERR_TRUNCATED; }
+            int64_t stat_end = pos + (int64_t)ln;
+            n_stats++;
+            /* A string-valued stat needs a slot in the plane's string table. */
+            int64_t p = pos;
+            while (p < stat_end) {
+                int64_t t2_at = p;
+                uint64_t t2;
+                p = varint(buf, p, stat_end, &t2);
+                if (p < 0) { *err_at = t2_at; return ERR_VARINT; }
+                uint64_t f2 = t2 >> 3;
+                int64_t w2 = (int64_t)(t2 & 7);
+                if (w2 == 2 && (f2 == 5 || f2 == 6 || f2 == 8))
+                    n_strs++;
+                p = skip(buf, p, stat_end, w2);
+                if (p == -2) { *err_at = t2_at; return ERR_WIRE_TYPE; }
+                if (p < 0) { *err_at = t2_at; return ERR_TRUNCATED; }
+            }
+            pos = stat_end;
+        } else {
+            pos = skip(buf, pos, end, wt);
+            if (pos == -2) { *err_at = tag_at; return ERR_WIRE_TYPE; }
+            if (pos < 0) { *err_at = tag_at; return ERR_TRUNCATED; }
+        }
+    }
+    *n_stats_out = n_stats;
+    *n_strs_out = n_strs;
+    return OK;
+}
+
+typedef struct {
+    const uint8_t *buf;
+    int64_t buf_len;
+    const int64_t *line_off, *line_len;
+    int64_t *lines; /* n_lines x N_LINE_COLS */
+    int64_t n_lines_rows;
+    int64_t chunk_bytes;
+    int64_t *ch_pos, *ch_ev, *ch_st, *ch_str;
+    int64_t ch_len;
+    const int64_t *ch_base;
+    int64_t *out_chunks, *out_stats, *out_strs, *out_err, *out_err_at;
+} CountCtx;
+
+/* Pass 1 for one line: its scalar fields, its event/stat/string counts and chunk marks. */
+static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, int64_t cb, int64_t *chunks_out,
+                      int64_t *stats_out, int64_t *strs_out, int64_t *err_at)
+{
+    const uint8_t *buf = c->buf;
+    int64_t *row = c->lines + li * N_LINE_COLS;
+    int64_t n_events = 0, n_stats = 0, n_strs = 0, n_chunks = 1;
+    int64_t chunk_bytes = c->chunk_bytes;
+    if (cb < 0 || cb >= c->ch_len) { *err_at = pos; return ERR_TRUNCATED; }
+    c->ch_pos[cb] = pos;
+    c->ch_ev[cb] = 0;
+    c->ch_st[cb] = 0;
+    c->ch_str[cb] = 0;
+    int64_t next_mark = pos + chunk_bytes;
+    while (pos < end) {
+        int64_t tag_at = pos;
+        uint64_t tag;
+        pos = varint(buf, pos, end, &tag);
+        if (pos < 0) { *err_at = tag_at; return ERR_VARINT; }
+        int64_t field = (int64_t)(tag >> 3);
+        int64_t wt = (int64_t)(tag & 7);
+        if (wt == 0) {
+            uint64_t v;
+            pos = varint(buf, pos, end, &v);
+            if (pos < 0) { *err_at = tag_at; return ERR_TRUNCATED; }
+            if (field == 1)
+                row[L_ID] = (int64_t)v;
+            else if (field == 10)
+                row[L_DISPLAY_ID] = (int64_t)v;
+            else if (field == 3)
+                row[L_TS_NS] = (int64_t)v;
+            else if (field == 9)
+                row[L_DUR_PS] = (int64_t)v;
+            continue;
+        }
+        if (wt != 2) {
+            pos = skip(buf, pos, end, wt);
+            if (pos == -2) { *err_at = tag_at; return ERR_WIRE_TYPE; }
+            if (pos < 0) { *err_at = tag_at; return ERR_TRUNCATED; }
+            continue;
+        }
+        uint64_t ln;
+        pos = varint(buf, pos, end, &ln);
+        if (pos < 0 || ln > (uint64_t)(end - pos)) { *err_at = tag_at; return ERR_TRUNCATED; }
+        int64_t sub_end = pos + (int64_t)ln;
+        if (field == 4) {
+            if (tag_at >= next_mark) {
+                int64_t ci = cb + n_chunks;
+                if (ci >= c->ch_len) { *err_at = tag_at; return ERR_TRUNCATED; }
+                c->ch_pos[ci] = tag_at;
+                c->ch_ev[ci] = n_events;
+                c->ch_st[ci] = n_stats;
+                c->ch_str[ci] = n_strs;
+                n_chunks++;
+                next_mark = tag_at + chunk_bytes;
+            }
+            int64_t s = 0, k = 0;
+            int err = count_event(buf, pos, sub_end, &s, &k, err_at);
+            if (err != OK)
+                return err;
+            n_events++;
+            n_stats += s;
+            n_strs += k;
+        } else if (field == 2) {
+            row[L_NAME_OFF] = pos;
+            row[L_NAME_LEN] = (int64_t)ln;
+        } else if (field == 11) {
+            row[L_DNAME_OFF] = pos;
+            row[L_DNAME_LEN] = (int64_t)ln;
+        }
+        pos = sub_end;
+    }
+    row[L_N_EVENTS] = n_events;
+    *chunks_out = n_chunks;
+    *stats_out = n_stats;
+    *strs_out = n_strs;
+    return OK;
+}
+
+static void count_one(void *ctx, int64_t li)
+{
+    const CountCtx *c = (const CountCtx *)ctx;
+    int64_t pos = c->line_off[li], ln = c->line_len[li];
+    int64_t chunks = 0, stats = 0, strs = 0, at = 0;
+    int err;
+    if (pos < 0 || ln < 0 || ln > c->buf_len - pos) {
+        err = ERR_TRUNCATED; /* a line outside the buffer (the caller's offsets come from scan_fields) */
+        at = pos;
+    } else {
+        err = count_line(c, li, pos, pos + ln, c->ch_base[li], &chunks, &stats, &strs, &at);
+    }
+    if (err != OK) {
+        chunks = stats = strs = 0;
+    } else {
+        at = 0;
+    }
+    c->out_chunks[li] = chunks;
+    c->out_stats[li] = stats;
+    c->out_strs[li] = strs;
+    c->out_err[li] = err;
+    c->out_err_at[li] = at;
+}
+
+static PyObject *count_lines_impl(PyObject *args, int parallel)
+{
+    PyObject *o[15];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
+                          &o[9], &o[10], &o[11], &o[12], &o[13], &o[14]))
+        return NULL;
+    long long chunk_bytes = PyLong_AsLongLong(o[4]);
+    if (chunk_bytes == -1 && PyErr_Occurred())
+        return NULL;
+    PyArrayObject *a[15] = {NULL};
+    static const char *names[15] = {"buf", "line_off", "line_len", "lines", "chunk_bytes", "ch_pos", "ch_ev",
+                                    "ch_st", "ch_str", "ch_base", "out_chunks", "out_stats", "out_strs",
+                                    "out_err", "out_err_at"};
+    PyObject *res = NULL;
+    a[0] = in_arr(o[0], NPY_UINT8, names[0]);
+    if (!a[0]) goto done;
+    for (int i = 1; i <= 2; i++)
+        if (!(a[i] = in_arr(o[i], NPY_INT64, names[i]))) goto done;
+    if (!(a[3] = out_arr(o[3], NPY_INT64, 2, names[3]))) goto done;
+    for (int i = 5; i <= 8; i++)
+        if (!(a[i] = out_arr(o[i], NPY_INT64, 1, names[i]))) goto done;
+    if (!(a[9] = in_arr(o[9], NPY_INT64, names[9]))) goto done;
+    for (int i = 10; i <= 14; i++)
+        if (!(a[i] = out_arr(o[i], NPY_INT64, 1, names[i]))) goto done;
+    {
+        int64_t n = LEN(a[1]);
+        int ok = LEN(a[2]) >= n && LEN(a[9]) >= n && PyArray_DIM(a[3], 0) >= n
+                 && PyArray_DIM(a[3], 1) == N_LINE_COLS && chunk_bytes > 0;
+        for (int i = 10; i <= 14; i++)
+            ok = ok && LEN(a[i]) >= n;
+        int64_t ch_len = LEN(a[5]);
+        for (int i = 6; i <= 8; i++)
+            if (LEN(a[i]) < ch_len) ch_len = LEN(a[i]);
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "count_lines: arrays of inconsistent lengths");
+            goto done;
+        }
+        CountCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), PyArray_DIM(a[3], 0),
+                      (int64_t)chunk_bytes, I64P(a[5]), I64P(a[6]), I64P(a[7]), I64P(a[8]), ch_len, I64P(a[9]),
+                      I64P(a[10]), I64P(a[11]), I64P(a[12]), I64P(a[13]), I64P(a[14])};
+        int nt = parallel ? threads_now() : 1;
+        Py_BEGIN_ALLOW_THREADS
+        run_items(count_one, &c, n, nt);
+        Py_END_ALLOW_THREADS
+        Py_INCREF(Py_None);
+        res = Py_None;
+    }
+done:
+    for (int i = 0; i < 15; i++)
+        Py_XDECREF(a[i]);
+    return res;
+}
+
+static PyObject *py_count_lines(PyObject *self, PyObject *args) { return count_lines_impl(args, 1); }
+static PyObject *py_count_lines_serial(PyObject *self, PyObject *args) { return count_lines_impl(args, 0); }
+
+typedef struct {
+    const uint8_t *buf;
+    int64_t buf_len;
+    const int64_t *ch_line, *ch_start, *ch_end, *ch_ev, *ch_st, *ch_str, *line_ts;
+    int64_t n_lines;
+    const int32_t *ev_lookup;
+    int64_t n_ev_lookup;
+    const int64_t *ev_sorted;
+    int64_t n_ev_sorted;
+    const int32_t *st_lookup;
+    int64_t n_st_lookup;
+    const int64_t *st_sorted;
+    int64_t n_st_sorted;
+    int32_t *ev_line, *ev_meta;
+    int64_t *ev_start, *ev_dur;
+    int64_t n_ev;
+    int32_t *st_event, *st_stat;
+    uint8_t *st_kind;
+    int64_t *st_value;
+    int64_t n_st;
+    int64_t *str_off, *str_len;
+    int64_t n_str;
+    int64_t *out_err, *out_err_at;
+} FillCtx;
+
+/* Map a metadata id to its dense index (-1 when unknown). */
+static inline int32_t dense(const int32_t *lookup, int64_t n_lookup, const int64_t *sorted, int64_t n_sorted,
+                            int64_t key)
+{
+    if (key >= 0 && key < n_lookup)
+        return lookup[key];
+    int64_t lo = 0, hi = n_sorted; /* searchsorted, side="left" */
+    while (lo < hi) {
+        int64_t mid = lo + ((hi - lo) >> 1);
+        if (sorted[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < n_sorted && sorted[lo] == key)
+        return (int32_t)lo;
+    return -1;
+}
+
+static inline int64_t start_ps(int base_ok, int64_t base, int64_t offset)
+{
+    if (!base_ok)
+        return START_OVERFLOW;
+    if (offset > 0 && base > I64_MAX - offset)
+        return START_OVERFLOW;
+    if (offset < 0 && base < -I64_MAX - offset)
+        return START_OVERFLOW;
+    return base + offset;
+}
+
+/* Pass 2 for one chunk of a line: decode its events and their stats. Returns the error code. */
+static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, int64_t ts_ns, int64_t ei,
+                      int64_t si, int64_t ki, int64_t *err_at)
+{
+    const uint8_t *buf = c->buf;
+    int base_ok = -MAX_TS_NS <= ts_ns && ts_ns <= MAX_TS_NS;
+    int64_t base = base_ok ? ts_ns * 1000 : 0;
+    const int64_t n_ev = c->n_ev, n_st = c->n_st, n_str = c->n_str;
+    if (ei < 0 || si < 0 || ki < 0) { *err_at = pos; return ERR_TRUNCATED; }
+    while (pos < end) {
+        int64_t tag_at = pos;
+        uint64_t tag;
+        pos = varint(buf, pos, end, &tag);
+        if (pos < 0) { *err_at = tag_at; return ERR_VARINT; }
+        int64_t field = (int64_t)(tag >> 3);
+        int64_t wt = (int64_t)(tag & 7);
+        if (!(field == 4 && wt == 2)) {
+            pos = skip(buf, pos, end, wt);
+            if (pos == -2) { *err_at = tag_at; return ERR_WIRE_TYPE; }
+            if (pos < 0) { *err_at = tag_at; return ERR_TRUNCATED; }
+            continue;
+        }
+        uint64_t ln;
+        pos = varint(buf, pos, end, &ln);
+        if (pos < 0 || ln > (uint64_t)(end - pos)) { *err_at = tag_at; return ERR_TRUNCATED; }
+        int64_t sub_end = pos + (int64_t)ln;
+        if (ei >= n_ev) { *err_at = tag_at; return ERR_TRUNCATED; }
+        int64_t meta = 0, offset = 0, dur = 0;
+        int64_t p = pos;
+        while (p < sub_end) {
+            int64_t t_at = p;
+            uint64_t t;
+            p = varint(buf, p, sub_end, &t);
+            if (p < 0) { *err_at = t_at; return ERR_VARINT; }
+            int64_t f = (int64_t)(t >> 3);
+            int64_t w = (int64_t)(t & 7);
+            if (w == 0) {
+                uint64_t v;
+                p = varint(buf, p, sub_end, &v);
+                if (p < 0) { *err_at = t_at; return ERR_TRUNCATED; }
+                if (f == 1)
+                    meta = (int64_t)v;
+                else if (f == 2)
+                    offset = (int64_t)v;
+                else if (f == 3)
+                    dur = (int64_t)v;
+                continue;
+            }
+            if (f == 4 && w == 2) {
+                uint64_t sl;
+                p = varint(buf, p, sub_end, &sl);
+                if (p < 0 || sl > (uint64_t)(sub_end - p)) { *err_at = t_at; return ERR_TRUNCATED; }
+                if (si >= n_st) { *err_at = t_at; return ERR_TRUNCATED; }
+                int64_t s_end = p + (int64_t)sl;
+                c->st_event[si] = (int32_t)ei;
+                c->st_stat[si] = -1;
+                c->st_kind[si] = KIND_NONE;
+                c->st_value[si] = 0;
+                int64_t q = p;
+                while (q < s_end) {
+                    int64_t u_at = q;
+                    uint64_t u;
+                    q = varint(buf, q, s_end, &u);
+                    if (q < 0) { *err_at = u_at; return ERR_VARINT; }
+                    int64_t g = (int64_t)(u >> 3);
+                    int64_t x = (int64_t)(u & 7);
+                    if (x == 0) {
+                        uint64_t v;
+                        q = varint(buf, q, s_end, &v);
+                        if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
+                        if (g == 1) {
+                            c->st_stat[si] = dense(c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted,
+                                                   (int64_t)v);
+                        } else if (g == 3) {
+                            c->st_kind[si] = KIND_UINT64;
+                            c->st_value[si] = (int64_t)v;
+                        } else if (g == 4) {
+                            c->st_kind[si] = KIND_INT64;
+                            c->st_value[si] = (int64_t)v;
+                        } else if (g == 7) {
+                            c->st_kind[si] = KIND_REF;
+                            c->st_value[si] = dense(c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted,
+                                                    (int64_t)v);
+                        }
+                    } else if (x == 1) {
+                        if (q + 8 > s_end) { *err_at = u_at; return ERR_TRUNCATED; }
+                        if (g == 2) {
+                            c->st_kind[si] = KIND_DOUBLE;
+                            c->st_value[si] = (int64_t)fixed64(buf, q);
+                        }
+                        q += 8;
+                    } else if (x == 2) {
+                        uint64_t vl;
+                        q = varint(buf, q, s_end, &vl);
+                        if (q < 0 || vl > (uint64_t)(s_end - q)) { *err_at = u_at; return ERR_TRUNCATED; }
+                        if (g == 5 || g == 6 || g == 8) {
+                            if (ki >= n_str) { *err_at = u_at; return ERR_TRUNCATED; }
+                            c->st_kind[si] = g == 5 ? KIND_STR : (g == 6 ? KIND_BYTES : KIND_GZIP);
+                            c->str_off[ki] = q;
+                            c->str_len[ki] = (int64_t)vl;
+                            c->st_value[si] = ki;
+                            ki++;
+                        }
+                        q += (int64_t)vl;
+                    } else {
+                        q = skip(buf, q, s_end, x);
+                        if (q == -2) { *err_at = u_at; return ERR_WIRE_TYPE; }
+                        if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
+                    }
+                }
+                si++;
+                p = s_end;
+                continue;
+            }
+            p = skip(buf, p, sub_end, w);
+            if (p == -2) { *err_at = t_at; return ERR_WIRE_TYPE; }
+            if (p < 0) { *err_at = t_at; return ERR_TRUNCATED; }
+        }
+        c->ev_line[ei] = (int32_t)li;
+        c->ev_meta[ei] = dense(c->ev_lookup, c->n_ev_lookup, c->ev_sorted, c->n_ev_sorted, meta);
+        c->ev_start[ei] = start_ps(base_ok, base, offset);
+        c->ev_dur[ei] = dur;
+        ei++;
+        pos = sub_end;
+    }
+    return OK;
+}
+
+static void fill_one(void *ctx, int64_t ci)
+{
+    const FillCtx *c = (const FillCtx *)ctx;
+    int64_t li = c->ch_line[ci], s = c->ch_start[ci], e = c->ch_end[ci], at = 0;
+    int err;
+    if (li < 0 || li >= c->n_lines || s < 0 || e < s || e > c->buf_len) {
+        err = ERR_TRUNCATED; /* a chunk outside the buffer or of no line (the caller's marks come from pass 1) */
+        at = s;
+    } else {
+        err = fill_chunk(c, s, e, li, c->line_ts[li], c->ch_ev[ci], c->ch_st[ci], c->ch_str[ci], &at);
+        if (err == OK)
+            at = 0;
+    }
+    c->out_err[ci] = err;
+    c->out_err_at[ci] = at;
+}
+
+static PyObject *fill_chunks_impl(PyObject *args, int parallel)
+{
+    enum { N = 24 };
+    PyObject *o[N];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18],
+                          &o[19], &o[20], &o[21], &o[22], &o[23]))
+        return NULL;
+    static const char *names[N] = {"buf", "ch_line", "ch_start", "ch_end", "ch_ev", "ch_st", "ch_str", "line_ts",
+                                   "ev_lookup", "ev_sorted", "st_lookup", "st_sorted", "ev_line", "ev_meta",
+                                   "ev_start", "ev_dur", "st_event", "st_stat", "st_kind", "st_value", "str_off",
+                                   "str_len", "out_err", "out_err_at"};
+    /* dtype per argument; inputs (0-11) converted, outputs (12-23) exact */
+    static const int types[N] = {NPY_UINT8, NPY_INT64, NPY_INT64, NPY_INT64, NPY_INT64, NPY_INT64, NPY_INT64,
+                                 NPY_INT64, NPY_INT32, NPY_INT64, NPY_INT32, NPY_INT64, NPY_INT32, NPY_INT32,
+                                 NPY_INT64, NPY_INT64, NPY_INT32, NPY_INT32, NPY_UINT8, NPY_INT64, NPY_INT64,
+                                 NPY_INT64, NPY_INT64, NPY_INT64};
+    PyArrayObject *a[N] = {NULL};
+    PyObject *res = NULL;
+    for (int i = 0; i < N; i++) {
+        a[i] = i < 12 ? in_arr(o[i], types[i], names[i]) : out_arr(o[i], types[i], 1, names[i]);
+        if (!a[i]) goto done;
+    }
+    {
+        int64_t n = LEN(a[1]);
+        int ok = 1;
+        for (int i = 2; i <= 6; i++)
+            ok = ok && LEN(a[i]) >= n;
+        ok = ok && LEN(a[22]) >= n && LEN(a[23]) >= n;
+        int64_t n_ev = LEN(a[12]), n_st = LEN(a[16]), n_str = LEN(a[20]);
+        for (int i = 13; i <= 15; i++)
+            if (LEN(a[i]) < n_ev) n_ev = LEN(a[i]);
+        for (int i = 17; i <= 19; i++)
+            if (LEN(a[i]) < n_st) n_st = LEN(a[i]);
+        if (LEN(a[21]) < n_str) n_str = LEN(a[21]);
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "fill_chunks: arrays of inconsistent lengths");
+            goto done;
+        }
+        FillCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), I64P(a[4]), I64P(a[5]), I64P(a[6]),
+                     I64P(a[7]), LEN(a[7]), I32P(a[8]), LEN(a[8]), I64P(a[9]), LEN(a[9]), I32P(a[10]), LEN(a[10]),
+                     I64P(a[11]), LEN(a[11]), I32P(a[12]), I32P(a[13]), I64P(a[14]), I64P(a[15]), n_ev,
+                     I32P(a[16]), I32P(a[17]), U8P(a[18]), I64P(a[19]), n_st, I64P(a[20]), I64P(a[21]), n_str,
+                     I64P(a[22]), I64P(a[23])};
+        int nt = parallel ? threads_now() : 1;
+        Py_BEGIN_ALLOW_THREADS
+        run_items(fill_one, &c, n, nt);
+        Py_END_ALLOW_THREADS
+        Py_INCREF(Py_None);
+        res = Py_None;
+    }
+done:
+    for (int i = 0; i < N; i++)
+        Py_XDECREF(a[i]);
+    return res;
+}
+
+static PyObject *py_fill_chunks(PyObject *self, PyObject *args) { return fill_chunks_impl(args, 1); }
+static PyObject *py_fill_chunks_serial(PyObject *self, PyObject *args) { return fill_chunks_impl(args, 0); }
+
+/* gather_strings(buf, str_off, str_len, pool) -> bytes used: copies the values into the pool, rewrites str_off. */
+static PyObject *py_gather_strings(PyObject *self, PyObject *args)
+{
+    PyObject *ob, *oo, *ol, *op;
+    if (!PyArg_ParseTuple(args, "OOOO", &ob, &oo, &ol, &op))
+        return NULL;
+    PyArrayObject *buf = in_arr(ob, NPY_UINT8, "buf");
+    PyArrayObject *off = buf ? out_arr(oo, NPY_INT64, 1, "str_off") : NULL;
+    PyArrayObject *len = off ? in_arr(ol, NPY_INT64, "str_len") : NULL;
+    PyArrayObject *pool = len ? out_arr(op, NPY_UINT8, 1, "pool") : NULL;
+    PyObject *res = NULL;
+    if (!pool)
+        goto done;
+    {
+        const uint8_t *b = U8P(buf);
+        uint8_t *dst = U8P(pool);
+        int64_t *so = I64P(off);
+        const int64_t *sl = I64P(len);
+        int64_t n = LEN(off) < LEN(len) ? LEN(off) : LEN(len);
+        int64_t nb = LEN(buf), np_ = LEN(pool), p = 0, bad = -1;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            int64_t k = sl[i], o = so[i];
+            if (k < 0 || o < 0 || k > nb - o || k > np_ - p) {
+                bad = i;
+                break;
+            }
+            memcpy(dst + p, b + o, (size_t)k);
+            so[i] = p;
+            p += k;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad >= 0)
+            PyErr_Format(PyExc_IndexError, "gather_strings: string %lld lies outside the buffer or the pool",
+                         (long long)bad);
+        else
+            res = PyLong_FromLongLong(p);
+    }
+done:
+    Py_XDECREF(buf); Py_XDECREF(off); Py_XDECREF(len); Py_XDECREF(pool);
+    return res;
+}
+
+/* fnv1a(pool, off, ln) -> int64 array: the 64-bit FNV-1a hash of each string pool[off[i]:off[i] + ln[i]]. */
+static PyObject *py_fnv1a(PyObject *self, PyObject *args)
+{
+    PyObject *op, *oo, *ol;
+    if (!PyArg_ParseTuple(args, "OOO", &op, &oo, &ol))
+        return NULL;
+    PyArrayObject *pool = in_arr(op, NPY_UINT8, "pool");
+    PyArrayObject *off = pool ? in_arr(oo, NPY_INT64, "off") : NULL;
+    PyArrayObject *len = off ? in_arr(ol, NPY_INT64, "ln") : NULL;
+    PyArrayObject *out = NULL;
+    if (!len)
+        goto fail;
+    {
+        int64_t n = LEN(off);
+        if (LEN(len) < n) {
+            PyErr_SetString(PyExc_ValueError, "fnv1a: off and ln of different lengths");
+            goto fail;
+        }
+        out = new_i64(n);
+        if (!out)
+            goto fail;
+        const uint8_t *b = U8P(pool);
+        const int64_t *so = I64P(off), *sl = I64P(len);
+        int64_t *h_out = I64P(out), np_ = LEN(pool), bad = -1;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t h = 1469598103934665603ULL;
+            int64_t o = so[i], k = sl[i];
+            if (k > 0 && (o < 0 || k > np_ - o)) {
+                bad = i;
+                break;
+            }
+            for (int64_t j = 0; j < k; j++)
+                h = (h ^ (uint64_t)b[o + j]) * 1099511628211ULL;
+            h_out[i] = (int64_t)h;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad >= 0) {
+            PyErr_Format(PyExc_IndexError, "fnv1a: string %lld lies outside the pool", (long long)bad);
+            goto fail;
+        }
+    }
+    Py_DECREF(pool); Py_DECREF(off); Py_DECREF(len);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(pool); Py_XDECREF(off); Py_XDECREF(len); Py_XDECREF(out);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Interval kernels (intervals are [start, end) in ps, int64)                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Parse `count` int64 arrays. */
+static int parse_i64(PyObject *args, int count, PyArrayObject **a, const char *fn)
+{
+    PyObject *o[4];
+    if (!PyArg_UnpackTuple(args, fn, count, count, &o[0], &o[1], &o[2], &o[3]))
+        return -1;
+    for (int i = 0; i < count; i++) {
+        a[i] = in_arr(o[i], NPY_INT64, fn);
+        if (!a[i]) {
+            for (int j = 0; j < i; j++)
+                Py_CLEAR(a[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release(PyArrayObject **a, int count)
+{
+    for (int i = 0; i < count; i++)
+        Py_XDECREF(a[i]);
+}
+
+/* _merge_sorted(s, e) -> (starts, ends, ok): union of start-sorted intervals; ok False when not sorted. */
+static PyObject *py_merge_sorted(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[2] = {NULL};
+    if (parse_i64(args, 2, a, "_merge_sorted") < 0)
+        return NULL;
+    const int64_t *s = I64P(a[0]), *e = I64P(a[1]);
+    int64_t n = min64(LEN(a[0]), LEN(a[1]));
+    PyArrayObject *os_ = new_i64(n), *oe = new_i64(n);
+    PyObject *res = NULL;
+    if (!os_ || !oe)
+        goto done;
+    {
+        int64_t *ps = I64P(os_), *pe = I64P(oe), k = 0;
+        int ok = 1;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            int64_t x = s[i], y = e[i];
+            if (i > 0 && x < s[i - 1]) {
+                ok = 0;
+                break;
+            }
+            if (y <= x)
+                continue;
+            if (k > 0 && x <= pe[k - 1]) {
+                if (y > pe[k - 1])
+                    pe[k - 1] = y;
+            } else {
+                ps[k] = x;
+                pe[k] = y;
+                k++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (shrink(os_, k) < 0 || shrink(oe, k) < 0)
+            goto done;
+        res = Py_BuildValue("OOO", os_, oe, ok ? Py_True : Py_False);
+    }
+done:
+    Py_XDECREF(os_); Py_XDECREF(oe);
+    release(a, 2);
+    return res;
+}
+
+/* _union2_linear(s1, e1, s2, e2) -> (starts, ends): union of two sets of disjoint sorted intervals. */
+static PyObject *py_union2_linear(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[4] = {NULL};
+    if (parse_i64(args, 4, a, "_union2_linear") < 0)
+        return NULL;
+    const int64_t *s1 = I64P(a[0]), *e1 = I64P(a[1]), *s2 = I64P(a[2]), *e2 = I64P(a[3]);
+    int64_t n1 = min64(LEN(a[0]), LEN(a[1])), n2 = min64(LEN(a[2]), LEN(a[3]));
+    PyArrayObject *os_ = new_i64(n1 + n2), *oe = new_i64(n1 + n2);
+    PyObject *res = NULL;
+    if (!os_ || !oe)
+        goto done;
+    {
+        int64_t *ps = I64P(os_), *pe = I64P(oe), i = 0, j = 0, k = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (i < n1 || j < n2) {
+            int64_t x, y;
+            if (j >= n2 || (i < n1 && s1[i] <= s2[j])) {
+                x = s1[i];
+                y = e1[i];
+                i++;
+            } else {
+                x = s2[j];
+                y = e2[j];
+                j++;
+            }
+            if (k > 0 && x <= pe[k - 1]) {
+                if (y > pe[k - 1])
+                    pe[k - 1] = y;
+            } else {
+                ps[k] = x;
+                pe[k] = y;
+                k++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (shrink(os_, k) < 0 || shrink(oe, k) < 0)
+            goto done;
+        res = Py_BuildValue("OO", os_, oe);
+    }
+done:
+    Py_XDECREF(os_); Py_XDECREF(oe);
+    release(a, 4);
+    return res;
+}
+
+/* _union_small(bs, be, ss, se) -> (starts, ends): union of a big and a small set of disjoint sorted
+ * intervals; the big set is copied in blocks, only the neighbourhood of each small interval is merged. */
+static PyObject *py_union_small(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[4] = {NULL};
+    if (parse_i64(args, 4, a, "_union_small") < 0)
+        return NULL;
+    const int64_t *bs = I64P(a[0]), *be = I64P(a[1]), *ss = I64P(a[2]), *se = I64P(a[3]);
+    int64_t nb = min64(LEN(a[0]), LEN(a[1])), ns = min64(LEN(a[2]), LEN(a[3]));
+    PyArrayObject *os_ = new_i64(nb + ns), *oe = new_i64(nb + ns);
+    PyObject *res = NULL;
+    if (!os_ || !oe)
+        goto done;
+    {
+        int64_t *ps = I64P(os_), *pe = I64P(oe), i = 0, k = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t j = 0; j < ns; j++) {
+            int64_t x = ss[j], y = se[j];
+            /* big intervals wholly before this one (ending before it starts) are copied as they are */
+            int64_t lo = i, hi = nb;
+            while (lo < hi) {
+                int64_t mid = (lo + hi) >> 1;
+                if (be[mid] < x)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo > i) {
+                memcpy(ps + k, bs + i, (size_t)(lo - i) * sizeof(int64_t));
+                memcpy(pe + k, be + i, (size_t)(lo - i) * sizeof(int64_t));
+                k += lo - i;
+                i = lo;
+            }
+            if (k > 0 && x <= pe[k - 1]) {
+                k--;
+                x = ps[k];
+                if (pe[k] > y)
+                    y = pe[k];
+            }
+            while (i < nb && bs[i] <= y) {
+                if (bs[i] < x)
+                    x = bs[i];
+                if (be[i] > y)
+                    y = be[i];
+                i++;
+            }
+            ps[k] = x;
+            pe[k] = y;
+            k++;
+        }
+        if (i < nb) {
+            memcpy(ps + k, bs + i, (size_t)(nb - i) * sizeof(int64_t));
+            memcpy(pe + k, be + i, (size_t)(nb - i) * sizeof(int64_t));
+            k += nb - i;
+        }
+        Py_END_ALLOW_THREADS
+        if (shrink(os_, k) < 0 || shrink(oe, k) < 0)
+            goto done;
+        res = Py_BuildValue("OO", os_, oe);
+    }
+done:
+    Py_XDECREF(os_); Py_XDECREF(oe);
+    release(a, 4);
+    return res;
+}
+
+/* _prefix_lengths(s, e) -> int64 array of n + 1 running sums of e - s. */
+static PyObject *py_prefix_lengths(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[2] = {NULL};
+    if (parse_i64(args, 2, a, "_prefix_lengths") < 0)
+        return NULL;
+    const int64_t *s = I64P(a[0]), *e = I64P(a[1]);
+    int64_t n = min64(LEN(a[0]), LEN(a[1]));
+    PyArrayObject *out = new_i64(n + 1);
+    if (out) {
+        int64_t *o = I64P(out), acc = 0;
+        o[0] = 0;
+        for (int64_t i = 0; i < n; i++) {
+            acc += e[i] - s[i];
+            o[i + 1] = acc;
+        }
+    }
+    release(a, 2);
+    return (PyObject *)out;
+}
+
+/* _cover_sorted(s, e, t) -> covered length of disjoint sorted intervals in (-inf, t] per ascending t. */
+static PyObject *py_cover_sorted(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[3] = {NULL};
+    if (parse_i64(args, 3, a, "_cover_sorted") < 0)
+        return NULL;
+    const int64_t *s = I64P(a[0]), *e = I64P(a[1]), *t = I64P(a[2]);
+    int64_t n = min64(LEN(a[0]), LEN(a[1])), q = LEN(a[2]);
+    PyArrayObject *out = new_i64(q);
+    if (out) {
+        int64_t *o = I64P(out), i = 0, acc = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t j = 0; j < q; j++) {
+            int64_t tj = t[j];
+            while (i < n && e[i] <= tj) {
+                acc += e[i] - s[i];
+                i++;
+            }
+            if (i < n && s[i] < tj)
+                o[j] = acc + (tj - s[i]);
+            else
+                o[j] = acc;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release(a, 3);
+    return (PyObject *)out;
+}
+
+/* _intersect(s1, e1, s2, e2, with_index=True) -> (starts, ends[, index into set 2]): pieces of set 1
+ * inside set 2. */
+static PyObject *py_intersect(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[4] = {NULL};
+    int with_index = 1;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs == 5) {
+        with_index = PyObject_IsTrue(PyTuple_GET_ITEM(args, 4));
+        if (with_index < 0)
+            return NULL;
+        args = PyTuple_GetSlice(args, 0, 4);
+    } else {
+        Py_INCREF(args);
+    }
+    if (args == NULL)
+        return NULL;
+    int rc = parse_i64(args, 4, a, "_intersect");
+    Py_DECREF(args);
+    if (rc < 0)
+        return NULL;
+    const int64_t *s1 = I64P(a[0]), *e1 = I64P(a[1]), *s2 = I64P(a[2]), *e2 = I64P(a[3]);
+    int64_t n1 = min64(LEN(a[0]), LEN(a[1])), n2 = min64(LEN(a[2]), LEN(a[3]));
+    PyArrayObject *ps_ = new_i64(n1 + n2), *pe_ = new_i64(n1 + n2), *pw_ = new_i64(with_index ? n1 + n2 : 0);
+    PyObject *res = NULL;
+    if (!ps_ || !pe_ || !pw_)
+        goto done;
+    {
+        int64_t *ps = I64P(ps_), *pe = I64P(pe_), *pw = I64P(pw_), i = 0, j = 0, k = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (i < n1 && j < n2) {
+            int64_t x = max64(s1[i], s2[j]), y = min64(e1[i], e2[j]);
+            if (x < y) {
+                ps[k] = x;
+                pe[k] = y;
+                if (with_index)
+                    pw[k] = j;
+                k++;
+            }
+            if (e1[i] <= e2[j])
+                i++;
+            else
+                j++;
+        }
+        Py_END_ALLOW_THREADS
+        if (shrink(ps_, k) < 0 || shrink(pe_, k) < 0 || (with_index && shrink(pw_, k) < 0))
+            goto done;
+        res = with_index ? Py_BuildValue("OOO", ps_, pe_, pw_) : Py_BuildValue("OO", ps_, pe_);
+    }
+done:
+    Py_XDECREF(ps_); Py_XDECREF(pe_); Py_XDECREF(pw_);
+    release(a, 4);
+    return res;
+}
+
+/* _bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes) -> (order, counts). */
+static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
+{
+    PyObject *ol, *om, *olc, *omc;
+    long long unknown, stride, ncodes;
+    if (!PyArg_ParseTuple(args, "OOOOLLL", &ol, &om, &olc, &omc, &unknown, &stride, &ncodes))
+        return NULL;
+    if (ncodes < 0) {
+        PyErr_SetString(PyExc_ValueError, "_bucket_kernel: ncodes < 0");
+        return NULL;
+    }
+    IdxArr line = {0}, meta = {0};
+    PyArrayObject *lc = NULL, *mc = NULL, *order = NULL, *counts = NULL, *codes = NULL, *pos = NULL;
+    PyObject *res = NULL;
+    if (idx_arr(ol, &line, "ev_line") < 0 || idx_arr(om, &meta, "ev_meta") < 0)
+        goto done;
+    if (!(lc = in_arr(olc, NPY_INT64, "line_cls")) || !(mc = in_arr(omc, NPY_INT64, "meta_cls")))
+        goto done;
+    {
+        int64_t n = min64(line.n, meta.n), nl = LEN(lc), nm = LEN(mc);
+        codes = new_i64(n);
+        counts = (PyArrayObject *)PyArray_ZEROS(1, (npy_intp[]){(npy_intp)(ncodes + 2)}, NPY_INT64, 0);
+        pos = new_i64(ncodes + 1);
+        order = new_i64(n);
+        if (!codes || !counts || !pos || !order)
+            goto done;
+        int64_t *cd = I64P(codes), *ct = I64P(counts), *ps = I64P(pos), *od = I64P(order);
+        const int64_t *lcl = I64P(lc), *mcl = I64P(mc);
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            int64_t ln = idx_get(&line, i), m = idx_get(&meta, i);
+            int64_t mcv = (0 <= m && m < nm) ? mcl[m] : unknown;
+            int64_t c = ncodes;
+            if (0 <= ln && ln < nl && 0 <= mcv && mcv < stride) {
+                int64_t lcv = lcl[ln];
+                if (lcv >= 0) {
+                    c = lcv * stride + mcv;
+                    if (c >= ncodes)
+                        c = ncodes;
+                }
+            }
+            cd[i] = c;
+            ct[c + 1]++;
+        }
+        for (int64_t c = 0; c < ncodes + 1; c++)
+            ct[c + 1] += ct[c];
+        memcpy(ps, ct, (size_t)(ncodes + 1) * sizeof(int64_t));
+        for (int64_t i = 0; i < n; i++) {
+            int64_t c = cd[i];
+            od[ps[c]] = i;
+            ps[c]++;
+        }
+        Py_END_ALLOW_THREADS
+        res = Py_BuildValue("OO", order, counts);
+    }
+done:
+    Py_XDECREF(line.arr); Py_XDECREF(meta.arr); Py_XDECREF(lc); Py_XDECREF(mc);
+    Py_XDECREF(order); Py_XDECREF(counts); Py_XDECREF(codes); Py_XDECREF(pos);
+    return res;
+}
+
+/* _merge_rows(start, end, line, rows) -> (starts, ends, bounds, ok): per-thread union of event rows. */
+static PyObject *py_merge_rows(PyObject *self, PyObject *args)
+{
+    PyObject *os, *oe, *ol, *orw;
+    if (!PyArg_UnpackTuple(args, "_merge_rows", 4, 4, &os, &oe, &ol, &orw))
+        return NULL;
+    PyArrayObject *st = NULL, *en = NULL, *rw = NULL, *o_s = NULL, *o_e = NULL, *bnd = NULL;
+    IdxArr line = {0};
+    PyObject *res = NULL;
+    if (!(st = in_arr(os, NPY_INT64, "start")) || !(en = in_arr(oe, NPY_INT64, "end")))
+        goto done;
+    if (idx_arr(ol, &line, "line") < 0 || !(rw = in_arr(orw, NPY_INT64, "rows")))
+        goto done;
+    {
+        int64_t n = LEN(rw), nev = min64(min64(LEN(st), LEN(en)), line.n);
+        o_s = new_i64(n);
+        o_e = new_i64(n);
+        bnd = new_i64(n + 2);
+        if (!o_s || !o_e || !bnd)
+            goto done;
+        const int64_t *s = I64P(st), *e = I64P(en), *rows = I64P(rw);
+        int64_t *ps = I64P(o_s), *pe = I64P(o_e), *bounds = I64P(bnd);
+        int64_t nb = 0, k = 0, cur_line = -1, run_start = 0, prev = 0;
+        int ok = 1;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t j = 0; j < n; j++) {
+            int64_t i = rows[j];
+            if (i < 0 || i >= nev) {
+                ok = 0;
+                continue;
+            }
+            int64_t x = s[i], y = e[i], ln = idx_get(&line, i);
+            if (ln != cur_line) {
+                if (ln < cur_line)
+                    ok = 0;
+                bounds[nb] = k;
+                nb++;
+                cur_line = ln;
+                run_start = k;
+            } else if (x < prev) {
+                ok = 0;
+            }
+            prev = x;
+            if (y <= x)
+                continue;
+            if (k > run_start && x <= pe[k - 1]) {
+                if (y > pe[k - 1])
+                    pe[k - 1] = y;
+            } else {
+                ps[k] = x;
+                pe[k] = y;
+                k++;
+            }
+        }
+        bounds[nb] = k;
+        nb++;
+        Py_END_ALLOW_THREADS
+        if (shrink(o_s, k) < 0 || shrink(o_e, k) < 0 || shrink(bnd, nb) < 0)
+            goto done;
+        res = Py_BuildValue("OOOO", o_s, o_e, bnd, ok ? Py_True : Py_False);
+    }
+done:
+    Py_XDECREF(st); Py_XDECREF(en); Py_XDECREF(rw); Py_XDECREF(line.arr);
+    Py_XDECREF(o_s); Py_XDECREF(o_e); Py_XDECREF(bnd);
+    return res;
+}
+
+/* meta_totals(ev_meta, ev_dur, nm) -> (counts int64[nm], durations float64[nm]): per event metadata in
+ * [0, nm), its number of events and the sum of max(duration, 0) as float64 (summed in event order, as
+ * np.bincount does); events with metadata outside [0, nm) are left out. */
+static PyObject *py_meta_totals(PyObject *self, PyObject *args)
+{
+    PyObject *om, *od;
+    long long nm;
+    if (!PyArg_ParseTuple(args, "OOL", &om, &od, &nm))
+        return NULL;
+    if (nm < 0) {
+        PyErr_SetString(PyExc_ValueError, "meta_totals: nm < 0");
+        return NULL;
+    }
+    IdxArr meta = {0};
+    PyArrayObject *dur = NULL, *cnt = NULL, *tot = NULL;
+    PyObject *res = NULL;
+    if (idx_arr(om, &meta, "ev_meta") < 0 || !(dur = in_arr(od, NPY_INT64, "ev_dur")))
+        goto done;
+    {
+        npy_intp dims = (npy_intp)nm;
+        cnt = (PyArrayObject *)PyArray_ZEROS(1, &dims, NPY_INT64, 0);
+        tot = (PyArrayObject *)PyArray_ZEROS(1, &dims, NPY_FLOAT64, 0);
+        if (!cnt || !tot)
+            goto done;
+        int64_t n = min64(meta.n, LEN(dur));
+        int64_t *c = I64P(cnt);
+        double *t = (double *)PyArray_DATA(tot);
+        const int64_t *d = I64P(dur);
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            int64_t m = idx_get(&meta, i);
+            if (m >= 0 && m < nm) {
+                c[m]++;
+                t[m] += (double)(d[i] > 0 ? d[i] : 0);
+            }
+        }
+        Py_END_ALLOW_THREADS
+        res = Py_BuildValue("OO", cnt, tot);
+    }
+done:
+    Py_XDECREF(meta.arr); Py_XDECREF(dur); Py_XDECREF(cnt); Py_XDECREF(tot);
+    return res;
+}
+
+/* time_checks(start, dur) -> (negative durations, lost events): what sanity.py would fix, counted in
+ * one pass; lost = a start of START_OVERFLOW, or an end (negative durations as 0) past int64. */
+static PyObject *py_time_checks(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[2] = {NULL};
+    if (parse_i64(args, 2, a, "time_checks") < 0)
+        return NULL;
+    const int64_t *s = I64P(a[0]), *d = I64P(a[1]);
+    int64_t n = min64(LEN(a[0]), LEN(a[1])), neg = 0, lost = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        int64_t dd = d[i];
+        if (dd < 0) {
+            neg++;
+            dd = 0;
+        }
+        if (s[i] == START_OVERFLOW || dd > I64_MAX - (s[i] > 0 ? s[i] : 0))
+            lost++;
+    }
+    Py_END_ALLOW_THREADS
+    release(a, 2);
+    return Py_BuildValue("LL", (long long)neg, (long long)lost);
+}
+
+/* window_checks(start, dur, lo, hi, longest, limit, floor) -> (far or too long, late): events starting
+ * outside [lo, hi] or lasting more than `longest`, and events with dur > limit - max(start, floor) (in
+ * wrapping int64 arithmetic, as numpy computes it). */
+static PyObject *py_window_checks(PyObject *self, PyObject *args)
+{
+    PyObject *os, *od;
+    long long lo, hi, longest, limit, floor_;
+    if (!PyArg_ParseTuple(args, "OOLLLLL", &os, &od, &lo, &hi, &longest, &limit, &floor_))
+        return NULL;
+    PyArrayObject *st = in_arr(os, NPY_INT64, "start");
+    PyArrayObject *du = st ? in_arr(od, NPY_INT64, "dur") : NULL;
+    if (!du) {
+        Py_XDECREF(st);
+        return NULL;
+    }
+    const int64_t *s = I64P(st), *d = I64P(du);
+    int64_t n = min64(LEN(st), LEN(du)), far = 0, late = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = s[i];
+        if (x < lo || x > hi || d[i] > longest)
+            far++;
+        int64_t m = x > floor_ ? x : floor_;
+        if (d[i] > (int64_t)((uint64_t)limit - (uint64_t)m))
+            late++;
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(st);
+    Py_DECREF(du);
+    return Py_BuildValue("LL", (long long)far, (long long)late);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Threads knob and module                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    g_threads = n > 0 ? (int)(n > 256 ? 256 : n) : 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_num_threads(PyObject *self, PyObject *noargs)
+{
+    return PyLong_FromLong(threads_now());
+}
+
+static PyMethodDef methods[] = {
+    {"scan_fields", py_scan_fields, METH_VARARGS, "List the top-level fields of a message (see wire.py)."},
+    {"count_lines", py_count_lines, METH_VARARGS, "Pass 1 over every line, lines on threads."},
+    {"count_lines_serial", py_count_lines_serial, METH_VARARGS, "Pass 1 over every line, in this thread."},
+    {"fill_chunks", py_fill_chunks, METH_VARARGS, "Pass 2 over every chunk, chunks on threads."},
+    {"fill_chunks_serial", py_fill_chunks_serial, METH_VARARGS, "Pass 2 over every chunk, in this thread."},
+    {"gather_strings", py_gather_strings, METH_VARARGS, "Copy string values into one pool; rewrite offsets."},
+    {"fnv1a", py_fnv1a, METH_VARARGS, "64-bit FNV-1a hash of each string of a pool."},
+    {"merge_sorted", py_merge_sorted, METH_VARARGS, "Union of start-sorted intervals."},
+    {"union2_linear", py_union2_linear, METH_VARARGS, "Union of two disjoint sorted interval sets."},
+    {"union_small", py_union_small, METH_VARARGS, "Union of a big and a small disjoint sorted interval set."},
+    {"prefix_lengths", py_prefix_lengths, METH_VARARGS, "Running sums of interval lengths."},
+    {"cover_sorted", py_cover_sorted, METH_VARARGS, "Covered length up to ascending query points."},
+    {"intersect", py_intersect, METH_VARARGS, "Pieces of one disjoint sorted set inside another."},
+    {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
+    {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},
+    {"meta_totals", py_meta_totals, METH_VARARGS, "Events and total duration per event metadata."},
+    {"time_checks", py_time_checks, METH_VARARGS, "Count negative durations and int64-overflowing events."},
+    {"window_checks", py_window_checks, METH_VARARGS, "Count events outside or past the capture window."},
+    {"set_num_threads", py_set_num_threads, METH_O, "Threads for the parallel decode (<= 0: all CPUs)."},
+    {"get_num_threads", py_get_num_threads, METH_NOARGS, "Threads the parallel decode uses."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native",
+                                       "tfadvisor's compiled kernels (wire decoding, hashing, intervals).", -1,
+                                       methods};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    import_array();
+    return PyModule_Create(&moduledef);
+}
