@@ -27,7 +27,7 @@ without any bytecode; harsher than a real first run); tfadvisor compiles nothing
 kernels are compiled by ``pip install``). Warm = the best of ``--runs`` later runs with that prefix filled.
 The trace files are in the page cache for every tool (they are read once before measuring); nothing drops the OS caches.
 
-Traces are generated (``tfadvisor.synthetic.write_large_trace``, SYNTHETIC) into ``--workdir``
+Traces are generated (``tfadvisor_dev.synthetic.write_large_trace``, SYNTHETIC) into ``--workdir``
 (default ``/tmp/tfadvisor-compare``), never into the repository, and reused when present.
 """
 
@@ -85,7 +85,7 @@ def trace_for(workdir: Path, mb: float) -> Path:
     if not f.exists():
         run.mkdir(parents=True, exist_ok=True)
         sys.path.insert(0, str(ROOT))
-        from tfadvisor.synthetic import write_large_trace
+        from tfadvisor_dev.synthetic import write_large_trace
 
         t0 = time.perf_counter()
         tmp = f.with_suffix(".tmp")

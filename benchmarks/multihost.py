@@ -7,7 +7,7 @@ Usage::
     python benchmarks/multihost.py --dir /data/mh --keep # keep (and reuse) the generated files
     python benchmarks/multihost.py --mb 50 --repeat 3    # on a busy machine: fastest of 3
 
-The host files are SYNTHETIC (``tfadvisor.synthetic.write_large_trace``, one seed per host) in
+The host files are SYNTHETIC (``tfadvisor_dev.synthetic.write_large_trace``, one seed per host) in
 ``<dir>/plugins/profile/<run>/host<i>.xplane.pb``; files of the right size already there are
 reused. Each measurement runs in a fresh subprocess (``tfadvisor.analyze``: load, analyses, rules)
 while a thread samples the resident set size of that process and all its descendants from
@@ -156,7 +156,7 @@ def measure(*args: str) -> dict:
 
 
 def write_hosts(root: Path, hosts: int, mb: float) -> list[Path]:
-    from tfadvisor.synthetic import write_large_trace
+    from tfadvisor_dev.synthetic import write_large_trace
 
     run_dir = root / "plugins" / "profile" / RUN
     run_dir.mkdir(parents=True, exist_ok=True)

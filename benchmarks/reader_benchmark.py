@@ -5,7 +5,7 @@ Usage::
     python benchmarks/reader_benchmark.py --mb 275            # writes the trace if absent, then measures
     python benchmarks/reader_benchmark.py --mb 50 --no-xprof  # quick look
 
-The trace is SYNTHETIC (written by ``tfadvisor.synthetic.write_large_trace``: host plane with
+The trace is SYNTHETIC (written by ``tfadvisor_dev.synthetic.write_large_trace``: host plane with
 TF ops, kernel launches with correlation_id, tf.data events; a GPU plane with stream lines,
 kernels with kernel_details/tf_op ref stats, H2D memcpy and NCCL all-reduce). Each measurement
 runs in a fresh subprocess; peak RSS is ``ru_maxrss`` of that process minus the peak of a
@@ -103,7 +103,7 @@ def main() -> None:
     trace = args.trace or args.out / f"synthetic_{int(args.mb)}mb.xplane.pb"
     if not trace.exists():
         sys.path.insert(0, str(ROOT))
-        from tfadvisor.synthetic import write_large_trace
+        from tfadvisor_dev.synthetic import write_large_trace
 
         t0 = time.perf_counter()
         write_large_trace(str(trace), target_mb=args.mb)

@@ -12,7 +12,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from tfadvisor.synthetic import SAMPLES, write_samples  # noqa: E402
+from tfadvisor_dev.synthetic import SAMPLES, write_samples  # noqa: E402
 
 
 def main(argv):

@@ -18,6 +18,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # tfadvisor_dev (the synthetic generator) lives beside the package, not in it
+    sys.path.append(str(ROOT))
 SAMPLES = ROOT / "sample_traces"
 
 

@@ -7,10 +7,10 @@ from conftest import SAMPLES, expected, load_sample
 from test_analyses_device import run, values
 
 from tfadvisor import links
-from tfadvisor import synthetic as syn
 from tfadvisor.analyses import collectives, options_from
 from tfadvisor.analyses.base import Options
 from tfadvisor.trace import Trace
+from tfadvisor_dev import synthetic as syn
 
 # --- the expectation, against figures worked out by hand ----------------------------------
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from conftest import SAMPLES, expected, load_sample, sample_dirs
 
-from tfadvisor import synthetic as syn
 from tfadvisor.analyses import placement, precision
 from tfadvisor.analyses import steps as steps_analysis
 from tfadvisor.analyses.base import AnalysisResult, Context, Options
 from tfadvisor.trace import Trace
+from tfadvisor_dev import synthetic as syn
 
 
 def _steps(trace) -> AnalysisResult:

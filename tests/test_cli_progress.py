@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfadvisor.synthetic import write_large_trace
+from tfadvisor_dev.synthetic import write_large_trace
 
 
 @pytest.fixture(scope="module")

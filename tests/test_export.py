@@ -254,7 +254,7 @@ def test_perfetto_keeps_every_exported_thread_and_slice(tmp_path, perfetto):
 
 def test_max_events_is_exact_over_several_planes(tmp_path):
     """A synthetic (generated) GPU trace: host and device planes share one budget, exactly."""
-    from tfadvisor.synthetic import write_large_trace
+    from tfadvisor_dev.synthetic import write_large_trace
 
     src = tmp_path / "synthetic" / "gpu.xplane.pb"
     src.parent.mkdir()

@@ -4,7 +4,7 @@
   ``XLA Modules``, ``XLA Ops``, ``Launch Stats``, ``CUPTI overhead``, ...);
 * the real TF 2.4 GPU trace: device busy time from the streams only, checked against a union
   computed here with protobuf; H2D copies found although its ``memcpy_details`` has no kinds;
-* a TPU-shaped trace (SYNTHETIC, ``tfadvisor.synthetic.build_tpu_xspace``): steps from ``Steps``,
+* a TPU-shaped trace (SYNTHETIC, ``tfadvisor_dev.synthetic.build_tpu_xspace``): steps from ``Steps``,
   busy time from ``XLA Ops``, op attribution from ``Framework Ops``;
 * bounds safety: the GPU layout that made ``_device_sets`` write out of bounds, run in a
   subprocess with the C kernels built under AddressSanitizer (``asanlib``).
@@ -23,7 +23,7 @@ import tfadvisor
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.steps import _bucket
 from tfadvisor.proto import xplane_pb2
-from tfadvisor.synthetic import build_tpu_xspace, write_tpu_run
+from tfadvisor_dev.synthetic import build_tpu_xspace, write_tpu_run
 
 GPU_REAL = SAMPLES / "real_tf_gpu_multiworker"
 

@@ -67,7 +67,7 @@ def reports(tmp_path_factory) -> dict:
 def many_steps(tmp_path_factory):
     """A SYNTHETIC run (tfadvisor.synthetic, not a capture): 1000 short steps with ~17 % idle between them
     in ~1000 gaps, the case whose old busy/idle row was 86 % red."""
-    from tfadvisor.synthetic import SyntheticSpec, write_run
+    from tfadvisor_dev.synthetic import SyntheticSpec, write_run
 
     tmp = tmp_path_factory.mktemp("synthetic_many_steps")
     write_run(str(tmp / "logs"), SyntheticSpec(steps=1000, step_time_ms=2.0, idle_gap_frac=0.147, ops_per_step=6,

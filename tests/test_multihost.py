@@ -16,12 +16,12 @@ import pytest
 
 import tfadvisor
 from tfadvisor import multihost
-from tfadvisor import synthetic as syn
 from tfadvisor.discovery import Run, resolve
 from tfadvisor.errors import TraceError
 from tfadvisor.multihost import analyze_hosts, combine_hosts, scaling_report
 from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host, read_counter
 from tfadvisor.trace import Plane, Trace
+from tfadvisor_dev import synthetic as syn
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -39,7 +39,7 @@ def straggler_dir(tmp_path_factory) -> Path:
     committed = SAMPLES / "synthetic_multihost_straggler"
     if list(committed.glob(f"plugins/profile/{RUN}/*.xplane.pb")):
         return committed
-    from tfadvisor import synthetic
+    from tfadvisor_dev import synthetic
 
     root = tmp_path_factory.mktemp("samples")
     synthetic.write_sample("synthetic_multihost_straggler", str(root))

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfadvisor import synthetic as syn
 from tfadvisor import wire
 from tfadvisor.proto import xplane_pb2
+from tfadvisor_dev import synthetic as syn
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -2,7 +2,7 @@
 
 Captured samples: the step time against ``measured.json`` (wall clock around each marked step, taken by
 the training program itself). Synthetic samples: every figure against the generator's own bookkeeping
-(``tfadvisor.synthetic.build_xspaces`` re-run on the sample's specs; deterministic), never against the
+(``tfadvisor_dev.synthetic.build_xspaces`` re-run on the sample's specs; deterministic), never against the
 tool's formula. Tolerances are a few % (the tool matches within 0.4 %); a 1.5x error fails them.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from conftest import SAMPLES, expected
 
 from tfadvisor import api
-from tfadvisor import synthetic as syn
+from tfadvisor_dev import synthetic as syn
 
 CAPTURED = sorted(p.parent.name for p in SAMPLES.glob("*/measured.json"))
 SYNTHETIC = list(syn.SAMPLES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from tfadvisor._version import __version__
 
 # The public names are imported on first use (PEP 562), so that ``import tfadvisor`` and the command
 # line's ``--help`` do not pay for numpy, pandas and the analyses.

@@ -17,7 +17,7 @@ from typing import Any
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperOption
 
-from tfadvisor.errors import TraceError
+from tfadvisor.errors import TraceError, fail
 from tfadvisor.links import LINKS
 
 LINK_NAMES = tuple(LINKS)
@@ -112,12 +112,6 @@ class Format(str, Enum):
 class FailOn(str, Enum):
     warning = "warning"
     critical = "critical"
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print one line to stderr and exit."""
-    typer.echo(f"tfadvisor: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def _options(params: int | None, bandwidth: str | None, replicas: int | None, batch_size: int | None):

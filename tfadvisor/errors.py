@@ -12,6 +12,14 @@ class TraceError(Exception):
         self.problem = problem
 
 
+def fail(message: str, code: int = 2) -> None:
+    """Print ``tfadvisor: <message>`` as one line on stderr and exit with ``code`` (command lines only)."""
+    import typer
+
+    typer.echo(f"tfadvisor: {message}", err=True)
+    raise typer.Exit(code)
+
+
 def one_line(err: object) -> str:
     """The first line of an error's message (its type name when it has none)."""
     text = str(err).strip().splitlines()

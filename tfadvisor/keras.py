@@ -153,7 +153,7 @@ def dataset_batch_size(ds: Any) -> int | None:
 
 
 def _build(keras):
-    from tfadvisor import profiling
+    import tfadvisor.profiling as profiling
 
     class AdvisorCallback(keras.callbacks.Callback):
         """Profile steps ``[start, stop)`` of ``fit``, write metadata, print the top findings.

@@ -77,7 +77,6 @@ import pandas as pd
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, analyze_trace, declare, options_from
 from tfadvisor.discovery import Run, host_name, is_remote, resolve
 from tfadvisor.errors import TraceError
-from tfadvisor.multihost_cli import ScalingFormat, scaling_command  # noqa: F401 - re-exported
 from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host
 from tfadvisor.reader import _size, load_run, read_run_metadata
 from tfadvisor.runmeta import positive as _positive
@@ -482,7 +481,7 @@ DECLARED = declare(
 
 def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None):
     """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result."""
-    from tfadvisor.api import Result
+    from tfadvisor.result import RunResult as Result
 
     metadata = metadata or {}
     has = [_host_analysis(p) for p in payloads]
@@ -634,7 +633,7 @@ def _plain(v: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 def _analyze_for_scaling(path: str, options: Options | None, jobs: int | None, dask: str | None):
     """Metrics of one run (no rules needed): multi-host runs through :func:`analyze_hosts`."""
-    from tfadvisor.api import Result
+    from tfadvisor.result import RunResult as Result
 
     chosen = resolve(path)
     opts = dataclasses.replace(options) if options is not None else None
@@ -789,5 +788,4 @@ def render_scaling(report: dict[str, Any], console=None) -> None:
                   highlight=False)
 
 
-__all__ = ["CATEGORIES", "STRAGGLER_RATIO", "ScalingFormat", "analyze_hosts", "combine_hosts", "render_scaling",
-           "scaling_command", "scaling_report"]
+__all__ = ["CATEGORIES", "STRAGGLER_RATIO", "analyze_hosts", "combine_hosts", "render_scaling", "scaling_report"]

@@ -82,7 +82,7 @@ def _set_threads(threads: int | None) -> None:
     """Share the machine's cores between the worker processes (the decoder's threads)."""
     if not threads:
         return
-    from tfadvisor import wire
+    import tfadvisor.wire as wire
 
     wire.set_num_threads(max(1, int(threads)))
 

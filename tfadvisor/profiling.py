@@ -102,12 +102,9 @@ def import_tf():
 
 
 def tfadvisor_version() -> str:
-    try:
-        from tfadvisor import __version__
+    from tfadvisor._version import __version__
 
-        return __version__
-    except Exception:  # noqa: BLE001
-        return "unknown"
+    return __version__
 
 
 # --- profiler options ----------------------------------------------------------------------
@@ -486,17 +483,7 @@ def analyze_run(run_dir: str, *, report_json: str | os.PathLike | None = None,
 
 def write_json_report(result, path) -> None:
     try:
-        try:
-            data = result.to_dict()
-        except Exception:  # noqa: BLE001 - the JSON reporter may be missing: a plainer shape
-            data = {
-                "run": getattr(result.run, "directory", str(result.run)),
-                "metrics": dict(result.metrics),
-                "findings": [
-                    {k: _get(f, k) for k in ("rule", "severity", "title", "message")} for f in result.findings
-                ],
-                "notes": list(result.notes),
-            }
+        data = result.to_dict()
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, default=str)
             fh.write("\n")

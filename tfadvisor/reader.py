@@ -23,7 +23,7 @@ from typing import BinaryIO
 import numpy as np
 import pandas as pd
 
-from tfadvisor import wire
+import tfadvisor.wire as wire
 from tfadvisor.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
 from tfadvisor.errors import TraceError
 from tfadvisor.proto import xplane_pb2

@@ -27,7 +27,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from tfadvisor import _native, wire
+import tfadvisor._native as _native
+import tfadvisor.wire as wire
 from tfadvisor.trace import Plane, Trace
 
 PS_PER_NS = 1000

@@ -16,7 +16,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from tfadvisor import _native, wire
+import tfadvisor._native as _native
+import tfadvisor.wire as wire
 from tfadvisor.discovery import host_name
 
 # Line names as TF writes them, old and new spellings.

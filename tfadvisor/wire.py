@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from tfadvisor import _native
+import tfadvisor._native as _native
 
 # Stat value kinds, stored per stat row in ``Plane.stat_kind``.
 KIND_NONE = 0

@@ -133,7 +133,7 @@ class _Capture:
             import importlib
 
             importlib.import_module("tensorflow")  # waits for an import in progress to finish
-            from tfadvisor import profiling
+            import tfadvisor.profiling as profiling
 
             with self.lock:
                 if self.exiting.is_set():

@@ -35,7 +35,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tfadvisor import links
+import tfadvisor.links as links
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,

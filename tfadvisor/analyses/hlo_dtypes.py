@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from tfadvisor import wire
+import tfadvisor.wire as wire
 from tfadvisor.trace import Trace
 
 # xla PrimitiveType -> precision class

@@ -24,8 +24,8 @@ import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.placement import step_windows
-from tfadvisor.analyses.precision import DTYPE_NAMES
 from tfadvisor.analyses.steps import step_table
+from tfadvisor.analyses.tf_dtypes import DTYPE_NAMES
 from tfadvisor.trace import Trace
 
 ALLOC, DEALLOC = "MemoryAllocation", "MemoryDeallocation"

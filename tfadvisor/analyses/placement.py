@@ -16,7 +16,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from tfadvisor import _native, wire
+import tfadvisor._native as _native
+import tfadvisor.wire as wire
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import step_table

@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tfadvisor import _native
+import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.runmeta import steps_per_execution

@@ -19,7 +19,7 @@ from enum import Enum
 
 import typer
 
-from tfadvisor.cli import fail
+from tfadvisor.errors import fail
 
 app = typer.Typer(
     help="Capture a profile: from a running program's profiler server, or by running a training script.",
@@ -66,16 +66,10 @@ def _report(run_dir: str, logdir: str, *, analyze: bool, no_steps: str | None = 
         return
     if no_steps and result.metrics.get("steps_count") == 0:
         fail(no_steps)
-    try:
-        from tfadvisor.report.terminal import print_result
-    except ImportError:
-        from tfadvisor.profiling import summary_lines
+    from tfadvisor.report.terminal import print_result
 
-        for line in summary_lines(result, top=5, run_dir=logdir):
-            typer.echo(line)
-    else:
-        print_result(result)
-        typer.echo(f"tfadvisor: analyse it again with: tfadvisor analyze {logdir}")
+    print_result(result)
+    typer.echo(f"tfadvisor: analyse it again with: tfadvisor analyze {logdir}")
 
 
 @app.command("service")
@@ -195,16 +189,11 @@ def _terminated(done, run_dir: str | None) -> None:
 
 
 def _register_vertex() -> None:
-    """``tfadvisor capture vertex`` lives in tfadvisor/capture/vertex.py (``register(app)``), when present."""
-    try:
-        from tfadvisor.capture import vertex as _vertex
-    except ImportError:
-        if os.environ.get("TFADVISOR_DEBUG"):
-            raise
-        return
-    register = getattr(_vertex, "register", None)
-    if callable(register):
-        register(app)
+    """``tfadvisor capture vertex`` lives in tfadvisor/capture/vertex.py (``register(app)``); the Vertex AI
+    SDK is imported only when that command runs."""
+    from tfadvisor.capture.vertex import register
+
+    register(app)
 
 
 _register_vertex()

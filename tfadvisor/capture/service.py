@@ -20,7 +20,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from tfadvisor import profiling
+import tfadvisor.profiling as profiling
 
 
 class CaptureError(Exception):

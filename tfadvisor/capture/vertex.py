@@ -35,9 +35,8 @@ from typing import Any
 
 import typer
 
-from tfadvisor.cli import fail
 from tfadvisor.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
-from tfadvisor.errors import one_line
+from tfadvisor.errors import fail, one_line
 from tfadvisor.keras import parse_window
 from tfadvisor.vertex import DEFAULT_STEPS, STEPS_ENV
 
@@ -112,7 +111,7 @@ class JobRequest:
         """Where the wheel of this tfadvisor goes (``ship_wheel``), beside the code package."""
         if not self.ship_wheel:
             return None
-        from tfadvisor import __version__
+        from tfadvisor._version import __version__
 
         return f"{self.base_output_dir}/code/tfadvisor-{__version__}-py3-none-any.whl"
 

@@ -21,7 +21,7 @@ NAME = "tfadvisor"
 
 
 def _version() -> str:
-    from tfadvisor import __version__
+    from tfadvisor._version import __version__
 
     return __version__
 

@@ -289,12 +289,9 @@ def _place(findings: list, plots: dict) -> dict[str, int]:
 
 
 def _version() -> str:
-    try:
-        from tfadvisor import __version__
+    from tfadvisor._version import __version__
 
-        return __version__
-    except Exception:  # noqa: BLE001
-        return "?"
+    return __version__
 
 
 def _section(anchor: str, title: str, content: str, caption: str = "") -> str:

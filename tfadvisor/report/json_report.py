@@ -78,7 +78,7 @@ def _steps(metrics: Any) -> int:
 
 def result_to_dict(result: Any) -> dict[str, Any]:
     """The stable JSON shape of a :class:`~tfadvisor.api.Result` (see the module docstring)."""
-    from tfadvisor import __version__
+    from tfadvisor._version import __version__
 
     metrics = getattr(result, "metrics", None) or {}
     units = getattr(metrics, "units", None) or {}
