@@ -22,6 +22,7 @@ packages = [p for p in find_namespace_packages(include=["tfadvisor", "tfadvisor.
 setup(
     packages=packages + ["tfadvisor._rules"],
     package_dir={"tfadvisor._rules": "rules"},
+    exclude_package_data={"tfadvisor": ["*.c"]},  # the source ships in the sdist, the wheel holds the build
     package_data={
         "tfadvisor": ["**/*.js", "**/*.proto", "**/*.md", "_sitecustomize/*.py"],
         "tfadvisor._rules": ["*.toml", "*.md"],
