@@ -105,7 +105,7 @@ def test_python_overhead_matches_xprof_other_time(sample):
 @pytest.mark.parametrize("sample", [
     pytest.param("python_overhead", marks=pytest.mark.xfail(strict=True, reason=(
         "tool 65.4 % (= xprof's All Others) vs 74.2 % timed: the timed Python holds .numpy() calls the "
-        "trace shows as TF ops; reported to the lead, not loosened"))),
+        "trace shows as TF ops: a difference of definition, kept visible, not loosened"))),
     "custom_loop_python"])
 def test_python_overhead_against_wall_clock(sample):
     """The generator timed the pure-Python work inside each step with perf_counter (in-stats steps)."""
