@@ -76,11 +76,6 @@ def test_every_rule_is_actionable(rule):
     assert rule.line and rule.path.endswith(".toml")
 
 
-def test_pyproject_ships_rules_in_the_wheel():
-    text = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r'"rules"\s*=\s*"tfadvisor/_rules"', text)
-
-
 def test_known_metrics_are_the_declared_ones():
     registry = metric_registry()
     declared = {n for d in registry.values() for n in d.names()}
