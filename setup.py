@@ -14,7 +14,8 @@ from setuptools import Extension, find_namespace_packages, setup
 if sys.platform == "win32":
     compile_args, link_args = ["/O2"], []
 else:
-    compile_args = ["-O3", "-std=c99", "-fno-strict-aliasing", "-Wall"]
+    # -fwrapv: int64 arithmetic wraps, as numpy's does (the kernels' results must equal numpy's)
+    compile_args = ["-O3", "-std=c99", "-fno-strict-aliasing", "-fwrapv", "-Wall"]
     link_args = ["-pthread"]
 
 packages = [p for p in find_namespace_packages(include=["tfadvisor", "tfadvisor.*"]) if "__pycache__" not in p]

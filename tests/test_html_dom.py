@@ -65,7 +65,7 @@ def reports(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def many_steps(tmp_path_factory):
-    """A SYNTHETIC run (tfadvisor.synthetic, not a capture): 1000 short steps with ~17 % idle between them
+    """A SYNTHETIC run (tfadvisor_dev.synthetic, not a capture): 1000 short steps with ~17 % idle between them
     in ~1000 gaps, the case whose old busy/idle row was 86 % red."""
     from tfadvisor_dev.synthetic import SyntheticSpec, write_run
 

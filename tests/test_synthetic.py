@@ -1,4 +1,4 @@
-"""The synthetic trace generator (tfadvisor.synthetic): both writers produce XSpaces that protobuf
+"""The synthetic trace generator (tfadvisor_dev.synthetic): both writers produce XSpaces that protobuf
 parses, with the planes, lines, events and stat values that were meant to be written."""
 
 from __future__ import annotations

@@ -175,7 +175,11 @@ static void *pool_worker(void *arg)
 {
     Pool *p = (Pool *)arg;
     for (;;) {
+#if HAVE_THREADS
         int64_t i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+#else
+        int64_t i = p->next++;
+#endif
         if (i >= p->n)
             break;
         p->fn(p->ctx, i);

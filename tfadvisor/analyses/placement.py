@@ -221,8 +221,12 @@ def line_rows_range(plane: Plane, lines: np.ndarray) -> np.ndarray:
 def _meta_pass(plane: Plane, ctx: Context | None) -> tuple[np.ndarray, np.ndarray]:
     """(events, total duration ps as float) per event metadata: one pass over the plane (C), the same
     figures as ``np.bincount`` of the metadata without and with the durations (negative ones as 0)."""
-    return memo(ctx, plane, "meta_pass",
-                lambda: _native.meta_totals(plane.ev_meta, plane.ev_dur_ps, len(plane.event_names)))
+    def run():
+        cnt, tot = _native.meta_totals(plane.ev_meta, plane.ev_dur_ps, len(plane.event_names))
+        if not cnt.any() and not (plane.ev_meta >= 0).any():  # nothing to weigh: np.bincount gives int64
+            tot = np.zeros(tot.shape[0], np.int64)
+        return cnt, tot
+    return memo(ctx, plane, "meta_pass", run)
 
 
 def meta_counts(plane: Plane, ctx: Context | None = None) -> np.ndarray:
