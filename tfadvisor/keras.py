@@ -309,10 +309,13 @@ def _build(keras):
             if marker is None:
                 return
             self._marker = None
-            marker.__exit__(None, None, None)
-            # a session stopped from another thread (time mode) is no longer _ACTIVE: its trace may lack
-            # this marker, so the step is not counted (as tfadvisor.step does)
-            if self.state is PROFILING and profiling._ACTIVE is self.session:
+            # a session stopped from another thread (time mode) is no longer _ACTIVE: its trace lacks
+            # this marker, so the step is not counted (as tfadvisor.step does); the lock keeps the stop
+            # from falling between the marker's end and this check
+            with profiling.MARKER_LOCK:
+                marker.__exit__(None, None, None)
+                in_trace = profiling._ACTIVE is self.session
+            if self.state is PROFILING and in_trace:
                 self.profiled_steps += self._exec_n
                 self.marked_executions += 1
                 if self.profiled_steps >= self.window[1] - self.window[0]:

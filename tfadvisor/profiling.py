@@ -578,14 +578,16 @@ class step:  # noqa: N801 - used as a context manager like a function
         t = self._t
         if t is not None:
             self._t = None
-            try:
-                t.__exit__(*exc)
-            except Exception:  # noqa: BLE001
-                pass
-            session = self._session
+            with MARKER_LOCK:
+                try:
+                    t.__exit__(*exc)
+                except Exception:  # noqa: BLE001
+                    pass
+                session = self._session
+                still = session is not None and session is _ACTIVE  # the marker made it into the trace
             if session is not None:
                 self._session = None
-                if session is _ACTIVE:  # still profiling: the marker made it into the trace
+                if still:
                     session._count_step(self.n)
         return False
 
@@ -669,6 +671,9 @@ def _handle_sigterm(signum: int, frame: Any) -> None:
 
 _ACTIVE: ProfileSession | None = None
 _LOCK = threading.Lock()
+#: held while a step marker ends and while the profiler stops: a marker that ends before the stop is in
+#: the trace and counted, one that ends after it is neither (time mode stops from another thread)
+MARKER_LOCK = threading.RLock()
 
 
 class ProfileSession:
@@ -801,14 +806,18 @@ class ProfileSession:
                 return self.run_dir
             self.started = False
             self.stopped_at = time.time()
-            with _LOCK:
-                if _ACTIVE is self:
-                    _ACTIVE = None
             if self.sampler is not None:
                 self.sampler.stop()
             try:
                 tf = import_tf()
-                tf.profiler.experimental.stop()
+                # no step marker ends while the profiler stops: each is in the trace exactly when counted
+                with MARKER_LOCK:
+                    try:
+                        tf.profiler.experimental.stop()
+                    finally:
+                        with _LOCK:
+                            if _ACTIVE is self:
+                                _ACTIVE = None
             except Exception as err:  # noqa: BLE001
                 self.error = f"the profiler did not stop cleanly: {type(err).__name__}: {one_line(err)}"
                 warn(self.error)
