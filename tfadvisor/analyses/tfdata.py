@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
+from tfadvisor.analyses.placement import union
 from tfadvisor.analyses.steps import activity, step_table
 from tfadvisor.trace import Plane, Trace
 
@@ -326,13 +327,7 @@ def _concurrency(p: Plane, body_rows: np.ndarray, launches: np.ndarray, total_ps
     rows = body_rows[np.isin(cid, pid[pid != 0])]
     if not rows.shape[0] or total_ps <= 0:
         return 1.0
-    s = p.ev_start_ps[rows]
-    order = np.argsort(s, kind="stable")
-    s, e = s[order].astype(np.float64), p.ev_end_ps[rows][order].astype(np.float64)
-    reach = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > reach[:-1]]  # a new covered interval starts
-    starts = s[new]
-    ends = np.r_[reach[np.flatnonzero(new)[1:] - 1], reach[-1]]
+    starts, ends = union(p.ev_start_ps[rows], p.ev_end_ps[rows])
     covered = float((ends - starts).sum())
     return max(total_ps / covered, 1.0) if covered > 0 else 1.0
 
