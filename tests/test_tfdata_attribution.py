@@ -17,13 +17,24 @@ import tfadvisor  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.fixture(scope="module")
-def heavy(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tfdata_attr")
+def _capture_heavy(out):
     r = subprocess.run([sys.executable, str(HERE / "tfdata_capture.py"), str(out), "heavy_map"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return tfadvisor.analyze(out / "heavy_map"), json.loads((out / "heavy_map.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def heavy(tmp_path_factory):
+    return _capture_heavy(tmp_path_factory.mktemp("tfdata_attr"))
+
+
+@pytest.fixture(scope="module")
+def heavy_three(tmp_path_factory, heavy):
+    """Three captures in fresh processes: on this 2-core machine one capture's per-element figures (traced
+    and timed alone) each move up to 2x from process to process (2026-11-24, five captures: trace / alone
+    0.69, 0.92, 1.12, 1.30, 1.68)."""
+    return [heavy] + [_capture_heavy(tmp_path_factory.mktemp(f"tfdata_attr{i}")) for i in (1, 2)]
 
 
 def test_fused_stage_holds_the_time(heavy):
@@ -41,14 +52,19 @@ def test_fused_stage_holds_the_time(heavy):
     assert res.metrics["tfdata_has_prefetch"] is True
 
 
-def test_per_element_cost_matches_map_alone(heavy):
-    res, info = heavy
+def test_per_element_cost_matches_map_alone(heavy_three):
+    ratios = []
+    for res, info in heavy_three:
+        assert info["map_alone_us"] > 0
+        ratios.append(res.metrics["tfdata_map_element_us"] / info["map_alone_us"])
+    # the capture whose ratio is the median of the three
+    res, info = heavy_three[sorted(range(3), key=ratios.__getitem__)[1]]
     got = res.metrics["tfdata_map_element_us"]
     alone = info["map_alone_us"]
-    assert alone > 0
     # The trace holds the function bodies and the stage's own events, not tf.data's per-element hand-offs
     # between its threads, and both figures move with the load on this 2-core machine: over the runs of
-    # 2026-11-24 trace / alone ranged 0.64-1.55 (a 249-element window against 2048 elements timed alone).
+    # 2026-11-24 one capture's trace / alone ranged 0.64-1.68 (a 249-element window against 2048 elements
+    # timed alone), so the median of three captures is checked.
     # tests/test_tfdata_stage_costs.py keeps each committed sample's gap visible as a strict xfail; what this
     # guards is the old bug: the map's cost read from the source stage, 20x too small.
     assert 0.5 * alone <= got <= 1.6 * alone, f"trace says {got:.0f} us per element, timed alone {alone:.0f} us"
