@@ -31,7 +31,6 @@ class Result(RunResult):
 
         return result_html(self)
 
-
     @classmethod
     def of(cls, r: RunResult) -> Result:
         """The facade's Result holding the same data as ``r``."""

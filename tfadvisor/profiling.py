@@ -47,6 +47,7 @@ import time
 import warnings
 from typing import Any
 
+from tfadvisor._version import __version__
 from tfadvisor.discovery import RUN_METADATA_FILE
 from tfadvisor.errors import one_line
 from tfadvisor.system_sampler import DEFAULT_HZ, SystemSampler, env_hz
@@ -99,12 +100,6 @@ def import_tf():
     except ImportError as err:
         raise TensorFlowMissing(str(err)) from None
     return tf
-
-
-def tfadvisor_version() -> str:
-    from tfadvisor._version import __version__
-
-    return __version__
 
 
 # --- profiler options ----------------------------------------------------------------------
@@ -378,7 +373,7 @@ def model_facts(model: Any = None, batch_size: int | None = None) -> dict[str, A
 
 def environment_facts(strategy: Any = None) -> dict[str, Any]:
     """Versions, devices, tf.distribute strategy, replicas and hosts of this process."""
-    out: dict[str, Any] = {"tfadvisor_version": tfadvisor_version(), "host_names": [socket.gethostname()]}
+    out: dict[str, Any] = {"tfadvisor_version": __version__, "host_names": [socket.gethostname()]}
     tf = sys.modules.get("tensorflow")
     if tf is None:
         return out

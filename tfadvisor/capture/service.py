@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 import tfadvisor.profiling as profiling
+from tfadvisor._version import __version__
 
 
 class CaptureError(Exception):
@@ -153,7 +154,7 @@ def capture_service(
         )
     run_dir = dirs[-1]
     facts = {
-        "tfadvisor_version": profiling.tfadvisor_version(),
+        "tfadvisor_version": __version__,
         "hosts": len(addresses),
         "host_names": _host_names(run_dir) or [f"{h}:{p}" for h, p in addresses],
         "capture": {"by": "tfadvisor capture service", "backend": kind, "service_addr": joined,

@@ -35,6 +35,7 @@ from typing import Any
 
 import typer
 
+from tfadvisor._version import __version__
 from tfadvisor.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
 from tfadvisor.errors import fail, one_line
 from tfadvisor.keras import parse_window
@@ -111,8 +112,6 @@ class JobRequest:
         """Where the wheel of this tfadvisor goes (``ship_wheel``), beside the code package."""
         if not self.ship_wheel:
             return None
-        from tfadvisor._version import __version__
-
         return f"{self.base_output_dir}/code/tfadvisor-{__version__}-py3-none-any.whl"
 
     @property

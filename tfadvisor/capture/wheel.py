@@ -16,14 +16,10 @@ import re
 import zipfile
 from pathlib import Path
 
+from tfadvisor._version import __version__
+
 PACKAGE = Path(__file__).resolve().parents[1]
 NAME = "tfadvisor"
-
-
-def _version() -> str:
-    from tfadvisor._version import __version__
-
-    return __version__
 
 
 def requirements() -> list[str]:
@@ -70,7 +66,7 @@ def _digest(data: bytes) -> str:
 
 def build_wheel(dest: str | Path) -> Path:
     """Write ``tfadvisor-<version>-py3-none-any.whl`` into ``dest``; its path."""
-    version = _version()
+    version = __version__
     reqs = requirements()
     dist_info = f"{NAME}-{version}.dist-info"
     metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {NAME}", f"Version: {version}",

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
+from tfadvisor._version import __version__
 from tfadvisor.report import breakdown, plain, step_time
 
 SCHEMA_VERSION = 1
@@ -78,8 +79,6 @@ def _steps(metrics: Any) -> int:
 
 def result_to_dict(result: Any) -> dict[str, Any]:
     """The stable JSON shape of a :class:`~tfadvisor.api.Result` (see the module docstring)."""
-    from tfadvisor._version import __version__
-
     metrics = getattr(result, "metrics", None) or {}
     units = getattr(metrics, "units", None) or {}
     hosts = list(getattr(result, "hosts", None) or [])
