@@ -34,15 +34,15 @@ def test_every_declared_metric_has_a_meaning():
             assert m.doc.strip(), f"{source}: {m.name} has no doc"
 
 
-def test_add_refuses_an_undeclared_name_or_another_unit():
+def test_add_refuses_an_undeclared_name_and_takes_unit_and_text_from_the_declaration():
     declare("test_registry_source", ("known_pct", "%", "a declared metric"))
     res = AnalysisResult("test_registry_source")
     res.add("known_pct", 1.5)
     assert res.metrics["known_pct"].unit == "%" and res.metrics["known_pct"].doc == "a declared metric"
     with pytest.raises(UndeclaredMetric, match="typo_pct"):
-        res.add("typo_pct", 1.0, "%", "not declared")
-    with pytest.raises(UndeclaredMetric, match="declared in '%'"):
-        res.add("known_pct", 1.0, "ms")
+        res.add("typo_pct", 1.0)
+    res.add("known_pct", 2.0, doc="refined for this run")
+    assert res.metrics["known_pct"].unit == "%" and res.metrics["known_pct"].doc == "refined for this run"
     with pytest.raises(UndeclaredMetric):
         res.missing(["typo_pct"], "why")
     res.missing(["known_pct"], "why")

@@ -117,20 +117,20 @@ def summarise(sizes: np.ndarray, path: str = "", top: list[tuple[int, str]] | No
     small = int((sizes < small_bytes).sum())
     huge = int((sizes >= huge_bytes).sum())
     in_range = int(((sizes >= SHARD_RANGE_BYTES[0]) & (sizes <= SHARD_RANGE_BYTES[1])).sum())
-    res.add("data_path", path, "", "the training data checked (directory, file or glob)")
-    res.add("data_files_count", n, "files", "number of training data files")
-    res.add("data_total_bytes", total, "bytes", "total size of the training data files")
-    res.add("data_file_min_bytes", int(sizes.min()), "bytes", "smallest file")
-    res.add("data_file_median_bytes", float(np.median(sizes)), "bytes", "median file size")
-    res.add("data_file_p90_bytes", float(np.percentile(sizes, 90)), "bytes", "90th percentile of file size")
-    res.add("data_largest_file_bytes", int(sizes.max()), "bytes", "largest file")
-    res.add("data_file_mean_bytes", total / n, "bytes", "mean file size")
-    res.add("data_small_files_count", small, "files", f"files under {_h(small_bytes)}")
-    res.add("data_small_files_pct", small / n * 100, "%", f"share of files under {_h(small_bytes)}")
-    res.add("data_huge_files_count", huge, "files", f"files of {_h(huge_bytes)} or more")
-    res.add("data_huge_files_pct", huge / n * 100, "%", f"share of files of {_h(huge_bytes)} or more")
-    res.add("data_shard_range_pct", in_range / n * 100, "%",
-            f"share of files in the recommended shard size range {_h(SHARD_RANGE_BYTES[0])}-"
+    res.add("data_path", path)
+    res.add("data_files_count", n)
+    res.add("data_total_bytes", total)
+    res.add("data_file_min_bytes", int(sizes.min()))
+    res.add("data_file_median_bytes", float(np.median(sizes)))
+    res.add("data_file_p90_bytes", float(np.percentile(sizes, 90)))
+    res.add("data_largest_file_bytes", int(sizes.max()))
+    res.add("data_file_mean_bytes", total / n)
+    res.add("data_small_files_count", small, doc=f"files under {_h(small_bytes)}")
+    res.add("data_small_files_pct", small / n * 100, doc=f"share of files under {_h(small_bytes)}")
+    res.add("data_huge_files_count", huge, doc=f"files of {_h(huge_bytes)} or more")
+    res.add("data_huge_files_pct", huge / n * 100, doc=f"share of files of {_h(huge_bytes)} or more")
+    res.add("data_shard_range_pct", in_range / n * 100,
+            doc=f"share of files in the recommended shard size range {_h(SHARD_RANGE_BYTES[0])}-"
             f"{_h(SHARD_RANGE_BYTES[1])}")
     rows = []
     for label, lo, hi, cls in BUCKETS:

@@ -505,12 +505,12 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
         metrics.docs[k] = median.metrics.docs.get(k, "")
         metrics.source[k] = median.metrics.source.get(k, "")
 
-    def put(name: str, value: Any, unit: str, doc: str) -> None:
-        spec = DECLARED.spec(name, unit)  # raises for a metric not declared above
+    def put(name: str, value: Any, doc: str = "") -> None:
+        spec = DECLARED.spec(name)  # raises for a metric not declared above
         metrics.put("multihost", name, Metric(_plain(value), spec.unit, doc or spec.doc))
 
-    put("hosts_count", len(has), "count", "host files analysed")
-    put("median_host", median.host, "", "the host whose per-step figures are the run's (median work per step)")
+    put("hosts_count", len(has))
+    put("median_host", median.host)
     notes.append(f"multihost: per-step figures are those of {median.host}, the median host by work per step "
                  f"(of {len(has)}); every host is in the 'hosts' table")
 
@@ -519,23 +519,22 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
     missing: list[str] | None = None
     if expected_names is not None:
         missing = [n for n in expected_names if not _present(n, names)]
-    put("hosts_expected", expected, "count", "hosts the run should have (tfadvisor_run.json hosts / host_names)")
+    put("hosts_expected", expected)
     if missing is not None:
-        put("missing_hosts", ", ".join(missing) or None, "", "expected hosts with no profile file")
-        put("missing_hosts_count", len(missing), "count", "expected hosts with no profile file")
+        put("missing_hosts", ", ".join(missing) or None)
+        put("missing_hosts_count", len(missing))
     elif expected is not None:
-        put("missing_hosts", None, "", "expected hosts with no profile file (names unknown)")
-        put("missing_hosts_count", max(0, expected - len(has)), "count", "expected hosts with no profile file")
+        put("missing_hosts", None)
+        put("missing_hosts_count", max(0, expected - len(has)))
     else:
-        put("missing_hosts", None, "", "expected hosts with no profile file")
-        put("missing_hosts_count", None, "count", "expected hosts with no profile file")
+        put("missing_hosts", None)
+        put("missing_hosts_count", None)
         notes.append("multihost: the expected host count is unknown (no hosts / host_names in tfadvisor_run.json)")
 
     # Alignment by step number.
-    put("common_steps", len(common), "count", "step numbers present on every host with steps")
-    put("hosts_misaligned", ", ".join(misaligned) or None, "",
-        "hosts whose step numbers do not line up with the others' (aligned by step number)")
-    put("hosts_misaligned_count", len(misaligned), "count", "hosts whose step numbers do not line up")
+    put("common_steps", len(common))
+    put("hosts_misaligned", ", ".join(misaligned) or None)
+    put("hosts_misaligned_count", len(misaligned))
     no_steps = [r["host"] for r in rows if not r["steps"]]
     if no_steps:
         notes.append(f"multihost: no steps on {', '.join(no_steps)}: left out of the cross-host comparison")
@@ -585,17 +584,14 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
             imbalance = 100.0 * (max(compute) - min(compute)) / med_c
     elif len(has) >= 2:
         notes.append("multihost: fewer than two hosts with steps: no straggler or imbalance figures")
-    put("straggler_host", straggler, "",
-        f"host whose compute + input per step is > {STRAGGLER_RATIO}x the median host's while the others wait "
-        "longer in AllReduce")
-    put("straggler_ratio", straggler_ratio, "x",
-        "work (compute + input) per step of the slowest host / the median host")
-    put("slowest_host", slowest, "", "host with the most work (compute + input) per step")
-    put("slowest_host_ratio", slowest_ratio, "x", "its work per step / the median host's")
-    put("load_imbalance_pct", imbalance, "%", "(max - min) / the median host's compute time per step")
-    put("slowest_host_excess_pct", excess, "%",
-        "the slowest host's work per step beyond the median host's, % of the median host's step time: "
-        "what the run gains per step if it worked like the median host")
+    put("straggler_host", straggler,
+        doc=f"host whose compute + input per step is > {STRAGGLER_RATIO}x the median host's while the others wait "
+            "longer in AllReduce")
+    put("straggler_ratio", straggler_ratio)
+    put("slowest_host", slowest)
+    put("slowest_host_ratio", slowest_ratio)
+    put("load_imbalance_pct", imbalance)
+    put("slowest_host_excess_pct", excess)
 
     tables = dict(median.tables)
     tables["hosts"] = pd.DataFrame(rows)

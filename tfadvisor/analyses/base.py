@@ -56,14 +56,12 @@ class Declarations:
     def names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.metrics)
 
-    def spec(self, name: str, unit: str = "") -> MetricSpec:
-        """The declaration of ``name``; raises :class:`UndeclaredMetric` if there is none or ``unit`` differs."""
+    def spec(self, name: str) -> MetricSpec:
+        """The declaration of ``name``; raises :class:`UndeclaredMetric` if there is none."""
         m = self._by_name.get(name)  # type: ignore[attr-defined]
         if m is None:
             raise UndeclaredMetric(f"metric {name!r} is not declared by {self.source!r}: add it to that module's "
                                    "METRICS = declare(...)")
-        if unit and unit != m.unit:
-            raise UndeclaredMetric(f"metric {name!r} of {self.source!r} is declared in {m.unit!r}, added in {unit!r}")
         return m
 
 
@@ -110,17 +108,18 @@ class AnalysisResult:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def add(self, name: str, value: Any, unit: str = "", doc: str = "") -> None:
-        """Set a declared metric; ``unit`` must match the declaration, ``doc`` (optional) refines its text
-        for this run. Raises :class:`UndeclaredMetric` for a name this analysis did not declare."""
-        spec = declarations(self.name).spec(name, unit)
+    def add(self, name: str, value: Any, doc: str = "") -> None:
+        """Set a declared metric: its unit and text come from the declaration; ``doc`` (optional) replaces
+        the text for this run where it depends on the run (a threshold, a source). Raises
+        :class:`UndeclaredMetric` for a name this analysis did not declare."""
+        spec = declarations(self.name).spec(name)
         self.metrics[name] = Metric(_plain(value), spec.unit, doc or spec.doc)
 
-    def missing(self, names: list[str] | tuple[str, ...], why: str, unit: str = "") -> None:
+    def missing(self, names: list[str] | tuple[str, ...], why: str) -> None:
         """Declare metrics unavailable on this trace (value None) and note why."""
         decl = declarations(self.name)
         for n in names:
-            spec = decl.spec(n, unit)
+            spec = decl.spec(n)
             self.metrics.setdefault(n, Metric(None, spec.unit, spec.doc))
         if why not in self.notes:
             self.notes.append(why)

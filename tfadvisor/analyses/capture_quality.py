@@ -99,42 +99,39 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                 busy_pct.append(100.0 * min(d["busy_ps"], window) / window)
         else:
             idle.append(nm)
-    res.add("capture_window_ms", window / PS_PER_MS if window > 0 else None, "ms",
-            "the analysed host's capture window: first to last event over its CPU and device planes")
-    res.add("devices_total", len(names), "count", "device planes (GPU/TPU) of the host, empty ones included")
-    res.add("devices_active", len(active), "count", "devices that ran kernels (TPU: XLA ops) in the window")
-    res.add("devices_active_list", ", ".join(active), "", "the devices that ran kernels")
-    res.add("devices_idle", ", ".join(idle), "", "the devices that ran no kernel (copies alone do not count)")
-    res.add("devices_idle_count", len(idle), "count", "devices that ran no kernel")
+    res.add("capture_window_ms", window / PS_PER_MS if window > 0 else None)
+    res.add("devices_total", len(names))
+    res.add("devices_active", len(active))
+    res.add("devices_active_list", ", ".join(active))
+    res.add("devices_idle", ", ".join(idle))
+    res.add("devices_idle_count", len(idle))
     if busy_pct:
-        res.add("device_busy_pct", float(np.mean(busy_pct)), "%",
-                "per active device, its kernels, copies and collectives (union) as % of the window; mean")
+        res.add("device_busy_pct", float(np.mean(busy_pct)))
         u = act.union("dev_compute", "dev_h2d", "dev_copy", "dev_collective").total()
-        res.add("device_busy_union_pct", 100.0 * min(u, window) / window, "%",
-                "time any device was busy, % of the window")
+        res.add("device_busy_union_pct", 100.0 * min(u, window) / window)
     else:
         res.missing(["device_busy_pct", "device_busy_union_pct"],
-                    "no device ran kernels in the window" if names else "no device plane (CPU-only trace)", "%")
+                    "no device ran kernels in the window" if names else "no device plane (CPU-only trace)")
 
     tbl = step_table(ctx)
     n_steps = 0 if tbl is None else int(len(tbl))
-    res.add("complete_steps", n_steps, "count", "steps in the window (disjoint, positive length)")
+    res.add("complete_steps", n_steps)
     med_ms = None
     if tbl is not None and window > 0:
         s = tbl["start_ps"].to_numpy(np.int64)
         e = tbl["end_ps"].to_numpy(np.int64)
         inside = Measure.union(np.maximum(s, lo), np.minimum(e, hi)).total()
-        res.add("steps_window_pct", 100.0 * min(inside, window) / window, "%", "share of the window inside steps")
+        res.add("steps_window_pct", 100.0 * min(inside, window) / window)
         med_ms = float(np.median((e - s) / PS_PER_MS))
     else:
-        res.missing(["steps_window_pct"], "no steps in the window", "%")
+        res.missing(["steps_window_pct"], "no steps in the window")
 
     dev_steps = [(short_name(d), nums, d.ev_start_ps[rows]) for d, rows, nums in device_steps(act, ctx)]
     skew, pair = _skew_ms(dev_steps)
     if skew is not None:
-        res.add("step_skew_ms", skew, "ms", "largest start-time difference of the same step on two devices")
+        res.add("step_skew_ms", skew)
     else:
-        res.missing(["step_skew_ms"], "fewer than two devices with a Steps line: no step skew", "ms")
+        res.missing(["step_skew_ms"], "fewer than two devices with a Steps line: no step skew")
 
     issues: list[str] = []
     steady = True
@@ -155,11 +152,11 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         issues.append(f"the same step started {skew:,.0f} ms apart on {pair}")
     if len(names) >= 2 and idle:
         issues.append(f"{len(idle)} of {len(names)} devices ran no kernel ({', '.join(idle)})")
-    res.add("capture_steady_state", steady, "",
-            f"the window shows steady-state training: >= {MIN_STEPS} steps, devices busy >= {MIN_BUSY_PCT:g} % of "
+    res.add("capture_steady_state", steady,
+            doc=f"the window shows steady-state training: >= {MIN_STEPS} steps, devices busy >= {MIN_BUSY_PCT:g} % of "
             "it, devices in step with each other")
-    res.add("capture_issues", "; ".join(issues), "", "what keeps the window from showing steady-state training")
-    res.add("capture_issue_count", len(issues), "count", "number of capture issues")
+    res.add("capture_issues", "; ".join(issues))
+    res.add("capture_issue_count", len(issues))
     if per_dev:
         res.tables["devices"] = pd.DataFrame([{
             "device": d["device"], "activity_lines": d["activity_lines"] or "", "kernels": d["kernels"],

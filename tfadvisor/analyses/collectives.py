@@ -167,17 +167,17 @@ def _expectation_into(res: AnalysisResult, ctx: Context) -> float | None:
             res.notes.append(str(err))
     n = o.replicas
     if params:
-        res.add("param_count", int(params), "count", "trainable parameters (from options / tfadvisor_run.json)")
+        res.add("param_count", int(params))
     else:
         res.missing(["param_count"], "parameter count unknown: pass --params N (or param_count in the run's "
                                      "tfadvisor_run.json) to check the all-reduce against the link bandwidth")
     if n:
-        res.add("replicas", int(n), "count", "data-parallel replicas taking part in the all-reduce")
+        res.add("replicas", int(n))
     else:
         res.missing(["replicas"], "replica count unknown: pass --replicas N (or replicas in tfadvisor_run.json) "
                                   "for the ring all-reduce expectation")
     if bw:
-        res.add("link_bandwidth_gbps", float(bw), "GB/s", f"per-GPU link bandwidth per direction ({bw_src})")
+        res.add("link_bandwidth_gbps", float(bw), doc=f"per-GPU link bandwidth per direction ({bw_src})")
     else:
         res.missing(["link_bandwidth_gbps"], "link bandwidth unknown: pass --bandwidth GB/s, or a link name as "
                                              f"--bandwidth NAME ({', '.join(links.LINKS)})")
@@ -187,10 +187,10 @@ def _expectation_into(res: AnalysisResult, ctx: Context) -> float | None:
                     "tfadvisor_run.json)")
         return None
     expected = params * GRADIENT_BYTES / (bw * 1e9) * 1e3
-    res.add("allreduce_expected_ms", expected, "ms", "param_count x 4 bytes / link bandwidth")
+    res.add("allreduce_expected_ms", expected)
     if n and n > 1:
         ring = expected * 2.0 * (n - 1) / n
-        res.add("allreduce_expected_ring_ms", ring, "ms", "ring all-reduce: expected x 2(N-1)/N")
+        res.add("allreduce_expected_ring_ms", ring)
         return ring
     if n == 1:
         res.missing(["allreduce_expected_ring_ms"], "one replica: a ring all-reduce moves nothing")
@@ -252,14 +252,14 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.tables["collective_ops"] = table
 
     ar = [s for s in sources if s[1].size]
-    res.add("allreduce_present", bool(ar), "", "the trace has all-reduce kernels or ops")
+    res.add("allreduce_present", bool(ar))
     expected = _expectation(res, ctx, explain=bool(ar))
     if not ar:
         res.missing(list(MEASURED), "no all-reduce (NCCL kernels, CollectiveReduce*/NcclAllReduce/Horovod ops, "
                                     "XLA all-reduce) in the trace")
         res.metrics["allreduce_ratio"] = res.metrics.get("allreduce_ratio") or Metric(None, "x")
         return res
-    res.add("allreduce_source", where, "", "where the all-reduce time was measured: device kernels or host ops")
+    res.add("allreduce_source", where)
 
     windows = _stats_windows(ctx)
     per_plane_ms, per_plane_pct, per_plane_count, per_plane_total, ov_num, ov_den = [], [], [], [], 0, 0
@@ -288,35 +288,30 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             ov_num += overlap_length(us, ue, cs, ce)
         per_plane_total.append(float(np.sum(ue - us)) / PS_PER_MS)
 
-    res.add("allreduce_total_ms", float(np.mean(per_plane_total)), "ms",
-            f"all-reduce time over the whole profile, per {'device' if where == 'device' else 'host'}")
+    res.add("allreduce_total_ms", float(np.mean(per_plane_total)),
+            doc=f"all-reduce time over the whole profile, per {'device' if where == 'device' else 'host'}")
     if ov_den > 0:
-        res.add("allreduce_overlap_pct", 100.0 * ov_num / ov_den, "%",
-                "share of all-reduce time during which compute runs on the same device/host")
+        res.add("allreduce_overlap_pct", 100.0 * ov_num / ov_den)
     else:
         res.missing(["allreduce_overlap_pct"], "no all-reduce time inside steps")
 
     measured = None
     if windows is not None:
         measured = float(np.mean(per_plane_ms))
-        res.add("allreduce_ms_per_step", measured, "ms",
-                "all-reduce time per step (union of all-reduce intervals, mean over steps and devices)")
-        res.add("allreduce_pct", float(np.mean(per_plane_pct)), "%", "all-reduce time as % of step time")
-        res.add("allreduce_count_per_step", float(np.mean(per_plane_count)), "count",
-                "all-reduce kernels/ops started per step (per device)")
+        res.add("allreduce_ms_per_step", measured)
+        res.add("allreduce_pct", float(np.mean(per_plane_pct)))
+        res.add("allreduce_count_per_step", float(np.mean(per_plane_count)))
     else:
         lo, hi = profile_window(trace)
         res.missing(["allreduce_ms_per_step", "allreduce_count_per_step"],
                     "no step table: all-reduce time is given over the profiled wall time (allreduce_total_ms)")
         if hi > lo:
-            res.add("allreduce_pct", 100.0 * float(np.mean(per_plane_total)) * PS_PER_MS / (hi - lo), "%",
-                    "all-reduce time as % of the profiled wall time (no steps found)")
+            res.add("allreduce_pct", 100.0 * float(np.mean(per_plane_total)) * PS_PER_MS / (hi - lo))
         else:
             res.missing(["allreduce_pct"], "empty profile window")
 
     if expected is not None and expected > 0 and measured is not None:
-        res.add("allreduce_ratio", measured / expected, "x",
-                "measured all-reduce per step / expected from parameters and link bandwidth")
+        res.add("allreduce_ratio", measured / expected)
     elif "allreduce_ratio" not in res.metrics:
         res.missing(["allreduce_ratio"], "allreduce_ratio needs the per-step all-reduce time and the expectation")
     _exposed(res, ctx, where)
@@ -346,8 +341,7 @@ def _exposed(res: AnalysisResult, ctx: Context, where: str) -> None:
     ov = res.metrics.get("allreduce_overlap_pct")
     if where == "host" and ov is not None and ov.value is not None:
         hidden = float(res.metrics["allreduce_pct"].value) * float(ov.value) / 100.0
-    res.add("collective_exposed_pct", max(0.0, float(share) - hidden), "%",
-            "the step breakdown's collective share not hidden behind compute, % of step time")
+    res.add("collective_exposed_pct", max(0.0, float(share) - hidden))
 
 
 def _intersect(us, ue, vs, ve) -> tuple[np.ndarray, np.ndarray]:

@@ -87,16 +87,13 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         sel = er[~is_input]
         if sel.shape[0]:  # ops overlapping a training window
             sel = sel[Measure(w[0], w[1], disjoint=True).within(p.ev_start_ps[sel], p.ev_end_ps[sel]) > 0]
-        res.add("eager_op_count", int(sel.shape[0]), "count",
-                "ops dispatched eagerly (EagerExecute, is_func 0, outside functions; input fetches left out) in the "
-                "profiled wall time")
+        res.add("eager_op_count", int(sel.shape[0]))
         em = Measure.of_rows(p, sel)
         inp = act.get("input_wait")
         # eager time not spent waiting for input
         eager_ps = int(union_of(em, inp).within(*w).sum() - inp.within(*w).sum()) if wall > 0 else 0
-        res.add("eager_pct", 100.0 * eager_ps / wall if wall > 0 else None, "%",
-                "eager op time (union, input waits left out), % of the profiled wall time")
-        res.add("eager_ms", eager_ps / PS_PER_MS, "ms", "eager op time over the profiled wall time")
+        res.add("eager_pct", 100.0 * eager_ps / wall if wall > 0 else None)
+        res.add("eager_ms", eager_ps / PS_PER_MS)
 
     st = ctx.stats(p, STEP_STATS)
     call = st["tf_function_call"]
@@ -130,18 +127,16 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.notes.append("no tf_function_call stat: retraces counted as tracing_count growth over the window")
     tbl = tbl.reset_index().sort_values("total_ms", ascending=False)
     res.tables["tf_functions"] = tbl
-    res.add("tf_function_calls", int(len(df)), "count", "tf.function calls in the profile")
-    res.add("retrace_count", int(tbl["retraces"].sum()), "count",
-            "tf.function retraces in the profile (traced calls with tracing_count >= 2)")
+    res.add("tf_function_calls", int(len(df)))
+    res.add("retrace_count", int(tbl["retraces"].sum()))
     retraced = tbl.loc[tbl["retraces"] > 0, "function"].tolist()
-    res.add("retraced_functions", ",".join(retraced), "", "functions that retraced")
+    res.add("retraced_functions", ",".join(retraced))
     # time spent tracing (python-side graph building) as a share of the wall time
     tr = df.loc[df["traced"]]
     if len(tr) and wall > 0:
         m = Measure.union(tr["start_ps"].to_numpy(np.int64),
                           (tr["start_ps"] + tr["dur_ps"]).to_numpy(np.int64))
-        res.add("retrace_pct", 100.0 * float(m.within(*w).sum()) / wall, "%",
-                "time in tf.function calls that traced, % of the profiled wall time")
+        res.add("retrace_pct", 100.0 * float(m.within(*w).sum()) / wall)
     return res
 
 

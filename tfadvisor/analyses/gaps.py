@@ -116,8 +116,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             res.missing(names, "empty trace")
             return res
         idle = (hi - lo) - int(busy.within(np.array([lo]), np.array([hi]))[0])
-        res.add("idle_pct", 100.0 * idle / (hi - lo), "%",
-                f"share of the profiled wall time in which {what} ran nothing (no steps: whole trace span)")
+        res.add("idle_pct", 100.0 * idle / (hi - lo),
+                doc=f"share of the profiled wall time in which {what} ran nothing (no steps: whole trace span)")
         res.missing(names[1:], "no steps found: idle time cannot be split between and within steps")
         return res
 
@@ -141,30 +141,27 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     non_train_ps = int(gap_len[~train].sum())
     wall = wall_hi - wall_lo - non_train_ps
     between_ps = int(gap_idle[train].sum())
-    res.add("non_train_ms", non_train_ps / PS_PER_MS, "ms",
-            "time between steps spent on validation or an epoch end (left out of the wall time and the gaps)")
-    res.add("non_train_gaps_count", int((~train).sum()), "count", "validation / epoch-end intervals between steps")
+    res.add("non_train_ms", non_train_ps / PS_PER_MS)
+    res.add("non_train_gaps_count", int((~train).sum()))
 
-    res.add("idle_pct", 100.0 * (between_ps + within_ps) / wall if wall > 0 else None, "%",
-            f"share of the profiled wall time (first step start to last step end) in which {what} ran nothing")
-    res.add("idle_between_steps_pct", 100.0 * between_ps / wall if wall > 0 else None, "%",
-            f"idle time between steps ({what} idle), % of wall time")
-    res.add("idle_within_steps_pct", 100.0 * within_ps / wall if wall > 0 else None, "%",
-            "idle time inside steps (nothing traced), % of wall time")
+    res.add("idle_pct", 100.0 * (between_ps + within_ps) / wall if wall > 0 else None,
+            doc=f"share of the profiled wall time (first step start to last step end) in which {what} ran nothing")
+    res.add("idle_between_steps_pct", 100.0 * between_ps / wall if wall > 0 else None,
+            doc=f"idle time between steps ({what} idle), % of wall time")
+    res.add("idle_within_steps_pct", 100.0 * within_ps / wall if wall > 0 else None)
 
     med = float(np.median(e - s))
     thr = max(GAP_MIN_PS, GAP_MIN_FRACTION * med)
     sig = (gap_idle >= thr) & train
     src = ctx.metric("steps_source")
     cadence = src is not None and str(src).endswith("_cadence")
-    res.add("gaps_count", int(sig.sum()), "count",
-            "gaps between steps with at least max(100 us, 5% of the median step) idle")
+    res.add("gaps_count", int(sig.sum()))
     if sig.any():
-        res.add("gap_mean_ms", float(gap_idle[sig].mean() / PS_PER_MS), "ms", "mean idle time of those gaps")
-        res.add("gap_max_ms", float(gap_idle[sig].max() / PS_PER_MS), "ms", "longest idle gap between steps")
+        res.add("gap_mean_ms", float(gap_idle[sig].mean() / PS_PER_MS))
+        res.add("gap_max_ms", float(gap_idle[sig].max() / PS_PER_MS))
     else:
-        res.add("gap_mean_ms", 0.0, "ms", "mean idle time of the gaps between steps (none)")
-        res.add("gap_max_ms", 0.0, "ms", "longest idle gap between steps (none)")
+        res.add("gap_mean_ms", 0.0)
+        res.add("gap_max_ms", 0.0)
     if cadence:
         res.notes.append("steps follow a call cadence: each step runs until the next one starts, so the time "
                          "between steps is inside them (idle_within_steps_pct)")
@@ -187,11 +184,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                 cbm = (cov["callbacks"] >= 0.5 * cov["python"]) & (cov["python"] > 0) & (activity_col == "python")
                 activity_col[cbm] = "callbacks"
         tot = float(gap_len[train].sum())
-        res.add("gap_host_python_pct", 100.0 * float(py_cov[train].sum()) / tot if tot > 0 else None, "%",
-                "share of the time between steps with python-thread events")
+        res.add("gap_host_python_pct", 100.0 * float(py_cov[train].sum()) / tot if tot > 0 else None)
         weights = pd.Series(gap_len[train].astype(float)).groupby(activity_col[train]).sum()
-        res.add("gap_host_activity", str(weights.idxmax()) if len(weights) else "idle", "",
-                "what the host ran in the gaps between steps, weighted by gap length")
+        res.add("gap_host_activity", str(weights.idxmax()) if len(weights) else "idle")
     else:
         res.missing(["gap_host_activity", "gap_host_python_pct"], "no time between steps")
     res.tables["gaps"] = pd.DataFrame({

@@ -99,38 +99,34 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         return 100.0 * float(np.asarray(v)[in_stats].sum()) / tot if tot > 0 else None
 
     input_ms = tbl["input_ms"].to_numpy(np.float64)
-    res.add("input_pct", pct(input_ms * PS_PER_MS), "%",
-            "share of step time waiting for input (host wait + H2D + device waiting for the host)")
+    res.add("input_pct", pct(input_ms * PS_PER_MS))
     wait = g("input_wait").within(a, b)
     has_wait = len(g("input_wait")) > 0
-    res.add("input_host_wait_pct", pct(wait), "%", "host time in IteratorGetNext* inside steps, % of step time")
+    res.add("input_host_wait_pct", pct(wait))
     per = {"step": tbl["step"].to_numpy(), "host_wait_ms": wait / PS_PER_MS, "input_ms": input_ms}
     if act.has_device:
         dev_busy = act.lazy("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
         h2d = g("dev_h2d").within(a, b)
-        res.add("input_h2d_pct", pct(h2d), "%", "host-to-device copy time inside steps, % of step time")
+        res.add("input_h2d_pct", pct(h2d))
         # device idle while the host waits for input
         both = act.lazy("input_wait", "dev_compute", "dev_h2d", "dev_copy", "dev_collective")
         dev_wait = both.within(a, b) - dev_busy.within(a, b)
-        res.add("input_device_wait_pct", pct(dev_wait), "%",
-                "time the device idles while the host waits for input, % of step time")
+        res.add("input_device_wait_pct", pct(dev_wait))
         compute = act.lazy("dev_compute", "dev_collective")
         exposed = act.lazy("dev_compute", "dev_collective", "dev_h2d").within(a, b) - compute.within(a, b)
-        res.add("h2d_exposed_pct", pct(exposed), "%", "H2D copy time not overlapped by device compute, % of step")
+        res.add("h2d_exposed_pct", pct(exposed))
         if len(g("dev_h2d")) and not ctx.cache.get("tfadvisor.h2d_xprof_named"):
-            res.add("xprof_input_pct", 0.0 if tot > 0 else None, "%",
-                    "xprof's input share: with a device it counts only copies to the device (not host waits)")
+            res.add("xprof_input_pct", 0.0 if tot > 0 else None)
             res.notes.append("xprof_input_pct is 0: xprof does not take these copies' names (e.g. TF 2.4's "
                              "MemcpyH2D) for host-to-device copies; input_h2d_pct counts them")
         else:
-            res.add("xprof_input_pct", pct(exposed), "%",
-                    "xprof's input share: with a device it counts only copies to the device (not host waits)")
+            res.add("xprof_input_pct", pct(exposed))
         if has_wait:
             res.notes.append("xprof_input_pct leaves out the host's wait for the next batch (xprof builds GPU "
                              "steps from device events): input_pct counts it")
         pg = ctx.cache.get("tfadvisor.h2d_pageable_ps")
         if pg and pg[1] > 0:
-            res.add("h2d_pageable_pct", 100.0 * pg[0] / pg[1], "%", "share of H2D copy time from pageable memory")
+            res.add("h2d_pageable_pct", 100.0 * pg[0] / pg[1])
         elif len(g("dev_h2d")):
             res.missing(["h2d_pageable_pct"], "H2D copies carry no memcpy_details kinds (kind_src/kind_dst; TF 2.4 "
                                               "and older write only size and dest): pinned or pageable unknown")
@@ -140,9 +136,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     else:
         res.missing(["input_h2d_pct", "input_device_wait_pct", "h2d_pageable_pct", "h2d_exposed_pct"],
                     "CPU-only trace: no device copies")
-        res.add("xprof_input_pct", pct(wait), "%", "xprof's input share (CPU-only: host wait in IteratorGetNext*)")
+        res.add("xprof_input_pct", pct(wait))
     ip = res.metrics["input_pct"].value
-    res.add("input_severity", severity(ip), "", "xprof's input-bound levels: high >= 20 %, moderate >= 5 %")
+    res.add("input_severity", severity(ip))
     if not has_wait and not act.has_device:
         res.notes.append("no IteratorGetNext events: the input pipeline is not traced or not tf.data")
 
@@ -154,8 +150,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         rb = trn.within(a, b).astype(np.float64) if trn is not None else np.zeros(a.shape[0])
         per.update({"tfdata_busy_ms": tb / PS_PER_MS, "training_busy_ms": rb / PS_PER_MS})
         rsum = float(rb[in_stats].sum())
-        res.add("tfdata_cpu_ratio", float(tb[in_stats].sum()) / rsum if rsum > 0 else None, "",
-                "tf.data thread-busy time / training thread-busy time inside steps")
+        res.add("tfdata_cpu_ratio", float(tb[in_stats].sum()) / rsum if rsum > 0 else None)
         cores = act.n_cores or _pool_cores(act)
         if cores:
             cpu = 100.0 * float(tb[in_stats].sum()) / (tot * cores) if tot > 0 else None
@@ -163,27 +158,23 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                 res.notes.append(f"tf.data threads were busy {cpu:.0f} % of {cores} cores' time: more "
                                  "tf.data threads than cores; tfdata_cpu_pct capped at 100")
                 cpu = 100.0
-            res.add("tfdata_cpu_pct", cpu, "%", f"tf.data thread-busy time, % of step wall time x {cores} cores")
+            res.add("tfdata_cpu_pct", cpu, doc=f"tf.data thread-busy time, % of step wall time x {cores} cores")
         else:
             res.missing(["tfdata_cpu_pct"], "core count unknown (no Eigen threads, no tf.data threadpool size)")
         if cores:
-            res.add("tfdata_cores", cores, "", "cores the train step and the tf.data threads share")
+            res.add("tfdata_cores", cores)
             w = act.get("input_wait").wall()
             own, lost = contention_lost(act, a, b, w, cores)
             lost_ps = float(lost[in_stats].sum())
             cost_ps = lost_ps + float(wait.astype(np.float64)[in_stats].sum())
             n = max(int(in_stats.sum()), 1)
             how = "tf.data threads' compute while the step runs, over the cores"
-            res.add("tfdata_contention_pct", 100.0 * lost_ps / tot if tot > 0 else None, "%",
-                    "step time lost to CPU contention with the tf.data threads, % of step time (" + how + ")")
-            res.add("tfdata_contention_ms_per_step", lost_ps / PS_PER_MS / n, "ms",
-                    "step time lost to CPU contention with the tf.data threads, per step")
-            res.add("tfdata_cost_ms_per_step", cost_ps / PS_PER_MS / n, "ms",
-                    "what the input pipeline costs each step: the wait for input plus the contention loss")
-            res.add("tfdata_cost_pct", 100.0 * cost_ps / tot if tot > 0 else None, "%",
-                    "that cost, % of step time")
-            res.add("step_own_ms_per_step", float((own - lost)[in_stats].sum()) / PS_PER_MS / n, "ms",
-                    "the step's own time without the pipeline: step time minus wait and contention loss")
+            res.add("tfdata_contention_pct", 100.0 * lost_ps / tot if tot > 0 else None,
+                    doc="step time lost to CPU contention with the tf.data threads, % of step time (" + how + ")")
+            res.add("tfdata_contention_ms_per_step", lost_ps / PS_PER_MS / n)
+            res.add("tfdata_cost_ms_per_step", cost_ps / PS_PER_MS / n)
+            res.add("tfdata_cost_pct", 100.0 * cost_ps / tot if tot > 0 else None)
+            res.add("step_own_ms_per_step", float((own - lost)[in_stats].sum()) / PS_PER_MS / n)
             per["contention_ms"] = lost / PS_PER_MS
         else:
             res.missing(["tfdata_contention_pct", "tfdata_contention_ms_per_step", "tfdata_cost_ms_per_step",

@@ -186,11 +186,11 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("memory")
     ev = memory_events(trace, ctx)
     if ev.empty:
-        res.add("memory_present", False, "", "the trace has MemoryAllocation/MemoryDeallocation events")
+        res.add("memory_present", False)
         res.missing(list(METRICS), "no MemoryAllocation/MemoryDeallocation events in the trace (on the CPU TF "
                                    "records them only with TF_CPU_ALLOCATOR_USE_BFC=true)")
         return res
-    res.add("memory_present", True, "", "the trace has MemoryAllocation/MemoryDeallocation events")
+    res.add("memory_present", True)
     t0, _ = trace.time_span_ps()
 
     summaries = []
@@ -232,24 +232,21 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     alloc_tbl = pd.DataFrame(summaries)
     dev = alloc_tbl[alloc_tbl["device"]]
     pick = (dev if len(dev) else alloc_tbl).sort_values("peak_bytes", ascending=False).iloc[0]
-    res.add("memory_allocator", pick["allocator"], "", "the allocator the memory figures describe (a device "
-                                                       "allocator when there is one, else the largest)")
-    res.add("memory_peak_bytes", pick["peak_bytes"], "bytes", "largest bytes in use seen in the profile")
-    res.add("memory_peak_time_ms", pick["peak_time_ms"], "ms", "when the peak happened, from the profile start")
+    res.add("memory_allocator", pick["allocator"])
+    res.add("memory_peak_bytes", pick["peak_bytes"])
+    res.add("memory_peak_time_ms", pick["peak_time_ms"])
     if pick["lifetime_peak_bytes"] is not None:
-        res.add("memory_peak_bytes_lifetime", pick["lifetime_peak_bytes"], "bytes",
-                "the allocator's own peak since the process started (peak_bytes_in_use)")
+        res.add("memory_peak_bytes_lifetime", pick["lifetime_peak_bytes"])
     else:
         res.missing(["memory_peak_bytes_lifetime"], "memory events carry no peak_bytes_in_use stat")
     if pick["capacity_bytes"]:
-        res.add("memory_capacity_bytes", pick["capacity_bytes"], "bytes", pick["capacity_source"])
-        res.add("memory_peak_pct", pick["peak_pct"], "%", "peak bytes in use as % of capacity")
+        res.add("memory_capacity_bytes", pick["capacity_bytes"], doc=pick["capacity_source"])
+        res.add("memory_peak_pct", pick["peak_pct"])
     else:
         res.missing(["memory_capacity_bytes", "memory_peak_pct"],
                     "the allocator reports no bytes_available and no device memory_size is known")
     if pick["fragmentation_at_peak"] is not None:
-        res.add("memory_fragmentation", pick["fragmentation_at_peak"], "fraction",
-                "allocator fragmentation (0-1) at the peak")
+        res.add("memory_fragmentation", pick["fragmentation_at_peak"])
     else:
         res.missing(["memory_fragmentation"], "memory events carry no fragmentation stat")
 
@@ -261,8 +258,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         inside = np.flatnonzero((s <= pick["peak_t_ps"]) & (pick["peak_t_ps"] < e))
         ids = st["step"].to_numpy() if "step" in st else np.arange(len(st))
         if inside.size:
-            res.add("memory_peak_step", _plain_id(ids[inside[0]]), "",
-                    "the step (``step`` of the step table) in which the peak happened")
+            res.add("memory_peak_step", _plain_id(ids[inside[0]]))
         else:
             res.missing(["memory_peak_step"], "the memory peak happened outside every step")
     else:
@@ -274,9 +270,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         live = live.assign(bytes=b.to_numpy(),
                            data_type=[DTYPE_NAMES.get(int(d), str(int(d))) if not pd.isna(d) else None
                                       for d in live["data_type"]])
-        res.add("memory_live_at_peak_bytes", float(live["bytes"].sum()), "bytes",
-                "bytes of the buffers found live at the peak (buffers allocated before the profile and "
-                "never freed in it cannot be seen)")
+        res.add("memory_live_at_peak_bytes", float(live["bytes"].sum()))
         keys = ["tf_op", "shape", "region_type", "data_type"]
         tbl = live.assign(**{k: live[k].fillna("") for k in keys}).groupby(keys, as_index=False).agg(
             count=("bytes", "size"), bytes=("bytes", "sum"), before_window=("before_window", "sum"))

@@ -99,11 +99,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(["kernel_launch_pct", "kernel_launch_host_pct"], why)
     else:
         exposed = tbl["kernel_launch_ms"].to_numpy(np.float64) * PS_PER_MS
-        res.add("kernel_launch_pct", 100.0 * float(exposed[in_stats].sum()) / tot if tot > 0 else None, "%",
-                "launch-call time while the device computes nothing, % of step time")
+        res.add("kernel_launch_pct", 100.0 * float(exposed[in_stats].sum()) / tot if tot > 0 else None)
         raw = launch.within(a, b)
-        res.add("kernel_launch_host_pct", 100.0 * float(raw[in_stats].sum()) / tot if tot > 0 else None, "%",
-                "all launch-call time inside steps, % of step time")
+        res.add("kernel_launch_host_pct", 100.0 * float(raw[in_stats].sum()) / tot if tot > 0 else None)
 
     p = act.host
     if p is None:
@@ -123,13 +121,10 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     with_calls = LazyUnion(*parts, Measure.of_rows(p, fc_rows)).within(a, b) if fc_rows.shape[0] else tf_work
     py = (b - a) - with_calls
     n = int(in_stats.sum())
-    res.add("python_overhead_pct", 100.0 * float(py[in_stats].sum()) / tot if tot > 0 else None, "%",
-            "host time inside steps outside any TF call or op and outside tf.function calls, % of step time")
-    res.add("python_overhead_ms_per_step", float(py[in_stats].sum()) / PS_PER_MS / n if n else None, "ms",
-            "the same, per step")
+    res.add("python_overhead_pct", 100.0 * float(py[in_stats].sum()) / tot if tot > 0 else None)
+    res.add("python_overhead_ms_per_step", float(py[in_stats].sum()) / PS_PER_MS / n if n else None)
     call = with_calls - tf_work
-    res.add("function_call_overhead_pct", 100.0 * float(call[in_stats].sum()) / tot if tot > 0 else None, "%",
-            "Python side of tf.function calls inside steps (in the call, outside its TF work), % of step time")
+    res.add("function_call_overhead_pct", 100.0 * float(call[in_stats].sum()) / tot if tot > 0 else None)
     return res
 
 
@@ -143,9 +138,8 @@ def _outlier_excess(res: AnalysisResult, tbl) -> None:
     out = tbl["outlier"].to_numpy(bool)
     excess = float(np.clip(dur[out] - np.median(dur), 0.0, None).sum())
     total = float(dur.sum())
-    res.add("step_outliers_excess_ms", excess, "ms", "time the outlier steps take beyond the median step, summed")
-    res.add("step_outliers_excess_pct", 100.0 * excess / total if total > 0 else None, "%",
-            "the same, % of the time of all steps: what making the outliers median steps would save")
+    res.add("step_outliers_excess_ms", excess)
+    res.add("step_outliers_excess_pct", 100.0 * excess / total if total > 0 else None)
 
 
 __all__ = ["analyze", "python_tf_rows"]

@@ -511,7 +511,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     hosts = trace.host_planes
     devices = trace.device_planes
     device_present = bool(devices)
-    res.add("device_present", device_present, "", "the trace has a device (GPU/TPU) plane")
+    res.add("device_present", device_present)
     if device_present:
         dev_ops = device_op_table(trace)
         if dev_ops is not None:
@@ -534,7 +534,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         if device_present:
             _, _, busy, nk = _device_tf_ops(trace, ctx)
             if nk:
-                res.add("device_op_time_ms", ms(busy), "ms", DEVICE_OP_TIME_DOC)
+                res.add("device_op_time_ms", ms(busy), doc=DEVICE_OP_TIME_DOC)
         return res
 
     windows = step_windows(ctx)
@@ -580,12 +580,11 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     if not placement_known:
         res.missing(["host_op_count", "device_op_count", "host_op_time_ms", "host_op_time_pct"],
                     "device kernels carry no tf_op stat: cannot tell which ops ran on the host")
-        res.add("device_op_time_ms", ms(busy_ps), "ms", DEVICE_OP_TIME_DOC)
+        res.add("device_op_time_ms", ms(busy_ps), doc=DEVICE_OP_TIME_DOC)
         return res
 
-    res.add("host_op_count", host_count, "count", "TF op executions that ran on the host")
-    res.add("device_op_count", dev_count if device_present else 0, "count",
-            "TF op executions that ran on a device (host launch events of ops whose kernels carry their name)")
+    res.add("host_op_count", host_count)
+    res.add("device_op_count", dev_count if device_present else 0)
 
     # Host op time: wall time during which some host-placed op runs (any thread).
     # One union over every host plane: two planes' ops at the same instant are one instant.
@@ -597,17 +596,16 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         host_ps = int(within(us, ue, *windows).sum()) if windows is not None else int(np.sum(ue - us))
     if windows is not None:
         step_ps = int(np.sum(windows[1] - windows[0]))
-    res.add("host_op_time_ms", ms(host_ps), "ms",
-            "wall time with a host-placed TF op running" + (" (inside steps)" if windows is not None else ""))
+    res.add("host_op_time_ms", ms(host_ps),
+            doc="wall time with a host-placed TF op running" + (" (inside steps)" if windows is not None else ""))
     if device_present:
-        res.add("device_op_time_ms", ms(busy_ps), "ms", DEVICE_OP_TIME_DOC)
+        res.add("device_op_time_ms", ms(busy_ps), doc=DEVICE_OP_TIME_DOC)
         if step_ps:
-            res.add("host_op_time_pct", 100.0 * host_ps / step_ps, "%", "host TF op time as % of step time")
+            res.add("host_op_time_pct", 100.0 * host_ps / step_ps)
         else:
             lo, hi = profile_window(trace)
             if hi > lo:
-                res.add("host_op_time_pct", 100.0 * host_ps / (hi - lo), "%",
-                        "host TF op time as % of profiled wall time (no steps found)")
+                res.add("host_op_time_pct", 100.0 * host_ps / (hi - lo))
                 res.notes.append("no step table: host_op_time_pct is relative to the profiled wall time")
             else:
                 res.missing(["host_op_time_pct"], "empty profile window")

@@ -235,7 +235,7 @@ def _add_framework(res: AnalysisResult, trace: Trace) -> None:
     if fw == "unknown":
         res.missing(["framework"], "the trace shows neither JAX (jit_ programs) nor TensorFlow (TF threads/ops)")
     else:
-        res.add("framework", fw, "", "framework that produced the trace: jax (jit_ programs) or tensorflow")
+        res.add("framework", fw)
 
 
 def _hlo_event_classes(p, rows: np.ndarray, hlo: dict[tuple[str, str], str]) -> np.ndarray:
@@ -393,13 +393,12 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
         }))
 
     vendor = device_vendor(trace)
-    res.add("device_vendor", vendor, "", "GPU vendor: nvidia, amd or unknown (GPU plane stat device_vendor)")
+    res.add("device_vendor", vendor)
     _add_framework(res, trace)
     if caps:
         major, minor = max(caps)
-        res.add("compute_capability", f"{major}.{minor}", "", "GPU compute capability (highest on the host)")
-        res.add("tensor_core_capable", vendor == "nvidia" and major >= 7, "",
-                "NVIDIA GPU with compute capability >= 7.0 (Volta or newer)")
+        res.add("compute_capability", f"{major}.{minor}")
+        res.add("tensor_core_capable", vendor == "nvidia" and major >= 7)
     elif planes:
         res.missing(["compute_capability", "tensor_core_capable"],
                     "GPU plane has no compute_cap_major/minor stats")
@@ -413,22 +412,19 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
                     "GPU plane has no compute kernels" if total_ps <= 0 else
                     "no GPU compute kernel has a dtype the trace tells")
         if total_ps > 0:
-            res.add("device_compute_ms", total_ps / PS_PER_MS, "ms", "sum of compute kernel time on all GPUs")
-            res.add("precision_unknown_pct", 100.0, "%", "share of device compute whose dtype the trace tells not")
+            res.add("device_compute_ms", total_ps / PS_PER_MS)
+            res.add("precision_unknown_pct", 100.0)
         return
     pct = {c: 100.0 * float(class_ps[k]) / known_ps for k, c in enumerate(CLASSES) if c != "unknown"}
-    res.add("device_compute_ms", total_ps / PS_PER_MS, "ms", "sum of compute kernel time on all GPUs")
-    res.add("fp16_pct", pct["fp16"], "%", "fp16 share of device compute with a known dtype")
-    res.add("bf16_pct", pct["bf16"], "%", "bf16 share of device compute with a known dtype")
-    res.add("tf32_pct", pct["tf32"], "%", "tf32 (tensor-core fp32) share of device compute with a known dtype")
-    res.add("int8_pct", pct["int8"], "%", "int8 share of device compute with a known dtype")
-    res.add("fp32_pct", pct["fp32"] + pct["fp64"], "%", "fp32 and fp64 share of device compute with a known dtype")
-    res.add("precision_unknown_pct", 100.0 * float(class_ps[unknown_idx]) / total_ps, "%",
-            "share of device compute whose dtype the trace tells not (not counted in the shares above)")
-    res.add("low_precision_pct", min(100.0, sum(pct[c] for c in LOW_PRECISION)), "%",
-            "fp16 + bf16 + int8 (+ fp8) share of device compute with a known dtype")
-    res.add("xprof_16bit_pct", min(100.0, 100.0 * xprof16_ps / total_ps), "%",
-            "16-bit share as xprof counts it ('half'/'fp16' in the kernel name)")
+    res.add("device_compute_ms", total_ps / PS_PER_MS)
+    res.add("fp16_pct", pct["fp16"])
+    res.add("bf16_pct", pct["bf16"])
+    res.add("tf32_pct", pct["tf32"])
+    res.add("int8_pct", pct["int8"])
+    res.add("fp32_pct", pct["fp32"] + pct["fp64"])
+    res.add("precision_unknown_pct", 100.0 * float(class_ps[unknown_idx]) / total_ps)
+    res.add("low_precision_pct", min(100.0, sum(pct[c] for c in LOW_PRECISION)))
+    res.add("xprof_16bit_pct", min(100.0, 100.0 * xprof16_ps / total_ps))
 
     if kparts:
         keys = ["kernel", "precision", "matrix", "tensor_core", "xprof_16bit"]
@@ -459,24 +455,20 @@ def _matrix_metrics(res: AnalysisResult, matrix_ps: np.ndarray, sources: set[str
         return
     k = {c: float(max(matrix_ps[i], 0.0)) for i, c in enumerate(CLASSES)}
     known = total - k["unknown"]
-    res.add("matrix_time_ms", total / PS_PER_MS, "ms", "GEMM/convolution/attention kernel time on all GPUs")
-    res.add("matrix_unknown_pct", 100.0 * k["unknown"] / total, "%",
-            "share of matrix time whose dtype neither the HLO nor the kernel name tells")
-    res.add("precision_source", "+".join(sorted(sources)) or "none", "",
-            "where dtypes came from: hlo (/host:metadata), kernel_names, tf_op_dtypes (memory events)")
+    res.add("matrix_time_ms", total / PS_PER_MS)
+    res.add("matrix_unknown_pct", 100.0 * k["unknown"] / total)
+    res.add("precision_source", "+".join(sorted(sources)) or "none")
     if known <= 0:
         res.missing(names[1:7] + ["matrix_dtype"], "no matrix kernel has a dtype the trace tells")
         return
     pct = {c: 100.0 * v / known for c, v in k.items() if c != "unknown"}
-    res.add("matrix_fp16_pct", pct["fp16"], "%", "fp16 share of matrix time with a known dtype")
-    res.add("matrix_bf16_pct", pct["bf16"], "%", "bf16 share of matrix time with a known dtype")
-    res.add("matrix_tf32_pct", pct["tf32"], "%", "tf32 share of matrix time with a known dtype")
-    res.add("matrix_fp32_pct", pct["fp32"] + pct["fp64"], "%", "fp32/fp64 share of matrix time with a known dtype")
-    res.add("matrix_int8_pct", pct["int8"], "%", "int8 share of matrix time with a known dtype")
-    res.add("matrix_low_precision_pct", min(100.0, sum(pct[c] for c in LOW_PRECISION)), "%",
-            "fp16 + bf16 + int8 + fp8 share of matrix time with a known dtype")
-    res.add("matrix_dtype", max((c for c in pct), key=lambda c: (pct[c], c)), "",
-            "the dtype with the largest share of matrix time")
+    res.add("matrix_fp16_pct", pct["fp16"])
+    res.add("matrix_bf16_pct", pct["bf16"])
+    res.add("matrix_tf32_pct", pct["tf32"])
+    res.add("matrix_fp32_pct", pct["fp32"] + pct["fp64"])
+    res.add("matrix_int8_pct", pct["int8"])
+    res.add("matrix_low_precision_pct", min(100.0, sum(pct[c] for c in LOW_PRECISION)))
+    res.add("matrix_dtype", max((c for c in pct), key=lambda c: (pct[c], c)))
 
 
 _TC = re.compile(r"16816|884|1688|hmma|imma|xmma|i8816|i16832|tensorop|wgmma|gmma")
@@ -564,11 +556,8 @@ def _cpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
     if total_ps <= 0:
         res.missing(["cpu_low_precision_pct", "cpu_precision_source"], "no op time with a known dtype")
         return
-    res.add("cpu_low_precision_pct", 100.0 * low_ps / total_ps, "%",
-            "share of host TF op time computing in 16 bits (of op time whose dtype the trace tells)")
-    res.add("cpu_precision_source", source, "",
-            "where the dtypes came from: memory_events (data_type of each op's outputs) or keras_casts "
-            "(ops inside layers that cast their variables to a 16-bit compute dtype)")
+    res.add("cpu_low_precision_pct", 100.0 * low_ps / total_ps)
+    res.add("cpu_precision_source", source)
     if source == "keras_casts":
         res.notes.append(f"op dtypes inferred from the Keras mixed-precision casts of {len(scopes)} layer(s): "
                          f"{', '.join(sorted(scopes)[:5])}{'...' if len(scopes) > 5 else ''}")

@@ -1410,7 +1410,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     act = activity(trace, ctx)
     steps = detect_steps(trace, ctx)
     ctx.cache["tfadvisor.steps"] = steps
-    res.add("steps_source", steps.source, "", "where the steps came from")
+    res.add("steps_source", steps.source)
     if steps.note:
         res.notes.append(steps.note)
     n = int(steps.start.shape[0])
@@ -1420,9 +1420,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             [f"step_{c}_pct" for c in CATEGORIES]
     lo, hi = act.span
     if n == 0:
-        res.add("steps_count", 0, "count", "steps found")
-        res.add("profile_wall_ms", (hi - lo) / PS_PER_MS if hi > lo else None, "ms",
-                "profiled wall time (no steps: first to last event)")
+        res.add("steps_count", 0)
+        res.add("profile_wall_ms", (hi - lo) / PS_PER_MS if hi > lo else None)
         res.missing(names[1:], "no steps found: no step markers (_r / TraceContext / Profiled batch), no device "
                                "Steps line and no repeating train function or IteratorGetNext calls")
         return res
@@ -1471,47 +1470,40 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         tbl[f"{c}_ms"] = cat_ps[c] / PS_PER_MS
     res.tables["steps"] = tbl
 
-    res.add("steps_count", int(nsteps.sum()), "count", "training steps found")
-    res.add("executions_count", n, "count", "step markers (each runs steps_per_execution training steps)")
-    res.add("steps_per_execution", ex.k, "count", "training steps per step marker (Keras steps_per_execution)")
-    res.add("steps_per_execution_source", ex.source, "",
-            "where steps_per_execution came from (run_file, step_num_stride, loop_structure; none: one step each)")
-    res.add("steps_in_stats_count", int(nsteps[in_stats].sum()), "count",
-            "steps the statistics use (with more than 5 markers the first and last are left out, as in xprof)")
-    res.add("step_time_mean_ms", float(dur_ms[in_stats].sum() / nsteps[in_stats].sum()), "ms",
-            "mean step time (marker duration per training step)")
-    res.add("step_time_median_ms", float(np.median(d)), "ms", "median step time")
-    res.add("step_time_p90_ms", float(np.percentile(d, 90)), "ms", "90th percentile step time")
-    res.add("step_time_min_ms", float(d.min()), "ms", "fastest step")
-    res.add("step_time_max_ms", float(d.max()), "ms", "slowest step")
-    res.add("step_time_std_ms", float(d.std(ddof=1)) if d.shape[0] > 1 else 0.0, "ms", "step time standard deviation")
-    res.add("step_outliers_count", int(outlier.sum()), "count",
-            f"steps slower than median + {k:g} x MAD (all steps; not the first after an epoch end)")
+    res.add("steps_count", int(nsteps.sum()))
+    res.add("executions_count", n)
+    res.add("steps_per_execution", ex.k)
+    res.add("steps_per_execution_source", ex.source)
+    res.add("steps_in_stats_count", int(nsteps[in_stats].sum()))
+    res.add("step_time_mean_ms", float(dur_ms[in_stats].sum() / nsteps[in_stats].sum()))
+    res.add("step_time_median_ms", float(np.median(d)))
+    res.add("step_time_p90_ms", float(np.percentile(d, 90)))
+    res.add("step_time_min_ms", float(d.min()))
+    res.add("step_time_max_ms", float(d.max()))
+    res.add("step_time_std_ms", float(d.std(ddof=1)) if d.shape[0] > 1 else 0.0)
+    res.add("step_outliers_count", int(outlier.sum()),
+            doc=f"steps slower than median + {k:g} x MAD (all steps; not the first after an epoch end)")
     plain = step_ms[after == ""] if (after == "").any() else step_ms
-    res.add("step_outlier_max_ratio", float(plain.max() / med_all) if med_all > 0 else None, "",
-            "slowest step / median step (not counting the first after an epoch end)")
+    res.add("step_outlier_max_ratio", float(plain.max() / med_all) if med_all > 0 else None)
     per = period[~np.isnan(period)]
     if per.shape[0]:
-        res.add("step_period_mean_ms", float(per.mean()), "ms",
-                "mean time from one step's start to the next step's start (step time + time between steps)")
+        res.add("step_period_mean_ms", float(per.mean()))
     else:
         res.missing(["step_period_mean_ms"], "a single step: no step period")
     wall_lo, wall_hi = int(steps.start.min()), int(steps.end.max())
     wall = wall_hi - wall_lo
-    res.add("profile_wall_ms", wall / PS_PER_MS, "ms", "wall time from the first step's start to the last step's end")
+    res.add("profile_wall_ms", wall / PS_PER_MS)
     inside = Measure.union(steps.start, steps.end).total()
     # validation and epoch ends between steps are not training time (steps are disjoint and sorted)
     gap = np.maximum(steps.start[1:] - steps.end[:-1], 0)
     train_wall = wall - int(gap[after[1:] != ""].sum())
-    res.add("steps_wall_pct", 100.0 * inside / train_wall if train_wall > 0 else None, "%",
-            "share of that wall time inside steps (less validation and epoch ends between steps)")
+    res.add("steps_wall_pct", 100.0 * inside / train_wall if train_wall > 0 else None)
     total = float(dur[in_stats].sum())
     for c in CATEGORIES:
         if c == "kernel_launch" and not act.has_device:
-            res.missing(["step_kernel_launch_pct"], "CPU-only trace: no kernel launches", "%")
+            res.missing(["step_kernel_launch_pct"], "CPU-only trace: no kernel launches")
             continue
-        res.add(f"step_{c}_pct", 100.0 * float(cat_ps[c][in_stats].sum()) / total if total > 0 else None, "%",
-                f"share of step time: {c.replace('_', ' ')}")
+        res.add(f"step_{c}_pct", 100.0 * float(cat_ps[c][in_stats].sum()) / total if total > 0 else None)
     return res
 
 

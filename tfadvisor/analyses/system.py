@@ -257,7 +257,7 @@ def _utilisation(trace: Trace, ctx: Context, s: Samples, res: AnalysisResult) ->
 
 def _gpu_sampler(s: Samples, res: AnalysisResult) -> None:
     name = s.gpu_sampler or "none"
-    res.add("system_gpu_sampler", name, "", "nvml, amdsmi or none")
+    res.add("system_gpu_sampler", name)
     if name == "none":
         note = s.meta.get("gpu_note") or "no GPU sampler"
         res.notes.append(note if str(note).startswith("no GPU sampler") else f"no GPU sampler: {note}")
@@ -352,10 +352,8 @@ def _startup(trace: Trace, ctx: Context, res: AnalysisResult) -> None:
     if not isinstance(st, dict):
         res.notes.append("no start-up record (tfadvisor_run.json `startup`, written by the Keras callback)")
         return
-    docs = {name: (unit, doc) for name, unit, doc in STARTUP_METRICS}
-
     def put(name: str, value) -> None:
-        res.add(name, value, *docs[name])
+        res.add(name, value)
 
     p0 = _num(st, "process_start_unix_s")
     fit, batch, first = (st.get(k) if isinstance(st.get(k), dict) else {} for k in

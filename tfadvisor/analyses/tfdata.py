@@ -437,10 +437,10 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
              "tfdata_expensive_map", "tfdata_repeated_source_no_cache", "tfdata_pipeline", "tfdata_cause"]
     rows = act.rows.get("iterator", np.empty(0, np.int64)) if p is not None else np.empty(0, np.int64)
     if p is None or rows.shape[0] == 0:
-        res.add("tfdata_present", False, "", "the trace shows a tf.data pipeline (Iterator::* events)")
+        res.add("tfdata_present", False)
         res.missing(names, "no tf.data iterator events (Iterator::*) in the trace")
         return res
-    res.add("tfdata_present", True, "", "the trace shows a tf.data pipeline (Iterator::* events)")
+    res.add("tfdata_present", True)
     tfd_lines = act.tfdata_lines
     table, body_rows = _stage_table(p, rows, tfd_lines)
     res.tables["tfdata_stages"] = table
@@ -455,11 +455,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     has_cache = any(k.startswith("Cache") or k.startswith("MemoryCache") or k == "DiskCache" or k.startswith("Snapshot")
                     for k in kinds)
     deepest = max(chains, key=lambda c: c.count("::"))
-    res.add("tfdata_pipeline", deepest, "", "the deepest stage chain (root first)")
-    res.add("tfdata_has_prefetch", has_prefetch, "",
-            "the pipeline produces ahead of the consumer: a Prefetch stage (injected ones too) or an "
-            "asynchronous stage that buffers (MapAndBatch, ParallelMap, ParallelInterleave...)")
-    res.add("tfdata_has_cache", has_cache, "", "the pipeline has a cache (or snapshot) stage")
+    res.add("tfdata_pipeline", deepest)
+    res.add("tfdata_has_prefetch", has_prefetch)
+    res.add("tfdata_has_cache", has_cache)
 
     # Reference: step time over the steps (else the traced span) and the number of steps.
     tbl = step_table(ctx)
@@ -477,14 +475,13 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     work_ms = float(table["self_ms"].sum())
     wps, wpct = per_step(work_ms)
-    res.add("tfdata_work_ms", work_ms, "ms", "work of all tf.data stages over the profile (function bodies included)")
+    res.add("tfdata_work_ms", work_ms)
     if wps is not None:
-        res.add("tfdata_work_ms_per_step", wps, "ms", "tf.data work per step (on its own threads; may overlap)")
-    res.add("tfdata_work_pct", wpct, "%", "tf.data work as % of step time (may exceed what it costs when it overlaps)")
+        res.add("tfdata_work_ms_per_step", wps)
+    res.add("tfdata_work_pct", wpct)
     hot = table.loc[table["self_ms"].idxmax()]
-    res.add("tfdata_hot_stage", f"{hot['stage']} ({hot['name']})" if hot["name"] else str(hot["stage"]), "",
-            "the stage with the most work, with the name of what the user wrote")
-    res.add("tfdata_hot_stage_ms", float(hot["self_ms"]), "ms", "work of that stage over the profile")
+    res.add("tfdata_hot_stage", f"{hot['stage']} ({hot['name']})" if hot["name"] else str(hot["stage"]))
+    res.add("tfdata_hot_stage_ms", float(hot["self_ms"]))
 
     # Map stages.
     is_map = np.array([bool(_MAP_RE.match(k)) for k in kinds], bool)
@@ -495,34 +492,31 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         if r["kind"] in ("Map", "MapV2", "MapAndFilter") or (par == 1 and not _bool(r["autotune"])):
             seq_ms += float(r["self_ms"])
     sps, spct = per_step(seq_ms)
-    res.add("tfdata_sequential_map", bool(seq_ms > 0 and seq_ms >= material_ms), "",
-            "a map stage runs one element at a time (no num_parallel_calls that TF kept, or parallelism 1 "
+    res.add("tfdata_sequential_map", bool(seq_ms > 0 and seq_ms >= material_ms),
+            doc="a map stage runs one element at a time (no num_parallel_calls that TF kept, or parallelism 1 "
             f"without autotune) and takes at least {MATERIAL_PCT:g} % of the step time")
     if seq_ms > 0:
-        res.add("tfdata_sequential_map_pct", spct, "%", "work of the one-at-a-time map stages, % of step time")
+        res.add("tfdata_sequential_map_pct", spct)
         if sps is not None:
-            res.add("tfdata_sequential_map_ms_per_step", sps, "ms", "work of the one-at-a-time map stages per step")
+            res.add("tfdata_sequential_map_ms_per_step", sps)
 
     random_map = _runs_random_ops(p, tfd_lines)
-    res.add("tfdata_map_random", random_map, "", "the pipeline's functions run random ops (augmentation): "
-                                                 "their output differs every epoch, so it must not be cached")
+    res.add("tfdata_map_random", random_map)
     if len(maps) and float(maps["self_ms"].max()) > 0:
         top = maps.loc[maps["self_ms"].idxmax()]
         map_ms = float(maps["self_ms"].sum())
         elem_us = float(top["element_us"])
         mps, mpct = per_step(map_ms)
-        res.add("tfdata_map_element_us", elem_us, "us",
-                "time to produce one element in the costliest map stage (its function bodies included)")
-        res.add("tfdata_map_stage", f"{top['stage']} ({top['name']})" if top["name"] else str(top["stage"]), "",
-                "the costliest map stage")
+        res.add("tfdata_map_element_us", elem_us)
+        res.add("tfdata_map_stage", f"{top['stage']} ({top['name']})" if top["name"] else str(top["stage"]))
         if not np.isnan(top["batch_us"]):
-            res.add("tfdata_map_batch_ms", float(top["batch_us"]) / 1000.0, "ms", "its cost per batch")
-        res.add("tfdata_map_ms", map_ms, "ms", "time spent in map functions over the profile")
+            res.add("tfdata_map_batch_ms", float(top["batch_us"]) / 1000.0)
+        res.add("tfdata_map_ms", map_ms)
         if mps is not None:
-            res.add("tfdata_map_ms_per_step", mps, "ms", "map work per step")
-        res.add("tfdata_map_pct", mpct, "%", "map work as % of step time")
-        res.add("tfdata_expensive_map", bool(elem_us >= EXPENSIVE_MAP_US and map_ms >= material_ms), "",
-                f"map work of at least {EXPENSIVE_MAP_US:g} us per element adding up to at least "
+            res.add("tfdata_map_ms_per_step", mps)
+        res.add("tfdata_map_pct", mpct)
+        res.add("tfdata_expensive_map", bool(elem_us >= EXPENSIVE_MAP_US and map_ms >= material_ms),
+                doc=f"map work of at least {EXPENSIVE_MAP_US:g} us per element adding up to at least "
                 f"{MATERIAL_PCT:g} % of the step time")
         # A cheap per-element map (before any batch): overhead per element dominates.
         below_batch = "Batch" in str(top["iterator"]).rsplit(str(top["stage"]), 1)[-1]
@@ -530,59 +524,54 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             "Batch" in c.split("::")[-1] for c in chains if len(c) < len(str(top["iterator"]))
             and str(top["iterator"]).startswith(c)))
         vec = bool(per_elem and elem_us < VECTORIZE_MAX_US and map_ms >= material_ms)
-        res.add("tfdata_vectorizable_map", vec, "",
-                f"a map runs per element before batching at under {VECTORIZE_MAX_US:g} us each and adds up to at "
+        res.add("tfdata_vectorizable_map", vec,
+                doc=f"a map runs per element before batching at under {VECTORIZE_MAX_US:g} us each and adds up to at "
                 f"least {MATERIAL_PCT:g} % of step time: batching first and mapping once per batch removes the "
                 "per-element overhead")
         if vec:
-            res.add("tfdata_vectorizable_map_pct", mpct, "%", "work of that map, % of step time")
+            res.add("tfdata_vectorizable_map_pct", mpct)
         # Work redone every epoch: an expensive deterministic map with a repeat and no cache.
         repeats = [c for c, k in zip(chains, kinds) if "Repeat" in k]
         before = any(r.startswith(str(top["iterator"]) + "::") for r in repeats)
-        res.add("tfdata_repeat_before_map", bool(before and not has_cache), "",
-                "the source is repeated before the expensive map (repeat().map()): every epoch maps the same "
-                "elements again")
+        res.add("tfdata_repeat_before_map", bool(before and not has_cache))
         # a py_function body may fetch outside data (a remote read): not known to be deterministic
         python_map = bool(_rows_named(p, _PY_OPS, tfd_lines).shape[0])
-        res.add("tfdata_map_python", python_map, "", "the pipeline's functions call Python (py_function, "
-                                                     "numpy_function): their output is not known to be deterministic")
+        res.add("tfdata_map_python", python_map)
         recompute = bool(repeats and not has_cache and not random_map and not python_map
                          and elem_us >= EXPENSIVE_MAP_US and map_ms >= material_ms)
-        res.add("tfdata_repeated_source_no_cache", recompute, "",
-                "a repeated pipeline recomputes an expensive deterministic map every epoch (no cache, no random "
+        res.add("tfdata_repeated_source_no_cache", recompute,
+                doc="a repeated pipeline recomputes an expensive deterministic map every epoch (no cache, no random "
                 f"ops) and that map is at least {MATERIAL_PCT:g} % of the step time")
         if recompute:
-            res.add("tfdata_recompute_pct", mpct, "%", "map work a cache after the map would remove, % of step time")
+            res.add("tfdata_recompute_pct", mpct)
             if mps is not None:
-                res.add("tfdata_recompute_ms_per_step", mps, "ms", "that work per step")
+                res.add("tfdata_recompute_ms_per_step", mps)
     else:
         why = "map stages without per-element timing in the trace" if len(maps) else \
             "no map stage ran in the profiled window"
         res.missing(["tfdata_map_element_us"], why)
-        res.add("tfdata_expensive_map", None if len(maps) else False, "", why)
-        res.add("tfdata_vectorizable_map", False, "", why)
-        res.add("tfdata_repeat_before_map", False, "", why)
-        res.add("tfdata_repeated_source_no_cache", False, "", why)
+        res.add("tfdata_expensive_map", None if len(maps) else False, doc=why)
+        res.add("tfdata_vectorizable_map", False, doc=why)
+        res.add("tfdata_repeat_before_map", False, doc=why)
+        res.add("tfdata_repeated_source_no_cache", False, doc=why)
 
     # Python-bound sources: from_generator (a Generator stage).
     gen = table[[k == "Generator" for k in kinds]]
     gen_ms = float(gen["self_ms"].sum())
     gps, gpct = per_step(gen_ms)
-    res.add("tfdata_generator", bool(len(gen) and gen_ms >= material_ms), "",
-            "a from_generator source runs Python per element (it holds the GIL) for at least "
+    res.add("tfdata_generator", bool(len(gen) and gen_ms >= material_ms),
+            doc="a from_generator source runs Python per element (it holds the GIL) for at least "
             f"{MATERIAL_PCT:g} % of the step time")
     if len(gen):
-        res.add("tfdata_generator_pct", gpct, "%", "time in from_generator sources, % of step time")
+        res.add("tfdata_generator_pct", gpct)
         if gps is not None:
-            res.add("tfdata_generator_ms_per_step", gps, "ms", "time in from_generator sources per step")
-        res.add("tfdata_generator_element_us", float(gen["self_ms"].sum()) * 1000.0 / max(int(gen["calls"].sum()), 1),
-                "us", "time per element of the from_generator sources")
+            res.add("tfdata_generator_ms_per_step", gps)
+        res.add("tfdata_generator_element_us", float(gen["self_ms"].sum()) * 1000.0 / max(int(gen["calls"].sum()), 1))
     py = _rows_named(p, _PY_OPS, tfd_lines)
     if py.shape[0]:
         py_ms = float(p.ev_dur_ps[py].sum()) / PS_PER_MS
-        res.add("tfdata_pyfunc_pct", per_step(py_ms)[1], "%",
-                "time in py_function/numpy_function bodies of the pipeline, % of step time")
-        res.add("tfdata_pyfunc_element_us", py_ms * 1000.0 / py.shape[0], "us", "time per py_function call")
+        res.add("tfdata_pyfunc_pct", per_step(py_ms)[1])
+        res.add("tfdata_pyfunc_element_us", py_ms * 1000.0 / py.shape[0])
 
     # File reads: reader stages and the (sequential) FlatMap/Interleave above them.
     readers = [i for i, k in enumerate(kinds) if _READER_RE.match(k)]
@@ -601,18 +590,17 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     opens = _rows_named(p, ("TFRecordDatasetOp::Iterator::SetupStreamsLocked",), tfd_lines).shape[0]
     if readers:
         rps, rpct = per_step(read_ms)
-        res.add("tfdata_files_opened", opens, "", "files opened by TFRecord readers in the profile")
+        res.add("tfdata_files_opened", opens)
         if n_steps:
-            res.add("tfdata_files_per_step", opens / n_steps, "", "files opened per step")
-        res.add("tfdata_read_pct", rpct, "%", "time reading files (readers and the interleave opening them), % of step")
+            res.add("tfdata_files_per_step", opens / n_steps)
+        res.add("tfdata_read_pct", rpct)
         if rps is not None:
-            res.add("tfdata_read_ms_per_step", rps, "ms", "that time per step")
+            res.add("tfdata_read_ms_per_step", rps)
         ops_, _ = per_step(open_ms)
         if ops_ is not None and open_ms > 0:
-            res.add("tfdata_file_switch_ms_per_step", ops_, "ms",
-                    "time per step the sequential interleave spends going from file to file (opening each)")
-    res.add("tfdata_sequential_reads", bool(readers and seq_read and read_ms >= material_ms), "",
-            "files are read one after another (no num_parallel_reads / parallel interleave) for at least "
+            res.add("tfdata_file_switch_ms_per_step", ops_)
+    res.add("tfdata_sequential_reads", bool(readers and seq_read and read_ms >= material_ms),
+            doc="files are read one after another (no num_parallel_reads / parallel interleave) for at least "
             f"{MATERIAL_PCT:g} % of the step time")
 
     # The named cause: the largest specific one.
@@ -631,7 +619,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     if m.get("tfdata_vectorizable_map") and m["tfdata_vectorizable_map"].value:
         cands.append(("vectorizable_map", m["tfdata_vectorizable_map_pct"].value or 0.0))
     cause = max(cands, key=lambda c: c[1])[0] if cands else None
-    res.add("tfdata_cause", cause, "", "the largest specific cause found in the pipeline (None: none found)")
+    res.add("tfdata_cause", cause)
     rm = m.get("tfdata_file_switch_ms_per_step")
     _cause_magnitude(res, ctx, cause, sps, rm.value if rm is not None else None)
     return res
@@ -668,9 +656,8 @@ def _cause_magnitude(res: AnalysisResult, ctx: Context, cause: str | None, seq_m
         saving = max(cost - seq_ms_per_step / cores, 0.0)
     elif cause == "sequential_reads" and switch_ms_per_step is not None:
         saving = min(cost, switch_ms_per_step)
-    res.add("tfdata_cause_ms_per_step", saving, "ms", "step time the named cause's fix would save, per step")
-    res.add("tfdata_cause_pct", cost_pct * saving / cost if cost > 0 else 0.0, "%",
-            "step time the named cause's fix would save, % of step time")
+    res.add("tfdata_cause_ms_per_step", saving)
+    res.add("tfdata_cause_pct", cost_pct * saving / cost if cost > 0 else 0.0)
 
 
 def _runs_random_ops(p: Plane, lines: np.ndarray) -> bool:
