@@ -89,7 +89,7 @@ def test_tfdata_flags_match_planted_findings(sample):
 def test_input_bound_pipeline_read_as_written():
     ctx = run_mine("input_bound_defaults_off")
     assert ctx.metric("tfdata_pipeline") == "Root::ForeverRepeat::BatchV2::Map::TensorSlice"
-    stages = ctx.table("tfdata_stages")
+    stages = ctx.table("tfdata_stages").to_pandas()
     m = stages[stages["stage"] == "Map"].iloc[0]
     assert m["calls"] >= 32 * 8  # one call per element: 10 batches of 32 (the last epochs may be partial)
     assert ctx.metric("tfdata_map_element_us") > 100

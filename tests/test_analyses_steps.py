@@ -191,7 +191,7 @@ def test_no_markers_uses_function_cadence():
                                          if expected(SAMPLES / s).get("truth", {}).get("steps") != 0])
 def test_step_table_is_consistent(sample, host):
     ctx = run_mine(sample, _host_arg(sample, host))
-    tbl = ctx.table("steps")
+    tbl = ctx.table("steps").to_pandas()
     assert tbl is not None, f"{sample}: no steps table"
     cats = [c for c in tbl.columns if c.endswith("_ms") and c not in ("duration_ms", "period_ms")]
     assert len(cats) == 7

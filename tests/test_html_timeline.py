@@ -145,8 +145,8 @@ def test_coarsen_keeps_the_widest_holes_and_all_the_time():
     t = coarsen(s, e, max_spans=50)
     assert len(t) == 50 and t["count"].sum() == 5000
     assert t["covered_ps"].sum() == (e - s).sum()
-    assert (t["start_ps"].to_numpy()[1:] >= t["end_ps"].to_numpy()[:-1]).all()
-    kept = np.sort(t["start_ps"].to_numpy()[1:] - t["end_ps"].to_numpy()[:-1])
+    assert (t["start_ps"][1:] >= t["end_ps"][:-1]).all()
+    kept = np.sort(t["start_ps"][1:] - t["end_ps"][:-1])
     assert (kept == np.sort(s[1:] - e[:-1])[-49:]).all()  # the 49 widest holes, exactly
 
 

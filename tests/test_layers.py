@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parent.parent / "tfadvisor"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("tfadvisor._version", "tfadvisor.errors", "tfadvisor.units", "tfadvisor._native",
-                    "tfadvisor.proto", "tfadvisor.links", "tfadvisor.runmeta")),
+                    "tfadvisor.proto", "tfadvisor.links", "tfadvisor.runmeta", "tfadvisor.table")),
     ("decode", ("tfadvisor.wire",)),
     ("discovery", ("tfadvisor.discovery",)),
     ("model", ("tfadvisor.trace", "tfadvisor.sanity")),

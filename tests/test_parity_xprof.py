@@ -87,7 +87,7 @@ def test_parity_with_xprof_overview(sample, path, tmp_path):
         return
     n = len(xp["step_ms"])
     # the same steps: xprof names them '<marker> <step number>'
-    tbl = ctx.table("steps")
+    tbl = ctx.table("steps").to_pandas()
     ours_num = sorted(int(x) for x in tbl.loc[tbl["in_stats"], "step"])
     theirs_num = sorted(int(str(x).rsplit(" ", 1)[-1]) for x in xp["names"])
     assert ours_num == theirs_num, f"{sample}: steps differ: ours {ours_num}, xprof {theirs_num}"

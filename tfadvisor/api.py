@@ -14,6 +14,7 @@ from tfadvisor.analyses import Options, analyze_trace, options_from
 from tfadvisor.discovery import Run, resolve
 from tfadvisor.reader import load_run
 from tfadvisor.result import RunResult
+from tfadvisor.table import Tables
 
 
 class Result(RunResult):
@@ -62,7 +63,7 @@ def analyze(
         trace = trace if trace is not None else load_run(chosen, progress=progress)
         opts = options_from(trace, options)
         host = analyze_trace(trace, opts, host=trace.hosts[0] if trace.hosts else "")
-        result = Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=dict(host.tables),
+        result = Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=Tables(host.tables),
                         notes=list(host.notes), hosts=[host], options=opts)
     if data:
         from tfadvisor.datafiles import check_data_files
@@ -70,7 +71,7 @@ def analyze(
         files = check_data_files(data)
         for name, m in files.metrics.items():
             result.metrics.put("datafiles", name, m)
-        result.tables.update(files.tables)
+        result.tables.update_raw(files.tables)
         result.notes.extend(f"datafiles: {n}" for n in files.notes)
     from tfadvisor.advice import evaluate, load_rules
 

@@ -36,11 +36,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import AnalysisResult, declare
 from tfadvisor.discovery import filesystem as remote_filesystem
 from tfadvisor.errors import TraceError
+from tfadvisor.table import Table
 from tfadvisor.units import human_bytes
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -139,10 +139,11 @@ def summarise(sizes: np.ndarray, path: str = "", top: list[tuple[int, str]] | No
         b = int(sizes[mask].sum()) if cnt else 0
         rows.append(dict(bucket=label, lo_bytes=lo, hi_bytes=hi, files=cnt, files_pct=cnt / n * 100, bytes=b,
                          bytes_pct=(b / total * 100) if total else 0.0, **{"class": cls}))
-    res.tables["data_files_sizes"] = pd.DataFrame(rows)
+    res.tables["data_files_sizes"] = Table({k: [r[k] for r in rows] for k in rows[0]}, n=len(rows))
     largest = sorted(top or [], reverse=True)
-    res.tables["data_largest_files"] = pd.DataFrame(
-        {"path": [p for _, p in largest], "bytes": np.array([s for s, _ in largest], dtype=np.int64)})
+    res.tables["data_largest_files"] = Table(
+        {"path": [p for _, p in largest], "bytes": np.array([s for s, _ in largest], dtype=np.int64)},
+        n=len(largest))
     res.notes.append(f"{n:,} files, {_h(total)} in all, median {_h(float(np.median(sizes)))}; "
                      f"{small / n * 100:.1f} % under {_h(small_bytes)}, {huge} of {_h(huge_bytes)} or more")
     return res

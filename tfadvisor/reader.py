@@ -21,13 +21,13 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 import numpy as np
-import pandas as pd
 
 import tfadvisor.wire as wire
 from tfadvisor.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
 from tfadvisor.errors import TraceError
 from tfadvisor.proto import xplane_pb2
 from tfadvisor.sanity import sanitize
+from tfadvisor.table import Table
 from tfadvisor.trace import Plane, Trace
 
 #: A gzip-compressed string stat may expand to at most this many bytes.
@@ -328,17 +328,23 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     def text(off: int, ln: int) -> str:
         return buf[off : off + ln].tobytes().decode("utf-8", "replace") if ln else ""
 
-    line_df = _EMPTY_LINES.copy() if len(lines) == 0 else pd.DataFrame(
+    def texts(off_col: int, len_col: int) -> np.ndarray:
+        out = np.empty(len(lines), dtype=object)
+        out[:] = [text(o, ln) for o, ln in zip(lines[:, off_col].tolist(), lines[:, len_col].tolist())]
+        return out
+
+    line_df = Table(
         {
             "id": lines[:, wire.L_ID],
             "display_id": lines[:, wire.L_DISPLAY_ID],
-            "name": [text(o, ln) for o, ln in zip(lines[:, wire.L_NAME_OFF], lines[:, wire.L_NAME_LEN])],
-            "display_name": [text(o, ln) for o, ln in zip(lines[:, wire.L_DNAME_OFF], lines[:, wire.L_DNAME_LEN])],
+            "name": texts(wire.L_NAME_OFF, wire.L_NAME_LEN),
+            "display_name": texts(wire.L_DNAME_OFF, wire.L_DNAME_LEN),
             "timestamp_ns": lines[:, wire.L_TS_NS],
             "duration_ps": lines[:, wire.L_DUR_PS],
             "first_event": lines[:, wire.L_FIRST_EVENT],
             "n_events": lines[:, wire.L_N_EVENTS],
-        }
+        },
+        n=len(lines),
     )
 
     pool = np.empty(int(str_len.sum()) if n_str else 0, dtype=np.uint8)
@@ -387,13 +393,6 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
         child_ids=child_ids,
     )
 
-
-_I64 = np.empty(0, np.int64)
-# "str": the dtype pandas gives a column of Python strings (object before pandas 3)
-_EMPTY_LINES = pd.DataFrame({c: _I64 for c in ("id", "display_id")} | {"name": pd.Series([], dtype="str"),
-                            "display_name": pd.Series([], dtype="str")}
-                            | {c: _I64 for c in ("timestamp_ns", "duration_ps", "first_event", "n_events")})
-_EMPTY_META_STATS = pd.DataFrame({"meta": _I64, "stat": _I64, "kind": np.empty(0, np.uint8), "raw": _I64})
 
 #: Pass 2 splits lines into chunks of about this many bytes, filled in parallel.
 CHUNK_BYTES = 4 << 20
@@ -514,13 +513,10 @@ def _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget:
     return out
 
 
-def _meta_stats_frame(rows: list[tuple[int, int, int, int]]) -> pd.DataFrame:
-    """The metadata-level stats as a frame: meta, stat (dense ids), kind, raw."""
-    if not rows:
-        return _EMPTY_META_STATS.copy()  # a copy of a template costs a fifth of a new frame
+def _meta_stats_frame(rows: list[tuple[int, int, int, int]]) -> Table:
+    """The metadata-level stats as a table: meta, stat (dense ids), kind, raw."""
     arr = np.array(rows, dtype=np.int64).reshape(-1, 4)
-    return pd.DataFrame({"meta": arr[:, 0], "stat": arr[:, 1], "kind": arr[:, 2].astype(np.uint8),
-                         "raw": arr[:, 3]})
+    return Table({"meta": arr[:, 0], "stat": arr[:, 1], "kind": arr[:, 2].astype(np.uint8), "raw": arr[:, 3]})
 
 
 def _append_strings(pool, str_off, str_len, extra: list[bytes]):

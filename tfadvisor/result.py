@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
 from tfadvisor.analyses import HostAnalysis, Metrics, Options
 from tfadvisor.discovery import Run
+from tfadvisor.table import Tables
 
 
 @dataclass
@@ -21,9 +20,9 @@ class RunResult:
 
     In a notebook a Result shows itself as the summary, the findings and the plots beside them
     (``_repr_html_``); ``repr()`` is one line. ``result.metrics`` maps metric name -> value
-    (``result.metrics.units`` the unit of each). ``result.tables`` holds pandas DataFrames, those a
-    trace allows; times ``*_ps`` are picoseconds on the trace's clock, ``*_ms`` milliseconds,
-    ``*_us`` microseconds, ``pct`` percent:
+    (``result.metrics.units`` the unit of each). ``result.tables`` maps names to pandas DataFrames
+    (each built when first read), those a trace allows; times ``*_ps`` are picoseconds on the trace's
+    clock, ``*_ms`` milliseconds, ``*_us`` microseconds, ``pct`` percent:
 
     * ``steps``: one row per step: ``step``, ``name``, ``start_ps``, ``end_ps``, ``duration_ms``,
       ``period_ms`` (start to next start), ``in_stats`` (used by the statistics), ``outlier``, and
@@ -44,11 +43,15 @@ class RunResult:
     run: Run
     summary: dict[str, Any]  # what was loaded: hosts, planes, lines, events, time span
     metrics: Metrics
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: Tables = field(default_factory=Tables)
     notes: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)  # tfadvisor.advice.Finding, most important first
     hosts: list[HostAnalysis] = field(default_factory=list)
     options: Options = field(default_factory=Options)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tables, Tables):
+            self.tables = Tables(self.tables)
 
     def __repr__(self) -> str:
         label = self.run.label() if hasattr(self.run, "label") else str(self.run)

@@ -196,7 +196,7 @@ def _estimated_window(busy: list[Plane]) -> tuple[int, int] | None:
 def _line_starts_ps(p: Plane) -> np.ndarray:
     """Start (ps) of each line that has events, where it fits in int64 ps."""
     has = np.bincount(p.ev_line, minlength=len(p.lines))[: len(p.lines)] > 0
-    ts = p.lines["timestamp_ns"].to_numpy(np.int64)[has]
+    ts = p.lines["timestamp_ns"][has]
     return ts[(ts >= -wire.MAX_TS_NS) & (ts <= wire.MAX_TS_NS)] * PS_PER_NS
 
 

@@ -12,13 +12,17 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 import tfadvisor._native as _native
 import tfadvisor.wire as wire
 from tfadvisor.discovery import host_name
+from tfadvisor.table import Table, factorize
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Line names as TF writes them, old and new spellings.
 FRAMEWORK_OPS_LINES = ("Framework Ops", "TensorFlow Ops")
@@ -135,7 +139,7 @@ class Plane:
     host: str
     id: int
     name: str
-    lines: pd.DataFrame
+    lines: Table  # per line: id, display_id, name, display_name, timestamp_ns, duration_ps, first_event, n_events
     event_names: np.ndarray  # object, by dense metadata index
     event_display_names: np.ndarray  # object, display_name or name
     event_meta_ids: np.ndarray  # original metadata ids, sorted
@@ -151,7 +155,7 @@ class Plane:
     str_pool: np.ndarray  # uint8: bytes of all string values
     str_off: np.ndarray  # int64 offsets into str_pool
     str_len: np.ndarray  # int64
-    meta_stats: pd.DataFrame  # metadata-level stats: meta, stat, kind, raw
+    meta_stats: Table  # metadata-level stats: meta, stat, kind, raw
     stats: dict = field(default_factory=dict)  # plane-level stats by name
     child_ids: dict = field(default_factory=dict)  # dense meta -> list of child dense metas
 
@@ -191,8 +195,8 @@ class Plane:
         """Display name when set, else name, per line."""
         if len(self.lines) == 0:
             return np.empty(0, dtype=object)
-        dn = self.lines["display_name"].to_numpy(object)
-        nm = self.lines["name"].to_numpy(object)
+        dn = self.lines["display_name"]
+        nm = self.lines["name"]
         return np.where(dn != "", dn, nm)
 
     def nbytes(self) -> int:
@@ -226,7 +230,7 @@ class Plane:
     def line_rows(self, names: Iterable[str] = (), *, prefix: str | None = None) -> np.ndarray:
         """Line indexes whose (display) name is one of ``names`` or starts with ``prefix``."""
         ln = self.line_names
-        raw = self.lines["name"].to_numpy(object)
+        raw = self.lines["name"]
         wanted = set(names)
         hit = [
             (n in wanted or r in wanted or (prefix is not None and (n.startswith(prefix) or r.startswith(prefix))))
@@ -325,10 +329,10 @@ class Plane:
         ms = self.meta_stats
         if not len(ms):
             return None
-        sub = ms[ms["stat"] == sid]
-        if not len(sub):
+        sel = ms["stat"] == sid
+        if not sel.any():
             return None
-        return sub["meta"].to_numpy(np.int64), sub["kind"].to_numpy(np.uint8), sub["raw"].to_numpy(np.int64)
+        return ms["meta"][sel], ms["kind"][sel], ms["raw"][sel]
 
     def _with_metadata_stats(self, sid: int, rows: np.ndarray, kind: np.ndarray, raw: np.ndarray,
                              among: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -387,7 +391,7 @@ class Plane:
         offset = 0
         for sp in np.unique(space):
             sel = np.flatnonzero(space == sp)
-            c, uniq = pd.factorize(key[sel])
+            c, uniq = factorize(key[sel])
             codes[sel] = c + offset
             # factorize numbers codes by first appearance: a code is new where it exceeds all before.
             new = np.ones(sel.size, bool)
@@ -415,6 +419,8 @@ class Plane:
     # --- tables ---------------------------------------------------------------------
     def events(self, rows: np.ndarray | None = None) -> pd.DataFrame:
         """Events as a DataFrame (name categorical); all events or the given rows."""
+        import pandas as pd
+
         sel = slice(None) if rows is None else rows
         df = pd.DataFrame(
             {

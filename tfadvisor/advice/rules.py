@@ -401,36 +401,35 @@ def _toml_message(message: str) -> str:
     return re.sub(r"\s*\((at line \d+, column \d+|at end of document)\)\s*$", "", message)
 
 
+#: What can open a multi-line string, hide one (a single-line string, a comment), or end a line.
+_TOKEN = re.compile(r'"""|\'\'\'|"(?:\\.|[^"\\\n])*"?|\'[^\'\n]*\'?|#[^\n]*')
+
+
 class _Lines:
     """Line numbers of table headers and keys in a TOML text (outside multi-line strings)."""
 
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
+        # Multi-line strings as (first offset inside, offset of the closing quotes); found by a regex
+        # scan over the tokens that matter (quotes, comments), not character by character.
+        regions: list[tuple[int, int]] = []
+        pos = 0
+        while (m := _TOKEN.search(text, pos)) is not None:
+            tok = m.group()
+            if tok in ('"""', "'''"):
+                close = text.find(tok, m.end())
+                close = len(text) if close < 0 else close
+                regions.append((m.end(), close))
+                pos = close + 3
+            else:
+                pos = m.end()
         self.code: list[bool] = []  # True where the line starts outside a multi-line string
-        state = None
-        for raw in self.lines:
-            self.code.append(state is None)
-            i = 0
-            while i < len(raw):
-                if state is None:
-                    if raw.startswith('"""', i) or raw.startswith("'''", i):
-                        state = raw[i : i + 3]
-                        i += 3
-                        continue
-                    if raw[i] == "#":
-                        break
-                    if raw[i] in "\"'":  # single-line string: skip it
-                        q = raw[i]
-                        j = i + 1
-                        while j < len(raw) and raw[j] != q:
-                            j += 2 if (q == '"' and raw[j] == "\\") else 1
-                        i = j + 1
-                        continue
-                elif raw.startswith(state, i):
-                    i += 3
-                    state = None
-                    continue
-                i += 1
+        start, r = 0, 0
+        for raw in text.splitlines(keepends=True):
+            while r < len(regions) and regions[r][1] < start:
+                r += 1
+            self.code.append(not (r < len(regions) and regions[r][0] <= start <= regions[r][1]))
+            start += len(raw)
 
     def headers(self, name: str) -> list[int]:
         pat = re.compile(r"^\s*\[\[\s*" + re.escape(name).replace(r"\.", r"\s*\.\s*") + r"\s*\]\]")

@@ -2,7 +2,8 @@
 
 They run in the order of :data:`ORDER` (later ones may read earlier results through the
 context) and together give a :class:`Metrics` mapping that the rule engine reads, plus
-named pandas tables for reports and notebooks.
+named tables for reports and notebooks (numpy columns, or functions, made pandas DataFrames
+only when read: see :mod:`tfadvisor.table`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
 from tfadvisor.analyses.base import AnalysisResult, Context, Declarations, Metric, Options, declarations, declare
 from tfadvisor.runmeta import ignored_fields
 from tfadvisor.runmeta import positive as _positive
+from tfadvisor.table import Tables
 from tfadvisor.trace import Trace
 
 #: Module names under ``tfadvisor.analyses``, in the order they run.
@@ -76,7 +76,7 @@ class HostAnalysis:
 
     host: str
     metrics: Metrics
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: Tables = field(default_factory=Tables)
     notes: list[str] = field(default_factory=list)
     results: dict[str, AnalysisResult] = field(default_factory=dict)
 
@@ -85,7 +85,7 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
     """Run every analysis over ``trace`` (normally one host's planes)."""
     ctx = Context(options=options or Options())
     metrics = Metrics()
-    tables: dict[str, pd.DataFrame] = {}
+    tables = Tables()
     notes: list[str] = [f"load: {n}" for h in trace.hosts for n in trace.load_notes.get(h, [])]
     for name in ORDER:
         module = importlib.import_module(f"tfadvisor.analyses.{name}")
@@ -93,7 +93,7 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
         ctx.results[name] = res
         for mname, m in res.metrics.items():
             metrics.put(name, mname, m)
-        tables.update(res.tables)
+        tables.update_raw(res.tables)
         notes.extend(f"{name}: {n}" for n in res.notes)
     return HostAnalysis(host=host or ",".join(trace.hosts), metrics=metrics, tables=tables, notes=notes,
                         results=ctx.results)

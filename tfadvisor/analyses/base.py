@@ -2,9 +2,10 @@
 
 An analysis is a function ``analyze(trace, ctx) -> AnalysisResult``. It reads the
 columnar :class:`~tfadvisor.trace.Trace`, may read earlier results through ``ctx``
-(``ctx.result("steps")``), and returns named scalar metrics (with units) and pandas
-tables. A metric whose data is absent from the trace is ``None`` with a note saying
-why; it is never invented as zero.
+(``ctx.result("steps")``), and returns named scalar metrics (with units) and tables
+(:class:`~tfadvisor.table.Table` columns, or a function building a pandas DataFrame when read).
+A metric whose data is absent from the trace is ``None`` with a note saying why; it is never
+invented as zero.
 
 Every module that produces metrics declares them once, at module level::
 
@@ -21,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
+from tfadvisor.table import Table, Tables
 from tfadvisor.trace import Plane, StatColumn, Trace
 
 PS_PER_MS = 1e9
@@ -105,7 +105,7 @@ class Metric:
 class AnalysisResult:
     name: str
     metrics: dict[str, Metric] = field(default_factory=dict)
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: Tables = field(default_factory=Tables)  # a Table, or a function building a DataFrame
     notes: list[str] = field(default_factory=list)
 
     def add(self, name: str, value: Any, doc: str = "") -> None:
@@ -154,10 +154,13 @@ class Context:
                 return r.metrics[name].value
         return None
 
-    def table(self, name: str) -> pd.DataFrame | None:
+    def table(self, name: str) -> Table | None:
+        """An earlier analysis's table as numpy columns (tables other analyses read are kept as a Table)."""
         for r in self.results.values():
             if name in r.tables:
-                return r.tables[name]
+                t = r.tables.raw(name)
+                assert t is None or isinstance(t, Table), f"table {name!r} is read by analyses: store it as a Table"
+                return t
         return None
 
     def stats(self, plane: Plane, names: list[str] | tuple[str, ...]) -> dict[str, StatColumn]:

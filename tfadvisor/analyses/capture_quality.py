@@ -29,11 +29,11 @@ its device planes):
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.device_lines import short_name
 from tfadvisor.analyses.steps import Measure, activity, device_steps, host_trace, step_table
+from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 
 MIN_STEPS = 3
@@ -45,15 +45,22 @@ def _skew_ms(per_device: list[tuple[str, np.ndarray, np.ndarray]]) -> tuple[floa
     """Largest start-time spread of one step number over the devices, and the devices involved."""
     if len(per_device) < 2:
         return None, ""
-    rows = [(dev, int(n), int(s)) for dev, nums, starts in per_device for n, s in zip(nums, starts)]
-    df = pd.DataFrame(rows, columns=["device", "step", "start"])
-    g = df.groupby("step")["start"]
-    spread = (g.max() - g.min())[g.count() >= 2]
-    if not len(spread):
+    dev = np.array([d for d, nums, _ in per_device for _ in range(len(nums))], dtype=object)
+    step = np.concatenate([np.asarray(nums, np.int64) for _, nums, _ in per_device])
+    start = np.concatenate([np.asarray(starts, np.int64) for _, _, starts in per_device])
+    steps, of = np.unique(step, return_inverse=True)
+    hi = np.full(len(steps), np.iinfo(np.int64).min)
+    lo = np.full(len(steps), np.iinfo(np.int64).max)
+    np.maximum.at(hi, of, start)
+    np.minimum.at(lo, of, start)
+    seen = np.bincount(of, minlength=len(steps)) >= 2
+    if not seen.any():
         return None, ""
-    step = spread.idxmax()
-    sub = df[df["step"] == step].sort_values(["start", "device"])
-    return float(spread.max()) / PS_PER_MS, f"{sub['device'].iloc[0]} and {sub['device'].iloc[-1]}"
+    spread = np.where(seen, hi - lo, -1)
+    i = int(np.argmax(spread))  # the first step number of the largest spread
+    sub = np.flatnonzero(of == i)
+    sub = sub[np.lexsort((dev[sub], start[sub]))]  # by start, then device name
+    return float(spread[i]) / PS_PER_MS, f"{dev[sub[0]]} and {dev[sub[-1]]}"
 
 
 DECLARED = declare(
@@ -118,8 +125,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res.add("complete_steps", n_steps)
     med_ms = None
     if tbl is not None and window > 0:
-        s = tbl["start_ps"].to_numpy(np.int64)
-        e = tbl["end_ps"].to_numpy(np.int64)
+        s = tbl["start_ps"]
+        e = tbl["end_ps"]
         inside = Measure.union(np.maximum(s, lo), np.minimum(e, hi)).total()
         res.add("steps_window_pct", 100.0 * min(inside, window) / window)
         med_ms = float(np.median((e - s) / PS_PER_MS))
@@ -158,12 +165,18 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res.add("capture_issues", "; ".join(issues))
     res.add("capture_issue_count", len(issues))
     if per_dev:
-        res.tables["devices"] = pd.DataFrame([{
-            "device": d["device"], "activity_lines": d["activity_lines"] or "", "kernels": d["kernels"],
-            "copies": d["copies"], "busy_ms": d["busy_ps"] / PS_PER_MS, "compute_ms": d["compute_ps"] / PS_PER_MS,
-            "first_ms": (d["first_ps"] - lo) / PS_PER_MS if d["first_ps"] is not None else np.nan,
-            "last_ms": (d["last_ps"] - lo) / PS_PER_MS if d["last_ps"] is not None else np.nan,
-        } for d in per_dev])
+        res.tables["devices"] = Table({
+            "device": [d["device"] for d in per_dev],
+            "activity_lines": [d["activity_lines"] or "" for d in per_dev],
+            "kernels": np.array([d["kernels"] for d in per_dev]),
+            "copies": np.array([d["copies"] for d in per_dev]),
+            "busy_ms": np.array([d["busy_ps"] / PS_PER_MS for d in per_dev], np.float64),
+            "compute_ms": np.array([d["compute_ps"] / PS_PER_MS for d in per_dev], np.float64),
+            "first_ms": np.array([(d["first_ps"] - lo) / PS_PER_MS if d["first_ps"] is not None else np.nan
+                                  for d in per_dev], np.float64),
+            "last_ms": np.array([(d["last_ps"] - lo) / PS_PER_MS if d["last_ps"] is not None else np.nan
+                                 for d in per_dev], np.float64),
+        })
     return res
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 import tfadvisor.links as links
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
@@ -51,6 +50,7 @@ from tfadvisor.analyses.placement import (
     union,
     within,
 )
+from tfadvisor.table import Table
 from tfadvisor.trace import Plane, Trace
 
 GRADIENT_BYTES = 4  # fp32 gradients
@@ -325,10 +325,10 @@ def _stats_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     windows = step_windows(ctx)
     if windows is None or tbl is None or "in_stats" not in tbl:
         return windows
-    keep = tbl["in_stats"].to_numpy(bool) & (tbl["end_ps"].to_numpy(np.int64) > tbl["start_ps"].to_numpy(np.int64))
+    keep = tbl["in_stats"] & (tbl["end_ps"] > tbl["start_ps"])
     if not keep.any():
         return windows
-    return tbl["start_ps"].to_numpy(np.int64)[keep], tbl["end_ps"].to_numpy(np.int64)[keep]
+    return tbl["start_ps"][keep], tbl["end_ps"][keep]
 
 
 def _exposed(res: AnalysisResult, ctx: Context, where: str) -> None:
@@ -360,7 +360,7 @@ def _intersect(us, ue, vs, ve) -> tuple[np.ndarray, np.ndarray]:
     return union(a[keep], z[keep])
 
 
-def _table(sources) -> pd.DataFrame | None:
+def _table(sources) -> Table | None:
     parts = []
     for p, ar_rows, other_rows, _ in sources:
         for kind, rows in (("allreduce", ar_rows), ("collective", other_rows)):
@@ -370,9 +370,9 @@ def _table(sources) -> pd.DataFrame | None:
             tot = np.bincount(m, weights=p.ev_dur_ps[rows].astype(np.float64), minlength=len(p.event_names))
             cnt = np.bincount(m, minlength=len(p.event_names))
             idx = np.flatnonzero(cnt)
-            parts.append(pd.DataFrame({"plane": p.name, "host": p.host, "name": p.event_names[idx].astype(str),
-                                       "kind": kind, "count": cnt[idx], "total_ms": tot[idx] / PS_PER_MS,
-                                       "mean_us": tot[idx] / cnt[idx] / 1e6}))
+            parts.append(Table({"plane": p.name, "host": p.host, "name": p.event_names[idx].astype(str),
+                                "kind": kind, "count": cnt[idx], "total_ms": tot[idx] / PS_PER_MS,
+                                "mean_us": tot[idx] / cnt[idx] / 1e6}))
     if not parts:
         return None
-    return pd.concat(parts, ignore_index=True).sort_values("total_ms", ascending=False).reset_index(drop=True)
+    return Table.concat(parts).sort("total_ms", descending=True)

@@ -16,10 +16,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import STEP_STATS, Measure, activity, step_table, union_of
+from tfadvisor.table import Table, factorize, group_sum
 from tfadvisor.trace import Trace
 
 #: Eager ops that fetch the next batch: their time is input wait.
@@ -35,10 +35,10 @@ def _windows(ctx: Context, act) -> tuple[np.ndarray, np.ndarray]:
     if tbl is None:
         lo, hi = act.span
         return np.array([lo], np.int64), np.array([hi], np.int64)
-    tbl = tbl.sort_values("start_ps")
-    a = tbl["start_ps"].to_numpy(np.int64)
-    b = tbl["end_ps"].to_numpy(np.int64)
-    after = tbl["preceded_by"].to_numpy(object) if "preceded_by" in tbl else np.full(len(tbl), "", dtype=object)
+    order = np.argsort(tbl["start_ps"], kind="stable")
+    a = tbl["start_ps"][order]
+    b = tbl["end_ps"][order]
+    after = tbl["preceded_by"][order]
     cut = np.flatnonzero(np.array([bool(x) for x in after[1:]], bool)) + 1  # steps after a non-train interval
     starts = np.concatenate([a[:1], a[cut]])
     ends = np.concatenate([np.maximum.accumulate(b)[cut - 1], [int(b.max())]])
@@ -105,37 +105,39 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     rows = np.union1d(call.rows, tc.rows)  # few rows
     kind = call.strings_at(rows)
     count = tc.values_at(rows)
-    names = p.names_of(rows).astype(str)
-    df = pd.DataFrame({"function": names, "call": kind, "tracing_count": count,
-                       "dur_ps": p.ev_dur_ps[rows].astype(np.float64), "start_ps": p.ev_start_ps[rows]})
-    df["traced"] = df["call"].fillna("").str.startswith("traced")
-    df["retrace"] = df["traced"] & (df["tracing_count"] >= 2)
-    has_kind = df["call"].notna()
-    g = df.groupby("function", sort=False)
-    tbl = pd.DataFrame({
-        "calls": g.size(),
-        "traced_calls": g["traced"].sum().astype(int),
-        "retraces": g["retrace"].sum().astype(int),
-        "tracing_count_min": g["tracing_count"].min(),
-        "tracing_count_max": g["tracing_count"].max(),
-        "total_ms": g["dur_ps"].sum() / PS_PER_MS,
-        "mean_ms": g["dur_ps"].mean() / PS_PER_MS,
-    })
+    names = p.names_of(rows).astype(str).astype(object)
+    start = p.ev_start_ps[rows]
+    dur = p.ev_dur_ps[rows].astype(np.float64)
+    has_kind = np.array([k is not None for k in kind], bool)
+    traced = np.array([k is not None and str(k).startswith("traced") for k in kind], bool)
+    retrace = traced & (count >= 2)
+    codes, functions = factorize(names)  # in order of first call
+    nf = len(functions)
+    calls = np.bincount(codes, minlength=nf)
+    total_ms = group_sum(codes, dur, nf) / PS_PER_MS
+    tc_min = np.full(nf, np.nan)
+    tc_max = np.full(nf, np.nan)
+    for i in range(nf):  # few functions
+        c = count[codes == i]
+        c = c[~np.isnan(c)]
+        if c.shape[0]:
+            tc_min[i], tc_max[i] = c.min(), c.max()
+    retraces = np.bincount(codes, weights=retrace, minlength=nf).astype(int)
     if not has_kind.any():  # no call kinds: count tracing_count growth
-        growth = (tbl["tracing_count_max"] - tbl["tracing_count_min"]).fillna(0).astype(int)
-        tbl["retraces"] = growth
+        retraces = np.nan_to_num(tc_max - tc_min, nan=0.0).astype(int)
         res.notes.append("no tf_function_call stat: retraces counted as tracing_count growth over the window")
-    tbl = tbl.reset_index().sort_values("total_ms", ascending=False)
-    res.tables["tf_functions"] = tbl
-    res.add("tf_function_calls", int(len(df)))
-    res.add("retrace_count", int(tbl["retraces"].sum()))
-    retraced = tbl.loc[tbl["retraces"] > 0, "function"].tolist()
-    res.add("retraced_functions", ",".join(retraced))
+    order = np.argsort(-total_ms, kind="stable")
+    res.tables["tf_functions"] = Table({
+        "function": functions, "calls": calls,
+        "traced_calls": np.bincount(codes, weights=traced, minlength=nf).astype(int),
+        "retraces": retraces, "tracing_count_min": tc_min, "tracing_count_max": tc_max, "total_ms": total_ms,
+        "mean_ms": total_ms / calls}).take(order)
+    res.add("tf_function_calls", int(rows.shape[0]))
+    res.add("retrace_count", int(retraces.sum()))
+    res.add("retraced_functions", ",".join(str(functions[i]) for i in order if retraces[i] > 0))
     # time spent tracing (python-side graph building) as a share of the wall time
-    tr = df.loc[df["traced"]]
-    if len(tr) and wall > 0:
-        m = Measure.union(tr["start_ps"].to_numpy(np.int64),
-                          (tr["start_ps"] + tr["dur_ps"]).to_numpy(np.int64))
+    if traced.any() and wall > 0:
+        m = Measure.union(start[traced], start[traced] + p.ev_dur_ps[rows][traced])
         res.add("retrace_pct", 100.0 * float(m.within(*w).sum()) / wall)
     return res
 

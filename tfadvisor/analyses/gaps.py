@@ -27,10 +27,10 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import LazyUnion, Measure, activity, step_table
+from tfadvisor.table import Table, group_sum
 from tfadvisor.trace import Trace
 
 CALLBACK_RE = re.compile(r"(?i)callback|on_(train|test|epoch)_batch|on_epoch|WriteSummary|FlushSummaryWriter|"
@@ -121,9 +121,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(names[1:], "no steps found: idle time cannot be split between and within steps")
         return res
 
-    s = tbl["start_ps"].to_numpy(np.int64)
-    e = tbl["end_ps"].to_numpy(np.int64)
-    after = tbl["preceded_by"].to_numpy(object) if "preceded_by" in tbl else np.full(len(tbl), "", dtype=object)
+    s = tbl["start_ps"]
+    e = tbl["end_ps"]
+    after = tbl["preceded_by"]
     wall_lo, wall_hi = int(s.min()), int(e.max())
     within_ps = int(tbl["idle_ms"].sum() * PS_PER_MS)
 
@@ -185,11 +185,12 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                 activity_col[cbm] = "callbacks"
         tot = float(gap_len[train].sum())
         res.add("gap_host_python_pct", 100.0 * float(py_cov[train].sum()) / tot if tot > 0 else None)
-        weights = pd.Series(gap_len[train].astype(float)).groupby(activity_col[train]).sum()
-        res.add("gap_host_activity", str(weights.idxmax()) if len(weights) else "idle")
+        acts, of = np.unique(activity_col[train].astype(str), return_inverse=True)  # sorted, as groupby
+        weights = group_sum(of, gap_len[train], len(acts))
+        res.add("gap_host_activity", str(acts[int(np.argmax(weights))]) if len(acts) else "idle")
     else:
         res.missing(["gap_host_activity", "gap_host_python_pct"], "no time between steps")
-    res.tables["gaps"] = pd.DataFrame({
+    res.tables["gaps"] = Table({
         "start_ps": gs,
         "end_ps": ge,
         "duration_ms": gap_len / PS_PER_MS,

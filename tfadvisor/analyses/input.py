@@ -28,11 +28,11 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import Measure, Runs, activity, merge, step_spans, step_table
+from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 
 HIGH_PCT = 20.0
@@ -98,12 +98,12 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     def pct(v: np.ndarray) -> float | None:
         return 100.0 * float(np.asarray(v)[in_stats].sum()) / tot if tot > 0 else None
 
-    input_ms = tbl["input_ms"].to_numpy(np.float64)
+    input_ms = tbl["input_ms"]
     res.add("input_pct", pct(input_ms * PS_PER_MS))
     wait = g("input_wait").within(a, b)
     has_wait = len(g("input_wait")) > 0
     res.add("input_host_wait_pct", pct(wait))
-    per = {"step": tbl["step"].to_numpy(), "host_wait_ms": wait / PS_PER_MS, "input_ms": input_ms}
+    per = {"step": tbl["step"], "host_wait_ms": wait / PS_PER_MS, "input_ms": input_ms}
     if act.has_device:
         dev_busy = act.lazy("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
         h2d = g("dev_h2d").within(a, b)
@@ -184,7 +184,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(["tfdata_cpu_ratio", "tfdata_cpu_pct", "tfdata_contention_pct", "tfdata_contention_ms_per_step",
                      "tfdata_cost_ms_per_step", "tfdata_cost_pct", "step_own_ms_per_step", "tfdata_cores"],
                     "no tf.data worker threads (tf_data_*) in the trace")
-    res.tables["input_per_step"] = pd.DataFrame(per)
+    res.tables["input_per_step"] = Table(per)
     return res
 
 

@@ -18,15 +18,18 @@ listed too.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.placement import step_windows
 from tfadvisor.analyses.steps import step_table
 from tfadvisor.analyses.tf_dtypes import DTYPE_NAMES
-from tfadvisor.trace import Trace
+from tfadvisor.trace import Plane, Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ALLOC, DEALLOC = "MemoryAllocation", "MemoryDeallocation"
 NUMERIC = ("bytes_allocated", "bytes_reserved", "bytes_available", "peak_bytes_in_use", "requested_bytes",
@@ -43,21 +46,34 @@ METRICS = ("memory_peak_bytes", "memory_capacity_bytes", "memory_peak_pct", "mem
            "memory_live_at_peak_bytes")
 
 
-def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame:
-    """One row per memory event of every plane, in time order (empty frame when none).
+def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame | None:
+    """One row per memory event of every plane, in time order (None when there is none; pandas is
+    imported only when there are some).
 
     Kept in ``ctx.cache`` so the analyses that read it (precision, memory) decode it once.
     """
     if ctx is not None and "memory_events" in ctx.cache:
         return ctx.cache["memory_events"]
-    parts = []
+    found = []
     for pi, p in enumerate(trace.planes):
         names = p.event_names
         if not ((names == ALLOC).any() or (names == DEALLOC).any()):
             continue
         rows = np.flatnonzero(p.event_mask(p.meta_mask([ALLOC, DEALLOC])))
-        if rows.size == 0:
-            continue
+        if rows.size:
+            found.append((pi, p, rows))
+    out = _events_frame(found) if found else None
+    if ctx is not None:
+        ctx.cache["memory_events"] = out
+    return out
+
+
+def _events_frame(found: list[tuple[int, Plane, np.ndarray]]) -> pd.DataFrame:
+    import pandas as pd
+
+    parts = []
+    for pi, p, rows in found:
+        names = p.event_names
         df = pd.DataFrame({
             "plane": pi,
             "row": rows,
@@ -71,15 +87,10 @@ def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame:
         for name in STRINGS:
             df[name] = st[name].strings_at(rows, missing=np.nan)
         parts.append(df)
-    if not parts:
-        out = pd.DataFrame()
-    else:
-        out = pd.concat(parts, ignore_index=True)
-        out["allocator_name"] = out["allocator_name"].fillna("<unnamed>")
-        out = out.sort_values(["t", "plane", "row"], kind="stable").reset_index(drop=True)
-        out["seq"] = np.arange(len(out))
-    if ctx is not None:
-        ctx.cache["memory_events"] = out
+    out = pd.concat(parts, ignore_index=True)
+    out["allocator_name"] = out["allocator_name"].fillna("<unnamed>")
+    out = out.sort_values(["t", "plane", "row"], kind="stable").reset_index(drop=True)
+    out["seq"] = np.arange(len(out))
     return out
 
 
@@ -142,6 +153,8 @@ def _live_at_peak(ev: pd.DataFrame, peak_seq: int) -> pd.DataFrame:
 
 
 def _capacity(row: pd.Series, trace: Trace, allocator: str) -> tuple[float | None, str]:
+    import pandas as pd
+
     parts = [row.get("bytes_reserved"), row.get("bytes_allocated"), row.get("bytes_available")]
     vals = [float(x) for x in parts if x is not None and not pd.isna(x)]
     if row.get("bytes_available") is not None and not pd.isna(row.get("bytes_available")) and sum(vals) > 0:
@@ -185,11 +198,13 @@ DECLARED = declare(
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("memory")
     ev = memory_events(trace, ctx)
-    if ev.empty:
+    if ev is None:
         res.add("memory_present", False)
         res.missing(list(METRICS), "no MemoryAllocation/MemoryDeallocation events in the trace (on the CPU TF "
                                    "records them only with TF_CPU_ALLOCATOR_USE_BFC=true)")
         return res
+    import pandas as pd
+
     res.add("memory_present", True)
     t0, _ = trace.time_span_ps()
 
@@ -253,10 +268,10 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     windows = step_windows(ctx)
     if windows is not None:
         tbl = step_table(ctx)
-        st = tbl[tbl["end_ps"] > tbl["start_ps"]]
-        s, e = st["start_ps"].to_numpy(np.int64), st["end_ps"].to_numpy(np.int64)
+        st = tbl.take(tbl["end_ps"] > tbl["start_ps"])
+        s, e = st["start_ps"], st["end_ps"]
         inside = np.flatnonzero((s <= pick["peak_t_ps"]) & (pick["peak_t_ps"] < e))
-        ids = st["step"].to_numpy() if "step" in st else np.arange(len(st))
+        ids = st["step"]
         if inside.size:
             res.add("memory_peak_step", _plain_id(ids[inside[0]]))
         else:

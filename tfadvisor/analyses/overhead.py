@@ -98,7 +98,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             "no CUDA launch calls on the host (the CUPTI driver API was not traced)"
         res.missing(["kernel_launch_pct", "kernel_launch_host_pct"], why)
     else:
-        exposed = tbl["kernel_launch_ms"].to_numpy(np.float64) * PS_PER_MS
+        exposed = tbl["kernel_launch_ms"] * PS_PER_MS
         res.add("kernel_launch_pct", 100.0 * float(exposed[in_stats].sum()) / tot if tot > 0 else None)
         raw = launch.within(a, b)
         res.add("kernel_launch_host_pct", 100.0 * float(raw[in_stats].sum()) / tot if tot > 0 else None)
@@ -134,8 +134,8 @@ def _outlier_excess(res: AnalysisResult, tbl) -> None:
     if "outlier" not in tbl or "duration_ms" not in tbl or not len(tbl):
         res.missing(names, "no step durations")
         return
-    dur = tbl["duration_ms"].to_numpy(np.float64)
-    out = tbl["outlier"].to_numpy(bool)
+    dur = tbl["duration_ms"]
+    out = tbl["outlier"]
     excess = float(np.clip(dur[out] - np.median(dur), 0.0, None).sum())
     total = float(dur.sum())
     res.add("step_outliers_excess_ms", excess)

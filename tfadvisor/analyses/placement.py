@@ -11,17 +11,22 @@ unions and overlaps, step windows, kernel selection).
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 import tfadvisor._native as _native
 import tfadvisor.wire as wire
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.steps import step_table
+from tfadvisor.table import Table
 from tfadvisor.trace import Plane, Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # ----------------------------------------------------------------------------------------
 # Shared helpers (placement, precision, memory, collectives)
@@ -145,8 +150,8 @@ def step_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     tbl = step_table(ctx)
     if tbl is None or "start_ps" not in tbl or "end_ps" not in tbl:
         return None
-    s = tbl["start_ps"].to_numpy(np.int64)
-    e = tbl["end_ps"].to_numpy(np.int64)
+    s = tbl["start_ps"]
+    e = tbl["end_ps"]
     ok = e > s
     if not ok.any():
         return None
@@ -195,8 +200,8 @@ def device_lines(plane: Plane) -> np.ndarray:
 def line_ranges(plane: Plane, lines: np.ndarray) -> list[tuple[int, int]]:
     """(first row, end row) of each line: the reader stores a line's events contiguously."""
     if "first_event" in plane.lines and "n_events" in plane.lines:
-        first = plane.lines["first_event"].to_numpy(np.int64)
-        n = plane.lines["n_events"].to_numpy(np.int64)
+        first = plane.lines["first_event"]
+        n = plane.lines["n_events"]
         return [(int(first[i]), int(first[i] + n[i])) for i in lines]
     out = []
     for i in lines:
@@ -447,10 +452,10 @@ def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.nd
     return out
 
 
-def device_op_table(trace: Trace) -> pd.DataFrame | None:
-    """Device time per op from the op-attribution lines (``TensorFlow Ops``/``Framework Ops``,
-    else ``XLA Ops``) of every device plane; None when no plane has one. Only the outermost
-    event of a nest counts, so nested ops are not counted twice."""
+def device_op_parts(trace: Trace) -> list[Table]:
+    """Device time per op event from the op-attribution lines (``TensorFlow Ops``/``Framework Ops``,
+    else ``XLA Ops``) of every device plane, a table per plane (none when no plane has such a line).
+    Only the outermost event of a nest counts, so nested ops are not counted twice."""
     parts = []
     for p in trace.device_planes:
         lines = dl.op_lines(p)
@@ -469,12 +474,15 @@ def device_op_table(trace: Trace) -> pd.DataFrame | None:
                 em = np.maximum.accumulate(e[a:b])
                 outer[a + 1:b] = e[a + 1:b] > em[:-1]
         rows = rows[outer]
-        parts.append(pd.DataFrame({"op": p.event_names[p.ev_meta[rows]].astype(str),
-                                   "total_ps": p.ev_dur_ps[rows].astype(np.float64), "count": 1,
-                                   "device": dl.short_name(p)}))
-    if not parts:
-        return None
-    df = pd.concat(parts, ignore_index=True)
+        parts.append(Table({"op": p.event_names[p.ev_meta[rows]].astype(str),
+                            "total_ps": p.ev_dur_ps[rows].astype(np.float64), "count": np.ones(rows.size, np.int64),
+                            "device": dl.short_name(p)}))
+    return parts
+
+
+def device_op_table(parts: list[Table]) -> pd.DataFrame:
+    """The ``device_ops`` table: the top ops by device time over ``parts`` (of :func:`device_op_parts`)."""
+    df = Table.concat(parts).to_pandas()
     tbl = df.groupby("op", as_index=False).agg(count=("count", "sum"), total_ps=("total_ps", "sum"),
                                                 devices=("device", "nunique"))
     total = float(tbl["total_ps"].sum())
@@ -513,9 +521,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     device_present = bool(devices)
     res.add("device_present", device_present)
     if device_present:
-        dev_ops = device_op_table(trace)
-        if dev_ops is not None:
-            res.tables["device_ops"] = dev_ops
+        dev_parts = device_op_parts(trace)
+        if dev_parts:
+            res.tables["device_ops"] = functools.partial(device_op_table, dev_parts)
 
     # Host TF op events: counted per metadata (one bincount), rows gathered only for the
     # host-placed ops when a device exists.
@@ -574,8 +582,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                 dur = np.bincount(p.ev_meta[hr], weights=np.maximum(p.ev_dur_ps[hr], 0), minlength=len(names))
             else:
                 dur = meta_durations(p, ctx)
-            table_parts.append(pd.DataFrame({"op": names[idx].astype(str), "count": cnt[idx],
-                                             "total_ps": dur[idx]}))
+            table_parts.append(Table({"op": names[idx].astype(str), "count": cnt[idx], "total_ps": dur[idx]}))
 
     if not placement_known:
         res.missing(["host_op_count", "device_op_count", "host_op_time_ms", "host_op_time_pct"],
@@ -615,12 +622,17 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                     "device exists)")
 
     if table_parts:
-        tbl = pd.concat(table_parts, ignore_index=True).groupby("op", as_index=False).sum()
-        total = float(tbl["total_ps"].sum())
-        tbl["type"] = [op_type(n) for n in tbl["op"]]
-        tbl["total_ms"] = tbl["total_ps"] / PS_PER_MS
-        tbl["mean_us"] = tbl["total_ps"] / tbl["count"] / 1e6
-        tbl["pct"] = 100.0 * tbl["total_ps"] / total if total > 0 else np.nan
-        tbl = tbl.sort_values("total_ps", ascending=False).head(TOP_HOST_OPS)
-        res.tables["host_ops"] = tbl[["op", "type", "count", "total_ms", "mean_us", "pct"]].reset_index(drop=True)
+        res.tables["host_ops"] = functools.partial(host_op_table, table_parts)
     return res
+
+
+def host_op_table(parts: list[Table]) -> pd.DataFrame:
+    """The ``host_ops`` table: the top host-placed ops by time."""
+    tbl = Table.concat(parts).to_pandas().groupby("op", as_index=False).sum()
+    total = float(tbl["total_ps"].sum())
+    tbl["type"] = [op_type(n) for n in tbl["op"]]
+    tbl["total_ms"] = tbl["total_ps"] / PS_PER_MS
+    tbl["mean_us"] = tbl["total_ps"] / tbl["count"] / 1e6
+    tbl["pct"] = 100.0 * tbl["total_ps"] / total if total > 0 else np.nan
+    tbl = tbl.sort_values("total_ps", ascending=False).head(TOP_HOST_OPS)
+    return tbl[["op", "type", "count", "total_ms", "mean_us", "pct"]].reset_index(drop=True)

@@ -19,11 +19,12 @@ casting its variables to the compute dtype: ``<layer>/Cast/Cast:Cast``).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.hlo_dtypes import hlo_classes
@@ -39,7 +40,11 @@ from tfadvisor.analyses.placement import (
     tf_op_meta_mask,
 )
 from tfadvisor.analyses.tf_dtypes import DTYPE_CLASS, DTYPE_NAMES
+from tfadvisor.table import Table
 from tfadvisor.trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CLASSES = ("fp16", "bf16", "tf32", "fp32", "int8", "fp8", "fp64", "unknown")
 LOW_PRECISION = ("fp16", "bf16", "int8", "fp8")
@@ -155,7 +160,7 @@ def op_dtypes(trace: Trace, ctx: Context | None = None) -> tuple[dict[str, int],
     from tfadvisor.analyses.memory import memory_events
 
     ev = memory_events(trace, ctx)
-    if ev.empty or "data_type" not in ev:
+    if ev is None or "data_type" not in ev:
         return {}, None
     al = ev[ev["alloc"] & ev["data_type"].notna()]
     if al.empty:
@@ -382,7 +387,7 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
         matrix_ps += mat_cls.sum(axis=0)
         xprof16_ps += x16_ps
         total_ps += float(tot.sum())
-        kparts.append(pd.DataFrame({
+        kparts.append(Table({
             "kernel": names[used].astype(str),
             "precision": [CLASSES[int(k)] for k in name_cls[used].argmax(axis=1)],
             "matrix": mat_cls[used].sum(axis=1) > 0,
@@ -427,18 +432,28 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
     res.add("xprof_16bit_pct", min(100.0, 100.0 * xprof16_ps / total_ps))
 
     if kparts:
-        keys = ["kernel", "precision", "matrix", "tensor_core", "xprof_16bit"]
-        k = pd.concat(kparts, ignore_index=True).groupby(keys, as_index=False)[["count", "total_ps"]].sum()
-        k["total_ms"] = k["total_ps"] / PS_PER_MS
-        k["pct"] = np.minimum(100.0, 100.0 * k["total_ps"] / total_ps)
-        k = k.sort_values(["total_ps", "kernel"], ascending=[False, True])
-        mix = pd.DataFrame({"precision": list(CLASSES), "total_ms": class_ps / PS_PER_MS,
-                            "pct": 100.0 * class_ps / total_ps, "matrix_ms": matrix_ps / PS_PER_MS})
-        kn = k.groupby("precision").agg(kernels=("kernel", "size"), count=("count", "sum"))
-        mix = mix.join(kn, on="precision")
-        mix = mix[mix["total_ms"] > 0].sort_values("total_ms", ascending=False).reset_index(drop=True)
-        res.tables["precision_mix"] = mix[["precision", "kernels", "count", "total_ms", "pct", "matrix_ms"]]
-        res.tables["kernels"] = k.head(TOP_KERNELS).drop(columns="total_ps").reset_index(drop=True)
+        built = functools.cache(lambda: _kernel_tables(Table.concat(kparts), class_ps, matrix_ps, total_ps))
+        res.tables["precision_mix"] = lambda: built()[0]
+        res.tables["kernels"] = lambda: built()[1]
+
+
+def _kernel_tables(kernels: Table, class_ps: np.ndarray, matrix_ps: np.ndarray,
+                   total_ps: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``precision_mix`` and ``kernels`` tables (built when somebody reads them)."""
+    import pandas as pd
+
+    keys = ["kernel", "precision", "matrix", "tensor_core", "xprof_16bit"]
+    k = kernels.to_pandas().groupby(keys, as_index=False)[["count", "total_ps"]].sum()
+    k["total_ms"] = k["total_ps"] / PS_PER_MS
+    k["pct"] = np.minimum(100.0, 100.0 * k["total_ps"] / total_ps)
+    k = k.sort_values(["total_ps", "kernel"], ascending=[False, True])
+    mix = pd.DataFrame({"precision": list(CLASSES), "total_ms": class_ps / PS_PER_MS,
+                        "pct": 100.0 * class_ps / total_ps, "matrix_ms": matrix_ps / PS_PER_MS})
+    kn = k.groupby("precision").agg(kernels=("kernel", "size"), count=("count", "sum"))
+    mix = mix.join(kn, on="precision")
+    mix = mix[mix["total_ms"] > 0].sort_values("total_ms", ascending=False).reset_index(drop=True)
+    return (mix[["precision", "kernels", "count", "total_ms", "pct", "matrix_ms"]],
+            k.head(TOP_KERNELS).drop(columns="total_ps").reset_index(drop=True))
 
 
 MATRIX_METRICS = ("matrix_time_ms", "matrix_fp16_pct", "matrix_bf16_pct", "matrix_tf32_pct", "matrix_fp32_pct",

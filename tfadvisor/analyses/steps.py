@@ -70,12 +70,12 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.runmeta import steps_per_execution
+from tfadvisor.table import Table, factorize, group_sum
 from tfadvisor.trace import Plane, StatColumn, Trace
 
 # ------------------------------------------------------------------------------------------
@@ -740,7 +740,7 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray) -> tuple[np.
     md = p.stat("memcpy_details", cp)
     if len(md):
         det = md.strings_at(md.rows)
-        codes, uniq = pd.factorize(pd.Series(det, dtype=object).fillna(""))
+        codes, uniq = factorize(np.array(["" if d is None else d for d in det], dtype=object))
         u_known = np.array(["kind_dst:" in d or "kind_src:" in d for d in uniq], bool)
         u_h2d = np.array(["kind_dst:device" in d and "kind_src:device" not in d for d in uniq], bool)
         u_pg = np.array(["kind_src:pageable" in d for d in uniq], bool)
@@ -1089,14 +1089,16 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
     if cand.shape[0] >= 2:
         cand = _outermost(p, cand)
         names = np.array([str(n).split(": ", 1)[-1] for n in p.names_of(cand)], dtype=object)
-        fn = pd.Series(p.ev_dur_ps[cand]).groupby(names).agg(["count", "sum"])
-        fn = fn[fn["count"] >= 2]
-        if len(fn):
-            pref = fn.index.to_series().str.contains(r"multi_step_on_iterator|train_step|train_function|"
-                                                     r"one_step_on|step_on_iterator")
-            pool = fn[pref] if pref.any() else fn
-            # the most called (Keras' evaluation runs the same kind of function, fewer times)
-            best = pool.sort_values(["count", "sum"], ascending=False).index[0]
+        fn_names, fn_of = np.unique(names, return_inverse=True)
+        fn_count = np.bincount(fn_of, minlength=len(fn_names))
+        fn_sum = group_sum(fn_of, p.ev_dur_ps[cand], len(fn_names))
+        repeated = np.flatnonzero(fn_count >= 2)
+        if repeated.shape[0]:
+            pref = np.array([TRAIN_FN_RE.search(str(fn_names[i])) is not None for i in repeated], bool)
+            pool = repeated[pref] if pref.any() else repeated
+            # the most called (Keras' evaluation runs the same kind of function, fewer times), then the
+            # most time; ties: the first name in sorted order
+            best = fn_names[pool[np.lexsort((-fn_sum[pool], -fn_count[pool]))[0]]]
             rows = cand[names == best]
             rows = rows[np.argsort(p.ev_start_ps[rows], kind="stable")]
             s = p.ev_start_ps[rows]
@@ -1113,8 +1115,8 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
     it = act.rows.get("input", _EMPTY)
     if it.shape[0] >= 2:
         it = _outermost(p, it)
-        ln = pd.Series(p.ev_line[it]).value_counts()
-        it = it[p.ev_line[it] == ln.index[0]]
+        line_ids, line_n = np.unique(p.ev_line[it], return_counts=True)
+        it = it[p.ev_line[it] == line_ids[np.argmax(line_n)]]  # the line with the most calls
         if it.shape[0] >= 2:
             s = p.ev_start_ps[it]
             e = np.append(s[1:], p.ev_end_ps[it[-1]])
@@ -1188,6 +1190,8 @@ def _loop_counts(act: Activity, steps: StepSet) -> np.ndarray | None:
 
 
 #: Keras' step functions (train, test, predict; Keras 3 names them all multi_step_on_iterator).
+#: The functions a training step calls (preferred over others repeating on the python thread).
+TRAIN_FN_RE = re.compile(r"multi_step_on_iterator|train_step|train_function|one_step_on|step_on_iterator")
 KERAS_STEP_FN_RE = re.compile(r"multi_step_on_iterator|one_step_on|step_on_iterator|train_function|train_step|"
                               r"test_function|test_step|predict_function|predict_step")
 
@@ -1270,19 +1274,19 @@ def executions(trace: Trace, act: Activity, steps: StepSet) -> Executions:
 # Per-step categories
 # ------------------------------------------------------------------------------------------
 
-def step_table(ctx: Context) -> pd.DataFrame | None:
-    """The steps analysis' table of this run (a row per step), or None when it found no steps."""
-    res = ctx.result("steps")
-    tbl = res.tables.get("steps") if res is not None else None
+def step_table(ctx: Context) -> Table | None:
+    """The steps analysis' table of this run (a row per step, numpy columns), or None when it
+    found no steps."""
+    tbl = ctx.table("steps")
     return tbl if tbl is not None and len(tbl) else None
 
 
-def step_spans(tbl: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def step_spans(tbl: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """(start_ps, end_ps, in_stats) of each step of a step table, and the step time (ps) the
     statistics count (the ``in_stats`` steps)."""
-    a = tbl["start_ps"].to_numpy(np.int64)
-    b = tbl["end_ps"].to_numpy(np.int64)
-    in_stats = tbl["in_stats"].to_numpy(bool)
+    a = tbl["start_ps"]
+    b = tbl["end_ps"]
+    in_stats = tbl["in_stats"]
     return a, b, in_stats, float((b - a)[in_stats].sum())
 
 
@@ -1453,7 +1457,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         else:
             cat_ps[c] += v
 
-    tbl = pd.DataFrame({
+    tbl = Table({
         "step": steps.number,
         "name": steps.name.astype(str) if steps.name.shape[0] else steps.name,
         "start_ps": steps.start,
@@ -1465,7 +1469,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         "period_ms": period,
         "in_stats": in_stats,
         "outlier": outlier,
-    })
+    }, n=n)
     for c in CATEGORIES:
         tbl[f"{c}_ms"] = cat_ps[c] / PS_PER_MS
     res.tables["steps"] = tbl

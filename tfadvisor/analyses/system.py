@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.system_samples import Samples, SamplesError, find_samples, load_samples
+from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 
 IDLE_CORE_PCT = 20.0  # a core busy less than this on average counts as idle
@@ -287,7 +287,7 @@ def _gpu(s: Samples, rows: np.ndarray, res: AnalysisResult, put) -> None:
         put("system_gpu_power_w", float(np.nanmean(power)))
 
 
-def _timeline(s: Samples, t0: float | None) -> pd.DataFrame:
+def _timeline(s: Samples, t0: float | None) -> Table:
     """One row per sample: time since the profile start and the rates/utilisations."""
     c = s.columns
     t = s.t
@@ -299,7 +299,7 @@ def _timeline(s: Samples, t0: float | None) -> pd.DataFrame:
         return np.diff(col, prepend=np.nan) / dt / MB
 
     total = s.meta.get("mem_limit_bytes") or s.meta.get("mem_total_bytes") or np.nan
-    df = pd.DataFrame({
+    df = Table({
         "time_s": t - base,
         "time_ps": (t - base) * 1e12,
         "cpu_pct": c["cpu_pct"].astype(np.float64),
@@ -315,7 +315,7 @@ def _timeline(s: Samples, t0: float | None) -> pd.DataFrame:
     return df
 
 
-def _summary_table(res: AnalysisResult) -> pd.DataFrame:
+def _summary_table(res: AnalysisResult) -> Table:
     rows = []
     for name, label in (("system_cpu_util_pct", "CPU busy (all cores)"),
                         ("system_proc_cpu_pct", "training process CPU"),
@@ -328,8 +328,9 @@ def _summary_table(res: AnalysisResult) -> pd.DataFrame:
                         ("system_net_sent_mbps", "network send")):
         m = res.metrics.get(name)
         if m is not None and m.value is not None:
-            rows.append({"figure": label, "metric": name, "value": m.value, "unit": m.unit})
-    return pd.DataFrame(rows, columns=["figure", "metric", "value", "unit"])
+            rows.append((label, name, m.value, m.unit))
+    cols = ("figure", "metric", "value", "unit")
+    return Table({c: [r[i] for r in rows] for i, c in enumerate(cols)}, n=len(rows))
 
 
 # --------------------------------------------------------------------------- start-up
@@ -390,8 +391,8 @@ def _startup(trace: Trace, ctx: Context, res: AnalysisResult) -> None:
     if cpu is not None and before > 0:
         put("startup_before_fit_cpu_pct", 100.0 * cpu / before)
     _first_get_next(trace, ctx, st, put, res)
-    table = [{"phase": k, "seconds": v} for k, v in phases.items()]
-    res.tables["startup"] = pd.DataFrame(table, columns=["phase", "seconds"])
+    res.tables["startup"] = Table({"phase": list(phases), "seconds": np.array(list(phases.values()), np.float64)},
+                                  n=len(phases))
 
 
 def _first_get_next(trace: Trace, ctx: Context, st: dict, put, res: AnalysisResult) -> None:
@@ -402,10 +403,10 @@ def _first_get_next(trace: Trace, ctx: Context, st: dict, put, res: AnalysisResu
         res.notes.append("the first step was not profiled (profile from step 0, e.g. steps=(0, 20), to see its "
                          "IteratorGetNext time)")
         return
-    row = steps[steps["step"] == first]
-    if not len(row):
+    at = np.flatnonzero(steps["step"] == first)
+    if not at.shape[0]:
         return
-    lo, hi = int(row["start_ps"].iloc[0]), int(row["end_ps"].iloc[0])
+    lo, hi = int(steps["start_ps"][at[0]]), int(steps["end_ps"][at[0]])
     total = 0
     for p in trace.host_planes:
         rows = p.events_named("IteratorGetNextOp::DoCompute")  # the host's wait; nested events would double-count

@@ -38,11 +38,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
 from tfadvisor.analyses.placement import union
 from tfadvisor.analyses.steps import activity, step_table
+from tfadvisor.table import Table, factorize, group_last, group_sum, to_float
 from tfadvisor.trace import Plane, Trace
 
 EXPENSIVE_MAP_US = 50.0
@@ -144,9 +144,11 @@ def _bodies(p: Plane, launch: np.ndarray, tfd_lines: np.ndarray) -> tuple[np.nda
     pid = lp.values_at(launch, integer=True)
     cid = bc.values_at(body, integer=True)
     has = cid != 0
-    per = pd.Series(p.ev_dur_ps[body][has].astype(np.float64)).groupby(cid[has]).sum()
-    got = per.reindex(pid).to_numpy()
-    out = np.where((pid != 0) & ~np.isnan(got), got, 0.0)
+    ids, of = np.unique(cid[has], return_inverse=True)
+    if ids.shape[0]:
+        per = group_sum(of, p.ev_dur_ps[body][has], len(ids))  # body time per call id
+        at = np.minimum(np.searchsorted(ids, pid), len(ids) - 1)
+        out = np.where((pid != 0) & (ids[at] == pid), per[at], 0.0)
     linked = body[has][np.isin(cid[has], pid[pid != 0])]
     return out, linked
 
@@ -169,13 +171,13 @@ def _row_codes(rows: np.ndarray, codes: np.ndarray):
     return code_of
 
 
-def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[Table, np.ndarray]:
     """The per-stage table (see the module doc) and the function-body rows linked to stages."""
     meta = p.ev_meta[rows]
     uniq_meta, inv = np.unique(meta, return_inverse=True)
     chain_of_meta = np.array([_EPOCH_RE.sub("", str(p.event_names[m]))[len("Iterator::"):] for m in uniq_meta],
                              dtype=object)
-    codes, chains = pd.factorize(pd.Series(chain_of_meta[inv]))
+    codes, chains = factorize(chain_of_meta[inv])
     chains = list(chains)
     n = len(chains)
     dur = p.ev_dur_ps[rows].astype(np.float64)
@@ -265,12 +267,12 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
         if fn_runs[i] == 0 and batch_of[i] > 0:  # no function runs seen: each call is one batch
             elements[i] = calls[i] * batch_of[i]
 
-    table = pd.DataFrame({"stage": [c.split("::")[-1] for c in chains], "iterator": chains, "kind": kinds,
-                          "calls": calls.astype(np.int64), "total_ms": total / PS_PER_MS,
-                          "mean_us": total / np.maximum(calls, 1) / PS_PER_US, "self_ms": work / PS_PER_MS,
-                          "elements": elements.astype(np.int64),
-                          "element_us": work / np.maximum(elements, 1) / PS_PER_US,
-                          "wait_ms": wait / PS_PER_MS, "async": is_async, "function_runs": fn_runs.astype(np.int64)})
+    table = Table({"stage": [c.split("::")[-1] for c in chains], "iterator": chains, "kind": kinds,
+                   "calls": calls.astype(np.int64), "total_ms": total / PS_PER_MS,
+                   "mean_us": total / np.maximum(calls, 1) / PS_PER_US, "self_ms": work / PS_PER_MS,
+                   "elements": elements.astype(np.int64),
+                   "element_us": work / np.maximum(elements, 1) / PS_PER_US,
+                   "wait_ms": wait / PS_PER_MS, "async": is_async, "function_runs": fn_runs.astype(np.int64)})
     for sn in ("parallelism", "autotune", "buffered_elements", "batch_size", "name"):
         col = st[sn]
         pos = col.positions(rows)
@@ -278,10 +280,11 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
         if not has.any():
             table[sn] = None
             continue
-        last = pd.Series(pos[has]).groupby(codes[has]).last()  # only the last value is formatted
-        strs = col.strings_at(col.rows[last.to_numpy(np.int64)])
-        got = dict(zip(last.index.tolist(), strs))
-        table[sn] = [got.get(i) for i in range(n)]
+        last = group_last(codes[has], n)  # only the last value of each stage is formatted
+        got = last >= 0
+        vals = np.full(n, None, dtype=object)
+        vals[got] = col.strings_at(col.rows[pos[has][last[got]]])
+        table[sn] = vals
     # per batch: MapAndBatch's elements are input elements; a Batch stage's calls are batches;
     # a map after batch() maps whole batches
     per_call_batch = np.array(["Batch" in k and k != "MapAndBatch" for k in kinds])
@@ -292,8 +295,8 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[pd.
     # function runs that overlapped produce a batch in less wall time than their sum
     table["batch_us"] = batch_us / np.where(is_map & (fn_runs > 0), fn_conc, 1.0)
     table["concurrency"] = np.where(fn_runs > 0, fn_conc, np.nan)
-    table = table.sort_values("iterator", key=lambda s: s.str.count("::"), kind="stable").reset_index(drop=True)
-    return table, body_rows
+    depth = np.array([c.count("::") for c in chains], np.int64)
+    return table.take(np.argsort(depth, kind="stable")), body_rows
 
 
 def _last_stat(col, rows: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
@@ -302,9 +305,10 @@ def _last_stat(col, rows: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
     pos = col.positions(rows)
     has = pos >= 0
     if has.any():
-        v = pd.to_numeric(pd.Series(col.strings_at(col.rows[pos[has]])), errors="coerce").to_numpy()
-        last = pd.Series(v).groupby(codes[has]).last()
-        out[last.index.to_numpy(np.int64)] = last.to_numpy()
+        v = to_float(col.strings_at(col.rows[pos[has]]))
+        ok = ~np.isnan(v)  # the last value that is a number
+        last = group_last(codes[has][ok], n)
+        out[last >= 0] = v[ok][last[last >= 0]]
     return out
 
 
@@ -449,8 +453,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     # a Prefetch stage, or a background stage that keeps produced elements buffered ahead of the
     # consumer (a MapAndBatch that only produces while the step waits has 0 buffered: no prefetch)
-    buffered = pd.to_numeric(table["buffered_elements"], errors="coerce") if "buffered_elements" in table else None
-    ahead = table["async"] & (buffered.isna() | (buffered > 0)) if buffered is not None else table["async"]
+    buffered = to_float(table["buffered_elements"]) if "buffered_elements" in table else None
+    ahead = table["async"] & (np.isnan(buffered) | (buffered > 0)) if buffered is not None else table["async"]
     has_prefetch = any(k.startswith("Prefetch") for k in kinds) or bool(ahead.any())
     has_cache = any(k.startswith("Cache") or k.startswith("MemoryCache") or k == "DiskCache" or k.startswith("Snapshot")
                     for k in kinds)
@@ -479,16 +483,16 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     if wps is not None:
         res.add("tfdata_work_ms_per_step", wps)
     res.add("tfdata_work_pct", wpct)
-    hot = table.loc[table["self_ms"].idxmax()]
+    hot = table.row(int(np.argmax(table["self_ms"])))
     res.add("tfdata_hot_stage", f"{hot['stage']} ({hot['name']})" if hot["name"] else str(hot["stage"]))
     res.add("tfdata_hot_stage_ms", float(hot["self_ms"]))
 
     # Map stages.
     is_map = np.array([bool(_MAP_RE.match(k)) for k in kinds], bool)
-    maps = table[is_map]
+    maps = table.take(is_map)
     seq_ms = 0.0
-    for _, r in maps.iterrows():
-        par = pd.to_numeric(pd.Series([r["parallelism"]]), errors="coerce").iloc[0]
+    for r in (maps.row(i) for i in range(len(maps))):
+        par = to_float([r["parallelism"]])[0]
         if r["kind"] in ("Map", "MapV2", "MapAndFilter") or (par == 1 and not _bool(r["autotune"])):
             seq_ms += float(r["self_ms"])
     sps, spct = per_step(seq_ms)
@@ -503,7 +507,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     random_map = _runs_random_ops(p, tfd_lines)
     res.add("tfdata_map_random", random_map)
     if len(maps) and float(maps["self_ms"].max()) > 0:
-        top = maps.loc[maps["self_ms"].idxmax()]
+        top = maps.row(int(np.argmax(maps["self_ms"])))
         map_ms = float(maps["self_ms"].sum())
         elem_us = float(top["element_us"])
         mps, mpct = per_step(map_ms)
@@ -556,7 +560,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.add("tfdata_repeated_source_no_cache", False, doc=why)
 
     # Python-bound sources: from_generator (a Generator stage).
-    gen = table[[k == "Generator" for k in kinds]]
+    gen = table.take(np.array([k == "Generator" for k in kinds], bool))
     gen_ms = float(gen["self_ms"].sum())
     gps, gpct = per_step(gen_ms)
     res.add("tfdata_generator", bool(len(gen) and gen_ms >= material_ms),
@@ -577,13 +581,13 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     readers = [i for i, k in enumerate(kinds) if _READER_RE.match(k)]
     read_ms, open_ms, seq_read = 0.0, 0.0, False
     for i in readers:
-        read_ms += float(table["self_ms"].iloc[i])
+        read_ms += float(table["self_ms"][i])
         up = chains[i].rsplit("::", 1)[0]
         up_kind = up.split("::")[-1]
         if _SEQ_READ_PARENT_RE.match(_stage_kind(up_kind)):
             seq_read = True
             # the interleave's own time: moving from file to file (opening each)
-            open_ms += float(table.loc[table["iterator"] == up, "self_ms"].sum())
+            open_ms += float(table["self_ms"][table["iterator"] == up].sum())
             read_ms += open_ms
         elif not _ASYNC_RE.match(_stage_kind(up_kind)) and "ParallelInterleave" not in up:
             seq_read = True

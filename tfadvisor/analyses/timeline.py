@@ -12,11 +12,11 @@ report draws that share, not the span's width). Lane ``window`` is the host's tr
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
 from tfadvisor.analyses.steps import Measure, _intersect, activity, merge, step_layers, union_of
+from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 
 #: Most rows per lane: well above the pixel columns of a report at its default zoom.
@@ -35,7 +35,7 @@ LANES = (
 )
 
 
-def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS) -> pd.DataFrame:
+def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS, lane: str = "") -> Table:
     """Disjoint sorted intervals as at most ``max_spans`` spans (start_ps, end_ps, covered_ps, count):
     the widest holes are kept, the narrowest closed."""
     s = np.asarray(s, np.int64)
@@ -54,8 +54,8 @@ def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS) -> pd.Data
     lens[0] = 0
     np.subtract(e, s, out=lens[1:])
     np.cumsum(lens[1:], out=lens[1:])
-    return pd.DataFrame({"start_ps": s[first], "end_ps": e[last],
-                         "covered_ps": lens[last + 1] - lens[first], "count": last - first + 1})
+    return Table({"lane": lane, "start_ps": s[first], "end_ps": e[last],
+                  "covered_ps": lens[last + 1] - lens[first], "count": last - first + 1})
 
 
 def _complement(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -118,8 +118,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     if hi <= lo:
         res.notes.append("the trace has no events: no timeline")
         return res
-    frames = [pd.DataFrame({"lane": ["window"], "start_ps": [lo], "end_ps": [hi], "covered_ps": [hi - lo],
-                            "count": [1]})]
+    frames = [Table({"lane": ["window"], "start_ps": np.array([lo], np.int64), "end_ps": np.array([hi], np.int64),
+                     "covered_ps": np.array([hi - lo], np.int64), "count": np.array([1], np.int64)})]
     for lane, names, on_device in LANES:
         if on_device and not act.devices:
             continue
@@ -134,12 +134,11 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         else:
             m = act.union(*names)
         if len(m):
-            frames.append(coarsen(m.s, m.e).assign(lane=lane))
+            frames.append(coarsen(m.s, m.e, lane=lane))
     gs, ge = idle_set(act, ctx, lo, hi)
     if gs.shape[0]:
-        frames.append(coarsen(gs, ge).assign(lane="idle"))
-    tbl = pd.concat(frames, ignore_index=True)[["lane", "start_ps", "end_ps", "covered_ps", "count"]]
-    res.tables["timeline"] = tbl
+        frames.append(coarsen(gs, ge, lane="idle"))
+    res.tables["timeline"] = Table.concat(frames)
     return res
 
 

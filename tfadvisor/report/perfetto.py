@@ -326,7 +326,7 @@ def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, dict[str, pd
     for pid, (p, r, rm) in enumerate(zip(planes, rows, rules_meta), start=1):
         w.meta(pid, "process_name", f"{p.host} {p.name}".strip())
         w.sort_index(pid, pid)
-        ids = p.lines["id"].to_numpy() if "id" in p.lines else np.arange(len(p.lines))
+        ids = p.lines["id"] if "id" in p.lines else np.arange(len(p.lines))
         for tid, lid, lname in zip(_line_tids(p).tolist(), ids.tolist(), p.line_names.tolist()):
             w.meta(pid, "thread_name", f"{lname} (line {lid})", tid)
         _plane_events(w, p, pid, t0, r, rm)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.report import format_metric
 from tfadvisor.report.plots import W, _svg_open, _text, _x_axis, esc, fmt_num, has_rows, missing, nice_ticks, notes_for
@@ -63,10 +62,11 @@ def table_rows(metrics: Any) -> list[tuple[str, str]]:
 def to_dict(result: Any) -> dict[str, Any]:
     """The JSON ``system`` object: the table as {metric: value} and the timeline's size."""
     metrics = getattr(result, "metrics", None) or {}
-    tl = (getattr(result, "tables", None) or {}).get("system_timeline")
+    tables = getattr(result, "tables", None) or {}
+    tl = tables.raw("system_timeline") if "system_timeline" in tables else None  # the Table: no pandas needed
     return {
         "figures": {name: metrics.get(name) for _, name in TABLE if metrics.get(name) is not None},
-        "samples": int(len(tl)) if isinstance(tl, pd.DataFrame) else 0,
+        "samples": int(len(tl)) if tl is not None else 0,
     }
 
 
@@ -98,6 +98,8 @@ def terminal_line(result: Any) -> str:
 
 def _span(tables: dict) -> tuple[float, float] | None:
     """The busy/idle timeline's x range in ps (steps and gaps), to share its axis."""
+    import pandas as pd
+
     lo, hi = [], []
     for name in ("steps", "gaps"):
         df = tables.get(name)
@@ -109,6 +111,8 @@ def _span(tables: dict) -> tuple[float, float] | None:
 
 def timeline_svg(result: Any, plot_id: str = "plot-system") -> str:
     """CPU, GPU, disk and network over the window, one row each, on the step timeline's time axis."""
+    import pandas as pd
+
     title = "CPU, GPU, disk and network over the profiled window"
     tables = getattr(result, "tables", None) or {}
     tl = tables.get("system_timeline")
