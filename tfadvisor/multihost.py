@@ -1,30 +1,10 @@
-"""Multi-host profiles: analyse every host file in parallel, then compare the hosts.
+"""Multi-host profiles: analyse every host file (through :mod:`tfadvisor.runtime`), then compare the hosts.
 
 A run with several host files (``<run>/<host>.xplane.pb``, one per worker of a
-``MultiWorkerMirroredStrategy``/Horovod/TPU job) is analysed one host at a time in worker
-processes: each task loads ONE host file (:func:`tfadvisor.reader.load_run` with ``hosts=[h]``),
-runs :func:`tfadvisor.analyses.analyze_trace` on it and sends back only the small per-host result
-(metrics, notes, the steps table and other small tables, the trace's summary), never the trace
-(:mod:`tfadvisor.multihost_worker`). The parent keeps at most ``jobs`` hosts in flight, so at
-most ``jobs`` hosts' events are in memory at once and a run whose files add up to more than the
-machine's RAM is still analysed.
-
-Executors:
-
-* ``jobs=1``: in this process, one host after the other.
-* ``jobs=N`` (default ``os.cpu_count()``): N hosts at once: N - 1 in the worker processes of a
-  ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` context; they do not re-run the caller's
-  ``__main__``) and one in a thread of this process, which has
-  everything imported already and would otherwise only wait. The decoder's threads are split
-  between the N. Measured (benchmarks/multihost.py): this uses less memory than N worker
-  processes plus an idle parent (the parent's own ~150 MB, and the in-process host starts
-  while the workers are still starting, so the N peaks do not coincide), and it is faster.
-  After each host the task gives freed heap back to the OS (``malloc_trim``), so a worker's
-  memory does not creep from host to host.
-* ``dask="tcp://scheduler:8786"``: the same per-host function submitted to an existing Dask
-  distributed cluster (``distributed.Client(address)``); at most ``jobs`` (default: the
-  cluster's thread count) hosts in flight. The workers need tfadvisor installed and the profile
-  files readable at the same path (shared file system or ``gs://``).
+``MultiWorkerMirroredStrategy``/Horovod/TPU job) is analysed one host at a time: each task loads
+ONE host file and sends back only the small per-host result (:mod:`tfadvisor.multihost_worker`),
+at most ``jobs`` hosts in flight, in this process, in worker processes or on a Dask cluster
+(:mod:`tfadvisor.runtime`).
 
 The per-host results are combined identically whatever ran them (:func:`combine_hosts`):
 
@@ -63,29 +43,23 @@ input and other from the differences of the per-step category times.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, analyze_trace, declare, options_from
-from tfadvisor.discovery import Run, host_name, is_remote, resolve
+from tfadvisor.discovery import Run, host_name, resolve
 from tfadvisor.errors import TraceError
-from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host
 from tfadvisor.reader import _size, load_run, read_run_metadata
 from tfadvisor.runmeta import positive as _positive
+from tfadvisor.runtime import Observer, run_hosts
 from tfadvisor.units import finite_number
 
 #: A host whose work per step exceeds the median host's by this factor is a straggler.
 STRAGGLER_RATIO = 1.2
-#: Without an explicit ``jobs``, runs whose files add up to less than this are analysed in-process.
-INLINE_BELOW_BYTES = 32_000_000
 #: Per-step categories of the steps table (``<category>_ms`` columns), see analyses/steps.py.
 CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
 #: Categories that count as compute (work that is not input and not waiting).
@@ -94,17 +68,19 @@ COMPUTE = ("device_compute", "host_compute", "kernel_launch", "other")
 Progress = Callable[[int, int], None]
 
 
-# ---------------------------------------------------------------------------------------------
-# Running the per-host tasks
-# ---------------------------------------------------------------------------------------------
 def analyze_hosts(
     run: Run,
     options: Options | None = None,
     progress: Progress | None = None,
     jobs: int | None = None,
     dask: str | None = None,
+    observe: Observer | None = None,
 ):
-    """Analyse every host of ``run`` in parallel and combine them into one ``api.Result``."""
+    """Analyse every host of ``run`` in parallel and combine them into one ``api.Result``.
+
+    ``jobs`` / ``dask``: the executor (:mod:`tfadvisor.runtime`). ``progress(bytes_done, bytes_total)``
+    as hosts finish. ``observe``: called with a :class:`tfadvisor.runtime.HostEvent` as each host is
+    started and finished (:class:`tfadvisor.runtime.InFlight` keeps the peak number in flight)."""
     hosts = list(dict.fromkeys(run.hosts))
     if not hosts:
         raise TraceError(run.directory, "no host files in this run")
@@ -117,19 +93,7 @@ def analyze_hosts(
     if progress is not None:
         progress(0, total)
     payloads: dict[str, dict] = {}
-    if dask:
-        stream = _run_dask(run, hosts, options, dask, jobs)
-        executor = {"executor": "dask", "scheduler": dask}
-    else:
-        n = min(jobs or os.cpu_count() or 1, len(hosts))
-        if jobs is None and total < INLINE_BELOW_BYTES:
-            n = 1  # starting worker processes costs more than analysing small files here
-        if n <= 1:
-            stream = _run_inline(run, hosts, options)
-            executor = {"executor": "in-process", "jobs": 1}
-        else:
-            stream = _run_pool(run, hosts, options, n)
-            executor = {"executor": "processes", "jobs": n, "worker_processes": n - 1}
+    stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe)
     try:
         for host, payload in stream:
             if "error" in payload:
@@ -143,149 +107,6 @@ def analyze_hosts(
         stream.close()  # on an error: cancel what has not started, stop the workers
     ordered = [payloads[h] for h in hosts]
     return combine_hosts(run, ordered, metadata=metadata, executor=executor)
-
-
-def _run_inline(run: Run, hosts: list[str], options: Options | None) -> Iterator[tuple[str, dict]]:
-    for h in hosts:
-        yield h, analyze_host(run, h, options, None, os.environ.get(COUNTER_ENV))
-
-
-def _mp_context():
-    """``spawn``: fresh interpreters that share nothing with this (possibly threaded) process.
-    A forkserver would start workers no faster here (they import tfadvisor either way) and is
-    one more process to hold memory, with its environment fixed when it first starts."""
-    import multiprocessing as mp
-
-    return mp.get_context("spawn")
-
-
-@contextmanager
-def _main_module_hidden():
-    """Start worker processes without re-running the caller's ``__main__``.
-
-    spawn/forkserver workers normally import the parent's main script first (and an unguarded
-    script would start a second analysis there). The per-host task needs nothing from it, so
-    while workers start, ``__main__`` shows neither ``__file__`` nor ``__spec__``."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    with _MAIN_LOCK:
-        saved = {a: getattr(main, a) for a in ("__file__", "__spec__") if a in vars(main)}
-        try:
-            if "__file__" in saved:
-                del main.__file__
-            main.__spec__ = None
-            yield
-        finally:
-            if "__spec__" in saved:
-                main.__spec__ = saved["__spec__"]
-            else:
-                with suppress(AttributeError):
-                    del main.__spec__
-            if "__file__" in saved:
-                main.__file__ = saved["__file__"]
-
-
-_MAIN_LOCK = threading.Lock()
-
-
-def _run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int,
-              local_slot: bool = True) -> Iterator[tuple[str, dict]]:
-    """At most ``jobs`` hosts in flight; results as they complete.
-
-    With ``local_slot`` one of the ``jobs`` slots is a thread of this process (which has
-    tfadvisor imported already and would otherwise only wait) and ``jobs - 1`` are worker
-    processes; without it all ``jobs`` are worker processes."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    counter = os.environ.get(COUNTER_ENV)
-    n_proc = jobs - 1 if local_slot else jobs
-    queue = list(hosts)
-    pending: dict = {}  # future -> (host, "local" | "process")
-    procs = ProcessPoolExecutor(max_workers=n_proc, mp_context=_mp_context()) if n_proc else None
-    local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
-    failed = False
-    try:
-        while queue or pending:
-            kinds = [k for _, k in pending.values()]
-            if local is not None and queue and "local" not in kinds:
-                h = queue.pop(0)
-                pending[local.submit(analyze_host, run, h, options, threads, counter)] = (h, "local")
-            while procs is not None and queue and kinds.count("process") < n_proc:
-                h = queue.pop(0)
-                with _main_module_hidden():  # workers start on the first submits
-                    pending[procs.submit(analyze_host, run, h, options, threads, counter)] = (h, "process")
-                kinds.append("process")
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                h, _kind = pending.pop(fut)
-                try:
-                    payload = fut.result()
-                except BrokenProcessPool:
-                    raise TraceError(_file_of(run, h), "the worker process analysing this host died (out of "
-                                                       "memory? try fewer --jobs, or --jobs 1)") from None
-                yield h, payload
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        if procs is not None:
-            procs.shutdown(wait=True, cancel_futures=True)
-        if local is not None:
-            local.shutdown(wait=not failed, cancel_futures=True)
-
-
-def _file_of(run: Run, host: str) -> str:
-    return next((f for f in run.files if host_name(f) == host), run.directory)
-
-
-def _absolute(run: Run) -> Run:
-    """The run with local paths made absolute (Dask workers may run elsewhere)."""
-    files = tuple(f if is_remote(f) else os.path.abspath(f) for f in run.files)
-    directory = run.directory if is_remote(run.directory) else os.path.abspath(run.directory)
-    return dataclasses.replace(run, files=files, directory=directory)
-
-
-def _run_dask(run: Run, hosts: list[str], options: Options | None, address: str,
-              jobs: int | None) -> Iterator[tuple[str, dict]]:
-    """The same per-host tasks on an existing Dask distributed cluster."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise TraceError(address, "--dask needs dask.distributed: pip install 'tfadvisor[dist]'") from None
-    try:
-        client = Client(address, timeout="20s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as err:
-        raise TraceError(address, f"cannot connect to the Dask scheduler ({type(err).__name__}: {err})") from None
-    try:
-        nthreads = sum(client.nthreads().values()) or 1
-        limit = max(1, jobs or nthreads)
-        target = _absolute(run)
-        queue = list(hosts)
-        token = os.urandom(4).hex()
-        counter = os.environ.get(COUNTER_ENV)
-        names: dict[str, str] = {}
-
-        def submit(h: str):
-            fut = client.submit(analyze_host, target, h, options, None, counter, key=f"tfadvisor-host-{h}-{token}",
-                                pure=False)
-            names[fut.key] = h
-            return fut
-
-        first = [submit(queue.pop(0)) for _ in range(min(limit, len(queue)))]
-        ac = as_completed(first, loop=client.loop)
-        for fut in ac:
-            h = names.pop(fut.key)
-            payload = fut.result()
-            fut.release()
-            if queue:
-                ac.add(submit(queue.pop(0)))
-            yield h, payload
-    finally:
-        client.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -622,6 +443,7 @@ def _plain(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     return v
+
 
 
 # ---------------------------------------------------------------------------------------------
