@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("tfadvisor.trace", "tfadvisor.sanity")),
     ("reader", ("tfadvisor.reader",)),
     ("analyses", ("tfadvisor.analyses", "tfadvisor.datafiles", "tfadvisor.system_samples",
-                  "tfadvisor.multihost_worker", "tfadvisor.runtime", "tfadvisor.multihost",
+                  "tfadvisor.multihost_worker", "tfadvisor.runtime", "tfadvisor.multihost", "tfadvisor.scaling",
                   "tfadvisor.result")),
     ("advice", ("tfadvisor.advice",)),
     ("report", ("tfadvisor.report",)),

@@ -17,9 +17,10 @@ import pytest
 import tfadvisor
 from tfadvisor.discovery import Run, resolve
 from tfadvisor.errors import TraceError
-from tfadvisor.multihost import analyze_hosts, combine_hosts, scaling_report
+from tfadvisor.multihost import analyze_hosts, combine_hosts
 from tfadvisor.multihost_worker import analyze_host
 from tfadvisor.runtime import HostEvent, InFlight, run_pool
+from tfadvisor.scaling import scaling_report
 from tfadvisor.trace import Plane, Trace
 from tfadvisor_dev import synthetic as syn
 
