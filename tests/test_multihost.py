@@ -15,11 +15,12 @@ import pandas as pd
 import pytest
 
 import tfadvisor
-from tfadvisor import multihost
 from tfadvisor.discovery import Run, resolve
 from tfadvisor.errors import TraceError
-from tfadvisor.multihost import analyze_hosts, combine_hosts, scaling_report
-from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host, read_counter
+from tfadvisor.multihost import analyze_hosts, combine_hosts
+from tfadvisor.multihost_worker import analyze_host
+from tfadvisor.runtime import HostEvent, InFlight, run_pool
+from tfadvisor.scaling import scaling_report
 from tfadvisor.trace import Plane, Trace
 from tfadvisor_dev import synthetic as syn
 
@@ -147,7 +148,7 @@ def test_worker_returns_no_trace(straggler_dir):
                 walk(v)
 
     walk(payload)
-    assert set(payload) >= {"host", "metrics", "units", "tables", "notes", "summary"}
+    assert set(payload) >= {"host", "metrics", "units", "tables", "notes", "summary", "held", "pid"}
     assert "steps" in payload["tables"]
     assert payload["summary"]["hosts"] == ["host1"]
     assert len(blob) < 2_000_000
@@ -156,27 +157,48 @@ def test_worker_returns_no_trace(straggler_dir):
 # ------------------------------------------------------------------------------------------------
 # Bounded memory: at most `jobs` hosts' events held at once
 # ------------------------------------------------------------------------------------------------
+def _bounded(seen: InFlight, hosts: list[str], jobs: int) -> set[int]:
+    """Every host started and finished once; never more than ``jobs`` handed out at once (and every slot
+    used); the intervals the workers measured (load start .. trace dropped) never overlap more than that.
+    The processes that analysed the hosts."""
+    assert sorted(seen.hosts("started")) == sorted(hosts) == sorted(seen.hosts("finished"))
+    done = [e for e in seen.events if e.kind == "finished"]
+    assert all(e.held is not None and e.held[0] <= e.held[1] for e in done)
+    assert seen.max_in_flight == jobs
+    assert 1 <= seen.max_held <= jobs
+    return {e.pid for e in done}
+
+
 @pytest.mark.parametrize("jobs", [2, 3])
-def test_at_most_jobs_hosts_in_flight(many_hosts, tmp_path, monkeypatch, jobs):
-    counter = tmp_path / "inflight.json"
-    monkeypatch.setenv(COUNTER_ENV, str(counter))
-    result = analyze_hosts(resolve(str(many_hosts)), jobs=jobs)
-    state = read_counter(str(counter))
-    assert state["loads"] == 6  # every host loaded once
-    assert state["now"] == 0  # every trace dropped
-    assert 1 <= state["max"] <= jobs
+def test_at_most_jobs_hosts_in_flight(many_hosts, jobs):
+    seen = InFlight()
+    run = resolve(str(many_hosts))
+    result = analyze_hosts(run, jobs=jobs, observe=seen)
+    pids = _bounded(seen, run.hosts, jobs)
+    # one host at a time in this process's thread, the others in (at most jobs - 1) worker processes
+    assert os.getpid() in pids and 2 <= len(pids) <= jobs
+    assert {e.slot for e in seen.events} == {"thread", "process"}
     assert result.metrics["hosts_count"] == 6
 
 
-def test_pool_keeps_jobs_in_flight(many_hosts, tmp_path, monkeypatch):
+def test_pool_keeps_jobs_in_flight(many_hosts):
     """The process-only pool (no in-process slot) honours the bound too."""
-    counter = tmp_path / "inflight.json"
-    monkeypatch.setenv(COUNTER_ENV, str(counter))
+    seen = InFlight()
     run = resolve(str(many_hosts))
-    got = dict(multihost._run_pool(run, run.hosts, None, 2, local_slot=False))
+    got = dict(run_pool(run, run.hosts, None, 2, local_slot=False, observe=seen))
     assert sorted(got) == sorted(run.hosts)
-    state = read_counter(str(counter))
-    assert state["loads"] == 6 and state["now"] == 0 and state["max"] <= 2
+    pids = _bounded(seen, run.hosts, 2)
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+
+
+def test_in_flight_peaks_count_overlaps():
+    """The observer's peaks: touching intervals do not overlap, nested ones do."""
+    seen = InFlight()
+    for i, held in enumerate([(0.0, 2.0), (1.0, 3.0), (2.0, 4.0), (10.0, 15.0), (11.0, 12.0), (11.5, 13.0)]):
+        seen(HostEvent("started", f"h{i}", "process", 1 + i % 3))
+        seen(HostEvent("finished", f"h{i}", "process", 0, held, 1))
+    assert seen.max_held == 3 and seen.max_in_flight == 3
+    assert InFlight().max_held == 0 == InFlight().max_in_flight
 
 
 def test_bad_host_file_is_a_trace_error(many_hosts, tmp_path):
@@ -217,10 +239,10 @@ def dask_cluster():
         yield cluster
 
 
-def test_dask_gives_the_same_as_local(straggler_dir, straggler_local, dask_cluster, tmp_path, monkeypatch):
-    counter = tmp_path / "inflight.json"
-    monkeypatch.setenv(COUNTER_ENV, str(counter))
-    res = analyze_hosts(resolve(straggler_dir), dask=dask_cluster.scheduler_address)
+def test_dask_gives_the_same_as_local(straggler_dir, straggler_local, dask_cluster):
+    seen = InFlight()
+    run = resolve(straggler_dir)
+    res = analyze_hosts(run, dask=dask_cluster.scheduler_address, observe=seen)
     assert res.summary["executor"] == "dask"
     assert dict(res.metrics) == dict(straggler_local.metrics)
     assert res.metrics.units == straggler_local.metrics.units
@@ -233,8 +255,7 @@ def test_dask_gives_the_same_as_local(straggler_dir, straggler_local, dask_clust
     t = {k: v for k, v in straggler_local.summary.items() if k not in ("executor", "scheduler", "jobs",
                                                                         "worker_processes")}
     assert s == t
-    state = read_counter(str(counter))
-    assert state["loads"] == 4 and state["now"] == 0 and state["max"] <= 2
+    assert _bounded(seen, run.hosts, 2) and {e.slot for e in seen.events} == {"dask"}  # 2 workers x 1 thread
 
 
 def test_dask_bad_address_is_a_trace_error(straggler_dir):

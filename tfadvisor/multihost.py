@@ -1,30 +1,10 @@
-"""Multi-host profiles: analyse every host file in parallel, then compare the hosts.
+"""Multi-host profiles: analyse every host file (through :mod:`tfadvisor.runtime`), then compare the hosts.
 
 A run with several host files (``<run>/<host>.xplane.pb``, one per worker of a
-``MultiWorkerMirroredStrategy``/Horovod/TPU job) is analysed one host at a time in worker
-processes: each task loads ONE host file (:func:`tfadvisor.reader.load_run` with ``hosts=[h]``),
-runs :func:`tfadvisor.analyses.analyze_trace` on it and sends back only the small per-host result
-(metrics, notes, the steps table and other small tables, the trace's summary), never the trace
-(:mod:`tfadvisor.multihost_worker`). The parent keeps at most ``jobs`` hosts in flight, so at
-most ``jobs`` hosts' events are in memory at once and a run whose files add up to more than the
-machine's RAM is still analysed.
-
-Executors:
-
-* ``jobs=1``: in this process, one host after the other.
-* ``jobs=N`` (default ``os.cpu_count()``): N hosts at once: N - 1 in the worker processes of a
-  ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` context; they do not re-run the caller's
-  ``__main__``) and one in a thread of this process, which has
-  everything imported already and would otherwise only wait. The decoder's threads are split
-  between the N. Measured (benchmarks/multihost.py): this uses less memory than N worker
-  processes plus an idle parent (the parent's own ~150 MB, and the in-process host starts
-  while the workers are still starting, so the N peaks do not coincide), and it is faster.
-  After each host the task gives freed heap back to the OS (``malloc_trim``), so a worker's
-  memory does not creep from host to host.
-* ``dask="tcp://scheduler:8786"``: the same per-host function submitted to an existing Dask
-  distributed cluster (``distributed.Client(address)``); at most ``jobs`` (default: the
-  cluster's thread count) hosts in flight. The workers need tfadvisor installed and the profile
-  files readable at the same path (shared file system or ``gs://``).
+``MultiWorkerMirroredStrategy``/Horovod/TPU job) is analysed one host at a time: each task loads
+ONE host file and sends back only the small per-host result (:mod:`tfadvisor.multihost_worker`),
+at most ``jobs`` hosts in flight, in this process, in worker processes or on a Dask cluster
+(:mod:`tfadvisor.runtime`). The scaling view across runs is :mod:`tfadvisor.scaling`.
 
 The per-host results are combined identically whatever ran them (:func:`combine_hosts`):
 
@@ -53,39 +33,28 @@ AllReduce time per step is longer than its own); with no AllReduce in the trace 
 decides. ``load_imbalance_pct`` is (max - min) / the median host's compute time per step;
 ``slowest_host_excess_pct`` is the slowest host's work beyond the median host's, % of the
 median host's step time (the time the run would gain per step: the rules' impact).
-
-The scaling view (``tfadvisor scaling RUN_A RUN_B ...``, :func:`scaling_report`) compares runs
-of the same model at different replica counts: throughput per replica and scaling efficiency
-``throughput_N / (N / N0 x throughput_N0)``, with the efficiency lost split into AllReduce,
-input and other from the differences of the per-step category times.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, analyze_trace, declare, options_from
-from tfadvisor.discovery import Run, host_name, is_remote, resolve
+from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, declare
+from tfadvisor.discovery import Run, host_name
 from tfadvisor.errors import TraceError
-from tfadvisor.multihost_worker import COUNTER_ENV, analyze_host
-from tfadvisor.reader import _size, load_run, read_run_metadata
+from tfadvisor.reader import _size, read_run_metadata
 from tfadvisor.runmeta import positive as _positive
+from tfadvisor.runtime import Observer, run_hosts
 from tfadvisor.units import finite_number
 
 #: A host whose work per step exceeds the median host's by this factor is a straggler.
 STRAGGLER_RATIO = 1.2
-#: Without an explicit ``jobs``, runs whose files add up to less than this are analysed in-process.
-INLINE_BELOW_BYTES = 32_000_000
 #: Per-step categories of the steps table (``<category>_ms`` columns), see analyses/steps.py.
 CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
 #: Categories that count as compute (work that is not input and not waiting).
@@ -94,17 +63,19 @@ COMPUTE = ("device_compute", "host_compute", "kernel_launch", "other")
 Progress = Callable[[int, int], None]
 
 
-# ---------------------------------------------------------------------------------------------
-# Running the per-host tasks
-# ---------------------------------------------------------------------------------------------
 def analyze_hosts(
     run: Run,
     options: Options | None = None,
     progress: Progress | None = None,
     jobs: int | None = None,
     dask: str | None = None,
+    observe: Observer | None = None,
 ):
-    """Analyse every host of ``run`` in parallel and combine them into one ``api.Result``."""
+    """Analyse every host of ``run`` in parallel and combine them into one ``api.Result``.
+
+    ``jobs`` / ``dask``: the executor (:mod:`tfadvisor.runtime`). ``progress(bytes_done, bytes_total)``
+    as hosts finish. ``observe``: called with a :class:`tfadvisor.runtime.HostEvent` as each host is
+    started and finished (:class:`tfadvisor.runtime.InFlight` keeps the peak number in flight)."""
     hosts = list(dict.fromkeys(run.hosts))
     if not hosts:
         raise TraceError(run.directory, "no host files in this run")
@@ -117,19 +88,7 @@ def analyze_hosts(
     if progress is not None:
         progress(0, total)
     payloads: dict[str, dict] = {}
-    if dask:
-        stream = _run_dask(run, hosts, options, dask, jobs)
-        executor = {"executor": "dask", "scheduler": dask}
-    else:
-        n = min(jobs or os.cpu_count() or 1, len(hosts))
-        if jobs is None and total < INLINE_BELOW_BYTES:
-            n = 1  # starting worker processes costs more than analysing small files here
-        if n <= 1:
-            stream = _run_inline(run, hosts, options)
-            executor = {"executor": "in-process", "jobs": 1}
-        else:
-            stream = _run_pool(run, hosts, options, n)
-            executor = {"executor": "processes", "jobs": n, "worker_processes": n - 1}
+    stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe)
     try:
         for host, payload in stream:
             if "error" in payload:
@@ -143,149 +102,6 @@ def analyze_hosts(
         stream.close()  # on an error: cancel what has not started, stop the workers
     ordered = [payloads[h] for h in hosts]
     return combine_hosts(run, ordered, metadata=metadata, executor=executor)
-
-
-def _run_inline(run: Run, hosts: list[str], options: Options | None) -> Iterator[tuple[str, dict]]:
-    for h in hosts:
-        yield h, analyze_host(run, h, options, None, os.environ.get(COUNTER_ENV))
-
-
-def _mp_context():
-    """``spawn``: fresh interpreters that share nothing with this (possibly threaded) process.
-    A forkserver would start workers no faster here (they import tfadvisor either way) and is
-    one more process to hold memory, with its environment fixed when it first starts."""
-    import multiprocessing as mp
-
-    return mp.get_context("spawn")
-
-
-@contextmanager
-def _main_module_hidden():
-    """Start worker processes without re-running the caller's ``__main__``.
-
-    spawn/forkserver workers normally import the parent's main script first (and an unguarded
-    script would start a second analysis there). The per-host task needs nothing from it, so
-    while workers start, ``__main__`` shows neither ``__file__`` nor ``__spec__``."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    with _MAIN_LOCK:
-        saved = {a: getattr(main, a) for a in ("__file__", "__spec__") if a in vars(main)}
-        try:
-            if "__file__" in saved:
-                del main.__file__
-            main.__spec__ = None
-            yield
-        finally:
-            if "__spec__" in saved:
-                main.__spec__ = saved["__spec__"]
-            else:
-                with suppress(AttributeError):
-                    del main.__spec__
-            if "__file__" in saved:
-                main.__file__ = saved["__file__"]
-
-
-_MAIN_LOCK = threading.Lock()
-
-
-def _run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int,
-              local_slot: bool = True) -> Iterator[tuple[str, dict]]:
-    """At most ``jobs`` hosts in flight; results as they complete.
-
-    With ``local_slot`` one of the ``jobs`` slots is a thread of this process (which has
-    tfadvisor imported already and would otherwise only wait) and ``jobs - 1`` are worker
-    processes; without it all ``jobs`` are worker processes."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    counter = os.environ.get(COUNTER_ENV)
-    n_proc = jobs - 1 if local_slot else jobs
-    queue = list(hosts)
-    pending: dict = {}  # future -> (host, "local" | "process")
-    procs = ProcessPoolExecutor(max_workers=n_proc, mp_context=_mp_context()) if n_proc else None
-    local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
-    failed = False
-    try:
-        while queue or pending:
-            kinds = [k for _, k in pending.values()]
-            if local is not None and queue and "local" not in kinds:
-                h = queue.pop(0)
-                pending[local.submit(analyze_host, run, h, options, threads, counter)] = (h, "local")
-            while procs is not None and queue and kinds.count("process") < n_proc:
-                h = queue.pop(0)
-                with _main_module_hidden():  # workers start on the first submits
-                    pending[procs.submit(analyze_host, run, h, options, threads, counter)] = (h, "process")
-                kinds.append("process")
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                h, _kind = pending.pop(fut)
-                try:
-                    payload = fut.result()
-                except BrokenProcessPool:
-                    raise TraceError(_file_of(run, h), "the worker process analysing this host died (out of "
-                                                       "memory? try fewer --jobs, or --jobs 1)") from None
-                yield h, payload
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        if procs is not None:
-            procs.shutdown(wait=True, cancel_futures=True)
-        if local is not None:
-            local.shutdown(wait=not failed, cancel_futures=True)
-
-
-def _file_of(run: Run, host: str) -> str:
-    return next((f for f in run.files if host_name(f) == host), run.directory)
-
-
-def _absolute(run: Run) -> Run:
-    """The run with local paths made absolute (Dask workers may run elsewhere)."""
-    files = tuple(f if is_remote(f) else os.path.abspath(f) for f in run.files)
-    directory = run.directory if is_remote(run.directory) else os.path.abspath(run.directory)
-    return dataclasses.replace(run, files=files, directory=directory)
-
-
-def _run_dask(run: Run, hosts: list[str], options: Options | None, address: str,
-              jobs: int | None) -> Iterator[tuple[str, dict]]:
-    """The same per-host tasks on an existing Dask distributed cluster."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise TraceError(address, "--dask needs dask.distributed: pip install 'tfadvisor[dist]'") from None
-    try:
-        client = Client(address, timeout="20s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as err:
-        raise TraceError(address, f"cannot connect to the Dask scheduler ({type(err).__name__}: {err})") from None
-    try:
-        nthreads = sum(client.nthreads().values()) or 1
-        limit = max(1, jobs or nthreads)
-        target = _absolute(run)
-        queue = list(hosts)
-        token = os.urandom(4).hex()
-        counter = os.environ.get(COUNTER_ENV)
-        names: dict[str, str] = {}
-
-        def submit(h: str):
-            fut = client.submit(analyze_host, target, h, options, None, counter, key=f"tfadvisor-host-{h}-{token}",
-                                pure=False)
-            names[fut.key] = h
-            return fut
-
-        first = [submit(queue.pop(0)) for _ in range(min(limit, len(queue)))]
-        ac = as_completed(first, loop=client.loop)
-        for fut in ac:
-            h = names.pop(fut.key)
-            payload = fut.result()
-            fut.release()
-            if queue:
-                ac.add(submit(queue.pop(0)))
-            yield h, payload
-    finally:
-        client.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -624,164 +440,4 @@ def _plain(v: Any) -> Any:
     return v
 
 
-# ---------------------------------------------------------------------------------------------
-# Scaling: the same model at two or more replica counts
-# ---------------------------------------------------------------------------------------------
-def _analyze_for_scaling(path: str, options: Options | None, jobs: int | None, dask: str | None):
-    """Metrics of one run (no rules needed): multi-host runs through :func:`analyze_hosts`."""
-    from tfadvisor.result import RunResult as Result
-
-    chosen = resolve(path)
-    opts = dataclasses.replace(options) if options is not None else None
-    if len(chosen.files) > 1:
-        return chosen, analyze_hosts(chosen, options=opts, jobs=jobs, dask=dask)
-    trace = load_run(chosen)
-    o = options_from(trace, opts)
-    host = analyze_trace(trace, o, host=trace.hosts[0] if trace.hosts else "")
-    return chosen, Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=dict(host.tables),
-                          notes=list(host.notes), hosts=[host], options=o)
-
-
-def _int_list(text: str | None, flag: str, n: int) -> list[int] | None:
-    if text is None or str(text).strip() == "":
-        return None
-    try:
-        vals = [int(x) for x in str(text).replace(" ", "").split(",") if x != ""]
-    except ValueError:
-        raise TraceError(flag, f"expected comma-separated whole numbers, got {text!r}") from None
-    if any(v <= 0 for v in vals):
-        raise TraceError(flag, f"values must be positive, got {text!r}")
-    if len(vals) == 1 and flag == "--batch-size":
-        return vals * n
-    if len(vals) != n:
-        raise TraceError(flag, f"give one value per run ({n} runs), got {len(vals)}")
-    return vals
-
-
-def scaling_report(
-    runs: list[str],
-    replicas: list[int] | str | None = None,
-    batch_sizes: list[int] | str | None = None,
-    *,
-    options: Options | None = None,
-    jobs: int | None = None,
-    dask: str | None = None,
-    results: list | None = None,
-) -> dict[str, Any]:
-    """Throughput per replica and scaling efficiency of runs of one model at different replica counts.
-
-    ``replicas`` / ``batch_sizes``: one per run (``batch_sizes`` may be one value for all), as
-    lists or ``"2,4"`` strings; else each run's ``tfadvisor_run.json`` (``replicas``,
-    ``batch_size`` = the global batch). ``results``: already-analysed ``Result`` objects, one per
-    run (skips the analysis). The baseline is the run with the fewest replicas.
-    """
-    runs = [str(r) for r in runs]
-    if len(runs) < 2:
-        raise TraceError(runs[0] if runs else "(no runs)", "the scaling view needs two or more runs")
-    reps = replicas if isinstance(replicas, list) or replicas is None else _int_list(replicas, "--replicas", len(runs))
-    bats = batch_sizes if isinstance(batch_sizes, list) or batch_sizes is None else \
-        _int_list(batch_sizes, "--batch-size", len(runs))
-    if reps is not None and len(reps) != len(runs):
-        raise TraceError("--replicas", f"give one value per run ({len(runs)} runs), got {len(reps)}")
-    if bats is not None and len(bats) == 1:
-        bats = bats * len(runs)
-    if bats is not None and len(bats) != len(runs):
-        raise TraceError("--batch-size", f"give one value or one per run ({len(runs)} runs), got {len(bats)}")
-
-    rows = []
-    for i, path in enumerate(runs):
-        if results is not None:
-            res = results[i]
-            chosen = res.run
-        else:
-            chosen, res = _analyze_for_scaling(path, options, jobs, dask)
-        md = read_run_metadata(chosen.directory)
-        n = reps[i] if reps is not None else _meta_int(md, "replicas")
-        if n is None:
-            raise TraceError(path, "replica count unknown: add \"replicas\" to tfadvisor_run.json or pass "
-                                   "--replicas a,b (one per run)")
-        b = bats[i] if bats is not None else _meta_int(md, "batch_size")
-        if b is None:
-            raise TraceError(path, "global batch size unknown: add \"batch_size\" to tfadvisor_run.json or pass "
-                                   "--batch-size N (or one per run)")
-        m = res.metrics
-        t = finite_number(m.get("step_time_mean_ms"))
-        if t is None or t <= 0:
-            raise TraceError(path, "no steps found: cannot compute throughput")
-        cat = {c: t * (finite_number(m.get(f"step_{c}_pct")) or 0.0) / 100.0 for c in CATEGORIES}
-        rows.append({
-            "run": path,
-            "run_dir": chosen.directory,
-            "hosts": len(chosen.files),
-            "replicas": int(n),
-            "global_batch": int(b),
-            "per_replica_batch": b / n,
-            "step_time_ms": t,
-            "allreduce_ms_per_step": cat["collective"],
-            "input_ms_per_step": cat["input"],
-            "other_ms_per_step": t - cat["collective"] - cat["input"],
-            "examples_per_s": b / (t / 1000.0),
-            "examples_per_s_per_replica": b / (t / 1000.0) / n,
-        })
-    base = min(range(len(rows)), key=lambda j: (rows[j]["replicas"], j))
-    b0 = rows[base]
-    for r in rows:
-        scale = r["per_replica_batch"] / b0["per_replica_batch"]  # ideal step time ratio
-        ideal = b0["step_time_ms"] * scale
-        eff = r["examples_per_s"] / (r["replicas"] / b0["replicas"] * b0["examples_per_s"])
-        loss_ms = r["step_time_ms"] - ideal
-        d_ar = r["allreduce_ms_per_step"] - b0["allreduce_ms_per_step"] * scale
-        d_in = r["input_ms_per_step"] - b0["input_ms_per_step"] * scale
-        d_other = loss_ms - d_ar - d_in
-        t = r["step_time_ms"]
-        r.update({
-            "baseline": r is b0,
-            "ideal_step_time_ms": ideal,
-            "scaling_efficiency_pct": 100.0 * eff,
-            "loss_ms_per_step": loss_ms,
-            "loss_ms": {"allreduce": d_ar, "input": d_in, "other": d_other},
-            # points of efficiency lost: they add up to 100 - scaling_efficiency_pct
-            "loss_pct": {"allreduce": 100.0 * d_ar / t, "input": 100.0 * d_in / t, "other": 100.0 * d_other / t},
-        })
-    return {
-        "baseline": b0["run"],
-        "baseline_replicas": b0["replicas"],
-        "definition": "efficiency = throughput_N / (N / N0 x throughput_N0); loss_pct splits 100 - efficiency "
-                      "into AllReduce, input and other from per-step category times vs the baseline scaled "
-                      "to the same per-replica batch",
-        "runs": rows,
-    }
-
-
-def _meta_int(md: dict, key: str) -> int | None:
-    """A positive integer from the run metadata, else None (strings, NaN, 1e400 and the like)."""
-    return _positive(md.get(key), True)
-
-
-def render_scaling(report: dict[str, Any], console=None) -> None:
-    """The scaling report as a rich table."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    table = Table(title=f"Scaling (baseline: {report['baseline']}, {report['baseline_replicas']} replicas)")
-    for col, just in [("run", "left"), ("replicas", "right"), ("global batch", "right"), ("step ms", "right"),
-                      ("examples/s", "right"), ("per replica", "right"), ("efficiency", "right"),
-                      ("lost: AllReduce", "right"), ("input", "right"), ("other", "right")]:
-        table.add_column(col, justify=just)
-    for r in report["runs"]:
-        lp = r["loss_pct"]
-        table.add_row(
-            r["run"], str(r["replicas"]), str(r["global_batch"]), f"{r['step_time_ms']:.1f}",
-            f"{r['examples_per_s']:,.1f}", f"{r['examples_per_s_per_replica']:,.1f}",
-            f"{r['scaling_efficiency_pct']:.1f} %",
-            *(("-", "-", "-") if r["baseline"] else
-              (f"{lp['allreduce']:+.1f} pts", f"{lp['input']:+.1f} pts", f"{lp['other']:+.1f} pts")),
-        )
-    console.print(table)
-    console.print("efficiency = throughput_N / (N/N0 x throughput_N0); 'lost' splits 100 - efficiency into the "
-                  "growth of AllReduce, input and other time per step over the baseline's (same per-replica batch).",
-                  highlight=False)
-
-
-__all__ = ["CATEGORIES", "STRAGGLER_RATIO", "analyze_hosts", "combine_hosts", "render_scaling", "scaling_report"]
+__all__ = ["CATEGORIES", "COMPUTE", "DECLARED", "STRAGGLER_RATIO", "analyze_hosts", "combine_hosts"]

@@ -1,5 +1,6 @@
-"""The ``tfadvisor scaling`` command's signature, kept apart from :mod:`tfadvisor.multihost` so that the
-command line can list it without importing numpy, pandas and the analyses."""
+"""The ``tfadvisor scaling`` command: its signature, kept apart from :mod:`tfadvisor.scaling` (the
+analysis) and :mod:`tfadvisor.report.scaling` (the table) so that the command line can list it without
+importing numpy, pandas and the analyses."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def scaling_command(
     the efficiency is lost (AllReduce, input, other)."""
     import json
 
-    from tfadvisor.multihost import render_scaling, scaling_report
+    from tfadvisor.report.scaling import render_scaling
+    from tfadvisor.scaling import scaling_report
 
     report = scaling_report(runs, replicas, batch_size, jobs=jobs, dask=dask)
     if fmt is ScalingFormat.json:

@@ -1,0 +1,84 @@
+"""Executors on this machine: one host after the other in this process, or a bounded pool of
+worker processes plus one thread of this process."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from tfadvisor.analyses import Options
+from tfadvisor.discovery import Run, host_name
+from tfadvisor.errors import TraceError
+from tfadvisor.multihost_worker import analyze_host
+from tfadvisor.runtime.inflight import Dispatch, Observer
+from tfadvisor.runtime.spawn import main_module_hidden, mp_context
+
+
+def run_inline(run: Run, hosts: list[str], options: Options | None,
+               observe: Observer | None = None) -> Iterator[tuple[str, dict]]:
+    """In this process, one host after the other."""
+    dispatch = Dispatch(observe)
+    for h in hosts:
+        dispatch.started(h, "in-process")
+        payload = analyze_host(run, h, options)
+        dispatch.finished(h, payload)
+        yield h, payload
+
+
+def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, local_slot: bool = True,
+             observe: Observer | None = None) -> Iterator[tuple[str, dict]]:
+    """At most ``jobs`` hosts in flight; results as they complete.
+
+    With ``local_slot`` one of the ``jobs`` slots is a thread of this process (which has
+    tfadvisor imported already and would otherwise only wait) and ``jobs - 1`` are worker
+    processes; without it all ``jobs`` are worker processes."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    n_proc = jobs - 1 if local_slot else jobs
+    queue = list(hosts)
+    pending: dict = {}  # future -> (host, "thread" | "process")
+    dispatch = Dispatch(observe)
+    procs = ProcessPoolExecutor(max_workers=n_proc, mp_context=mp_context()) if n_proc else None
+    local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
+    failed = False
+    try:
+        while queue or pending:
+            kinds = [k for _, k in pending.values()]
+            if local is not None and queue and "thread" not in kinds:
+                h = queue.pop(0)
+                pending[local.submit(analyze_host, run, h, options, threads)] = (h, "thread")
+                dispatch.started(h, "thread")
+            while procs is not None and queue and kinds.count("process") < n_proc:
+                h = queue.pop(0)
+                with main_module_hidden():  # workers start on the first submits
+                    pending[procs.submit(analyze_host, run, h, options, threads)] = (h, "process")
+                dispatch.started(h, "process")
+                kinds.append("process")
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                h, _kind = pending.pop(fut)
+                try:
+                    payload = fut.result()
+                except BrokenProcessPool:
+                    raise TraceError(file_of(run, h), "the worker process analysing this host died (out of "
+                                                      "memory? try fewer --jobs, or --jobs 1)") from None
+                dispatch.finished(h, payload)
+                yield h, payload
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        if procs is not None:
+            procs.shutdown(wait=True, cancel_futures=True)
+        if local is not None:
+            local.shutdown(wait=not failed, cancel_futures=True)
+
+
+def file_of(run: Run, host: str) -> str:
+    """The (first) file of ``host`` in ``run``, else the run's directory: where an error points."""
+    return next((f for f in run.files if host_name(f) == host), run.directory)
+
+
+__all__ = ["file_of", "run_inline", "run_pool"]
