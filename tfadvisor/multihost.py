@@ -40,10 +40,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, declare
 from tfadvisor.discovery import Run, host_name
@@ -51,7 +50,11 @@ from tfadvisor.errors import TraceError
 from tfadvisor.reader import _size, read_run_metadata
 from tfadvisor.runmeta import positive as _positive
 from tfadvisor.runtime import Observer, run_hosts
+from tfadvisor.table import Tables
 from tfadvisor.units import finite_number
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: the metric registry reads this module
 
 #: A host whose work per step exceeds the median host's by this factor is a straggler.
 STRAGGLER_RATIO = 1.2
@@ -114,10 +117,12 @@ def _host_analysis(p: dict) -> HostAnalysis:
         m.units[k] = p["units"].get(k, "")
         m.docs[k] = p["docs"].get(k, "")
         m.source[k] = p["source"].get(k, "")
-    return HostAnalysis(host=p["host"], metrics=m, tables=dict(p["tables"]), notes=list(p["notes"]), results={})
+    return HostAnalysis(host=p["host"], metrics=m, tables=Tables(p["tables"]), notes=list(p["notes"]), results={})
 
 
 def _step_numbers(tbl: pd.DataFrame | None) -> set[int]:
+    import pandas as pd
+
     if tbl is None or "step" not in tbl.columns or len(tbl) == 0:
         return set()
     s = pd.to_numeric(tbl["step"], errors="coerce").dropna()
@@ -145,6 +150,8 @@ def _alignment(steps: dict[str, set[int]]) -> tuple[set[int], list[str]]:
 
 
 def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, Any]:
+    import pandas as pd
+
     m = ha.metrics
     tbl = ha.tables.get("steps")
     row: dict[str, Any] = {
@@ -409,7 +416,9 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
     put("load_imbalance_pct", imbalance)
     put("slowest_host_excess_pct", excess)
 
-    tables = dict(median.tables)
+    import pandas as pd
+
+    tables = Tables(median.tables)
     tables["hosts"] = pd.DataFrame(rows)
     tables["hosts_steps"] = _hosts_steps(has)
     first_opts = payloads[mi].get("options") or {}
@@ -420,6 +429,8 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
 
 def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:
     """host x step: duration and per-step category times (long form, aligned by step number)."""
+    import pandas as pd
+
     parts = []
     for h in has:
         tbl = h.tables.get("steps")
