@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 import tfadvisor
+from tfadvisor.report import formatting as F
 from tfadvisor.report import plots as P
 from tfadvisor.report.html import render_html
 from tfadvisor.report.stepchart import steps_svg
@@ -89,11 +90,11 @@ def test_tick_labels_share_their_decimals_and_values_have_no_padding():
     assert P.tick_labels([0, 0.5, 1, 1.5]) == ["0.0", "0.5", "1.0", "1.5"]
     assert P.tick_labels([0, 25, 50]) == ["0", "25", "50"]
     assert P.tick_labels([0, 0.02, 0.04]) == ["0.00", "0.02", "0.04"]
-    assert [P.fmt_num(v) for v in (1.0, 0.04, 1.5, 12.345)] == ["1", "0.04", "1.5", "12.3"]
+    assert [F.fmt_num(v) for v in (1.0, 0.04, 1.5, 12.345)] == ["1", "0.04", "1.5", "12.3"]
     svg = steps_svg(pd.DataFrame({"step": [1], "start_ps": [0], "end_ps": [1], "duration_ms": [1.6]}))
     ticks = re.findall(r'text-anchor="end"\s+fill="#333">([^<]+)</text>', svg)
     assert len(ticks) >= 3 and len({len(t.split(".")[1]) if "." in t else 0 for t in ticks}) == 1, ticks
 
 
 def test_fraction_unit_reads_as_percent():
-    assert P.fmt_value(0.23, "fraction") == "23 %"
+    assert F.fmt_value(0.23, "fraction") == "23 %"

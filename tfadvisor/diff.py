@@ -210,7 +210,7 @@ def _pct(p: float | None) -> str:
 
 
 def _fmt(v: Any, unit: str, name: str) -> str:
-    from tfadvisor.report.plots import fmt_value
+    from tfadvisor.report.formatting import fmt_value
 
     return fmt_value(v, unit, name)
 

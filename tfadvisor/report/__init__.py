@@ -4,18 +4,15 @@
 shape), ``markdown.render_markdown`` and ``html.write_html``. Reporters may import
 ``tfadvisor.advice``; nothing in the pipeline imports them.
 
-The helpers below are shared by the terminal and JSON reporters: the step-time summary and
-breakdown read from the metrics, and value formatting.
+The helpers below are shared by the reporters: the step-time summary and breakdown read from the
+metrics, JSON-safe values. Numbers are written by :mod:`tfadvisor.report.formatting` alone.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping
 from typing import Any
-
-from tfadvisor.units import human_bytes
 
 #: Step-time categories (metric ``step_<name>_pct``) in display order, with labels.
 BREAKDOWN = (
@@ -81,67 +78,4 @@ def breakdown(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def format_number(v: Any, digits: int = 3) -> str:
-    """About ``digits`` significant figures, thousands separators, no scientific notation
-    (``n/a`` for None and NaN; a value that is no number as text)."""
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, numbers.Integral):
-        return f"{int(v):,}"
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    if math.isnan(f):
-        return "n/a"
-    if math.isinf(f):
-        return "inf" if f > 0 else "-inf"
-    if f == 0:
-        return "0"
-    if f.is_integer() and abs(f) < 1e15:
-        return f"{int(f):,}"
-    if abs(f) >= 10**digits:
-        return f"{f:,.0f}"
-    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(f)))))
-    return f"{f:.{min(decimals, 6)}f}"
-
-
-def unit_of(name: str, units: Mapping[str, str] | None = None) -> str:
-    unit = (units or {}).get(name) or ""
-    if unit:
-        return unit
-    if "_ms_per_" in name:
-        return "ms"
-    for suffix, u in (("_bytes", "bytes"), ("_pct", "%"), ("_ms", "ms"), ("_us", "us")):
-        if name.endswith(suffix):
-            return u
-    return ""
-
-
-def format_metric(name: str, value: Any, units: Mapping[str, str] | None = None) -> str:
-    """A metric value with its unit, human-readable: ``78.2 %``, ``1.5 GiB``, ``12.3 ms``."""
-    value = plain(value)
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    unit = unit_of(name, units)
-    if unit in ("bytes", "B"):
-        return human_bytes(value)
-    if unit in ("%", "pct", "percent"):
-        return f"{format_number(value)} %"
-    if unit == "fraction":  # a share of 1 reads as a percentage
-        return f"{format_number(100 * float(value))} %"
-    if unit in ("ms", "us", "s", "GB/s"):
-        return f"{format_number(value)} {unit}"
-    return format_number(value)
-
-
-__all__ = ["BREAKDOWN", "STEP_TIME_KEYS", "breakdown", "format_metric", "format_number", "get", "human_bytes", "plain",
-           "run_label", "step_time", "unit_of"]
+__all__ = ["BREAKDOWN", "STEP_TIME_KEYS", "breakdown", "get", "plain", "run_label", "step_time"]

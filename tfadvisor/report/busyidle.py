@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfadvisor.report.formatting import fmt_num
 from tfadvisor.report.plots import (
     BUSY,
     IDLE_BETWEEN,
@@ -27,7 +28,6 @@ from tfadvisor.report.plots import (
     _text,
     _x_axis,
     esc,
-    fmt_num,
     gap_threshold_ms,
     has_rows,
     missing,

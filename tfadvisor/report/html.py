@@ -38,7 +38,8 @@ import pandas as pd
 from tfadvisor._version import __version__
 from tfadvisor.report import busyidle, run_label, stepchart, timeline
 from tfadvisor.report import plots as P
-from tfadvisor.report.plots import esc, fmt_num, fmt_value
+from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
+from tfadvisor.report.plots import esc
 
 PLOT_IDS = ("plot-steps", "plot-busy", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory",
             "plot-allreduce", "plot-hosts", "plot-datafiles")
@@ -314,7 +315,7 @@ def _summary(result: Any, metrics: Any) -> str:
          if hosts else None),
         ("Events", fmt_num(summ.get("events")) if summ.get("events") is not None else None),
         ("Time span", fmt_value(summ.get("time_span_ms"), "ms") if summ.get("time_span_ms") is not None else None),
-        ("Trace size", P.fmt_bytes(summ.get("file_bytes")) if summ.get("file_bytes") else None),
+        ("Trace size", fmt_bytes(summ.get("file_bytes")) if summ.get("file_bytes") else None),
         ("Steps found by", metrics.get("steps_source")),
     ]
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts if v not in (None, ""))
@@ -435,7 +436,7 @@ def _cell(col: Any, v: Any) -> str:
     if _blank(v):
         return "<td></td>"
     if isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_)):
-        text = P.fmt_bytes(v) if str(col).endswith("bytes") else fmt_num(v)
+        text = fmt_bytes(v) if str(col).endswith("bytes") else fmt_num(v)
         return f'<td class="num">{esc(text)}</td>'
     long = ' class="long"' if len(str(v)) > 24 else ""
     return f"<td{long}>{_breakable(v)}</td>"

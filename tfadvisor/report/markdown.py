@@ -19,7 +19,7 @@ import pandas as pd
 
 from tfadvisor.report import plots as P
 from tfadvisor.report import run_label
-from tfadvisor.report.plots import fmt_num, fmt_value
+from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
 
 def render_markdown(result: Any) -> str:
@@ -92,7 +92,7 @@ def table(df: Any, limit: int = 25, columns: list[str] | None = None, code_cols:
             if v is None or (isinstance(v, float) and pd.isna(v)):
                 cells.append("")
             elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                cells.append(P.fmt_bytes(v) if str(col).endswith("bytes") else fmt_num(v))
+                cells.append(fmt_bytes(v) if str(col).endswith("bytes") else fmt_num(v))
             elif col in code_cols or any(ch in str(v) for ch in "<>&|`*_"):
                 cells.append(code(v))
             else:
@@ -147,7 +147,7 @@ def _summary(result: Any, metrics: Any) -> list[str]:
     if summ.get("time_span_ms") is not None:
         rows.append(("Time span", fmt_value(summ["time_span_ms"], "ms")))
     if summ.get("file_bytes"):
-        rows.append(("Trace size", P.fmt_bytes(summ["file_bytes"])))
+        rows.append(("Trace size", fmt_bytes(summ["file_bytes"])))
     rows += _metric_rows(metrics, [("steps_source", "Steps found by"), *P.KEY_METRICS])
     findings = getattr(result, "findings", None) or []
     verdict = (f"**{len(findings)} finding{'s' if len(findings) != 1 else ''}**; the first: "
@@ -283,7 +283,7 @@ def _memory(tables: dict, metrics: Any, notes: list[str]) -> list[str]:
     if P.has_rows(tl) and {"time_ms", "bytes_in_use"} <= set(tl.columns):
         b = pd.to_numeric(tl["bytes_in_use"], errors="coerce")
         i = int(b.fillna(-1).to_numpy().argmax())
-        out += [f"Memory timeline: {len(tl)} samples; highest {P.fmt_bytes(b.iloc[i])} at "
+        out += [f"Memory timeline: {len(tl)} samples; highest {fmt_bytes(b.iloc[i])} at "
                 f"{fmt_num(tl['time_ms'].iloc[i])} ms.", ""]
     shown, unnamed = P.live_at_peak(live, metrics)  # the HTML report's rule: no unnamed junk rows
     if shown is not None:

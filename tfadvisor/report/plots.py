@@ -1,4 +1,4 @@
-"""Inline SVG plots for the HTML report, plus the value formatting both reports share.
+"""Inline SVG plots for the HTML report, plus the data helpers both reports share.
 
 Why hand-written SVG rather than matplotlib, plotly or a JS charting library:
 
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfadvisor.report import format_number, get, unit_of
-from tfadvisor.units import human_bytes
+from tfadvisor.report import get
+from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
 #: Step-time categories in display order, with colours (colour-blind friendly-ish palette).
 CATEGORY_ORDER = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
@@ -57,49 +57,12 @@ MAX_MEMORY_POINTS = 2000
 MAX_BARS = 25
 
 
-# --------------------------------------------------------------------------- formatting
+# --------------------------------------------------------------------------- escaping and ticks
 
 
 def esc(value: Any) -> str:
     """HTML/SVG-escape any value (quotes too, so it is safe inside attributes)."""
     return _html.escape("" if value is None else str(value), quote=True)
-
-
-def fmt_bytes(n: Any) -> str:
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "n/a"
-    return human_bytes(n)
-
-
-def fmt_num(v: Any, digits: int = 3) -> str:
-    """A number with about ``digits`` significant figures, without scientific noise or padding
-    zeros (``0.04``, ``1.5``, ``12.3``, ``1,234``): values in the plots, their tooltips and tables."""
-    s = format_number(v, digits)
-    if "." in s and s[-1] == "0" and s.replace(",", "").replace(".", "").lstrip("-").isdigit():
-        s = s.rstrip("0").rstrip(".")
-    return s
-
-
-def fmt_value(v: Any, unit: str = "", name: str = "") -> str:
-    """A metric value with its unit, human-readable (bytes as KiB/MiB/GiB)."""
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, str):
-        return v
-    unit = unit or unit_of(name)
-    if unit in ("count", "counts", "n"):
-        unit = ""
-    if unit in ("bytes", "B"):
-        return fmt_bytes(v)
-    if unit in ("%", "pct", "percent"):
-        return f"{fmt_num(v)} %"
-    if unit == "fraction":  # a share of 1 reads as a percentage
-        return f"{fmt_num(100 * float(v))} %"
-    if unit:
-        return f"{fmt_num(v)} {unit}"
-    return fmt_num(v)
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:

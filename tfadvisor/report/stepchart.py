@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tfadvisor.report.formatting import fmt_num
 from tfadvisor.report.plots import (
     PALETTE,
     W,
@@ -25,7 +26,6 @@ from tfadvisor.report.plots import (
     _y_axis,
     category_colour,
     esc,
-    fmt_num,
     has_rows,
     missing,
     nice_ticks,

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from tfadvisor.report import format_metric
-from tfadvisor.report.plots import W, _svg_open, _text, _x_axis, esc, fmt_num, has_rows, missing, nice_ticks, notes_for
+from tfadvisor.report.formatting import fmt_num, fmt_value
+from tfadvisor.report.plots import W, _svg_open, _text, _x_axis, esc, has_rows, missing, nice_ticks, notes_for
 
 #: (label, metric) rows of the utilisation table, in order; rows without a value are left out.
 TABLE = (
@@ -41,14 +41,7 @@ ROWS = (  # timeline rows: label, columns (colour), unit, fixed max (None: from 
 
 
 def _value(metrics: Any, name: str) -> str:
-    v = metrics.get(name)
-    units = getattr(metrics, "units", None) or {}
-    unit = units.get(name, "")
-    if v is None:
-        return "n/a"
-    if unit in ("MB/s", "s", "W", "Hz"):
-        return f"{fmt_num(v)} {unit}"
-    return format_metric(name, v, units)
+    return fmt_value(metrics.get(name), name=name, units=getattr(metrics, "units", None))
 
 
 def table_rows(metrics: Any) -> list[tuple[str, str]]:

@@ -14,17 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from tfadvisor.report import (
-    BREAKDOWN,
-    STEP_TIME_KEYS,
-    breakdown,
-    format_metric,
-    format_number,
-    get,
-    plain,
-    run_label,
-    step_time,
-)
+from tfadvisor.report import BREAKDOWN, STEP_TIME_KEYS, breakdown, get, plain, run_label, step_time
+from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 _FENCE = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
@@ -74,12 +65,10 @@ def _loaded_line(summary: dict) -> str:
         bits.append(f"{int(summary['events']):,} events")
     span = plain(summary.get("time_span_ms"))
     if isinstance(span, (int, float)):
-        bits.append(f"{format_number(span)} ms span")
+        bits.append(f"{fmt_num(span)} ms span")
     size = plain(summary.get("file_bytes"))
     if isinstance(size, (int, float)) and size:
-        from tfadvisor.report import human_bytes
-
-        bits.append(human_bytes(size))
+        bits.append(fmt_bytes(size))
     return ", ".join(bits) or "n/a"
 
 
@@ -105,18 +94,18 @@ def _summary(console: Console, result: Any) -> None:
         _kv(console, "steps", "none found" + (f" ({source})" if source and source != "none" else ""))
     st = step_time(metrics)
     if any(v is not None for v in st.values()):
-        parts = [f"{k} {format_number(st[k])}" for k in STEP_TIME_KEYS if st[k] is not None]
+        parts = [f"{k} {fmt_num(st[k])}" for k in STEP_TIME_KEYS if st[k] is not None]
         _kv(console, "step time", "  ".join(parts) + " ms")
     shares = breakdown(metrics)
     if shares:
         labels = dict(BREAKDOWN)
         ordered = sorted(shares.items(), key=lambda kv: -kv[1])
-        _kv(console, "breakdown", ", ".join(f"{labels[k]} {format_number(v, 2)} %" for k, v in ordered
+        _kv(console, "breakdown", ", ".join(f"{labels[k]} {fmt_num(v, 2)} %" for k, v in ordered
                                             if v >= 0.05) + " of step time")
     outside = plain(metrics.get("non_train_gaps_count"))
     if outside:
         _kv(console, "not steps", f"{int(outside)} validation / epoch-end interval(s) between steps, "
-                                  f"{format_number(plain(metrics.get('non_train_ms')))} ms: not step time, not idle")
+                                  f"{fmt_num(plain(metrics.get('non_train_ms')))} ms: not step time, not idle")
     hosts_detail = list(getattr(result, "hosts", None) or [])
     if len(hosts_detail) > 1:
         straggler = plain(metrics.get("straggler_host"))
@@ -130,7 +119,7 @@ def _summary(console: Console, result: Any) -> None:
                                      ("step_collective_pct", "collectives", "%"), ("step_input_pct", "input", "%")):
                 v = plain(m.get(key))
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    bits.append(f"{label} {format_number(v, 2)}{' ' if unit == 'ms' else ''}{unit}")
+                    bits.append(f"{label} {fmt_num(v, 2)}{' ' if unit == 'ms' else ''}{unit}")
             label = f"{name} (straggler)" if straggler and name == straggler else name
             line = f"{label}: " + ", ".join(bits)
             _out(console, line, 2, hang=2)
@@ -175,13 +164,13 @@ def _finding(console: Console, i: int, f: Any, units: dict) -> None:
     impact = get(f, "impact_pct")
     sub = str(get(f, "rule", ""))
     if isinstance(impact, (int, float)) and not isinstance(impact, bool):
-        sub += f" · about {format_number(impact, 2)} % of time at stake"
+        sub += f" · about {fmt_num(impact, 2)} % of time at stake"
     _out(console, sub, 3, style="dim")
     _out(console, str(get(f, "message", "")), 3)
     evidence = get(f, "evidence") or {}
     if evidence:
-        _out(console, "Evidence: " + ", ".join(f"{k} = {format_metric(k, v, units)}" for k, v in evidence.items()),
-             3, hang=2)
+        shown = ", ".join(f"{k} = {fmt_value(v, name=k, units=units)}" for k, v in evidence.items())
+        _out(console, "Evidence: " + shown, 3, hang=2)
     fix = str(get(f, "fix", "") or "")
     if fix:
         console.print(Text("   Fix:", style="bold green"), soft_wrap=True)
