@@ -12,7 +12,6 @@ import pandas as pd
 
 import tfadvisor
 from tfadvisor.report import formatting as F
-from tfadvisor.report import plots as P
 from tfadvisor.report.html import render_html
 from tfadvisor.report.stepchart import steps_svg
 from tfadvisor.report.timeline import timeline_data
@@ -87,9 +86,9 @@ def test_step_legend_lists_only_categories_with_time():
 
 
 def test_tick_labels_share_their_decimals_and_values_have_no_padding():
-    assert P.tick_labels([0, 0.5, 1, 1.5]) == ["0.0", "0.5", "1.0", "1.5"]
-    assert P.tick_labels([0, 25, 50]) == ["0", "25", "50"]
-    assert P.tick_labels([0, 0.02, 0.04]) == ["0.00", "0.02", "0.04"]
+    assert F.tick_labels([0, 0.5, 1, 1.5]) == ["0.0", "0.5", "1.0", "1.5"]
+    assert F.tick_labels([0, 25, 50]) == ["0", "25", "50"]
+    assert F.tick_labels([0, 0.02, 0.04]) == ["0.00", "0.02", "0.04"]
     assert [F.fmt_num(v) for v in (1.0, 0.04, 1.5, 12.345)] == ["1", "0.04", "1.5", "12.3"]
     svg = steps_svg(pd.DataFrame({"step": [1], "start_ps": [0], "end_ps": [1], "duration_ms": [1.6]}))
     ticks = re.findall(r'text-anchor="end"\s+fill="#333">([^<]+)</text>', svg)

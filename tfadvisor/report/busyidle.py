@@ -130,7 +130,7 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
                 out.append(_rect(xa, row1, max((en[i] - st[i]) / span * pw, 0.5), 28,
                                  "#4e79a7" if i % 2 == 0 else "#a0cbe8", tip))
         else:
-            out.append(_rect(x0, row1, pw, 28, "#a0cbe8", f"{len(st):,} steps (too many to draw one by one)"))
+            out.append(_rect(x0, row1, pw, 28, "#a0cbe8", f"{fmt_num(len(st))} steps (too many to draw one by one)"))
     else:
         out.append(_text(x0 + 4, row1 + 19, "(no step markers: the whole traced window)"))
     # the time row: busy background, idle per column as a share of the height

@@ -5,6 +5,7 @@
 - :func:`fmt_bytes`: binary units (``1.5 GiB``).
 - :func:`fmt_value`: a metric's value with its unit (``78.2 %``, ``12.3 ms``, ``2,000 files``); the
   unit from the caller, the metrics' declared units or the name's suffix (:func:`unit_of`).
+- :func:`tick_labels`: one axis' tick set, every label with the same decimals.
 
 Not a number (None, NaN, infinity) reads ``n/a``, a boolean ``yes``/``no``, text as it is. Nothing
 heavy is imported here (no numpy, pandas or jinja2): the terminal report and ``diff`` use it.
@@ -109,4 +110,20 @@ def fmt_value(v: Any, unit: str = "", name: str = "", units: Mapping[str, str] |
     return f"{fmt_num(v)} {unit}"
 
 
-__all__ = ["COUNT_UNITS", "fmt_bytes", "fmt_num", "fmt_value", "unit_of"]
+def _decimals(v: float) -> int:
+    """The fewest decimals that write ``v`` exactly (at most 6)."""
+    for d in range(7):
+        if abs(round(v, d) - v) <= 1e-9 * max(1.0, abs(v)):
+            return d
+    return 6
+
+
+def tick_labels(ticks: list[float], unit: str = "") -> list[str]:
+    """The labels of one tick set, all with the same decimals (``0.0 0.5 1.0 1.5``, ``0 2 4``)."""
+    if unit == "bytes":
+        return [fmt_bytes(v).replace(".0 ", " ") for v in ticks]
+    d = max((_decimals(t) for t in ticks), default=0)
+    return [f"{t:,.{d}f}" for t in ticks]
+
+
+__all__ = ["COUNT_UNITS", "fmt_bytes", "fmt_num", "fmt_value", "tick_labels", "unit_of"]

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.report import get
-from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
+from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value, tick_labels
 
 #: Step-time categories in display order, with colours (colour-blind friendly-ish palette).
 CATEGORY_ORDER = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
@@ -57,7 +57,7 @@ MAX_MEMORY_POINTS = 2000
 MAX_BARS = 25
 
 
-# --------------------------------------------------------------------------- escaping and ticks
+# --------------------------------------------------------------------------- escaping and axes
 
 
 def esc(value: Any) -> str:
@@ -91,22 +91,6 @@ def byte_ticks(hi: float, n: int = 4) -> list[float]:
     while hi / scale >= 1024 and scale < 1024**4:
         scale *= 1024
     return [t * scale for t in nice_ticks(0, hi / scale, n)]
-
-
-def _decimals(v: float) -> int:
-    """The fewest decimals that write ``v`` exactly (at most 6)."""
-    for d in range(7):
-        if abs(round(v, d) - v) <= 1e-9 * max(1.0, abs(v)):
-            return d
-    return 6
-
-
-def tick_labels(ticks: list[float], unit: str = "") -> list[str]:
-    """The labels of one tick set, all with the same decimals (``0.0 0.5 1.0 1.5``, ``0 2 4``)."""
-    if unit == "bytes":
-        return [fmt_bytes(v).replace(".0 ", " ") for v in ticks]
-    d = max((_decimals(t) for t in ticks), default=0)
-    return [f"{t:,.{d}f}" for t in ticks]
 
 
 # --------------------------------------------------------------------------- SVG pieces

@@ -119,7 +119,7 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
     for i in range(0, m, every):
         out.append(_text(x0 + (i + 0.5) * slot, y0 + 14, str(ids[int(edges[i])]), "middle"))
     xlabel = ("step (every step is one bar)" if per == 1 else
-              f"step: {n:,} steps, each bar the mean of {per} consecutive steps, the tick above it the slowest")
+              f"step: {fmt_num(n)} steps, each bar the mean of {per} consecutive steps, the tick above it the slowest")
     out.append(_text(x0 + pw / 2, y0 + 30, xlabel, "middle"))
     out.append(legend)
     out.append("</svg>")

@@ -60,9 +60,9 @@ def _loaded_line(summary: dict) -> str:
     bits = []
     if planes:
         bits.append(f"{len(planes)} planes")
-        bits.append(f"{lines:,} lines")
+        bits.append(f"{fmt_num(lines)} lines")
     if summary.get("events") is not None:
-        bits.append(f"{int(summary['events']):,} events")
+        bits.append(f"{fmt_num(int(summary['events']))} events")
     span = plain(summary.get("time_span_ms"))
     if isinstance(span, (int, float)):
         bits.append(f"{fmt_num(span)} ms span")

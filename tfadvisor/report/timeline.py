@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfadvisor.report.formatting import fmt_num
 from tfadvisor.report.plots import esc, finding_rule, gap_threshold_ms, get, has_rows, missing
 
 #: Spans kept per lane in the page (the analysis keeps up to 3000; fewer for many hosts).
@@ -89,11 +90,12 @@ def _findings_marks(findings: list, tables: dict, metrics: Any) -> list[dict]:
         if any(k.startswith(("idle_", "gap_")) for k in keys) and has_rows(gaps):
             idle = pd.to_numeric(gaps.get("idle_ms", gaps.get("duration_ms")), errors="coerce").fillna(0)
             for r in gaps[idle >= gap_threshold_ms(steps)].itertuples():
-                spans.append((float(r.start_ps), float(r.end_ps), f"idle gap: {getattr(r, 'idle_ms', 0):.3g} ms"))
+                spans.append((float(r.start_ps), float(r.end_ps), f"idle gap: {fmt_num(getattr(r, 'idle_ms', 0))} ms"))
         if any(k.startswith(("step_outlier", "step_time")) for k in keys) and has_rows(steps) \
                 and "outlier" in steps.columns:
             for r in steps[steps["outlier"].fillna(False).astype(bool)].itertuples():
-                spans.append((float(r.start_ps), float(r.end_ps), f"outlier step {r.step}: {r.duration_ms:.4g} ms"))
+                label = f"outlier step {r.step}: {fmt_num(r.duration_ms, 4)} ms"
+                spans.append((float(r.start_ps), float(r.end_ps), label))
         mem = tables.get("memory_timeline")
         if any(k.startswith("memory_") for k in keys) and has_rows(mem) and "time_ps" in mem.columns:
             t = float(mem["time_ps"].iloc[int(np.argmax(pd.to_numeric(mem["bytes_in_use"]).to_numpy()))])
