@@ -1,4 +1,6 @@
-"""System samples in the reports: utilisation timelines (HTML), the table (text, Markdown, JSON).
+"""System samples in the reports: utilisation timelines (HTML), the figures (text, Markdown, JSON).
+
+The HTML and Markdown reports lay them out from the view model (report/view.py, templates/).
 
 Reads the ``system`` analysis' tables (``system_timeline``, ``system_summary``, ``startup``)
 and metrics. The HTML timelines share the x axis of the busy/idle timeline above them (the
@@ -61,18 +63,6 @@ def to_dict(result: Any) -> dict[str, Any]:
         "figures": {name: metrics.get(name) for _, name in TABLE if metrics.get(name) is not None},
         "samples": int(len(tl)) if tl is not None else 0,
     }
-
-
-def markdown(result: Any) -> list[str]:
-    metrics = getattr(result, "metrics", None) or {}
-    rows = table_rows(metrics)
-    out = ["## System and start-up", ""]
-    if not rows:
-        why = notes_for(list(getattr(result, "notes", None) or []), "system") or "no system samples"
-        return out + [f"Not in this capture: {why}.", ""]
-    out += ["| figure | value |", "|---|---|"]
-    out += [f"| {label.strip()} | {value} |" for label, value in rows]
-    return out + [""]
 
 
 def terminal_line(result: Any) -> str:
@@ -149,17 +139,4 @@ def timeline_svg(result: Any, plot_id: str = "plot-system") -> str:
     return "".join(out)
 
 
-def html_section_body(result: Any) -> str:
-    """The plot, a one-line legend and the table."""
-    metrics = getattr(result, "metrics", None) or {}
-    rows = table_rows(metrics)
-    legend = ('<p class="sub">Lines: CPU all cores (dark) and the training process (light); GPU busy; disk read '
-              "(dark) and write (light); network receive (dark) and send (light). One point per sample.</p>")
-    table = ""
-    if rows:
-        table = "<table>" + "".join(f"<tr><th>{esc(a.strip())}</th><td>{esc(b)}</td></tr>" for a, b in rows) + \
-            "</table>"
-    return timeline_svg(result) + legend + table
-
-
-__all__ = ["html_section_body", "markdown", "table_rows", "terminal_line", "timeline_svg", "to_dict"]
+__all__ = ["table_rows", "terminal_line", "timeline_svg", "to_dict"]

@@ -5,14 +5,14 @@ compute, copies, collectives, training threads, input waits, tf.data workers, py
 on top one lane of the findings' evidence: the spans each finding is about (idle gaps, outlier
 steps, the memory peak); a finding whose evidence is a kind of activity tags that lane with its
 rule id instead. Data goes into the page as JSON (times in ms since the earliest window start,
-each span with the share of it that was active); ``timeline.js`` (next to this module, inlined)
-draws it as SVG, coalescing spans narrower than a pixel so that a bar's height is the active
-share of its time, and zooms with the wheel, drag, buttons and the finding chips.
+each span with the share of it that was active); the report's template writes the viewer's toolbar
+and inlines ``timeline.js`` (next to this module), which draws it as SVG, coalescing spans narrower
+than a pixel so that a bar's height is the active share of its time, and zooms with the wheel,
+drag, buttons and the finding chips.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.report.formatting import fmt_num
-from tfadvisor.report.plots import esc, finding_rule, gap_threshold_ms, get, has_rows, missing
+from tfadvisor.report.plots import finding_rule, gap_threshold_ms, get, has_rows
 
 #: Spans kept per lane in the page (the analysis keeps up to 3000; fewer for many hosts).
 MAX_SPANS = 2500
@@ -176,38 +176,10 @@ def timeline_data(result: Any) -> dict | None:
                           "e": _ms(np.array([sp[1] for sp in m["spans"]]) - t0)} for m in marks]}
 
 
-def _lane_kinds(names: list[str]) -> str:
+def lane_kinds(names: list[str]) -> str:
     """``host0: idle, host1: idle`` -> ``idle (every host)`` for the note under the viewer."""
     kinds = list(dict.fromkeys(n.split(": ", 1)[-1] for n in names))
     return ", ".join(kinds) + (" (every host)" if any(": " in n for n in names) else "")
 
 
-def timeline_html(result: Any, plot_id: str = "plot-timeline",
-                  why: str = "the trace has no activity timeline") -> str:
-    """The viewer: toolbar, finding chips, the SVG the script fills, the data and the script."""
-    data = timeline_data(result)
-    if data is None:
-        return missing(plot_id, "Timeline of the capture window", why)
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    chips = "".join(
-        f'<button type="button" class="tl-chip sev-{esc(f["sev"])}" data-rule="{esc(f["rule"])}" '
-        f'title="{esc(f["title"])}">{esc(f["rule"])}</button>' for f in data["findings"])
-    return (
-        f'<div class="tl" id="{plot_id}-box">'
-        '<div class="tl-bar"><button type="button" data-act="in" title="zoom in">+</button>'
-        '<button type="button" data-act="out" title="zoom out">&minus;</button>'
-        '<button type="button" data-act="left" title="pan left">&larr;</button>'
-        '<button type="button" data-act="right" title="pan right">&rarr;</button>'
-        '<button type="button" data-act="reset" title="show the whole window">reset</button>'
-        f'<span class="tl-range" id="{plot_id}-range"></span>'
-        + (f'<span class="tl-chips">findings: {chips}</span>' if chips else "") + "</div>"
-        f'<svg id="{plot_id}" class="plot tl-svg" xmlns="http://www.w3.org/2000/svg" role="img" '
-        'aria-label="Timeline of the capture window" font-family="sans-serif" font-size="11"></svg>'
-        '<noscript><p class="sub">The timeline needs JavaScript.</p></noscript>'
-        + (f'<p class="sub" id="{plot_id}-dropped">Lanes with (almost) nothing in them are left out: '
-           f'{esc(_lane_kinds(data["dropped"]))}.</p>' if data["dropped"] else "")
-        + f'<script type="application/json" id="{plot_id}-data">{payload}</script>'
-        f"<script>{JS}</script></div>")
-
-
-__all__ = ["EVIDENCE_LANES", "timeline_data", "timeline_html"]
+__all__ = ["EVIDENCE_LANES", "JS", "lane_kinds", "timeline_data"]

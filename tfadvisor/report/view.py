@@ -1,0 +1,684 @@
+"""The reports' view model: what the HTML and Markdown reports show, built once from a result.
+
+``build(result)`` reads an ``api.Result`` (or ``RunResult``) and returns a :class:`View` of plain
+dataclasses: the summary, the findings (evidence, fix, why, docs, the plots placed beside them), the
+sections (figures, tables with their cells already written, why a section's data is absent), the
+plots, the notes and every metric. Every number is written here, by :mod:`report.formatting`; the
+templates (``templates/report.html.j2``, ``report.md.j2``) only lay the view out and escape it.
+
+Text stays text: escaping is the renderers' (HTML autoescape, Markdown's filters). The SVG plots and
+the timeline's data and script are built by our own code (every trace-derived string in them escaped
+by ``plots.esc``) and come as :class:`markupsafe.Markup`, the one kind of value the HTML template
+writes as it is. ``build(result, draw=False)`` leaves the drawings out (the Markdown report).
+
+HTML plots, in page order; each sits beside the first finding whose evidence names its data
+(:data:`PLOT_FOR_EVIDENCE`); one whose data the trace lacks is a box with the same id saying why:
+
+=================  ======================================================  ===================
+id                 what                                                    data
+=================  ======================================================  ===================
+plot-steps         step time per step (or per bin), stacked by category    table ``steps``
+plot-busy          busy vs idle over the steps' wall time, drawn from time ``timeline``, ``gaps``
+plot-timeline      zoomable lanes of the window (report/timeline.py)       ``timeline``, ``steps``
+plot-tfdata        tf.data time per stage (+ the stage table)              ``tfdata_stages``
+plot-precision     precision mix of device compute                         ``precision_mix``
+plot-memory        memory in use over time, peak, top live allocations     ``memory_timeline``,
+                                                                           ``memory_live_at_peak``
+plot-allreduce     AllReduce measured vs expected                          ``allreduce_*`` metrics
+plot-hosts         per-host step time (multi-host runs)                    ``result.hosts``
+plot-datafiles     training data files by size (``--data``)                ``data_files_sizes``
+=================  ======================================================  ===================
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from markupsafe import Markup
+
+from tfadvisor._version import __version__
+from tfadvisor.report import busyidle, run_label, stepchart, system, timeline
+from tfadvisor.report import plots as P
+from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
+
+PLOT_IDS = ("plot-steps", "plot-busy", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory",
+            "plot-allreduce", "plot-hosts", "plot-datafiles")
+
+#: Evidence metric name prefixes -> the plot that answers a finding citing them.
+PLOT_FOR_EVIDENCE = (
+    ("plot-hosts", ("straggler", "slowest_host", "load_imbalance", "hosts_", "missing_host")),
+    ("plot-busy", ("idle_", "gap_")),
+    ("plot-steps", ("step_time", "step_outlier", "input_", "kernel_launch", "python_overhead", "eager_")),
+    ("plot-tfdata", ("tfdata_",)),
+    ("plot-precision", ("fp16", "bf16", "fp32", "tf32", "int8", "low_precision", "matrix_", "tensor_core",
+                        "xprof_16bit")),
+    ("plot-memory", ("memory_",)),
+    ("plot-allreduce", ("allreduce_", "collective")),
+    ("plot-datafiles", ("data_",)),
+)
+
+#: A table with more columns than this (after the empty ones are dropped) and few rows is drawn
+#: turned on its side in HTML (one column per row), so that it fits the page without scrolling.
+MAX_COLUMNS = 10
+
+# (metric, label) lists: the figures each section shows. ``*_LINE``: the shorter line under a plot (HTML),
+# where the plot draws the rest; ``*_FIGURES``: the section's table (Markdown, which has no plots).
+INPUT_FIGURES = (("input_pct", "waiting for input"), ("input_severity", "severity"), ("tfdata_pipeline", "pipeline"),
+                 ("tfdata_has_prefetch", "prefetch"), ("tfdata_has_cache", "cache"),
+                 ("tfdata_map_element_us", "map time per element"))
+BUSY_LINE = (("idle_pct", "idle in all"), ("idle_between_steps_pct", "between steps"),
+             ("idle_within_steps_pct", "inside steps"))
+BUSY_FIGURES = (("idle_pct", "idle"), ("idle_between_steps_pct", "idle between steps"),
+                ("idle_within_steps_pct", "idle within steps"), ("gaps_count", "gaps"), ("gap_mean_ms", "mean gap"),
+                ("gap_max_ms", "longest gap"), ("gap_host_activity", "host ran in the gaps"))
+PRECISION_LINE = (("low_precision_pct", "16-bit (fp16+bf16+int8)"), ("xprof_16bit_pct", "as xprof counts"),
+                  ("tensor_core_capable", "tensor cores"), ("compute_capability", "compute capability"))
+PRECISION_FIGURES = (("low_precision_pct", "16-bit (fp16+bf16+int8)"), ("xprof_16bit_pct", "16-bit as xprof counts"),
+                     ("tensor_core_capable", "tensor cores"))
+MEMORY_LINE = (("memory_peak_bytes", "peak"), ("memory_capacity_bytes", "capacity"),
+               ("memory_peak_pct", "peak / capacity"), ("memory_fragmentation", "fragmentation"),
+               ("memory_allocator", "allocator"))
+MEMORY_FIGURES = (("memory_peak_bytes", "peak in use"), ("memory_peak_time_ms", "peak at"),
+                  ("memory_capacity_bytes", "capacity"), ("memory_peak_pct", "peak / capacity"),
+                  ("memory_fragmentation", "fragmentation"), ("memory_allocator", "allocator"))
+ALLREDUCE_LINE = (("allreduce_pct", "share of step"), ("allreduce_overlap_pct", "overlapped"),
+                  ("allreduce_ratio", "measured / expected"), ("param_count", "parameters"),
+                  ("link_bandwidth_gbps", "link GB/s"), ("replicas", "replicas"))
+ALLREDUCE_FIGURES = (("allreduce_ms_per_step", "measured per step"),
+                     ("allreduce_expected_ms", "expected (params x 4 B / bandwidth)"),
+                     ("allreduce_expected_ring_ms", "expected, ring all-reduce"),
+                     ("allreduce_ratio", "measured / expected"), ("allreduce_pct", "% of step"),
+                     ("allreduce_overlap_pct", "overlapped with compute"), ("param_count", "parameters"),
+                     ("link_bandwidth_gbps", "link GB/s"), ("replicas", "replicas"))
+DATAFILES_LINE = (("data_files_count", "files"), ("data_total_bytes", "total"), ("data_file_median_bytes", "median"),
+                  ("data_file_p90_bytes", "p90"), ("data_largest_file_bytes", "largest"),
+                  ("data_small_files_pct", "under 1 MiB"), ("data_huge_files_count", "over 1 GiB"))
+DATAFILES_FIGURES = (("data_files_count", "files"), ("data_total_bytes", "total"), ("data_file_min_bytes", "smallest"),
+                     ("data_file_median_bytes", "median"), ("data_file_p90_bytes", "p90"),
+                     ("data_largest_file_bytes", "largest"), ("data_small_files_pct", "files under 1 MiB"),
+                     ("data_huge_files_count", "files over 1 GiB"))
+HOST_COLUMNS = ("host", "steps", "steps_count", "step_time_mean_ms", "step_time_p90_ms", "step_time_max_ms",
+                "compute_ms", "wait_ms", "work_ratio", "input_pct", "idle_pct", "allreduce_ms_per_step")
+
+
+# --------------------------------------------------------------------------- the view's parts
+
+
+@dataclass
+class Figure:
+    """One figure, written: ``label`` and ``text``; ``literal``: text from the trace or the run, not a
+    number (Markdown writes it as code)."""
+
+    label: str
+    text: str
+    literal: bool = False
+
+
+@dataclass
+class Cell:
+    """One table cell, written (``""``: empty); ``num``: a number; ``ident``: a name from the trace."""
+
+    text: str = ""
+    num: bool = False
+    ident: bool = False
+
+
+@dataclass
+class Table:
+    id: str
+    columns: list[str]
+    numeric: list[bool]  # per column: numbers (right-aligned)
+    rows: list[list[Cell]]
+    more: int = 0  # rows left out
+
+    @property
+    def sideways(self) -> bool:
+        """Wide and short: drawn one column per row (HTML)."""
+        return len(self.columns) > MAX_COLUMNS and len(self.rows) <= MAX_COLUMNS
+
+
+@dataclass
+class Line:
+    """A line of figures under a plot (``label: value`` ...), or a sentence (``text``)."""
+
+    figures: list[Figure] = field(default_factory=list)
+    text: str = ""
+    id: str = ""
+
+
+@dataclass
+class HostView:
+    """A plot drawn again for one more host of a multi-host run (the straggler)."""
+
+    host: str
+    what: str
+    svg: Markup
+    lines: list[Line] = field(default_factory=list)
+
+
+@dataclass
+class Plot:
+    """One HTML plot and what goes under it, in this order: lines, other hosts, heading, table, note."""
+
+    id: str
+    anchor: str  # its section's id when no finding took it
+    title: str
+    svg: Markup  # or the 'not in this trace' box
+    caption: str = ""
+    lines: list[Line] = field(default_factory=list)
+    hosts: list[HostView] = field(default_factory=list)
+    heading: str = ""
+    table: Table | None = None
+    note: str = ""
+    note_id: str = ""
+    needs_params: bool = False  # AllReduce: say how to get the expected time
+    placed: int | None = None  # the finding it sits beside
+
+    @property
+    def missing(self) -> bool:
+        return is_missing(self.svg)
+
+
+@dataclass
+class Finding:
+    n: int
+    rule: str
+    severity: str  # lower case
+    title: str
+    impact: str  # "~55" in "% of step time", "" when unknown
+    message: str
+    evidence: list[Figure]
+    fix: list[tuple[str, str, str]]  # (text | code, body, language)
+    why: str
+    docs: list[tuple[str, str]]  # (title, url)
+    plots: list[Plot] = field(default_factory=list)  # drawn beside it
+    see_also: list[Plot] = field(default_factory=list)  # beside an earlier finding
+
+
+@dataclass
+class Summary:
+    run: str
+    directory: str
+    hosts: list[str]
+    events: str
+    time_span: str
+    trace_size: str
+    steps_source: Figure | None
+    figures: list[Figure]  # the headline figures (plots.KEY_METRICS)
+    findings: int
+    first: str  # the first finding's title
+
+
+@dataclass
+class Steps:
+    count: int = 0
+    figures: list[Figure] = field(default_factory=list)
+    breakdown: list[tuple[str, str, str]] = field(default_factory=list)  # (category, ms per step, % of step)
+    outliers: Table | None = None
+    absent: str = ""
+
+
+@dataclass
+class Gaps:
+    figures: list[Figure] = field(default_factory=list)
+    threshold: str = ""
+    longest: Table | None = None
+    none_found: bool = False
+    absent: str = ""
+
+
+@dataclass
+class Section:
+    """A topic's figures and tables (tf.data, precision, memory, AllReduce, hosts, data files)."""
+
+    figures: list[Figure] = field(default_factory=list)
+    table: Table | None = None
+    more: dict[str, Table | None] = field(default_factory=dict)
+    shares: list[Figure] = field(default_factory=list)  # precision: class -> % of device compute
+    text: str = ""  # a sentence (memory: the timeline's peak; the allocations nothing names)
+    note: str = ""
+    absent: str = ""
+    needs_params: bool = False
+
+
+@dataclass
+class System:
+    figures: list[Figure]
+    why: str
+    svg: Markup | None = None  # the utilisation timelines, or the 'not in this trace' box
+
+    @property
+    def missing(self) -> bool:
+        return self.svg is None or is_missing(self.svg)
+
+
+@dataclass
+class Timeline:
+    box: Markup | None  # the 'not in this trace' box, when there is no timeline
+    data: Markup = Markup("")  # JSON for the viewer
+    chips: list[dict] = field(default_factory=list)  # {sev, rule, title} per finding
+    dropped: str = ""
+    script: Markup = Markup("")
+
+
+@dataclass
+class View:
+    label: str
+    summary: Summary
+    findings: list[Finding]
+    steps: Steps
+    gaps: Gaps
+    system: System
+    input: Section
+    precision: Section
+    memory: Section
+    allreduce: Section
+    hosts: Section
+    datafiles: Section
+    notes: list[str]
+    metrics: list[tuple[str, str, str]]  # (name, value, meaning)
+    plots: list[Plot] = field(default_factory=list)  # HTML, in page order
+    timeline: Timeline | None = None
+    version: str = __version__
+    generated: str = ""
+
+    @property
+    def nav(self) -> list[tuple[str, str]]:
+        """(anchor, title) of the HTML report's links, in page order."""
+        out = [("summary", "Summary"), ("findings", "Findings"), ("timeline", "Timeline")]
+        out += [(p.id if p.placed is not None else p.anchor, p.title) for p in self.plots if not p.missing]
+        return out + [("absent", "Not in this trace"), ("notes", "Notes"), ("metrics", "All metrics")]
+
+    def plot(self, plot_id: str) -> Plot | None:
+        return next((p for p in self.plots if p.id == plot_id), None)
+
+
+# --------------------------------------------------------------------------- building it
+
+
+def build(result: Any, draw: bool = True, with_timeline: bool = True) -> View:
+    """The view of ``result``; ``draw=False``: without plots and timeline (the Markdown report),
+    ``with_timeline=False``: without the timeline viewer (the notebook)."""
+    metrics = getattr(result, "metrics", None) or {}
+    tables = getattr(result, "tables", None) or {}
+    notes = [str(n) for n in getattr(result, "notes", None) or []]
+    findings = list(getattr(result, "findings", None) or [])
+    units = getattr(metrics, "units", None) or {}
+    docs = getattr(metrics, "docs", None) or {}
+    view = View(
+        label=run_label(result),
+        summary=_summary(result, metrics, findings),
+        findings=[_finding(i, f, units) for i, f in enumerate(findings, 1)],
+        steps=_steps(tables.get("steps"), notes),
+        gaps=_gaps(tables.get("gaps"), tables.get("steps"), metrics, notes),
+        system=_system(result, metrics, notes, draw),
+        input=_input(tables.get("tfdata_stages"), metrics, notes),
+        precision=_precision(tables, metrics, notes),
+        memory=_memory(tables, metrics, notes),
+        allreduce=_allreduce(metrics, notes),
+        hosts=_hosts(result),
+        datafiles=_datafiles(tables, metrics),
+        notes=notes,
+        metrics=[(str(k), _value(metrics, k), str(docs.get(k, ""))) for k in metrics],
+        generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+    )
+    if draw:
+        view.plots = _plots(result, view, metrics, tables, notes)
+        _place(view, findings)
+        if with_timeline:
+            view.timeline = _timeline(result, notes)
+    return view
+
+
+def is_missing(content: str) -> bool:
+    """A 'not in this trace' box (plots.missing)."""
+    return content.lstrip().startswith('<div class="missing"')
+
+
+def _value(metrics: Any, name: str) -> str:
+    return fmt_value(metrics.get(name), name=name, units=getattr(metrics, "units", None))
+
+
+def figures(metrics: Any, names: tuple[tuple[str, str], ...]) -> list[Figure]:
+    """The figures of ``names`` the metrics have (not None), written with their units."""
+    return [Figure(label, _value(metrics, n), isinstance(metrics.get(n), str)) for n, label in names
+            if metrics.get(n) is not None]
+
+
+def _str(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def _blank(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and pd.isna(v)) or (isinstance(v, str) and not v.strip())
+
+
+def _cell(col: Any, v: Any, ident: bool) -> Cell:
+    if _blank(v):
+        return Cell()
+    if isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_)):
+        return Cell(fmt_bytes(v) if str(col).endswith("bytes") else fmt_num(v), num=True)
+    return Cell(str(v), ident=ident)
+
+
+def table(df: Any, table_id: str = "", limit: int = 25, columns: list[str] | tuple[str, ...] | None = None,
+          idents: tuple[str, ...] = ()) -> Table | None:
+    """The first ``limit`` rows of ``df`` written (``columns``: those, in that order), without the
+    columns that have nothing in them; ``idents``: columns of names from the trace. None without rows."""
+    if not P.has_rows(df):
+        return None
+    d = df if columns is None else df[[c for c in columns if c in df.columns]]
+    more = len(d) - limit
+    d = d.head(limit)
+    d = d[[c for c in d.columns if not all(_blank(v) for v in d[c])]]
+    numeric = [bool(pd.api.types.is_numeric_dtype(d[c]) and d[c].dtype != bool) for c in d.columns]
+    rows = [[_cell(c, v, c in idents) for c, v in zip(d.columns, row)] for row in d.itertuples(index=False)]
+    return Table(table_id, [str(c) for c in d.columns], numeric, rows, max(more, 0))
+
+
+def _absent(notes: list[str], default: str, *analyses: str) -> str:
+    return P.notes_for(notes, *analyses) or default
+
+
+def _summary(result: Any, metrics: Any, findings: list) -> Summary:
+    summ = getattr(result, "summary", None) or {}
+    run = getattr(result, "run", None)
+    hosts = summ.get("hosts") or (list(getattr(run, "hosts", []) or []) if run is not None else [])
+    source = metrics.get("steps_source")
+    return Summary(
+        run=run_label(result),
+        directory=str(getattr(run, "directory", None) or summ.get("run_dir") or ""),
+        hosts=[str(h) for h in hosts],
+        events=fmt_num(summ["events"]) if summ.get("events") is not None else "",
+        time_span=fmt_value(summ["time_span_ms"], "ms") if summ.get("time_span_ms") is not None else "",
+        trace_size=fmt_bytes(summ["file_bytes"]) if summ.get("file_bytes") else "",
+        steps_source=Figure("Steps found by", fmt_value(source), isinstance(source, str)) if source is not None
+        else None,
+        figures=figures(metrics, P.KEY_METRICS),
+        findings=len(findings),
+        first=_str(P.get(findings[0], "title", "")) if findings else "",
+    )
+
+
+def _finding(n: int, f: Any, units: Any) -> Finding:
+    rule = P.finding_rule(f)
+    impact = P.get(f, "impact_pct")
+    evidence = P.get(f, "evidence") or {}
+    items = evidence.items() if isinstance(evidence, dict) else enumerate(evidence)
+    msg, why = P.get(f, "message"), P.get(f, "why")
+    return Finding(
+        n=n, rule=rule, severity=str(P.get(f, "severity", "info") or "info").lower(),
+        title=_str(P.get(f, "title", rule)),
+        impact=fmt_num(impact, 2) if isinstance(impact, (int, float)) and not isinstance(impact, bool) else "",
+        message=str(msg) if msg else "",
+        evidence=[Figure(str(k), fmt_value(v, name=str(k), units=units), isinstance(v, str)) for k, v in items],
+        fix=P.finding_fix(f),
+        why=str(why) if why else "",
+        docs=P.docs_links(P.get(f, "docs")),
+    )
+
+
+def _steps(steps: Any, notes: list[str]) -> Steps:
+    if not P.has_rows(steps) or "duration_ms" not in steps.columns:
+        return Steps(absent=_absent(notes, "no training steps were found", "steps"))
+    cats = P.step_categories(steps)
+    dur = pd.to_numeric(steps["duration_ms"], errors="coerce")
+    out = Steps(count=len(steps), figures=[
+        Figure("step time (mean)", fmt_value(dur.mean(), "ms")), Figure("median", fmt_value(dur.median(), "ms")),
+        Figure("p90", fmt_value(dur.quantile(0.9), "ms")),
+        Figure("min .. max", f"{fmt_num(dur.min())} .. {fmt_num(dur.max())} ms")])
+    total = float(dur.sum()) or 1.0
+    for c in cats:
+        v = pd.to_numeric(steps[f"{c}_ms"], errors="coerce").fillna(0)
+        out.breakdown.append((c.replace("_", " "), fmt_num(v.mean()), fmt_num(v.sum() / total * 100)))
+    flag = next((c for c in ("outlier", "is_outlier") if c in steps.columns), None)
+    if flag and steps[flag].fillna(False).astype(bool).any():
+        out.outliers = table(steps[steps[flag].fillna(False).astype(bool)], "step-outliers", limit=10,
+                             columns=["step", "duration_ms", *[f"{c}_ms" for c in cats]])
+    return out
+
+
+def _gaps(gaps: Any, steps: Any, metrics: Any, notes: list[str]) -> Gaps:
+    out = Gaps(figures=figures(metrics, BUSY_FIGURES), threshold=fmt_num(P.gap_threshold_ms(steps)))
+    if not isinstance(gaps, pd.DataFrame) and not out.figures:
+        out.absent = _absent(notes, "no step or idle-gap data", "gaps")
+        return out
+    if P.has_rows(gaps):
+        g = gaps.copy()
+        key = "idle_ms" if "idle_ms" in g.columns else "duration_ms" if "duration_ms" in g.columns else None
+        if key is not None:
+            g = g[pd.to_numeric(g[key], errors="coerce").fillna(0) > 0].sort_values(key, ascending=False)
+        if "start_ps" in g.columns and len(g):
+            lo = float(pd.to_numeric(gaps["start_ps"]).min())
+            if P.has_rows(steps) and "start_ps" in steps.columns:
+                lo = min(lo, float(pd.to_numeric(steps["start_ps"]).min()))
+            g.insert(0, "at_ms", (pd.to_numeric(g["start_ps"]) - lo) / 1e9)
+        out.longest = table(g, "longest-gaps", limit=10,
+                            columns=["at_ms", "duration_ms", "idle_ms", "between_steps", "host_activity"])
+    elif isinstance(gaps, pd.DataFrame):
+        out.none_found = True
+    return out
+
+
+def _input(stages: Any, metrics: Any, notes: list[str]) -> Section:
+    out = Section(figures=figures(metrics, INPUT_FIGURES))
+    if not P.has_rows(stages):
+        out.absent = _absent(notes, "no tf.data iterator events", "tfdata")
+        return out
+    d = stages.sort_values("total_ms", ascending=False) if "total_ms" in stages.columns else stages
+    out.table = table(d, "tfdata-stages", limit=40, idents=("iterator", "stage"))
+    return out
+
+
+def _precision(tables: dict, metrics: Any, notes: list[str]) -> Section:
+    shares = P.precision_shares(tables, metrics)
+    return Section(figures=figures(metrics, PRECISION_FIGURES),
+                   shares=[Figure(k, fmt_num(v), True) for k, v in shares],
+                   absent="" if shares else _absent(notes, "no device compute with a known precision", "precision"))
+
+
+def _memory(tables: dict, metrics: Any, notes: list[str]) -> Section:
+    tl, live = tables.get("memory_timeline"), tables.get("memory_live_at_peak")
+    out = Section(figures=figures(metrics, MEMORY_FIGURES))
+    if not P.has_rows(tl) and not P.has_rows(live) and metrics.get("memory_peak_bytes") is None:
+        out.absent = _absent(notes, "no memory allocation events", "memory")
+    if P.has_rows(tl) and {"time_ms", "bytes_in_use"} <= set(tl.columns):
+        b = pd.to_numeric(tl["bytes_in_use"], errors="coerce")
+        i = int(b.fillna(-1).to_numpy().argmax())
+        out.text = (f"Memory timeline: {len(tl)} samples; highest {fmt_bytes(b.iloc[i])} at "
+                    f"{fmt_num(tl['time_ms'].iloc[i])} ms.")
+    shown, out.note = P.live_at_peak(live, metrics)  # no unnamed junk rows; a sentence for them
+    if shown is not None:
+        out.table = table(shown, "memory-live-at-peak", limit=15, idents=("tf_op", "shape"))
+    return out
+
+
+def _allreduce(metrics: Any, notes: list[str]) -> Section:
+    measured = metrics.get("allreduce_ms_per_step") is not None
+    return Section(figures=figures(metrics, ALLREDUCE_FIGURES),
+                   needs_params=measured and metrics.get("allreduce_expected_ms") is None,
+                   absent="" if measured else _absent(notes, "no AllReduce / collective ops", "collectives"))
+
+
+def _hosts(result: Any) -> Section:
+    hosts = getattr(result, "hosts", None) or []
+    df = P.host_rows(hosts, (getattr(result, "tables", None) or {}).get("hosts"))
+    n = len(hosts) or len(getattr(getattr(result, "run", None), "files", ()) or ())
+    if len(df) < 2:
+        return Section(absent=f"{n or 'no'} host{'s' if n != 1 else ''} profiled; the comparison needs two or more")
+    cols = [c for c in HOST_COLUMNS if c in df.columns and df[c].notna().any()]
+    return Section(table=table(df, "hosts-table", limit=64, columns=cols, idents=("host",)))
+
+
+def _datafiles(tables: dict, metrics: Any) -> Section:
+    sizes = tables.get("data_files_sizes")
+    if metrics.get("data_files_count") is None and not P.has_rows(sizes):
+        return Section(absent="not checked")
+    return Section(figures=figures(metrics, DATAFILES_FIGURES), table=table(sizes, "data-files-sizes", limit=20),
+                   more={"largest": table(tables.get("data_largest_files"), "data-largest-files", limit=10,
+                                          idents=("path",))})
+
+
+def _system(result: Any, metrics: Any, notes: list[str], draw: bool) -> System:
+    rows = [Figure(label.strip(), value) for label, value in system.table_rows(metrics)]
+    svg = Markup(system.timeline_svg(result)) if draw else None
+    return System(rows, _absent(notes, "no system samples", "system"), svg)
+
+
+# --------------------------------------------------------------------------- the HTML plots
+
+
+def _host_views(result: Any, metrics: Any) -> tuple[str, list[tuple[str, str, Any]]]:
+    """For a multi-host run: which host the run-level charts show (``: host1, the median host``),
+    and the other hosts to draw beside them: ``(host, what it is, HostAnalysis)``, the straggler's."""
+    hosts = list(getattr(result, "hosts", None) or [])
+    if len(hosts) < 2:
+        return "", []
+    median = str(metrics.get("median_host") or "")
+    suffix = f": {median}, the median host" if median else ""
+    extra = []
+    name = metrics.get("straggler_host")
+    h = next((h for h in hosts if str(h.host) == str(name)), None)
+    if name and h is not None and str(name) != median:
+        extra.append((str(h.host), "the straggler", h))
+    return suffix, extra
+
+
+def _safe_id(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in str(text))
+
+
+def _gaps_lines(metrics: Any, steps: Any = None) -> list[Line]:
+    """What the busy/idle plot draws, in words: the idle total, then the gaps the findings count
+    (idle of at least the threshold); shorter idle is in the total, not a gap."""
+    out = [Line(figures(metrics, BUSY_LINE))]
+    n = metrics.get("gaps_count")
+    if n is None:
+        return out
+    thr = fmt_num(P.gap_threshold_ms(steps))
+    if n:
+        head = Figure(f"gaps between steps with {thr} ms or more idle", fmt_num(n))
+        out.append(Line([head, *figures(metrics, (("gap_max_ms", "longest"), ("gap_host_activity", "the host ran")))],
+                        id="gaps-counted"))
+    else:
+        out.append(Line(text=f"No gap between steps has {thr} ms or more idle: the idle drawn is shorter pauses, "
+                             "in the totals above but not counted as gaps.", id="gaps-counted"))
+    return out
+
+
+def _svg(content: str) -> Markup:
+    """A plot our code drew (every trace-derived string in it escaped by plots.esc)."""
+    return Markup(content)
+
+
+def _plots(result: Any, view: View, metrics: Any, tables: dict, notes: list[str]) -> list[Plot]:
+    """The plots in page order. In a multi-host run the step and busy/idle charts are the median host's
+    (the run's per-step figures), and say so; a straggler's own charts follow them."""
+    who = "device" if metrics.get("device_present") else "training threads"
+    of_host, extra = _host_views(result, metrics)
+    hosts = getattr(result, "hosts", None) or []
+    steps = Plot("plot-steps", "steps", f"Step time per step{of_host}",
+                 _svg(stepchart.steps_svg(tables.get("steps"),
+                                          why=_absent(notes, "no training steps were found", "steps"))),
+                 "Each bar is one step (or, with many steps, the mean of a few, as the axis says), split into where "
+                 "its time went; the axis reaches the slowest step. Hover a bar for its numbers.")
+    busy = Plot("plot-busy", "busy", f"Busy vs idle{of_host}",
+                _svg(busyidle.busy_idle_svg(tables.get("timeline"), tables.get("steps"), tables.get("gaps"),
+                                            metrics.get("device_present"),
+                                            why=_absent(notes, "no activity timeline", "timeline", "gaps"))),
+                "Top: the shares of the steps' wall time. Row: time runs left to right; in each pixel column the "
+                f"red height is the share the {who} had no work between steps, the orange the share inside a step "
+                "with nothing traced at all, so their area is the idle time. Triangles mark the gaps the findings "
+                "count.", lines=_gaps_lines(metrics, tables.get("steps")))
+    for host, what, h in extra:
+        t, m = getattr(h, "tables", {}) or {}, getattr(h, "metrics", {}) or {}
+        svg = _svg(stepchart.steps_svg(t.get("steps"), plot_id=f"plot-steps-{_safe_id(host)}"))
+        if not steps.missing and not is_missing(svg):
+            steps.hosts.append(HostView(host, what, svg))
+        svg = _svg(busyidle.busy_idle_svg(t.get("timeline"), t.get("steps"), t.get("gaps"), m.get("device_present"),
+                                          plot_id=f"plot-busy-{_safe_id(host)}"))
+        if not busy.missing and not is_missing(svg):
+            busy.hosts.append(HostView(host, what, svg, _gaps_lines(m, t.get("steps"))))
+    mem = view.memory
+    return [
+        steps, busy,
+        Plot("plot-tfdata", "input", "Input pipeline (tf.data)",
+             _svg(P.tfdata_svg(tables.get("tfdata_stages"),
+                               why=_absent(notes, "no tf.data iterator events", "tfdata"))),
+             lines=[Line(view.input.figures)], table=view.input.table),
+        Plot("plot-precision", "precision", "Precision mix",
+             _svg(P.precision_svg(P.precision_shares(tables, metrics),
+                                  why=_absent(notes, "no device compute with a known precision", "precision"))),
+             lines=[Line(figures(metrics, PRECISION_LINE))]),
+        Plot("plot-memory", "memory", "Memory",
+             _svg(P.memory_svg(tables.get("memory_timeline"), metrics.get("memory_peak_bytes"),
+                               metrics.get("memory_capacity_bytes"),
+                               why=_absent(notes, "no memory allocation events", "memory"))),
+             lines=[Line(figures(metrics, MEMORY_LINE))],
+             heading="Largest allocations live at the peak" if mem.table or mem.note else "",
+             table=mem.table, note=mem.note, note_id="memory-live-unnamed"),
+        Plot("plot-allreduce", "allreduce", "AllReduce",
+             _svg(P.allreduce_svg(metrics.get("allreduce_ms_per_step"), metrics.get("allreduce_expected_ms"),
+                                  metrics.get("allreduce_expected_ring_ms"),
+                                  why=_absent(notes, "no AllReduce / collective ops", "collectives"))),
+             lines=[Line(figures(metrics, ALLREDUCE_LINE))], needs_params=view.allreduce.needs_params),
+        Plot("plot-hosts", "hosts", "Hosts",
+             _svg(P.hosts_svg(hosts, tables.get("hosts"), why=_hosts_why(result))), table=view.hosts.table),
+        Plot("plot-datafiles", "datafiles", "Training data files",
+             _svg(P.datafiles_svg(tables.get("data_files_sizes"),
+                                  why=_absent(notes, "no training data files were checked (pass --data DIR_OR_GLOB)",
+                                              "datafiles"))),
+             lines=[Line(figures(metrics, DATAFILES_LINE))], table=view.datafiles.more.get("largest")),
+    ]
+
+
+def _hosts_why(result: Any) -> str:
+    hosts = getattr(result, "hosts", None) or []
+    n = len(hosts) or len(getattr(getattr(result, "run", None), "files", ()) or ())
+    if len(hosts) < 2:
+        return f"{'one host was' if n == 1 else f'{n} hosts were'} profiled; per-host comparison needs two or more"
+    return "no host has step times"
+
+
+def _plots_for(finding: Any) -> list[str]:
+    """The plot ids a finding's evidence names, in PLOT_FOR_EVIDENCE order."""
+    ev = P.get(finding, "evidence") or {}
+    keys = [str(k) for k in (ev.keys() if isinstance(ev, dict) else [])]
+    return [pid for pid, prefixes in PLOT_FOR_EVIDENCE if any(k.startswith(prefixes) for k in keys)]
+
+
+def _place(view: View, findings: list) -> None:
+    """Each drawn plot beside the first (most important) finding whose evidence names it; a later
+    finding naming it links to it. A 'not in this trace' box stays in its section."""
+    by_id = {p.id: p for p in view.plots}
+    for i, (f, fv) in enumerate(zip(findings, view.findings)):
+        for pid in _plots_for(f):
+            p = by_id.get(pid)
+            if p is None or p.missing:
+                continue
+            if p.placed is None:
+                p.placed = i
+                fv.plots.append(p)
+            elif p.placed != i:
+                fv.see_also.append(p)
+
+
+def _timeline(result: Any, notes: list[str]) -> Timeline:
+    data = timeline.timeline_data(result)
+    if data is None:
+        why = _absent(notes, "no activity timeline", "timeline")
+        return Timeline(box=_svg(P.missing("plot-timeline", "Timeline of the capture window", why)))
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")  # no '</script>' inside
+    return Timeline(box=None, data=Markup(payload), chips=data["findings"],
+                    dropped=timeline.lane_kinds(data["dropped"]) if data["dropped"] else "",
+                    script=Markup(timeline.JS))
+
+
+__all__ = ["MAX_COLUMNS", "PLOT_FOR_EVIDENCE", "PLOT_IDS", "Cell", "Figure", "Finding", "Plot", "Table", "View",
+           "build", "figures", "is_missing", "table"]
