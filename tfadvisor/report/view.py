@@ -471,8 +471,7 @@ def _input(stages: Any, metrics: Any, notes: list[str]) -> Section:
     if not P.has_rows(stages):
         out.absent = _absent(notes, "no tf.data iterator events", "tfdata")
         return out
-    d = stages.sort_values("total_ms", ascending=False) if "total_ms" in stages.columns else stages
-    out.table = table(d, "tfdata-stages", limit=40, idents=("iterator", "stage"))
+    out.table = table(stages, "tfdata-stages", limit=40, idents=("iterator", "stage"))  # in pipeline order
     return out
 
 
