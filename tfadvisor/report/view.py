@@ -239,7 +239,7 @@ class Section:
 
     figures: list[Figure] = field(default_factory=list)
     table: Table | None = None
-    more: dict[str, Table | None] = field(default_factory=dict)
+    largest: Table | None = None  # data files: the largest ones
     shares: list[Figure] = field(default_factory=list)  # precision: class -> % of device compute
     text: str = ""  # a sentence (memory: the timeline's peak; the allocations nothing names)
     note: str = ""
@@ -520,8 +520,7 @@ def _datafiles(tables: dict, metrics: Any) -> Section:
     if metrics.get("data_files_count") is None and not P.has_rows(sizes):
         return Section(absent="not checked")
     return Section(figures=figures(metrics, DATAFILES_FIGURES), table=table(sizes, "data-files-sizes", limit=20),
-                   more={"largest": table(tables.get("data_largest_files"), "data-largest-files", limit=10,
-                                          idents=("path",))})
+                   largest=table(tables.get("data_largest_files"), "data-largest-files", limit=10, idents=("path",)))
 
 
 def _system(result: Any, metrics: Any, notes: list[str], draw: bool) -> System:
@@ -633,7 +632,7 @@ def _plots(result: Any, view: View, metrics: Any, tables: dict, notes: list[str]
              _svg(P.datafiles_svg(tables.get("data_files_sizes"),
                                   why=_absent(notes, "no training data files were checked (pass --data DIR_OR_GLOB)",
                                               "datafiles"))),
-             lines=[Line(figures(metrics, DATAFILES_LINE))], table=view.datafiles.more.get("largest")),
+             lines=[Line(figures(metrics, DATAFILES_LINE))], table=view.datafiles.largest),
     ]
 
 
