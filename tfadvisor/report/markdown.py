@@ -1,10 +1,10 @@
 """The Markdown report: the HTML report's content as GitHub-flavoured Markdown.
 
-``render_markdown(result) -> str``: report/view.py's view of the result (without its drawings)
-laid out by ``templates/report.md.j2``. Sections: summary, findings (evidence tables, fixes with
-fenced code), step-time breakdown, idle gaps, system samples, the tf.data stage table, precision
-mix, memory (peak and the largest live allocations), AllReduce measured vs expected, per-host step
-time, training data files, notes. A section whose data the trace lacks says so and why.
+``render_markdown(result) -> str``: report/view.py's view of the result (its figures and tables, not
+its drawings) laid out by ``templates/report.md.j2``. Sections: summary, findings (evidence tables,
+fixes with fenced code), step-time breakdown, idle gaps, system samples, the tf.data stage table,
+precision mix, memory (peak and the largest live allocations), AllReduce measured vs expected,
+per-host step time, training data files, notes. A section whose data the trace lacks says so and why.
 
 Escaping is this module's, once, as the template's filters: trace-derived names (op names contain
 ``<``, ``>``, ``&``, sometimes ``|``) go into code spans with ``|`` escaped, so they render
@@ -23,7 +23,7 @@ from tfadvisor.report.templating import environment
 
 
 def render_markdown(result: Any) -> str:
-    text_ = _env().get_template("report.md.j2").render(v=view.build(result, draw=False))
+    text_ = _env().get_template("report.md.j2").render(v=view.build(result))
     return text_.rstrip() + "\n"
 
 

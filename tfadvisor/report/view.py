@@ -1,15 +1,16 @@
-"""The reports' view model: what the HTML and Markdown reports show, built once from a result.
+"""The reports' view model: what the HTML and Markdown reports show, built from a result.
 
-``build(result)`` reads an ``api.Result`` (or ``RunResult``) and returns a :class:`View` of plain
-dataclasses: the summary, the findings (evidence, fix, why, docs, the plots placed beside them), the
-sections (figures, tables with their cells already written, why a section's data is absent), the
-plots, the notes and every metric. Every number is written here, by :mod:`report.formatting`; the
-templates (``templates/report.html.j2``, ``report.md.j2``) only lay the view out and escape it.
+``build(result)`` returns a :class:`View` of an ``api.Result`` (or ``RunResult``): the summary, the
+findings (evidence, fix, why, docs, the plots placed beside them), the sections (figures, tables
+with their cells already written, why a section's data is absent), the plots, the timeline viewer's
+data, the notes and every metric, as plain dataclasses. Each part is built the first time a
+template reads it, once. Every number is written here, by :mod:`report.formatting`; the templates
+(``templates/report.html.j2``, ``report.md.j2``) only lay the view out and escape it.
 
 Text stays text: escaping is the renderers' (HTML autoescape, Markdown's filters). The SVG plots and
 the timeline's data and script are built by our own code (every trace-derived string in them escaped
 by ``plots.esc``) and come as :class:`markupsafe.Markup`, the one kind of value the HTML template
-writes as it is. ``build(result, draw=False)`` leaves the drawings out (the Markdown report).
+writes as it is.
 
 HTML plots, in page order; each sits beside the first finding whose evidence names its data
 (:data:`PLOT_FOR_EVIDENCE`); one whose data the trace lacks is a box with the same id saying why:
@@ -36,6 +37,7 @@ import datetime as _dt
 import json
 import numbers
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -197,8 +199,7 @@ class Finding:
     fix: list[tuple[str, str, str]]  # (text | code, body, language)
     why: str
     docs: list[tuple[str, str]]  # (title, url)
-    plots: list[Plot] = field(default_factory=list)  # drawn beside it
-    see_also: list[Plot] = field(default_factory=list)  # beside an earlier finding
+    plot_ids: list[str]  # the plots its evidence names (PLOT_FOR_EVIDENCE order)
 
 
 @dataclass
@@ -251,11 +252,16 @@ class Section:
 class System:
     figures: list[Figure]
     why: str
-    svg: Markup | None = None  # the utilisation timelines, or the 'not in this trace' box
+    result: Any = field(default=None, repr=False)
+
+    @cached_property
+    def svg(self) -> Markup:
+        """The utilisation timelines, or the 'not in this trace' box (drawn when first read)."""
+        return _svg(system.timeline_svg(self.result))
 
     @property
     def missing(self) -> bool:
-        return self.svg is None or is_missing(self.svg)
+        return is_missing(self.svg)
 
 
 @dataclass
@@ -267,26 +273,87 @@ class Timeline:
     script: Markup = Markup("")
 
 
-@dataclass
 class View:
-    label: str
-    summary: Summary
-    findings: list[Finding]
-    steps: Steps
-    gaps: Gaps
-    system: System
-    input: Section
-    precision: Section
-    memory: Section
-    allreduce: Section
-    hosts: Section
-    datafiles: Section
-    notes: list[str]
-    metrics: list[tuple[str, str, str]]  # (name, value, meaning)
-    plots: list[Plot] = field(default_factory=list)  # HTML, in page order
-    timeline: Timeline | None = None
-    version: str = __version__
-    generated: str = ""
+    """Everything the reports show of one result. Each part is built from the result the first time a
+    template reads it, then kept: the Markdown report never draws a plot, the HTML report never builds
+    the Markdown's step and gap tables, the notebook never builds the timeline."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self._metrics = getattr(result, "metrics", None) or {}
+        self._tables = getattr(result, "tables", None) or {}
+        self._findings = list(getattr(result, "findings", None) or [])
+        self.notes = [str(n) for n in getattr(result, "notes", None) or []]
+        self.label = run_label(result)
+        self.version = __version__
+        self.generated = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+
+    @cached_property
+    def summary(self) -> Summary:
+        return _summary(self.result, self._metrics, self._findings)
+
+    @cached_property
+    def findings(self) -> list[Finding]:
+        units = getattr(self._metrics, "units", None) or {}
+        return [_finding(i, f, units) for i, f in enumerate(self._findings, 1)]
+
+    @cached_property
+    def steps(self) -> Steps:
+        return _steps(self._tables.get("steps"), self.notes)
+
+    @cached_property
+    def gaps(self) -> Gaps:
+        return _gaps(self._tables.get("gaps"), self._tables.get("steps"), self._metrics, self.notes)
+
+    @cached_property
+    def system(self) -> System:
+        return _system(self.result, self._metrics, self.notes)
+
+    @cached_property
+    def input(self) -> Section:
+        return _input(self._tables.get("tfdata_stages"), self._metrics, self.notes)
+
+    @cached_property
+    def precision(self) -> Section:
+        return _precision(self._tables, self._metrics, self.notes)
+
+    @cached_property
+    def memory(self) -> Section:
+        return _memory(self._tables, self._metrics, self.notes)
+
+    @cached_property
+    def allreduce(self) -> Section:
+        return _allreduce(self._metrics, self.notes)
+
+    @cached_property
+    def hosts(self) -> Section:
+        return _hosts(self.result)
+
+    @cached_property
+    def datafiles(self) -> Section:
+        return _datafiles(self._tables, self._metrics)
+
+    @cached_property
+    def all_metrics(self) -> list[tuple[str, str, str]]:
+        """(name, value, meaning) of every metric."""
+        docs = getattr(self._metrics, "docs", None) or {}
+        return [(str(k), _value(self._metrics, k), str(docs.get(k, ""))) for k in self._metrics]
+
+    @cached_property
+    def plots(self) -> list[Plot]:
+        """The HTML plots in page order, each drawn one placed beside the first (most important)
+        finding whose evidence names it; a 'not in this trace' box stays in its section."""
+        plots = _plots(self.result, self, self._metrics, self._tables, self.notes)
+        by_id = {p.id: p for p in plots}
+        for i, f in enumerate(self.findings):
+            for pid in f.plot_ids:
+                if not by_id[pid].missing and by_id[pid].placed is None:
+                    by_id[pid].placed = i
+        return plots
+
+    @cached_property
+    def timeline(self) -> Timeline:
+        return _timeline(self.result, self.notes)
 
     @property
     def nav(self) -> list[tuple[str, str]]:
@@ -298,42 +365,21 @@ class View:
     def plot(self, plot_id: str) -> Plot | None:
         return next((p for p in self.plots if p.id == plot_id), None)
 
+    def beside(self, f: Finding) -> list[Plot]:
+        """The plots drawn beside finding ``f``."""
+        return [p for pid in f.plot_ids if (p := self.plot(pid)) is not None and p.placed == f.n - 1]
+
+    def see_also(self, f: Finding) -> list[Plot]:
+        """The plots ``f``'s evidence names that sit beside an earlier finding."""
+        return [p for pid in f.plot_ids if (p := self.plot(pid)) is not None and p.placed not in (None, f.n - 1)]
+
 
 # --------------------------------------------------------------------------- building it
 
 
-def build(result: Any, draw: bool = True, with_timeline: bool = True) -> View:
-    """The view of ``result``; ``draw=False``: without plots and timeline (the Markdown report),
-    ``with_timeline=False``: without the timeline viewer (the notebook)."""
-    metrics = getattr(result, "metrics", None) or {}
-    tables = getattr(result, "tables", None) or {}
-    notes = [str(n) for n in getattr(result, "notes", None) or []]
-    findings = list(getattr(result, "findings", None) or [])
-    units = getattr(metrics, "units", None) or {}
-    docs = getattr(metrics, "docs", None) or {}
-    view = View(
-        label=run_label(result),
-        summary=_summary(result, metrics, findings),
-        findings=[_finding(i, f, units) for i, f in enumerate(findings, 1)],
-        steps=_steps(tables.get("steps"), notes),
-        gaps=_gaps(tables.get("gaps"), tables.get("steps"), metrics, notes),
-        system=_system(result, metrics, notes, draw),
-        input=_input(tables.get("tfdata_stages"), metrics, notes),
-        precision=_precision(tables, metrics, notes),
-        memory=_memory(tables, metrics, notes),
-        allreduce=_allreduce(metrics, notes),
-        hosts=_hosts(result),
-        datafiles=_datafiles(tables, metrics),
-        notes=notes,
-        metrics=[(str(k), _value(metrics, k), str(docs.get(k, ""))) for k in metrics],
-        generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
-    )
-    if draw:
-        view.plots = _plots(result, view, metrics, tables, notes)
-        _place(view, findings)
-        if with_timeline:
-            view.timeline = _timeline(result, notes)
-    return view
+def build(result: Any) -> View:
+    """The view of ``result`` (its parts built as the templates read them)."""
+    return View(result)
 
 
 def is_missing(content: str) -> bool:
@@ -376,10 +422,12 @@ def table(df: Any, table_id: str = "", limit: int = 25, columns: list[str] | tup
     d = df if columns is None else df[[c for c in columns if c in df.columns]]
     more = len(d) - limit
     d = d.head(limit)
-    d = d[[c for c in d.columns if not all(_blank(v) for v in d[c])]]
-    numeric = [bool(pd.api.types.is_numeric_dtype(d[c]) and d[c].dtype != bool) for c in d.columns]
-    rows = [[_cell(c, v, c in idents) for c, v in zip(d.columns, row)] for row in d.itertuples(index=False)]
-    return Table(table_id, [str(c) for c in d.columns], numeric, rows, max(more, 0))
+    cols = [(c, t, d.iloc[:, i].tolist()) for i, (c, t) in enumerate(zip(d.columns, d.dtypes))]
+    cols = [(c, t, vs) for c, t, vs in cols if not all(_blank(v) for v in vs)]  # columns with nothing in them
+    cells = [[_cell(c, v, c in idents) for v in vs] for c, _, vs in cols]
+    return Table(table_id, [str(c) for c, _, _ in cols],
+                 [pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t) for _, t, _ in cols],
+                 [list(row) for row in zip(*cells)], max(more, 0))
 
 
 def _absent(notes: list[str], default: str, *analyses: str) -> str:
@@ -421,6 +469,7 @@ def _finding(n: int, f: Any, units: Any) -> Finding:
         fix=P.finding_fix(f),
         why=str(why) if why else "",
         docs=P.docs_links(P.get(f, "docs")),
+        plot_ids=_plots_for(f),
     )
 
 
@@ -523,10 +572,9 @@ def _datafiles(tables: dict, metrics: Any) -> Section:
                    largest=table(tables.get("data_largest_files"), "data-largest-files", limit=10, idents=("path",)))
 
 
-def _system(result: Any, metrics: Any, notes: list[str], draw: bool) -> System:
+def _system(result: Any, metrics: Any, notes: list[str]) -> System:
     rows = [Figure(label.strip(), value) for label, value in system.table_rows(metrics)]
-    svg = Markup(system.timeline_svg(result)) if draw else None
-    return System(rows, _absent(notes, "no system samples", "system"), svg)
+    return System(rows, _absent(notes, "no system samples", "system"), result)
 
 
 # --------------------------------------------------------------------------- the HTML plots
@@ -649,22 +697,6 @@ def _plots_for(finding: Any) -> list[str]:
     ev = P.get(finding, "evidence") or {}
     keys = [str(k) for k in (ev.keys() if isinstance(ev, dict) else [])]
     return [pid for pid, prefixes in PLOT_FOR_EVIDENCE if any(k.startswith(prefixes) for k in keys)]
-
-
-def _place(view: View, findings: list) -> None:
-    """Each drawn plot beside the first (most important) finding whose evidence names it; a later
-    finding naming it links to it. A 'not in this trace' box stays in its section."""
-    by_id = {p.id: p for p in view.plots}
-    for i, (f, fv) in enumerate(zip(findings, view.findings)):
-        for pid in _plots_for(f):
-            p = by_id.get(pid)
-            if p is None or p.missing:
-                continue
-            if p.placed is None:
-                p.placed = i
-                fv.plots.append(p)
-            elif p.placed != i:
-                fv.see_also.append(p)
 
 
 def _timeline(result: Any, notes: list[str]) -> Timeline:
