@@ -1,8 +1,9 @@
 """The Jinja2 environment of the HTML and Markdown reports (templates in ``report/templates/``).
 
-Autoescape is on for ``*.html.j2`` (every value is HTML-escaped unless it is a
-:class:`markupsafe.Markup` our code built: the SVG plots, the timeline's data and script, the
-stylesheet) and off for ``*.md.j2``, whose values go through the Markdown report's own filters.
+Autoescape is on for ``*.html.j2``: every value is HTML-escaped unless it is a
+:class:`markupsafe.Markup` our code built (the SVG plots, the timeline's script, the stylesheet);
+the timeline's data goes in through ``|tojson``, which escapes ``<``, ``>``, ``&`` and ``'``. It is
+off for ``*.md.j2``, whose values go through the Markdown report's own filters.
 Only the HTML, Markdown and notebook renderers import this module: the terminal and JSON reports
 never load jinja2.
 """
@@ -30,6 +31,7 @@ def environment(filters: dict[str, Callable[..., Any]]) -> Environment:
         keep_trailing_newline=True,
         auto_reload=False,
     )
+    env.policies["json.dumps_kwargs"] = {"separators": (",", ":")}  # |tojson: compact, keys in their order
     env.filters.update(filters)
     return env
 

@@ -34,7 +34,6 @@ plot-datafiles     training data files by size (``--data``)                ``dat
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import numbers
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -267,7 +266,7 @@ class System:
 @dataclass
 class Timeline:
     box: Markup | None  # the 'not in this trace' box, when there is no timeline
-    data: Markup = Markup("")  # JSON for the viewer
+    data: dict = field(default_factory=dict)  # for the viewer (the template writes it with |tojson)
     chips: list[dict] = field(default_factory=list)  # {sev, rule, title} per finding
     dropped: str = ""
     script: Markup = Markup("")
@@ -704,8 +703,7 @@ def _timeline(result: Any, notes: list[str]) -> Timeline:
     if data is None:
         why = _absent(notes, "no activity timeline", "timeline")
         return Timeline(box=_svg(P.missing("plot-timeline", "Timeline of the capture window", why)))
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")  # no '</script>' inside
-    return Timeline(box=None, data=Markup(payload), chips=data["findings"],
+    return Timeline(box=None, data=data, chips=data["findings"],
                     dropped=timeline.lane_kinds(data["dropped"]) if data["dropped"] else "",
                     script=Markup(timeline.JS))
 
