@@ -60,6 +60,11 @@ def fence(body: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{body}\n{ticks}"
 
 
+def url(u: Any) -> str:
+    """A link target: the characters that would end a ``<...>`` destination or start HTML percent-encoded."""
+    return str(u).replace(" ", "%20").replace("<", "%3C").replace(">", "%3E").replace("\n", "%0A")
+
+
 def value(f: view.Figure) -> str:
     """A figure's value: text from the trace as code, a number as text."""
     return code(f.text) if f.literal else text(f.text)
@@ -76,7 +81,8 @@ def cell(c: view.Cell) -> str:
 
 @functools.cache
 def _env():
-    return environment({"code": code, "text": text, "prose": prose, "fence": fence, "value": value, "cell": cell})
+    return environment({"code": code, "text": text, "prose": prose, "fence": fence, "value": value, "cell": cell,
+                        "url": url})
 
 
-__all__ = ["cell", "code", "fence", "prose", "render_markdown", "text", "value"]
+__all__ = ["cell", "code", "fence", "prose", "render_markdown", "text", "url", "value"]
