@@ -28,4 +28,8 @@ def test_wheel_contents(tmp_path):
     assert tops == {"tfadvisor", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}, tops
     assert any(n.startswith("tfadvisor/_native.") and n.endswith((".so", ".pyd")) for n in names)
     assert "tfadvisor/_rules/10_input.toml" in names and "tfadvisor/report/timeline.js" in names
+    templates = sorted(p.name for p in (ROOT / "tfadvisor" / "report" / "templates").iterdir() if p.is_file())
+    assert templates and all(f"tfadvisor/report/templates/{t}" in names for t in templates), templates
+    zf = zipfile.ZipFile(wheel)  # no test-only hooks in what users run
+    assert not [n for n in names if n.endswith(".py") and b"MULTIHOST_COUNTER" in zf.read(n)]
     assert not [n for n in names if "synthetic" in n or n.endswith(".c") or "/tests/" in n], names

@@ -198,13 +198,10 @@ def _utilisation(trace: Trace, ctx: Context, s: Samples, res: AnalysisResult) ->
     idle = int((core_mean < IDLE_CORE_PCT).sum())
     proc = min(100.0, float(np.nanmean(c["proc_cpu_pct"][rows])) / n_cores) if len(rows) else None
     util = float(np.nanmean(cpu))
-    add = res.add
-    units = {name: (unit, doc) for name, unit, doc in UTIL_METRICS + GPU_METRICS}
-
     def put(name: str, value) -> None:
         if value is not None and isinstance(value, float) and not np.isfinite(value):
             value = None
-        add(name, value, *units[name])
+        res.add(name, value)
 
     put("system_samples_count", int(len(rows)))
     put("system_sample_hz", round((s.n - 1) / float(t[-1] - t[0]), 2) if t[-1] > t[0] else None)

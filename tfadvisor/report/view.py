@@ -44,7 +44,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from tfadvisor._version import __version__
-from tfadvisor.report import busyidle, run_label, stepchart, system, timeline
+from tfadvisor.report import busyidle, run_label, stepchart, system, system_plot, timeline
 from tfadvisor.report import plots as P
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
@@ -256,7 +256,7 @@ class System:
     @cached_property
     def svg(self) -> Markup:
         """The utilisation timelines, or the 'not in this trace' box (drawn when first read)."""
-        return _svg(system.timeline_svg(self.result))
+        return _svg(system_plot.timeline_svg(self.result))
 
     @property
     def missing(self) -> bool:

@@ -1,0 +1,57 @@
+"""What `tfadvisor analyze` imports: the analysis path stays off pandas, jinja2 and pydantic.
+
+Importing pandas costs about a quarter of a second, more than the whole analysis of a typical small
+profile (benchmarks/compare.py); it is imported only where a table becomes a DataFrame (notebooks,
+``--tables``, HTML/Markdown reports, multi-host tables).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+HEAVY = ("pandas", "jinja2", "pydantic")
+
+PROBE = r"""
+import atexit, json, sys
+WATCH = set(json.loads(sys.argv[1]))
+def report():
+    heavy = sorted({m.split(".")[0] for m in sys.modules} & WATCH)
+    sys.__stderr__.write("HEAVY=" + json.dumps(heavy) + "\n")
+atexit.register(report)
+from tfadvisor.cli import main
+sys.argv = ["tfadvisor"] + sys.argv[2:]
+main()
+"""
+
+
+def _heavy(args: list[str]) -> tuple[list[str], subprocess.CompletedProcess]:
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(HEAVY), *args], capture_output=True, text=True,
+                          timeout=120)
+    line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")]
+    assert line, proc.stderr[-2000:]
+    return json.loads(line[-1][len("HEAVY="):]), proc
+
+
+@pytest.mark.parametrize("sample,fmt", [("input_bound_defaults_off", "json"), ("input_bound_defaults_off", "text"),
+                                        ("synthetic_gpu_mixed", "json"), ("memory_heavy", "text")])
+def test_analyze_imports_no_pandas(sample, fmt):
+    heavy, proc = _heavy(["analyze", str(SAMPLES / sample), "--format", fmt])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if sample == "memory_heavy":  # memory events are grouped with pandas: the one analysis that needs it
+        heavy = [m for m in heavy if m != "pandas"]
+    assert heavy == [], f"{sample} --format {fmt} imported {heavy}"
+
+
+def test_tables_are_dataframes_when_asked_for():
+    heavy, proc = _heavy(["analyze", str(SAMPLES / "input_bound_defaults_off"), "--format", "json", "--tables"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pandas" in heavy  # the probe can see pandas: the test above would notice it
+    tables = json.loads(proc.stdout)["tables"]
+    assert len(tables["steps"]) >= 10 and "tfdata_stages" in tables
