@@ -46,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "sample_traces" / "input_bound_defaults_off"
 RUN_NAME = "2026_01_01_00_00_00"
+README_START, README_END = "<!-- compare.py: start -->", "<!-- compare.py: end -->"
 
 XPROF = r"""
 import os, sys
@@ -189,8 +190,12 @@ class Tools:
             cold = self.run_tool(tool, run, prefix)
             warm = [self.run_tool(tool, run, prefix) for _ in range(runs)]
             best = min(warm, key=lambda r: r["s"]) if warm else cold
-            rows.append({"tool": tool, "trace": name, "first_s": first and first["s"], "cold_s": cold["s"],
-                         "warm_s": best["s"],
+            events = None
+            if tool == "tfadvisor":  # the events it decoded, from its own JSON (for cost per event)
+                summary = json.loads((self.scratch / "tfadvisor.out").read_text())["summary"]
+                events = summary["loaded"]["events"]
+            rows.append({"tool": tool, "trace": name, "events": events, "first_s": first and first["s"],
+                         "cold_s": cold["s"], "warm_s": best["s"],
                          "warm_all_s": [round(w["s"], 3) for w in warm], "cold_rss_mb": cold["rss_mb"],
                          "rss_mb": max([cold["rss_mb"]] + [w["rss_mb"] for w in warm])})
             each = ", ".join(f"{w['s']:.2f}" for w in warm)
@@ -234,6 +239,8 @@ def main() -> None:
     ap.add_argument("--xprof-rs", type=Path, help="the xprof-rs binary (default: on PATH or in --workdir)")
     ap.add_argument("--no-xprof", action="store_true", help="skip xprof (it needs ~9 GB on the large trace)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
+    ap.add_argument("--readme", action="store_true",
+                    help=f"write the tables into README.md between {README_START} and {README_END}")
     args = ap.parse_args()
     workdir = args.workdir.resolve()
     if workdir == ROOT or ROOT in workdir.parents:
@@ -259,14 +266,25 @@ def main() -> None:
             lin.append((size, r))
     finally:
         shutil.rmtree(tools.scratch, ignore_errors=True)
-    load = os.getloadavg()
-    print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
-    print(table(rows))
-    print(f"\ntfadvisor --help: {h['s']:.3f} s (best of 3, warm), peak RSS {h['rss_mb']:.0f} MB")
+    after = os.getloadavg()
+    out = [f"Measured {time.strftime('%Y-%m-%d')} by `python benchmarks/compare.py {' '.join(sys.argv[1:])}` on "
+           f"{os.cpu_count()} CPUs (load average {load[0]:.2f} before, {after[0]:.2f} after).", "", table(rows), "",
+           f"`tfadvisor --help`: {h['s']:.3f} s (best of 3, warm), peak RSS {h['rss_mb']:.0f} MB."]
     if lin:
-        print("\n| trace | tfadvisor warm s | s per 100 MB | peak RSS MB |\n|---|---|---|---|")
-        for size, r in lin:
-            print(f"| {r['trace']} | {r['warm_s']:.2f} | {r['warm_s'] / size * 100:.3f} | {r['rss_mb']:.0f} |")
+        out += ["", "| trace | events | tfadvisor warm s | s per M events | peak RSS MB |", "|---|---|---|---|---|"]
+        for _, r in lin:
+            ev = r.get("events")
+            per = f"{r['warm_s'] / ev * 1e6:.3f}" if ev else "-"
+            out.append(f"| {r['trace']} | {ev / 1e6:.2f} M | {r['warm_s']:.2f} | {per} | {r['rss_mb']:.0f} |"
+                       if ev else f"| {r['trace']} | - | {r['warm_s']:.2f} | - | {r['rss_mb']:.0f} |")
+    text = "\n".join(out)
+    print("\n" + text)
+    if args.readme:
+        readme = ROOT / "README.md"
+        doc = readme.read_text()
+        start, end = doc.index(README_START) + len(README_START), doc.index(README_END)
+        readme.write_text(doc[:start] + "\n" + text + "\n" + doc[end:])
+        print(f"\nwrote the figures into {readme}")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "sizes": [r for _, r in lin]}, indent=2))
 
