@@ -32,7 +32,8 @@ import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.device_lines import short_name
-from tfadvisor.analyses.steps import Measure, activity, device_steps, host_trace, step_table
+from tfadvisor.analyses.intervals import Measure
+from tfadvisor.analyses.steps import activity, device_steps, host_trace, step_table
 from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 

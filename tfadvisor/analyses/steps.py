@@ -59,13 +59,13 @@ so overlapping threads are not counted twice):
   is the device) > other (TF runtime: executor and function-call time not covered by an op) >
   host compute (Python-side TF API calls) > idle (nothing traced: pure Python, sleeping).
 
-The module also holds the interval helpers and the per-host activity model that ``gaps``,
-``input``, ``eager`` and ``overhead`` share (:func:`activity`, cached in the context).
+The module also holds the per-host activity model that ``gaps``, ``input``, ``eager`` and
+``overhead`` share (:func:`activity`, cached in the context); interval arithmetic is in
+:mod:`tfadvisor.analyses.intervals`.
 """
 
 from __future__ import annotations
 
-import heapq
 import re
 from dataclasses import dataclass, field
 
@@ -74,48 +74,23 @@ import numpy as np
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.intervals import (
+    EMPTY,
+    LazyUnion,
+    Measure,
+    Runs,
+    contained,
+    contains_any,
+    line_runs,
+    outermost,
+    priority_split,
+    rows_runs,
+    union_of,
+    union_runs,
+)
 from tfadvisor.runmeta import steps_per_execution
 from tfadvisor.table import Table, factorize, group_sum
 from tfadvisor.trace import Plane, StatColumn, Trace
-
-# ------------------------------------------------------------------------------------------
-# Interval arithmetic (linear-time kernels; intervals are [start, end) in ps)
-# ------------------------------------------------------------------------------------------
-
-_EMPTY = np.empty(0, np.int64)
-
-
-#: ``_merge_sorted(s, e)``: Union of start-sorted intervals; ok=False when the starts were not sorted.
-_merge_sorted = _native.merge_sorted
-
-
-def _union2(s1, e1, s2, e2):
-    """Union of two sets of disjoint sorted intervals."""
-    n1, n2 = s1.shape[0], s2.shape[0]
-    if n1 * 16 < n2:
-        return _union_small(s2, e2, s1, e1)
-    if n2 * 16 < n1:
-        return _union_small(s1, e1, s2, e2)
-    return _union2_linear(s1, e1, s2, e2)
-
-
-#: ``_union2_linear(s1, e1, s2, e2)``: Union of two sets of disjoint sorted intervals.
-_union2_linear = _native.union2_linear
-
-
-#: ``_union_small(bs, be, ss, se)``: Union of a big and a small set of disjoint sorted intervals: the big set is
-#: copied in blocks, only the neighbourhood of each small interval is merged.
-_union_small = _native.union_small
-
-
-#: ``_prefix_lengths(s, e)``: running sums of the lengths e - s (n + 1 values, the first 0).
-_prefix_lengths = _native.prefix_lengths
-
-
-#: ``_cover_sorted(s, e, t)``: Covered length of disjoint sorted intervals in (-inf, t] for ascending query points
-#: t.
-_cover_sorted = _native.cover_sorted
-
 
 #: ``_bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes)``: Class code per event (line
 #: class * stride + metadata class) and the rows of each code. Every index is checked: an event whose line is out of
@@ -145,331 +120,6 @@ def _bucket(ev_line: np.ndarray, ev_meta: np.ndarray, line_cls: np.ndarray, meta
         raise ValueError("event columns of different lengths")
     return _bucket_kernel(np.ascontiguousarray(ev_line), np.ascontiguousarray(ev_meta), line_cls, meta_cls,
                           int(unknown), int(stride), int(n_line_classes * stride))
-
-
-#: ``_merge_rows(start, end, line, rows)``: Per-thread union of the intervals of event rows (ascending rows: grouped
-#: by thread). Returns the merged intervals, thread by thread, the bounds of each thread's run, and ok=False when a
-#: thread's starts were not sorted.
-_merge_rows = _native.merge_rows
-
-
-def _runs_to_list(s, e, bounds):
-    return [(s[a:b], e[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-
-
-def rows_runs(plane: Plane, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Each thread's union of the intervals of (ascending) event rows."""
-    rows = np.ascontiguousarray(rows, np.int64)
-    if rows.shape[0] and (rows[0] < 0 or rows[-1] >= plane.n_events or rows.min() < 0
-                          or rows.max() >= plane.n_events):
-        rows = rows[(rows >= 0) & (rows < plane.n_events)]
-    if rows.shape[0] == 0:
-        return []
-    s, e, b, ok = _merge_rows(plane.ev_start_ps, plane.ev_end_ps, plane.ev_line, rows)
-    if ok:
-        return _runs_to_list(s, e, b)
-    return merge_runs(plane.ev_line[rows], plane.ev_start_ps[rows], plane.ev_end_ps[rows])
-
-
-def line_ranges(plane: Plane) -> np.ndarray | None:
-    """[first, last) event row of each line when the plane's events are grouped by line, else None."""
-    ln = plane.ev_line
-    nl = len(plane.lines)
-    if ln.shape[0] == 0:
-        return np.zeros((nl, 2), np.int64)
-    if ln.shape[0] > 1 and not bool(np.all(ln[1:] >= ln[:-1])):
-        return None
-    idx = np.arange(nl, dtype=ln.dtype)
-    return np.stack([np.searchsorted(ln, idx, side="left"), np.searchsorted(ln, idx, side="right")], axis=1)
-
-
-def line_runs(plane: Plane, line_ok: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Each chosen thread's union of its events' intervals."""
-    rng = line_ranges(plane)
-    ok = np.asarray(line_ok, bool)
-    if rng is not None:
-        out = []
-        for li in np.flatnonzero(ok[:len(plane.lines)]):
-            x, y = int(rng[li, 0]), int(rng[li, 1])
-            if y > x:
-                out.append(merge(plane.ev_start_ps[x:y], plane.ev_end_ps[x:y]))
-        return out
-    m = ok[plane.ev_line] & (plane.ev_meta >= 0)
-    return merge_runs(plane.ev_line[m], plane.ev_start_ps[m], plane.ev_end_ps[m])
-
-
-def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals as sorted disjoint intervals."""
-    starts = np.ascontiguousarray(starts, np.int64)
-    ends = np.ascontiguousarray(ends, np.int64)
-    if starts.shape[0] == 0:
-        return _EMPTY, _EMPTY
-    s, e, ok = _merge_sorted(starts, ends)
-    if not ok:
-        o = np.argsort(starts, kind="stable")
-        s, e, _ = _merge_sorted(starts[o], ends[o])
-    return s, e
-
-
-def _runs(lines: np.ndarray) -> np.ndarray:
-    n = lines.shape[0]
-    if n == 0:
-        return np.zeros(1, np.int64)
-    cut = np.flatnonzero(lines[1:] != lines[:-1]) + 1
-    return np.concatenate([[0], cut, [n]]).astype(np.int64)
-
-
-def merge_runs(lines: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per run of equal ``lines`` (a thread), the union of its intervals."""
-    starts = np.ascontiguousarray(starts, np.int64)
-    ends = np.ascontiguousarray(ends, np.int64)
-    b = _runs(np.asarray(lines))
-    if b.shape[0] - 1 > 256:  # not grouped by line: group first
-        o = np.argsort(lines, kind="stable")
-        lines, starts, ends = np.asarray(lines)[o], starts[o], ends[o]
-        b = _runs(lines)
-    return [merge(starts[x:y], ends[x:y]) for x, y in zip(b[:-1], b[1:])]
-
-
-def union_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    runs = [r for r in runs if r[0].shape[0]]
-    if not runs:
-        return _EMPTY, _EMPTY
-    if len(runs) == 1:
-        return runs[0]
-    # always join the two smallest: the big sets are copied as few times as possible
-    heap = [(r[0].shape[0], i, r) for i, r in enumerate(runs)]
-    heapq.heapify(heap)
-    k = len(heap)
-    while len(heap) > 1:
-        _, _, x = heapq.heappop(heap)
-        _, _, y = heapq.heappop(heap)
-        z = _union2(x[0], x[1], y[0], y[1])
-        heapq.heappush(heap, (z[0].shape[0], k, z))
-        k += 1
-    return heap[0][2]
-
-
-def merge_lines(lines: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals given grouped by thread (each thread's start-sorted): linear time."""
-    return union_runs(merge_runs(lines, starts, ends))
-
-
-class Measure:
-    """Length of a set of intervals inside windows.
-
-    Intervals may overlap (each counts) unless
-    the set is ``disjoint`` (wall time); ``within(a, b)`` is vectorised over windows.
-    """
-
-    __slots__ = ("s", "e", "_ss", "_cs", "_es", "_ce", "disjoint", "_prefix", "_queries")
-
-    def __init__(self, starts: np.ndarray, ends: np.ndarray, disjoint: bool = False):
-        self.s = np.asarray(starts, np.int64)
-        self.e = np.asarray(ends, np.int64)
-        self.disjoint = disjoint
-        self._ss = None
-        self._prefix = None
-        self._queries = 0
-
-    @classmethod
-    def union(cls, starts: np.ndarray, ends: np.ndarray) -> Measure:
-        s, e = merge(starts, ends)
-        return cls(s, e, disjoint=True)
-
-    @classmethod
-    def of_rows(cls, plane: Plane, rows: np.ndarray) -> Measure:
-        """Wall-time union of event rows (ascending rows: grouped by thread, sorted in each)."""
-        s, e = union_runs(rows_runs(plane, rows))
-        return cls(s, e, disjoint=True)
-
-    @classmethod
-    def empty(cls) -> Measure:
-        return cls(_EMPTY, _EMPTY, disjoint=True)
-
-    def __len__(self) -> int:
-        return int(self.s.shape[0])
-
-    def total(self) -> int:
-        return int(np.sum(self.e - self.s))
-
-    def _prep(self) -> None:
-        if self._ss is not None:
-            return
-        if self.disjoint:
-            self._ss = self.s
-            self._es = self.e
-        else:
-            self._ss = np.sort(self.s, kind="stable")
-            self._es = np.sort(self.e, kind="stable")
-        self._cs = np.concatenate([[0], np.cumsum(self._ss)])
-        self._ce = np.concatenate([[0], np.cumsum(self._es)])
-
-    def upto(self, t: np.ndarray) -> np.ndarray:
-        """Covered length in (-inf, t] for each t."""
-        t = np.asarray(t, np.int64)
-        if self.s.shape[0] == 0:
-            return np.zeros(t.shape, np.int64)
-        if self.disjoint and (self._prefix is not None or (self._queries >= 1 and t.size * 64 < self.s.shape[0])):
-            # queried again with few points: binary search in a prefix sum of the lengths
-            if self._prefix is None:
-                self._prefix = _prefix_lengths(self.s, self.e)
-            k = np.searchsorted(self.s, t, side="right")
-            last = np.maximum(k - 1, 0)
-            over = np.where(k > 0, np.maximum(self.e[last] - t, 0), 0)
-            return self._prefix[k] - over
-        if self.disjoint:  # the first query: one streaming pass, nothing to allocate
-            self._queries += 1
-            flat = np.ascontiguousarray(t.ravel())
-            if flat.shape[0] > 1 and not bool(np.all(flat[1:] >= flat[:-1])):
-                o = np.argsort(flat, kind="stable")
-                r = np.empty_like(flat)
-                r[o] = _cover_sorted(self.s, self.e, flat[o])
-            else:
-                r = _cover_sorted(self.s, self.e, flat)
-            return r.reshape(t.shape)
-        self._prep()
-        ns = np.searchsorted(self._ss, t, side="right")
-        ne = np.searchsorted(self._es, t, side="right")
-        return (ns * t - self._cs[ns]) - (ne * t - self._ce[ne])
-
-    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Covered length inside each window [a, b)."""
-        a = np.asarray(a, np.int64)
-        b = np.asarray(b, np.int64)
-        r = self.upto(np.concatenate([a.ravel(), b.ravel()]))
-        n = a.size
-        return (r[n:] - r[:n]).reshape(a.shape)
-
-    def wall(self) -> Measure:
-        return self if self.disjoint else Measure.union(self.s, self.e)
-
-    def __or__(self, other: Measure) -> Measure:
-        a, b = self.wall(), other.wall()
-        if len(b) == 0:
-            return a
-        if len(a) == 0:
-            return b
-        return Measure(*_union2(a.s, a.e, b.s, b.e), disjoint=True)
-
-
-def union_of(*parts: Measure) -> Measure:
-    parts = [p.wall() for p in parts if p is not None and len(p)]
-    if not parts:
-        return Measure.empty()
-    s, e = union_runs([(p.s, p.e) for p in parts])
-    return Measure(s, e, disjoint=True)
-
-
-class Runs:
-    """Thread time: one disjoint set per thread; lengths add up over threads."""
-
-    def __init__(self, runs: list[tuple[np.ndarray, np.ndarray]]):
-        self.parts = [Measure(a, b, disjoint=True) for a, b in runs if a.shape[0]]
-
-    def __len__(self) -> int:
-        return sum(len(m) for m in self.parts)
-
-    def total(self) -> int:
-        return sum(m.total() for m in self.parts)
-
-    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = np.zeros(np.asarray(a).shape, np.int64)
-        for m in self.parts:
-            out += m.within(a, b)
-        return out
-
-    def wall(self) -> Measure:
-        return union_of(*self.parts)
-
-
-#: ``_intersect(s1, e1, s2, e2, with_index=True)``: Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2,
-#: with (unless ``with_index`` is false) the index
-#: into set 2.
-_intersect = _native.intersect
-
-
-class LazyUnion:
-    """A union for ``within`` queries kept as one big set plus a small one, so that adding a
-    small set does not copy the big one (within = big + small - their overlap)."""
-
-    SMALL = 1 / 16
-
-    def __init__(self, *measures: Measure):
-        self.big = Measure.empty()
-        self.small = Measure.empty()
-        for m in sorted((m for m in measures if m is not None and len(m)), key=len, reverse=True):
-            self.add(m)
-
-    def __len__(self) -> int:
-        return len(self.big) + len(self.small)
-
-    def wall(self) -> Measure:
-        return self.big | self.small
-
-    def total(self) -> int:
-        return self.wall().total()
-
-    def add(self, m) -> None:
-        if isinstance(m, LazyUnion):
-            self.add(m.big)
-            self.add(m.small)
-            return
-        m = m.wall()
-        if len(m) <= max(len(self.big), 1) * self.SMALL:
-            self.small = self.small | m
-        else:
-            self.big = self.big | m
-        if len(self.small) > max(len(self.big), 1) * self.SMALL:
-            self.big, self.small = self.big | self.small, Measure.empty()
-
-    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = self.big.within(a, b)
-        if len(self.small) == 0:
-            return out
-        out = out + self.small.within(a, b)
-        if len(self.big) == 0:
-            return out
-        a = np.ascontiguousarray(a, np.int64)
-        b = np.ascontiguousarray(b, np.int64)
-        if a.shape[0] > 1 and not (bool(np.all(a[1:] >= b[:-1])) and bool(np.all(b >= a))):
-            u = self.big | self.small  # windows overlap each other: the plain way
-            return u.within(a, b)
-        # the overlap of small and big inside each window, from the small set's pieces
-        ps, pe, pw = _intersect(self.small.s, self.small.e, a, b)
-        if ps.shape[0]:
-            ov = self.big.upto(pe) - self.big.upto(ps)
-            out = out - np.bincount(pw, weights=ov.astype(np.float64), minlength=a.shape[0]).astype(np.int64)
-        return out
-
-
-def contained(m: Measure, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per interval: lies entirely inside the (disjoint) set ``m``."""
-    if len(m) == 0 or starts.shape[0] == 0:
-        return np.zeros(starts.shape[0], bool)
-    return m.within(starts, ends) >= (ends - starts)
-
-
-def priority_split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[str, Measure]]) -> dict[str, np.ndarray]:
-    """Split each window's time into exclusive categories, the first layer winning overlaps.
-
-    Returns the ps per window for each layer name (layers with the same name add up) and
-    ``_rest`` for time no layer covers.
-    """
-    a, b = windows
-    out: dict[str, np.ndarray] = {}
-    acc = LazyUnion()
-    prev = np.zeros(a.shape[0], np.int64)
-    for name, m in layers:
-        if m is None or len(m) == 0:
-            out.setdefault(name, np.zeros(a.shape[0], np.int64))
-            continue
-        acc.add(m)
-        cur = acc.within(a, b)
-        out[name] = out.get(name, 0) + (cur - prev)
-        prev = cur
-    out["_rest"] = (b - a) - prev
-    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -580,7 +230,7 @@ class Activity:
                 ok = self.line_cls == L_TFDATA
                 runs = line_runs(p, ok)
                 # the consumer's own waits on those threads are not pipeline work
-                inp = self.rows.get("input", _EMPTY)
+                inp = self.rows.get("input", EMPTY)
                 if inp.shape[0] and np.any(ok[p.ev_line[inp]]):
                     rr = self.code_rows((L_TFDATA,), [mc for mc in KNOWN_META if mc != M_INPUT])
                     runs = rows_runs(p, rr[p.ev_dur_ps[rr] > 0])
@@ -588,7 +238,7 @@ class Activity:
             else:
                 ok = (self.line_cls == L_TRAIN) | (self.line_cls == L_COMM)
                 runs = line_runs(p, ok)
-                extra = union_rows(self.code_rows((L_PYTHON,), (M_OP,)), self.rows.get("eager_kernel", _EMPTY))
+                extra = union_rows(self.code_rows((L_PYTHON,), (M_OP,)), self.rows.get("eager_kernel", EMPTY))
                 runs += rows_runs(p, extra)
                 m = Runs(runs)
             self.thread[name] = m
@@ -597,7 +247,7 @@ class Activity:
     def code_rows(self, line_classes, meta_classes) -> np.ndarray:
         """Host rows whose line class and metadata class are in the given sets (ascending)."""
         if self.order is None:
-            return _EMPTY
+            return EMPTY
         parts = []
         for lc in line_classes:
             for mc in meta_classes:
@@ -606,7 +256,7 @@ class Activity:
                 if b > a:
                     parts.append(self.order[a:b])
         if not parts:
-            return _EMPTY
+            return EMPTY
         if len(parts) == 1:
             return parts[0]
         return np.sort(np.concatenate(parts), kind="stable")
@@ -620,7 +270,7 @@ def union_rows(*arrays: np.ndarray) -> np.ndarray:
     """Sorted union of ascending row arrays (np.union1d hashes: slow on millions)."""
     arrays = [np.asarray(a, np.int64) for a in arrays if a is not None and len(a)]
     if not arrays:
-        return _EMPTY
+        return EMPTY
     if len(arrays) == 1:
         return arrays[0]
     r = np.sort(np.concatenate(arrays), kind="stable")
@@ -838,7 +488,7 @@ def activity(trace: Trace, ctx: Context) -> Activity:
     trace, _ = host_trace(trace)
     host = _host_plane(trace)
     devices = [p for p in trace.device_planes if p.n_events]
-    act = Activity(host=host, devices=devices, python_lines=_EMPTY, tfdata_lines=_EMPTY)
+    act = Activity(host=host, devices=devices, python_lines=EMPTY, tfdata_lines=EMPTY)
     ctx.cache[key] = act
     lo, hi = None, None
     for p in ([host] if host is not None else []) + devices:
@@ -873,7 +523,7 @@ def activity(trace: Trace, ctx: Context) -> Activity:
     st = ctx.stats(p, STEP_STATS)
     # Step marker candidates: user roots (_r, TraceContext) and Keras' Profiled batch.
     r = st["_r"]
-    roots = _EMPTY
+    roots = EMPTY
     if len(r):
         v = r.numeric()
         roots = r.rows[(v != 0) & ~np.isnan(v)]
@@ -911,24 +561,6 @@ def activity(trace: Trace, ctx: Context) -> Activity:
     return act
 
 
-def _outermost(p: Plane, rows: np.ndarray) -> np.ndarray:
-    """Rows not nested inside another of ``rows`` on the same line."""
-    if rows.shape[0] <= 1:
-        return rows
-    s, e, ln = p.ev_start_ps[rows], p.ev_end_ps[rows], p.ev_line[rows].astype(np.int64)
-    order = np.lexsort((-e, s, ln))
-    rows, s, e, ln = rows[order], s[order], e[order], ln[order]
-    keep = np.ones(rows.shape[0], bool)
-    cut = np.flatnonzero(ln[1:] != ln[:-1]) + 1
-    for a, b in zip(np.concatenate([[0], cut]), np.concatenate([cut, [rows.shape[0]]])):
-        if b - a < 2:
-            continue
-        emax = np.maximum.accumulate(e[a:b])
-        keep[a + 1:b] = e[a + 1:b] > emax[:-1]
-    out = rows[keep]
-    return out[np.argsort(p.ev_start_ps[out], kind="stable")]
-
-
 # ------------------------------------------------------------------------------------------
 # Step detection
 # ------------------------------------------------------------------------------------------
@@ -940,7 +572,7 @@ class StepSet:
     end: np.ndarray
     number: np.ndarray
     name: np.ndarray
-    marker_rows: np.ndarray = field(default_factory=lambda: _EMPTY)  # host rows used as markers
+    marker_rows: np.ndarray = field(default_factory=lambda: EMPTY)  # host rows used as markers
     note: str | None = None
 
 
@@ -1042,16 +674,16 @@ def detect_steps(trace: Trace, ctx: Context) -> StepSet:
 def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
     act = activity(trace, ctx)
     p = act.host
-    none = StepSet("none", _EMPTY, _EMPTY, _EMPTY, np.empty(0, object))
+    none = StepSet("none", EMPTY, EMPTY, EMPTY, np.empty(0, object))
     if p is not None:
         st = ctx.stats(p, STEP_STATS)
-        roots, pb = act.rows.get("roots", _EMPTY), act.rows.get("profiled_batch", _EMPTY)
+        roots, pb = act.rows.get("roots", EMPTY), act.rows.get("profiled_batch", EMPTY)
         if roots.shape[0]:
-            outer_roots = _outermost(p, roots)
+            outer_roots = outermost(p, roots)
             rows = outer_roots
             inner = None
             if pb.shape[0]:
-                both = _outermost(p, union_rows(outer_roots, pb))
+                both = outermost(p, union_rows(outer_roots, pb))
                 # keep the outermost marker of each nest that holds a root marker
                 rm = Measure(p.ev_start_ps[outer_roots], p.ev_end_ps[outer_roots])
                 holds = rm.within(p.ev_start_ps[both], p.ev_end_ps[both]) > 0
@@ -1062,7 +694,7 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
             return StepSet("trace_context", p.ev_start_ps[rows], p.ev_end_ps[rows],
                            _step_numbers(p, st, rows, inner), p.names_of(rows), rows)
         if pb.shape[0]:
-            rows = _outermost(p, pb)
+            rows = outermost(p, pb)
             return StepSet("profiled_batch", p.ev_start_ps[rows], p.ev_end_ps[rows], _step_numbers(p, st, rows),
                            p.names_of(rows), rows)
     dev = device_steps(act, ctx)
@@ -1087,7 +719,7 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
     # Cadence of the repeating train function on the python thread.
     cand = act.code_rows((L_PYTHON,), (M_FUNC_CALL,))
     if cand.shape[0] >= 2:
-        cand = _outermost(p, cand)
+        cand = outermost(p, cand)
         names = np.array([str(n).split(": ", 1)[-1] for n in p.names_of(cand)], dtype=object)
         fn_names, fn_of = np.unique(names, return_inverse=True)
         fn_count = np.bincount(fn_of, minlength=len(fn_names))
@@ -1112,9 +744,9 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
             return StepSet("function_cadence", s, e, np.arange(rows.shape[0], dtype=np.int64),
                            np.full(rows.shape[0], str(best), dtype=object),
                            note=f"no step markers: steps follow the calls of {best}")
-    it = act.rows.get("input", _EMPTY)
+    it = act.rows.get("input", EMPTY)
     if it.shape[0] >= 2:
-        it = _outermost(p, it)
+        it = outermost(p, it)
         line_ids, line_n = np.unique(p.ev_line[it], return_counts=True)
         it = it[p.ev_line[it] == line_ids[np.argmax(line_n)]]  # the line with the most calls
         if it.shape[0] >= 2:
@@ -1176,7 +808,7 @@ def _loop_counts(act: Activity, steps: StepSet) -> np.ndarray | None:
     p = act.host
     if p is None:
         return None
-    rows = act.rows.get("input", _EMPTY)
+    rows = act.rows.get("input", EMPTY)
     if not rows.shape[0]:
         return None
     names = p.event_names
@@ -1184,7 +816,7 @@ def _loop_counts(act: Activity, steps: StepSet) -> np.ndarray | None:
     rows = rows[loop[np.maximum(p.ev_meta[rows], 0)] & (p.ev_meta[rows] >= 0)]
     if not rows.shape[0] or not any("multi_step_on_iterator" in str(n) for n in names):
         return None
-    rows = _outermost(p, rows)
+    rows = outermost(p, rows)
     t = np.sort(p.ev_start_ps[rows])
     return np.searchsorted(t, steps.end, side="left") - np.searchsorted(t, steps.start, side="left")
 
@@ -1215,7 +847,7 @@ def preceded_by(trace: Trace, act: Activity, steps: StepSet) -> np.ndarray:
         if last.shape[0]:
             k = np.searchsorted(np.sort(last), steps.number, side="left")  # epoch ends before each marker's first step
             out[1:][np.diff(k) > 0] = "epoch_end"
-    calls = _outermost(p, act.code_rows((L_PYTHON,), (M_FUNC_CALL,)))
+    calls = outermost(p, act.code_rows((L_PYTHON,), (M_FUNC_CALL,)))
     if not calls.shape[0]:
         return out
     cs = p.ev_start_ps[calls]
@@ -1303,18 +935,13 @@ def python_host_activity(act: Activity, ctx: Context, steps: StepSet) -> Measure
     if p is None:
         ctx.cache[key] = Measure.empty()
         return ctx.cache[key]
-    rows = act.rows.get("python_all", _EMPTY)
+    rows = act.rows.get("python_all", EMPTY)
     s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
     drop = np.zeros(rows.shape[0], bool)
-    mk = union_rows(act.rows.get("roots", _EMPTY), act.rows.get("profiled_batch", _EMPTY))
+    mk = union_rows(act.rows.get("roots", EMPTY), act.rows.get("profiled_batch", EMPTY))
     if mk.shape[0]:
         drop |= np.isin(rows, mk)
-    if steps.start.shape[0]:
-        # wrappers: events that contain a whole step
-        k = np.searchsorted(steps.start, s, side="left")
-        ok = k < steps.start.shape[0]
-        kk = np.minimum(k, steps.start.shape[0] - 1)
-        drop |= ok & (steps.end[kk] <= e) & (steps.start[kk] >= s)
+    drop |= contains_any(s, e, steps.start, steps.end)  # wrappers: events that hold a whole step
     func = act.get("func")
     if len(func):
         drop |= contained(func, s, e)
@@ -1511,6 +1138,5 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     return res
 
 
-__all__ = ["Activity", "CATEGORIES", "Executions", "LazyUnion", "Measure", "Runs", "StepSet", "activity", "analyze",
-           "contained", "detect_steps", "executions", "merge", "priority_split", "python_host_activity", "step_layers",
-           "step_spans", "step_table", "union_of", "union_rows"]
+__all__ = ["Activity", "CATEGORIES", "Executions", "StepSet", "activity", "analyze", "detect_steps", "executions",
+           "python_host_activity", "step_layers", "step_spans", "step_table", "union_rows"]
