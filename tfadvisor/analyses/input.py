@@ -30,9 +30,10 @@ from __future__ import annotations
 import numpy as np
 
 from tfadvisor.analyses import tfdata
+from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, Runs, difference, line_rows, union
-from tfadvisor.analyses.steps import activity, step_spans, step_table
+from tfadvisor.analyses.steps import step_spans, step_table
 from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfadvisor.analyses.activity import L_PYTHON, M_FRAME, STEP_STATS, activity, union_rows
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import LazyUnion, Measure, contains_any
-from tfadvisor.analyses.steps import L_PYTHON, M_FRAME, STEP_STATS, activity, step_spans, step_table, union_rows
+from tfadvisor.analyses.steps import step_spans, step_table
 from tfadvisor.trace import Trace
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
 from tfadvisor.analyses.intervals import Measure, complement, intersect, union, union_of
-from tfadvisor.analyses.steps import activity, step_layers
+from tfadvisor.analyses.steps import step_layers
 from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 
