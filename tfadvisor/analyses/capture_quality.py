@@ -34,7 +34,8 @@ from tfadvisor.analyses.activity import activity, host_trace
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.device_lines import short_name
 from tfadvisor.analyses.intervals import Measure
-from tfadvisor.analyses.steps import device_steps, step_table
+from tfadvisor.analyses.step_detect import device_steps
+from tfadvisor.analyses.steps import step_table
 from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 
