@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from conftest import SAMPLES, expected, load_sample, sample_dirs
 
@@ -161,13 +160,3 @@ def test_empty_trace(module):
     for name, m in res.metrics.items():
         if name != "device_present":
             assert m.value is None, name
-
-
-# --- helpers ---------------------------------------------------------------------------
-
-def test_union_and_overlap():
-    us, ue = placement.union(np.array([5, 0, 2, 20]), np.array([8, 3, 4, 30]))
-    assert us.tolist() == [0, 5, 20] and ue.tolist() == [4, 8, 30]
-    assert placement.within(us, ue, np.array([0, 6]), np.array([10, 25])).tolist() == [7, 7]
-    vs, ve = placement.union(np.array([3, 25]), np.array([6, 40]))
-    assert placement.overlap_length(us, ue, vs, ve) == 1 + 1 + 5

@@ -18,14 +18,14 @@ import pytest
 from conftest import SAMPLES, expected, load_sample, sample_dirs
 
 from tfadvisor.analyses.base import Context, Options
-from tfadvisor.analyses.steps import (
+from tfadvisor.analyses.intervals import (
     LazyUnion,
     Measure,
     Runs,
     _union2_linear,
     _union_small,
-    merge,
     priority_split,
+    union,
     union_of,
 )
 
@@ -90,14 +90,14 @@ def _random_set(rng, n, span=400, maxlen=40):
     return s, s + rng.integers(0, maxlen, n)
 
 
-def test_merge_and_unions_match_brute_force():
+def test_union_and_unions_of_sets_match_brute_force():
     rng = np.random.default_rng(1)
     for _ in range(200):
         s, e = _random_set(rng, rng.integers(0, 60))
-        ms, me = merge(s, e)
+        ms, me = union(s, e)
         assert np.all(ms[1:] > me[:-1])  # disjoint, not touching
         assert np.array_equal(_paint(zip(ms, me), 0, 500), _paint(zip(s, e), 0, 500))
-        s2, e2 = merge(*_random_set(rng, rng.integers(0, 8)))
+        s2, e2 = union(*_random_set(rng, rng.integers(0, 8)))
         lin = _union2_linear(ms, me, s2, e2)
         small = _union_small(ms, me, s2, e2)
         assert np.array_equal(lin[0], small[0]) and np.array_equal(lin[1], small[1])

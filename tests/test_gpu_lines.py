@@ -21,7 +21,7 @@ from conftest import SAMPLES
 
 import tfadvisor
 from tfadvisor.analyses import device_lines as dl
-from tfadvisor.analyses.steps import _bucket
+from tfadvisor.analyses.activity import _bucket
 from tfadvisor.proto import xplane_pb2
 from tfadvisor_dev.synthetic import build_tpu_xspace, write_tpu_run
 
@@ -112,8 +112,8 @@ def test_real_gpu_busy_time_counts_streams_only():
 def test_legacy_memcpy_details_are_read_from_names():
     """TF 2.4's ``memcpy_details`` ('size:112 dest:4 async:0') has no kind_src/kind_dst: the copies
     on ``Stream #N(MemcpyH2D)`` named ``MemcpyH2D`` are host-to-device copies all the same."""
+    from tfadvisor.analyses.activity import activity
     from tfadvisor.analyses.base import Context
-    from tfadvisor.analyses.steps import activity
 
     xs = _xspace(GPU_REAL)
     h2d = [(a, b) for p in xs.planes if p.name.startswith("/device:GPU")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from tfadvisor import _native, wire
+from tfadvisor.analyses.intervals import intersect
 from tfadvisor.analyses.placement import meta_counts, meta_durations
-from tfadvisor.analyses.steps import _intersect
 from tfadvisor.trace import _fnv1a
 
 I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -78,9 +78,9 @@ def test_window_checks_equal_numpy():
 def test_intersect_without_index_is_the_same_pieces():
     s1, e1 = np.array([0, 10, 30], np.int64), np.array([5, 20, 40], np.int64)
     s2, e2 = np.array([3, 12, 35], np.int64), np.array([15, 18, 50], np.int64)
-    ps, pe, pw = _intersect(s1, e1, s2, e2)
+    ps, pe, pw = intersect(s1, e1, s2, e2)
     assert ps.tolist() == [3, 10, 12, 35] and pe.tolist() == [5, 15, 18, 40] and pw.tolist() == [0, 0, 1, 2]
-    qs, qe = _intersect(s1, e1, s2, e2, False)
+    qs, qe = intersect(s1, e1, s2, e2, False)
     assert np.array_equal(qs, ps) and np.array_equal(qe, pe)
 
 

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 import tfadvisor
+from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import Context, Options
-from tfadvisor.analyses.steps import _loop_counts, activity, detect_steps, executions
+from tfadvisor.analyses.step_detect import _loop_counts, detect_steps, executions
 from tfadvisor.diff import diff_results
 from tfadvisor.report.plots import finding_rule
 

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfadvisor.analyses.activity import activity, host_trace
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.device_lines import short_name
-from tfadvisor.analyses.steps import Measure, activity, device_steps, host_trace, step_table
+from tfadvisor.analyses.intervals import Measure
+from tfadvisor.analyses.step_detect import device_steps
+from tfadvisor.analyses.steps import step_table
 from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 

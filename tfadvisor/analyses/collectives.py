@@ -36,19 +36,16 @@ import numpy as np
 
 import tfadvisor.links as links
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
+from tfadvisor.analyses.intervals import Measure, intersect, rows_touching, union
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
     device_lines,
     device_meta_classes,
     kernel_rows,
     op_type,
-    overlap_length,
     profile_window,
-    rows_touching,
     step_windows,
     tf_op_meta_mask,
-    union,
-    within,
 )
 from tfadvisor.table import Table
 from tfadvisor.trace import Plane, Trace
@@ -269,23 +266,22 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         # found by binary search per line (comp is a metadata mask of compute events).
         lines = device_lines(p) if where == "device" else np.arange(len(p.lines))
         near = rows_touching(p, lines, us, ue, comp)
-        cs, ce = union(p.ev_start_ps[near], p.ev_end_ps[near])
+        compute = Measure.union(p.ev_start_ps[near], p.ev_end_ps[near])
         if windows is not None:
             ws, we = windows
-            in_step = within(us, ue, ws, we)
+            in_step = Measure(us, ue, disjoint=True).within(ws, we)
             per_plane_ms.append(float(in_step.mean()) / PS_PER_MS)
             per_plane_pct.append(100.0 * float(in_step.sum()) / float(np.sum(we - ws)))
             starts = np.sort(p.ev_start_ps[rows])
             counts = np.searchsorted(starts, we, side="left") - np.searchsorted(starts, ws, side="left")
             per_plane_count.append(float(counts.mean()))
             # Overlap with compute, inside steps.
-            ss, se = union(ws, we)
-            a_s, a_e = _intersect(us, ue, ss, se)
+            a_s, a_e = intersect(us, ue, *union(ws, we), False)
             ov_den += int(np.sum(a_e - a_s))
-            ov_num += overlap_length(a_s, a_e, cs, ce)
+            ov_num += int(compute.within(a_s, a_e).sum())
         else:
             ov_den += int(np.sum(ue - us))
-            ov_num += overlap_length(us, ue, cs, ce)
+            ov_num += int(compute.within(us, ue).sum())
         per_plane_total.append(float(np.sum(ue - us)) / PS_PER_MS)
 
     res.add("allreduce_total_ms", float(np.mean(per_plane_total)),
@@ -342,22 +338,6 @@ def _exposed(res: AnalysisResult, ctx: Context, where: str) -> None:
     if where == "host" and ov is not None and ov.value is not None:
         hidden = float(res.metrics["allreduce_pct"].value) * float(ov.value) / 100.0
     res.add("collective_exposed_pct", max(0.0, float(share) - hidden))
-
-
-def _intersect(us, ue, vs, ve) -> tuple[np.ndarray, np.ndarray]:
-    """Intersection of two disjoint sorted interval sets (vectorised)."""
-    if us.size == 0 or vs.size == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    # Candidate pieces: every boundary of either set; keep the pieces inside both.
-    b = np.unique(np.concatenate([us, ue, vs, ve]))
-    a, z = b[:-1], b[1:]
-    mid = a  # a piece [a, z) is inside a set when its start is
-    in_u = (np.searchsorted(us, mid, side="right") - 1)
-    in_u = (in_u >= 0) & (mid < ue[np.maximum(in_u, 0)])
-    in_v = (np.searchsorted(vs, mid, side="right") - 1)
-    in_v = (in_v >= 0) & (mid < ve[np.maximum(in_v, 0)])
-    keep = in_u & in_v
-    return union(a[keep], z[keep])
 
 
 def _table(sources) -> Table | None:

@@ -27,6 +27,12 @@ no module declares is rejected when it is loaded. A metric the trace cannot supp
 Every module declares its metrics once (`DECLARED = declare(source, (name, unit, meaning), ...)`
 in the module); `AnalysisResult.add` refuses a name its module did not declare.
 
+Shared by the analyses, declaring no metrics: `intervals.py` (interval arithmetic: unions,
+coverage inside windows, event rows of a plane; every analysis takes its interval helpers from
+it), `activity.py` (the per-host activity model: each host and device event classified once
+per run), `step_detect.py` (step markers, `steps_per_execution`, what ran before each step; the
+`steps` analysis builds the step table from them), `device_lines.py` (kinds of device lines).
+
 Units: `_ms` milliseconds, `_pct` percent (0-100), `_bytes` bytes, `_count` counts.
 "Step time" below means the mean over the step table unless the name says otherwise.
 """

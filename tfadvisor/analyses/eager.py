@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfadvisor.analyses.activity import STEP_STATS, activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.steps import STEP_STATS, Measure, activity, step_table, union_of
+from tfadvisor.analyses.intervals import Measure, union_of
+from tfadvisor.analyses.steps import step_table
 from tfadvisor.table import Table, factorize, group_sum
 from tfadvisor.trace import Trace
 

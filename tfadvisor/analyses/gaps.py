@@ -28,8 +28,10 @@ import re
 
 import numpy as np
 
+from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.steps import LazyUnion, Measure, activity, step_table
+from tfadvisor.analyses.intervals import LazyUnion, Measure
+from tfadvisor.analyses.steps import step_table
 from tfadvisor.table import Table, group_sum
 from tfadvisor.trace import Trace
 

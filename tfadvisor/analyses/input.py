@@ -30,8 +30,10 @@ from __future__ import annotations
 import numpy as np
 
 from tfadvisor.analyses import tfdata
+from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.steps import Measure, Runs, activity, merge, step_spans, step_table
+from tfadvisor.analyses.intervals import Measure, Runs, difference, line_rows, union
+from tfadvisor.analyses.steps import step_spans, step_table
 from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 
@@ -188,22 +190,6 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     return res
 
 
-def _minus(us: np.ndarray, ue: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted intervals ``U`` minus the disjoint sorted intervals ``W``."""
-    if not ws.shape[0]:
-        return us, ue
-    t = np.concatenate([us, ue, ws, we])
-    w = np.concatenate([np.ones(us.shape[0]), -np.ones(ue.shape[0]), np.full(ws.shape[0], 2.0),
-                        np.full(we.shape[0], -2.0)])
-    order = np.lexsort((w, t))  # at equal times, ends (negative) before starts
-    t, c = t[order], np.cumsum(w[order])
-    inside = c == 1
-    seg_s = t[:-1][inside[:-1]]
-    seg_e = t[1:][inside[:-1]]
-    keep = seg_e > seg_s
-    return seg_s[keep], seg_e[keep]
-
-
 def tfdata_cpu_runs(act) -> Runs:
     """Thread time of the tf.data threads when they compute: their events minus the calls in which a
     thread only waits for an asynchronous stage (``Iterator::...::MapAndBatch`` called from a
@@ -223,15 +209,15 @@ def tfdata_cpu_runs(act) -> Runs:
         inp = act.rows.get("input", np.empty(0, np.int64))
         waits = np.union1d(waits, inp)
         for li in act.tfdata_lines:
-            r = np.flatnonzero(p.ev_line == li)
+            r = line_rows(p, np.array([li]))
             r = r[p.ev_meta[r] >= 0]
             if not r.shape[0]:
                 continue
-            us, ue = merge(p.ev_start_ps[r], p.ev_end_ps[r])
+            us, ue = union(p.ev_start_ps[r], p.ev_end_ps[r])
             w = waits[p.ev_line[waits] == li] if waits.shape[0] else waits
             if w.shape[0]:
-                ws, we = merge(p.ev_start_ps[w], p.ev_end_ps[w])
-                us, ue = _minus(us, ue, ws, we)
+                ws, we = union(p.ev_start_ps[w], p.ev_end_ps[w])
+                us, ue = difference(us, ue, ws, we)
             runs.append((us.astype(np.int64), ue.astype(np.int64)))
     m = act.thread[key] = Runs(runs)
     return m
@@ -264,7 +250,7 @@ def contention_lost(act, a: np.ndarray, b: np.ndarray, wait: Measure, cores: int
     (not while it waits for input), spread over the cores, at most the step's own time. Nothing
     is fitted: thread time, waits and the core count all come from the trace.
     """
-    own_s, own_e = _minus(a.astype(np.int64), b.astype(np.int64), wait.s, wait.e)
+    own_s, own_e = difference(a.astype(np.int64), b.astype(np.int64), wait.s, wait.e)
     step_of = np.searchsorted(a, own_s, side="right") - 1
     n = a.shape[0]
     own = np.bincount(step_of, weights=(own_e - own_s).astype(np.float64), minlength=n)

@@ -25,18 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfadvisor.analyses.activity import L_PYTHON, M_FRAME, STEP_STATS, activity, union_rows
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.steps import (
-    L_PYTHON,
-    M_FRAME,
-    STEP_STATS,
-    LazyUnion,
-    Measure,
-    activity,
-    step_spans,
-    step_table,
-    union_rows,
-)
+from tfadvisor.analyses.intervals import LazyUnion, Measure, contains_any
+from tfadvisor.analyses.steps import step_spans, step_table
 from tfadvisor.trace import Trace
 
 
@@ -52,10 +44,7 @@ def python_tf_rows(act, ctx: Context, starts: np.ndarray, ends: np.ndarray) -> n
     if len(fc):
         drop |= np.isin(rows, fc.rows)
     s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
-    if starts.shape[0]:
-        k = np.searchsorted(starts, s, side="left")
-        kk = np.minimum(k, starts.shape[0] - 1)
-        drop |= (k < starts.shape[0]) & (starts[kk] >= s) & (ends[kk] <= e)
+    drop |= contains_any(s, e, starts, ends)  # wrappers around whole steps
     return rows[~drop & (e > s)]
 
 

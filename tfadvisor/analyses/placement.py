@@ -5,8 +5,9 @@ plane, the host plane still shows every op's host side (``scope/name:Type`` even
 for a GPU op is the kernel launch); the ops whose name appears as a kernel's ``tf_op`` on a
 device plane ran on the device, the others on the host.
 
-The module also holds the small vectorised helpers the device analyses share (interval
-unions and overlaps, step windows, kernel selection).
+The module also holds the small vectorised helpers the device analyses share (op names, step
+windows, kernel selection, per-metadata totals); interval arithmetic is in
+:mod:`tfadvisor.analyses.intervals`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tfadvisor._native as _native
 import tfadvisor.wire as wire
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.intervals import Measure, line_rows, outermost
 from tfadvisor.analyses.steps import step_table
 from tfadvisor.table import Table
 from tfadvisor.trace import Plane, Trace
@@ -96,55 +98,6 @@ def tf_op_meta_mask(plane: Plane, *, exclude_wrappers: bool = True, eager: bool 
     return out
 
 
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals [start, end) into sorted disjoint ones."""
-    starts = np.asarray(starts, np.int64)
-    ends = np.asarray(ends, np.int64)
-    if starts.size and not bool(np.all(ends > starts)):
-        ok = ends > starts  # no negative or empty intervals
-        starts, ends = starts[ok], ends[ok]
-    if starts.size == 0:
-        return starts.copy(), ends.copy()
-    if starts.size > 1 and bool(np.all(starts[1:] >= starts[:-1])):
-        s, e = starts, np.maximum.accumulate(ends)
-    else:
-        # Stable sort: timsort merges the already sorted runs (one per line) cheaply.
-        order = np.argsort(starts, kind="stable")
-        s = starts[order]
-        e = np.maximum.accumulate(ends[order])
-    # A new block starts where the start lies beyond every earlier end.
-    new = np.ones(s.size, bool)
-    new[1:] = s[1:] > e[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], e[last]
-
-
-def covered(us: np.ndarray, ue: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """For disjoint sorted intervals, the covered length in (-inf, t] for each point t."""
-    points = np.asarray(points, np.int64)
-    if us.size == 0:
-        return np.zeros(points.shape, np.int64)
-    cum = np.concatenate([[0], np.cumsum(ue - us)])
-    i = np.searchsorted(us, points, side="right") - 1  # last interval starting at or before t
-    ok = i >= 0
-    ii = np.where(ok, i, 0)
-    part = np.where(ok, np.minimum(points, ue[ii]) - us[ii], 0)
-    return np.where(ok, cum[ii] + np.maximum(part, 0), 0)
-
-
-def overlap_length(us: np.ndarray, ue: np.ndarray, vs: np.ndarray, ve: np.ndarray) -> int:
-    """Total length where two disjoint sorted interval sets overlap."""
-    if us.size == 0 or vs.size == 0:
-        return 0
-    return int(np.sum(covered(vs, ve, ue) - covered(vs, ve, us)))
-
-
-def within(us: np.ndarray, ue: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
-    """Length of the disjoint set (us, ue) inside each window [ws, we)."""
-    return covered(us, ue, we) - covered(us, ue, ws)
-
-
 def step_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     """(start_ps, end_ps) of the steps found by the ``steps`` analysis, or None."""
     tbl = step_table(ctx)
@@ -185,7 +138,7 @@ def _kernel_rows(plane: Plane) -> np.ndarray:
     lines = device_lines(plane)
     if lines.size == 0:
         return np.empty(0, np.int64)
-    rows = line_rows_range(plane, lines)
+    rows = line_rows(plane, lines)
     if rows.size and plane.ev_meta[rows].min() < 0:
         rows = rows[plane.ev_meta[rows] >= 0]
     return rows
@@ -195,32 +148,6 @@ def device_lines(plane: Plane) -> np.ndarray:
     """Line indexes with raw device activity: stream lines, else ``XLA Ops`` (TPU), else the lines
     of no known kind (:func:`tfadvisor.analyses.device_lines.activity_lines`)."""
     return dl.activity_lines(plane)
-
-
-def line_ranges(plane: Plane, lines: np.ndarray) -> list[tuple[int, int]]:
-    """(first row, end row) of each line: the reader stores a line's events contiguously."""
-    if "first_event" in plane.lines and "n_events" in plane.lines:
-        first = plane.lines["first_event"]
-        n = plane.lines["n_events"]
-        return [(int(first[i]), int(first[i] + n[i])) for i in lines]
-    out = []
-    for i in lines:
-        r = np.flatnonzero(plane.ev_line == i)
-        if r.size:
-            out.append((int(r[0]), int(r[-1]) + 1))
-    return out
-
-
-def line_rows_range(plane: Plane, lines: np.ndarray) -> np.ndarray:
-    """Event rows of the given lines, ascending, without a pass over the whole plane."""
-    ranges = line_ranges(plane, lines)
-    if not ranges:
-        return np.empty(0, np.int64)
-    if len(ranges) == 1:
-        a, b = ranges[0]
-        return np.arange(a, b, dtype=np.int64)
-    rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges])
-    return np.sort(rows) if rows.size > 1 and not bool(np.all(rows[1:] > rows[:-1])) else rows
 
 
 def _meta_pass(plane: Plane, ctx: Context | None) -> tuple[np.ndarray, np.ndarray]:
@@ -260,53 +187,6 @@ def kernel_meta_totals(plane: Plane, ctx: Context | None = None) -> tuple[np.nda
         return (np.bincount(m, minlength=nm)[:nm],
                 np.bincount(m, weights=np.maximum(plane.ev_dur_ps[rows], 0), minlength=nm)[:nm])
     return memo(ctx, plane, "kernel_meta_totals", run)
-
-
-def rows_touching(plane: Plane, lines: np.ndarray, us: np.ndarray, ue: np.ndarray,
-                  meta_mask: np.ndarray | None = None) -> np.ndarray:
-    """Rows on ``lines`` (optionally of the metadata in ``meta_mask``) that intersect the
-    disjoint sorted intervals (us, ue); a binary search per line, no pass over the plane."""
-    if us.size == 0:
-        return np.empty(0, np.int64)
-    found = []
-    starts_all, dur_all = plane.ev_start_ps, plane.ev_dur_ps
-    for a, b in line_ranges(plane, lines):
-        if b <= a:
-            continue
-        starts = starts_all[a:b]
-        if not bool(starts[-1] >= starts[0]) or (b - a > 1 and not _line_sorted(plane, a, b)):
-            idx = np.arange(a, b)  # unsorted line: test every event
-        else:
-            maxdur = int(dur_all[a:b].max())
-            lo = np.searchsorted(starts, us - maxdur, side="left")
-            hi = np.searchsorted(starts, ue, side="left")
-            n = hi - lo
-            if n.sum() == 0:
-                continue
-            keep = n > 0
-            lo, n = lo[keep], n[keep]
-            rep = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
-            idx = np.unique(np.arange(int(n.sum())) + rep) + a
-        found.append(idx)
-    if not found:
-        return np.empty(0, np.int64)
-    rows = np.concatenate(found)
-    if meta_mask is not None:
-        rows = rows[np.append(meta_mask, False)[plane.ev_meta[rows]]]
-    s, e = plane.ev_start_ps[rows], plane.ev_start_ps[rows] + plane.ev_dur_ps[rows]
-    i = np.searchsorted(us, e, side="left") - 1
-    ok = (i >= 0) & (ue[np.maximum(i, 0)] > s)
-    return rows[ok]
-
-
-def _line_sorted(plane: Plane, a: int, b: int) -> bool:
-    cache = plane.__dict__.setdefault("_tfadvisor_line_sorted", {})
-    v = cache.get(a)
-    if v is None:
-        st = plane.ev_start_ps[a:b]
-        v = bool(np.all(st[1:] >= st[:-1]))
-        cache[a] = v
-    return v
 
 
 def device_meta_classes(plane: Plane, ctx: Context | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -464,16 +344,7 @@ def device_op_parts(trace: Trace) -> list[Table]:
         rows = np.flatnonzero(p.line_event_mask(lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
         if not rows.size:
             continue
-        ln = p.ev_line[rows].astype(np.int64)
-        s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
-        o = np.lexsort((-e, s, ln))
-        rows, s, e, ln = rows[o], s[o], e[o], ln[o]
-        outer = np.ones(rows.size, bool)
-        for a, b in zip(*_runs_bounds(ln)):  # per line: not ending inside an earlier event
-            if b - a > 1:
-                em = np.maximum.accumulate(e[a:b])
-                outer[a + 1:b] = e[a + 1:b] > em[:-1]
-        rows = rows[outer]
+        rows = outermost(p, rows)
         parts.append(Table({"op": p.event_names[p.ev_meta[rows]].astype(str),
                             "total_ps": p.ev_dur_ps[rows].astype(np.float64), "count": np.ones(rows.size, np.int64),
                             "device": dl.short_name(p)}))
@@ -491,11 +362,6 @@ def device_op_table(parts: list[Table]) -> pd.DataFrame:
     tbl["pct"] = 100.0 * tbl["total_ps"] / total if total > 0 else np.nan
     tbl = tbl.sort_values(["total_ps", "op"], ascending=[False, True]).head(TOP_HOST_OPS)
     return tbl[["op", "type", "count", "devices", "total_ms", "pct"]].reset_index(drop=True)
-
-
-def _runs_bounds(ln: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    cut = np.flatnonzero(ln[1:] != ln[:-1]) + 1
-    return np.concatenate([[0], cut]), np.concatenate([cut, [ln.size]])
 
 
 DECLARED = declare(
@@ -599,8 +465,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     parts = [(p.ev_start_ps[hr], p.ev_end_ps[hr]) for p, hr in host_rows_all if hr.size]
     host_ps = 0
     if parts:
-        us, ue = union(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]))
-        host_ps = int(within(us, ue, *windows).sum()) if windows is not None else int(np.sum(ue - us))
+        host = Measure.union(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]))
+        host_ps = int(host.within(*windows).sum()) if windows is not None else host.total()
     if windows is not None:
         step_ps = int(np.sum(windows[1] - windows[0]))
     res.add("host_op_time_ms", ms(host_ps),

@@ -39,9 +39,10 @@ import re
 
 import numpy as np
 
+from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
-from tfadvisor.analyses.placement import union
-from tfadvisor.analyses.steps import activity, step_table
+from tfadvisor.analyses.intervals import union
+from tfadvisor.analyses.steps import step_table
 from tfadvisor.table import Table, factorize, group_last, group_sum, to_float
 from tfadvisor.trace import Plane, Trace
 

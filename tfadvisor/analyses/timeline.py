@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
-from tfadvisor.analyses.steps import Measure, _intersect, activity, merge, step_layers, union_of
+from tfadvisor.analyses.intervals import Measure, complement, intersect, union, union_of
+from tfadvisor.analyses.steps import step_layers
 from tfadvisor.table import Table
 from tfadvisor.trace import Trace
 
@@ -58,45 +60,29 @@ def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS, lane: str 
                   "covered_ps": lens[last + 1] - lens[first], "count": last - first + 1})
 
 
-def _complement(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    n = s.shape[0]
-    gs = np.empty(n + 1, np.int64)  # built in place: these sets hold millions of intervals
-    gs[0] = lo
-    gs[1:] = e
-    ge = np.empty(n + 1, np.int64)
-    ge[:n] = s
-    ge[n] = hi
-    np.clip(gs, lo, hi, out=gs)
-    np.clip(ge, lo, hi, out=ge)
-    ok = ge > gs
-    if ok.all():
-        return gs, ge
-    return gs[ok], ge[ok]
-
-
 def idle_set(act, ctx: Context, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Idle time as the gaps analysis counts it: outside the steps the complement of its busy set,
     inside them the time no step-time layer but ``idle`` covers."""
     busy = busy_set(act, ctx).wall()
-    out_s, out_e = _complement(busy.s, busy.e, lo, hi)
+    out_s, out_e = complement(busy.s, busy.e, lo, hi)
     steps = ctx.cache.get("tfadvisor.steps")
     if steps is None or not steps.start.shape[0]:
         return out_s, out_e
-    ss, se = merge(steps.start, steps.end)
-    ns, ne = _complement(ss, se, lo, hi)
+    ss, se = union(steps.start, steps.end)
+    ns, ne = complement(ss, se, lo, hi)
     # each big temporary is dropped as soon as it is used: this is the run's peak of memory
-    a_s, a_e = _intersect(out_s, out_e, ns, ne, False)
+    a_s, a_e = intersect(out_s, out_e, ns, ne, False)
     del out_s, out_e
     work = union_of(*[m for name, m in step_layers(act, ctx, steps) if name != "idle"])
-    ws, we = _complement(work.s, work.e, lo, hi)
+    ws, we = complement(work.s, work.e, lo, hi)
     del work
-    b_s, b_e = _intersect(ws, we, ss, se, False)
+    b_s, b_e = intersect(ws, we, ss, se, False)
     del ws, we
     s = np.concatenate([a_s, b_s])
     del a_s, b_s
     e = np.concatenate([a_e, b_e])
     del a_e, b_e
-    return merge(s, e)
+    return union(s, e)
 
 
 DECLARED = declare(

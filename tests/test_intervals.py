@@ -1,0 +1,128 @@
+"""tfadvisor/analyses/intervals.py: set operations against brute force, and the event-row helpers
+on planes with and without the reader's layout (events grouped by line, in line order).
+
+The kernels behind unions and coverage are also checked in test_analyses_steps (brute force) and
+test_native (against numpy)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import load_sample
+
+from tfadvisor.analyses.intervals import (
+    Measure,
+    complement,
+    contains_any,
+    difference,
+    intersect,
+    line_ranges,
+    line_rows,
+    line_runs,
+    outermost,
+    rows_touching,
+    union,
+)
+
+
+def _paint(pairs, lo: int = 0, hi: int = 500) -> np.ndarray:
+    cover = np.zeros(hi - lo, bool)
+    for a, b in pairs:
+        cover[max(a, lo) - lo:max(min(b, hi), lo) - lo] = True
+    return cover
+
+
+def _random_set(rng, n: int) -> tuple[np.ndarray, np.ndarray]:
+    s = rng.integers(0, 400, n)
+    return union(s, s + rng.integers(0, 40, n))
+
+
+def test_union_within_and_overlap():
+    us, ue = union(np.array([5, 0, 2, 20, 9]), np.array([8, 3, 4, 30, 9]))  # [9, 9) is empty
+    assert us.tolist() == [0, 5, 20] and ue.tolist() == [4, 8, 30]
+    assert Measure(us, ue, disjoint=True).within(np.array([0, 6]), np.array([10, 25])).tolist() == [7, 7]
+    vs, ve = union(np.array([3, 25]), np.array([6, 40]))
+    a, b = intersect(us, ue, vs, ve, False)
+    assert list(zip(a.tolist(), b.tolist())) == [(3, 4), (5, 6), (25, 30)]
+    assert int(Measure(vs, ve, disjoint=True).within(us, ue).sum()) == 1 + 1 + 5
+    s, e = union(np.array([0, 3]), np.array([3, 6]))  # touching intervals join
+    assert s.tolist() == [0] and e.tolist() == [6]
+
+
+def test_difference_complement_and_contains_any_match_brute_force():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        us, ue = _random_set(rng, rng.integers(0, 30))
+        ws, we = _random_set(rng, rng.integers(0, 10))
+        ds, de = difference(us, ue, ws, we)
+        assert np.array_equal(_paint(zip(ds, de)), _paint(zip(us, ue)) & ~_paint(zip(ws, we)))
+        assert np.all(de > ds) and np.all(ds[1:] >= de[:-1])
+        cs, ce = complement(us, ue, 50, 450)
+        want = ~_paint(zip(us, ue))
+        want[:50] = want[450:] = False
+        assert np.array_equal(_paint(zip(cs, ce)), want)
+        s = rng.integers(0, 400, 20)
+        e = s + rng.integers(0, 120, 20)
+        holds = [any(a <= x and y <= b for x, y in zip(ws, we)) for a, b in zip(s, e)]
+        assert contains_any(s, e, ws, we).tolist() == holds
+
+
+def _host_plane(name: str = "tfdata_contention"):
+    trace = load_sample(name)
+    return max(trace.host_planes, key=lambda p: p.n_events)
+
+
+def _shuffled(p):
+    """The same events in another row order: not grouped by line."""
+    o = np.random.default_rng(0).permutation(p.n_events)
+    return replace(p, ev_line=p.ev_line[o], ev_meta=p.ev_meta[o], ev_start_ps=p.ev_start_ps[o],
+                   ev_dur_ps=p.ev_dur_ps[o])
+
+
+def test_line_ranges_are_the_readers_line_layout():
+    p = _host_plane()
+    rng = line_ranges(p)
+    assert rng is not None and rng.shape == (len(p.lines), 2)
+    first, n = p.lines["first_event"], p.lines["n_events"]
+    assert rng[:, 0][n > 0].tolist() == first[n > 0].tolist()
+    assert (rng[:, 1] - rng[:, 0]).tolist() == n.tolist()
+    assert line_ranges(_shuffled(p)) is None
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["reader_layout", "not_grouped"])
+def test_row_helpers_agree_with_a_mask_over_the_plane(grouped):
+    p = _host_plane()
+    q = p if grouped else _shuffled(p)
+    lines = np.flatnonzero(np.bincount(q.ev_line, minlength=len(q.lines))[:len(q.lines)] > 0)[::2]
+    rows = line_rows(q, lines)
+    assert rows.tolist() == np.flatnonzero(np.isin(q.ev_line, lines)).tolist()
+    ok = np.zeros(len(q.lines) + 1, bool)
+    ok[lines] = True
+    got = union(*[np.concatenate(x) for x in zip(*line_runs(q, ok))])
+    want = union(q.ev_start_ps[rows], q.ev_end_ps[rows])
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    # rows touching a few windows: the same rows either way
+    lo, hi = int(q.ev_start_ps.min()), int(q.ev_end_ps.max())
+    ws = np.linspace(lo, hi, 9).astype(np.int64)[1:-1:2]
+    we = ws + (hi - lo) // 50
+    touch = rows_touching(q, lines, ws, we)
+    s, e = q.ev_start_ps[rows], q.ev_end_ps[rows]
+    hit = ((ws[None, :] < e[:, None]) & (we[None, :] > s[:, None])).any(axis=1)
+    assert hit.any() and np.sort(touch).tolist() == rows[hit].tolist()
+
+
+def test_outermost_keeps_the_outer_event_of_each_nest_per_line():
+    p = _host_plane()
+    # by start (longest first on ties), per line: an event ending inside an earlier one is nested
+    rows = np.flatnonzero(p.ev_dur_ps > 0)
+    out = outermost(p, rows)
+    assert np.all(np.diff(p.ev_start_ps[out]) >= 0)
+    for li in np.unique(p.ev_line[rows])[:20]:
+        mine = rows[p.ev_line[rows] == li]
+        s, e = p.ev_start_ps[mine], p.ev_end_ps[mine]
+        o = np.lexsort((-e, s))
+        s, e, mine = s[o], e[o], mine[o]
+        keep = [i for i in range(mine.shape[0]) if i == 0 or e[i] > e[:i].max()]
+        assert sorted(mine[keep].tolist()) == sorted(out[p.ev_line[out] == li].tolist())

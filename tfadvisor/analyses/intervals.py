@@ -1,0 +1,528 @@
+"""Interval arithmetic on event times, shared by every analysis.
+
+Intervals are ``[start, end)`` in ps, as int64 columns. A *set* is disjoint and sorted, with no
+empty and no touching intervals (what :func:`union` returns); a *run* is such a set for one
+thread. The linear-time kernels are C (``tfadvisor/_native.c``).
+
+* sets: :func:`union`, :func:`union_runs`, :func:`intersect`, :func:`difference`,
+  :func:`complement`;
+* time inside windows: :class:`Measure` (wall time), :class:`Runs` (thread time),
+  :class:`LazyUnion`, :func:`union_of`, :func:`contained`, :func:`contains_any`,
+  :func:`priority_split`;
+* event rows of a plane: :func:`line_ranges`, :func:`line_rows`, :func:`rows_runs`,
+  :func:`line_runs`, :func:`rows_touching`, :func:`outermost`, :func:`run_bounds`.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+import tfadvisor._native as _native
+from tfadvisor.trace import Plane
+
+#: An empty int64 column (shared: never written to).
+EMPTY = np.empty(0, np.int64)
+
+# ------------------------------------------------------------------------------------------
+# Kernels
+# ------------------------------------------------------------------------------------------
+
+#: ``_merge_sorted(s, e)``: Union of start-sorted intervals; ok=False when the starts were not sorted.
+_merge_sorted = _native.merge_sorted
+
+#: ``_union2_linear(s1, e1, s2, e2)``: Union of two sets of disjoint sorted intervals.
+_union2_linear = _native.union2_linear
+
+#: ``_union_small(bs, be, ss, se)``: Union of a big and a small set of disjoint sorted intervals: the big set is
+#: copied in blocks, only the neighbourhood of each small interval is merged.
+_union_small = _native.union_small
+
+#: ``_prefix_lengths(s, e)``: running sums of the lengths e - s (n + 1 values, the first 0).
+_prefix_lengths = _native.prefix_lengths
+
+#: ``_cover_sorted(s, e, t)``: Covered length of disjoint sorted intervals in (-inf, t] for ascending query points
+#: t.
+_cover_sorted = _native.cover_sorted
+
+#: ``_merge_rows(start, end, line, rows)``: Per-thread union of the intervals of event rows (ascending rows: grouped
+#: by thread). Returns the merged intervals, thread by thread, the bounds of each thread's run, and ok=False when a
+#: thread's starts were not sorted.
+_merge_rows = _native.merge_rows
+
+#: ``intersect(s1, e1, s2, e2, with_index=True)``: Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2,
+#: with (unless ``with_index`` is false) the index into set 2.
+intersect = _native.intersect
+
+
+def _union2(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of two sets of disjoint sorted intervals."""
+    n1, n2 = s1.shape[0], s2.shape[0]
+    if n1 * 16 < n2:
+        return _union_small(s2, e2, s1, e1)
+    if n2 * 16 < n1:
+        return _union_small(s1, e1, s2, e2)
+    return _union2_linear(s1, e1, s2, e2)
+
+
+# ------------------------------------------------------------------------------------------
+# Sets
+# ------------------------------------------------------------------------------------------
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals as a set: sorted, disjoint, empty ones dropped, touching ones joined."""
+    starts = np.ascontiguousarray(starts, np.int64)
+    ends = np.ascontiguousarray(ends, np.int64)
+    if starts.shape[0] == 0:
+        return EMPTY, EMPTY
+    s, e, ok = _merge_sorted(starts, ends)
+    if not ok:
+        o = np.argsort(starts, kind="stable")
+        s, e, _ = _merge_sorted(starts[o], ends[o])
+    return s, e
+
+
+def union_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Union of several sets (e.g. one per thread)."""
+    runs = [r for r in runs if r[0].shape[0]]
+    if not runs:
+        return EMPTY, EMPTY
+    if len(runs) == 1:
+        return runs[0]
+    # always join the two smallest: the big sets are copied as few times as possible
+    heap = [(r[0].shape[0], i, r) for i, r in enumerate(runs)]
+    heapq.heapify(heap)
+    k = len(heap)
+    while len(heap) > 1:
+        _, _, x = heapq.heappop(heap)
+        _, _, y = heapq.heappop(heap)
+        z = _union2(x[0], x[1], y[0], y[1])
+        heapq.heappush(heap, (z[0].shape[0], k, z))
+        k += 1
+    return heap[0][2]
+
+
+def difference(us: np.ndarray, ue: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Set ``U`` minus set ``W``."""
+    if not ws.shape[0]:
+        return us, ue
+    t = np.concatenate([us, ue, ws, we])
+    w = np.concatenate([np.ones(us.shape[0]), -np.ones(ue.shape[0]), np.full(ws.shape[0], 2.0),
+                        np.full(we.shape[0], -2.0)])
+    order = np.lexsort((w, t))  # at equal times, ends (negative) before starts
+    t, c = t[order], np.cumsum(w[order])
+    inside = c == 1
+    seg_s = t[:-1][inside[:-1]]
+    seg_e = t[1:][inside[:-1]]
+    keep = seg_e > seg_s
+    return seg_s[keep], seg_e[keep]
+
+
+def complement(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The holes of set (s, e) inside [lo, hi)."""
+    n = s.shape[0]
+    gs = np.empty(n + 1, np.int64)  # built in place: these sets hold millions of intervals
+    gs[0] = lo
+    gs[1:] = e
+    ge = np.empty(n + 1, np.int64)
+    ge[:n] = s
+    ge[n] = hi
+    np.clip(gs, lo, hi, out=gs)
+    np.clip(ge, lo, hi, out=ge)
+    ok = ge > gs
+    if ok.all():
+        return gs, ge
+    return gs[ok], ge[ok]
+
+
+def contains_any(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """Per interval [s, e): holds a whole window of the set (ws, we) (e.g. an event wrapping a step)."""
+    if not ws.shape[0]:
+        return np.zeros(s.shape[0], bool)
+    k = np.searchsorted(ws, s, side="left")  # the first window starting inside: later ones end later
+    kk = np.minimum(k, ws.shape[0] - 1)
+    return (k < ws.shape[0]) & (ws[kk] >= s) & (we[kk] <= e)
+
+
+# ------------------------------------------------------------------------------------------
+# Time inside windows
+# ------------------------------------------------------------------------------------------
+
+class Measure:
+    """Length of a set of intervals inside windows.
+
+    Intervals may overlap (each counts) unless the set is ``disjoint`` (wall time);
+    ``within(a, b)`` is vectorised over windows.
+    """
+
+    __slots__ = ("s", "e", "_ss", "_cs", "_es", "_ce", "disjoint", "_prefix", "_queries")
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, disjoint: bool = False):
+        self.s = np.asarray(starts, np.int64)
+        self.e = np.asarray(ends, np.int64)
+        self.disjoint = disjoint
+        self._ss = None
+        self._prefix = None
+        self._queries = 0
+
+    @classmethod
+    def union(cls, starts: np.ndarray, ends: np.ndarray) -> Measure:
+        """Wall time of intervals (their :func:`union`)."""
+        s, e = union(starts, ends)
+        return cls(s, e, disjoint=True)
+
+    @classmethod
+    def of_rows(cls, plane: Plane, rows: np.ndarray) -> Measure:
+        """Wall-time union of event rows (ascending rows: grouped by thread, sorted in each)."""
+        s, e = union_runs(rows_runs(plane, rows))
+        return cls(s, e, disjoint=True)
+
+    @classmethod
+    def empty(cls) -> Measure:
+        return cls(EMPTY, EMPTY, disjoint=True)
+
+    def __len__(self) -> int:
+        return int(self.s.shape[0])
+
+    def total(self) -> int:
+        return int(np.sum(self.e - self.s))
+
+    def _prep(self) -> None:
+        if self._ss is not None:
+            return
+        if self.disjoint:
+            self._ss = self.s
+            self._es = self.e
+        else:
+            self._ss = np.sort(self.s, kind="stable")
+            self._es = np.sort(self.e, kind="stable")
+        self._cs = np.concatenate([[0], np.cumsum(self._ss)])
+        self._ce = np.concatenate([[0], np.cumsum(self._es)])
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        """Covered length in (-inf, t] for each t."""
+        t = np.asarray(t, np.int64)
+        if self.s.shape[0] == 0:
+            return np.zeros(t.shape, np.int64)
+        if self.disjoint and (self._prefix is not None or (self._queries >= 1 and t.size * 64 < self.s.shape[0])):
+            # queried again with few points: binary search in a prefix sum of the lengths
+            if self._prefix is None:
+                self._prefix = _prefix_lengths(self.s, self.e)
+            k = np.searchsorted(self.s, t, side="right")
+            last = np.maximum(k - 1, 0)
+            over = np.where(k > 0, np.maximum(self.e[last] - t, 0), 0)
+            return self._prefix[k] - over
+        if self.disjoint:  # the first query: one streaming pass, nothing to allocate
+            self._queries += 1
+            flat = np.ascontiguousarray(t.ravel())
+            if flat.shape[0] > 1 and not bool(np.all(flat[1:] >= flat[:-1])):
+                o = np.argsort(flat, kind="stable")
+                r = np.empty_like(flat)
+                r[o] = _cover_sorted(self.s, self.e, flat[o])
+            else:
+                r = _cover_sorted(self.s, self.e, flat)
+            return r.reshape(t.shape)
+        self._prep()
+        ns = np.searchsorted(self._ss, t, side="right")
+        ne = np.searchsorted(self._es, t, side="right")
+        return (ns * t - self._cs[ns]) - (ne * t - self._ce[ne])
+
+    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Covered length inside each window [a, b)."""
+        a = np.asarray(a, np.int64)
+        b = np.asarray(b, np.int64)
+        r = self.upto(np.concatenate([a.ravel(), b.ravel()]))
+        n = a.size
+        return (r[n:] - r[:n]).reshape(a.shape)
+
+    def wall(self) -> Measure:
+        return self if self.disjoint else Measure.union(self.s, self.e)
+
+    def __or__(self, other: Measure) -> Measure:
+        a, b = self.wall(), other.wall()
+        if len(b) == 0:
+            return a
+        if len(a) == 0:
+            return b
+        return Measure(*_union2(a.s, a.e, b.s, b.e), disjoint=True)
+
+
+def union_of(*parts: Measure | None) -> Measure:
+    """Wall-time union of measures (None and empty ones skipped)."""
+    parts = [p.wall() for p in parts if p is not None and len(p)]
+    if not parts:
+        return Measure.empty()
+    s, e = union_runs([(p.s, p.e) for p in parts])
+    return Measure(s, e, disjoint=True)
+
+
+class Runs:
+    """Thread time: one disjoint set per thread; lengths add up over threads."""
+
+    def __init__(self, runs: list[tuple[np.ndarray, np.ndarray]]):
+        self.parts = [Measure(a, b, disjoint=True) for a, b in runs if a.shape[0]]
+
+    def __len__(self) -> int:
+        return sum(len(m) for m in self.parts)
+
+    def total(self) -> int:
+        return sum(m.total() for m in self.parts)
+
+    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = np.zeros(np.asarray(a).shape, np.int64)
+        for m in self.parts:
+            out += m.within(a, b)
+        return out
+
+    def wall(self) -> Measure:
+        return union_of(*self.parts)
+
+
+class LazyUnion:
+    """A union for ``within`` queries kept as one big set plus a small one, so that adding a
+    small set does not copy the big one (within = big + small - their overlap)."""
+
+    SMALL = 1 / 16
+
+    def __init__(self, *measures: Measure | None):
+        self.big = Measure.empty()
+        self.small = Measure.empty()
+        for m in sorted((m for m in measures if m is not None and len(m)), key=len, reverse=True):
+            self.add(m)
+
+    def __len__(self) -> int:
+        return len(self.big) + len(self.small)
+
+    def wall(self) -> Measure:
+        return self.big | self.small
+
+    def total(self) -> int:
+        return self.wall().total()
+
+    def add(self, m: Measure | Runs | LazyUnion) -> None:
+        if isinstance(m, LazyUnion):
+            self.add(m.big)
+            self.add(m.small)
+            return
+        m = m.wall()
+        if len(m) <= max(len(self.big), 1) * self.SMALL:
+            self.small = self.small | m
+        else:
+            self.big = self.big | m
+        if len(self.small) > max(len(self.big), 1) * self.SMALL:
+            self.big, self.small = self.big | self.small, Measure.empty()
+
+    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = self.big.within(a, b)
+        if len(self.small) == 0:
+            return out
+        out = out + self.small.within(a, b)
+        if len(self.big) == 0:
+            return out
+        a = np.ascontiguousarray(a, np.int64)
+        b = np.ascontiguousarray(b, np.int64)
+        if a.shape[0] > 1 and not (bool(np.all(a[1:] >= b[:-1])) and bool(np.all(b >= a))):
+            u = self.big | self.small  # windows overlap each other: the plain way
+            return u.within(a, b)
+        # the overlap of small and big inside each window, from the small set's pieces
+        ps, pe, pw = intersect(self.small.s, self.small.e, a, b)
+        if ps.shape[0]:
+            ov = self.big.upto(pe) - self.big.upto(ps)
+            out = out - np.bincount(pw, weights=ov.astype(np.float64), minlength=a.shape[0]).astype(np.int64)
+        return out
+
+
+def contained(m: Measure, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per interval: lies entirely inside the (disjoint) set ``m``."""
+    if len(m) == 0 or starts.shape[0] == 0:
+        return np.zeros(starts.shape[0], bool)
+    return m.within(starts, ends) >= (ends - starts)
+
+
+def priority_split(windows: tuple[np.ndarray, np.ndarray],
+                   layers: list[tuple[str, Measure | Runs | LazyUnion | None]]) -> dict[str, np.ndarray]:
+    """Split each window's time into exclusive categories, the first layer winning overlaps.
+
+    Returns the ps per window for each layer name (layers with the same name add up) and
+    ``_rest`` for time no layer covers.
+    """
+    a, b = windows
+    out: dict[str, np.ndarray] = {}
+    acc = LazyUnion()
+    prev = np.zeros(a.shape[0], np.int64)
+    for name, m in layers:
+        if m is None or len(m) == 0:
+            out.setdefault(name, np.zeros(a.shape[0], np.int64))
+            continue
+        acc.add(m)
+        cur = acc.within(a, b)
+        out[name] = out.get(name, 0) + (cur - prev)
+        prev = cur
+    out["_rest"] = (b - a) - prev
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Event rows of a plane
+# ------------------------------------------------------------------------------------------
+
+def run_bounds(values: np.ndarray) -> np.ndarray:
+    """Bounds of the runs of equal ``values``: run i is ``[b[i], b[i + 1])`` (``[0]`` when empty)."""
+    n = values.shape[0]
+    if n == 0:
+        return np.zeros(1, np.int64)
+    cut = np.flatnonzero(values[1:] != values[:-1]) + 1
+    return np.concatenate([[0], cut, [n]]).astype(np.int64)
+
+
+def line_ranges(plane: Plane) -> np.ndarray | None:
+    """``[first, end)`` event rows of each line (an array of shape (lines, 2)) when the plane's events
+    are grouped by line in line order, as the reader stores them; else None (then select rows by
+    ``plane.ev_line``). Read from ``ev_line`` itself, so it holds whatever built the plane."""
+    ln = plane.ev_line
+    nl = len(plane.lines)
+    if ln.shape[0] == 0:
+        return np.zeros((nl, 2), np.int64)
+    if ln.shape[0] > 1 and not bool(np.all(ln[1:] >= ln[:-1])):
+        return None
+    idx = np.arange(nl, dtype=ln.dtype)
+    return np.stack([np.searchsorted(ln, idx, side="left"), np.searchsorted(ln, idx, side="right")], axis=1)
+
+
+def line_rows(plane: Plane, lines: np.ndarray) -> np.ndarray:
+    """Event rows of the given lines, ascending."""
+    lines = np.unique(np.asarray(lines, np.int64))
+    rng = line_ranges(plane)
+    if rng is None:
+        return np.flatnonzero(plane.line_event_mask(lines))
+    lines = lines[(lines >= 0) & (lines < rng.shape[0])]
+    parts = [np.arange(rng[i, 0], rng[i, 1], dtype=np.int64) for i in lines if rng[i, 1] > rng[i, 0]]
+    if not parts:
+        return EMPTY
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _runs_to_list(s: np.ndarray, e: np.ndarray, bounds: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(s[a:b], e[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def union_per_line(lines: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per run of equal ``lines`` (a thread), the union of its intervals."""
+    starts = np.ascontiguousarray(starts, np.int64)
+    ends = np.ascontiguousarray(ends, np.int64)
+    b = run_bounds(np.asarray(lines))
+    if b.shape[0] - 1 > 256:  # not grouped by line: group first
+        o = np.argsort(lines, kind="stable")
+        lines, starts, ends = np.asarray(lines)[o], starts[o], ends[o]
+        b = run_bounds(lines)
+    return [union(starts[x:y], ends[x:y]) for x, y in zip(b[:-1], b[1:])]
+
+
+def rows_runs(plane: Plane, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each thread's union of the intervals of (ascending) event rows."""
+    rows = np.ascontiguousarray(rows, np.int64)
+    if rows.shape[0] and (rows[0] < 0 or rows[-1] >= plane.n_events or rows.min() < 0
+                          or rows.max() >= plane.n_events):
+        rows = rows[(rows >= 0) & (rows < plane.n_events)]
+    if rows.shape[0] == 0:
+        return []
+    s, e, b, ok = _merge_rows(plane.ev_start_ps, plane.ev_end_ps, plane.ev_line, rows)
+    if ok:
+        return _runs_to_list(s, e, b)
+    return union_per_line(plane.ev_line[rows], plane.ev_start_ps[rows], plane.ev_end_ps[rows])
+
+
+def line_runs(plane: Plane, line_ok: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each chosen thread's union of its events' intervals (``line_ok``: a mask over the lines)."""
+    rng = line_ranges(plane)
+    ok = np.asarray(line_ok, bool)
+    if rng is not None:
+        out = []
+        for li in np.flatnonzero(ok[:len(plane.lines)]):
+            x, y = int(rng[li, 0]), int(rng[li, 1])
+            if y > x:
+                out.append(union(plane.ev_start_ps[x:y], plane.ev_end_ps[x:y]))
+        return out
+    m = ok[plane.ev_line] & (plane.ev_meta >= 0)
+    return union_per_line(plane.ev_line[m], plane.ev_start_ps[m], plane.ev_end_ps[m])
+
+
+def rows_touching(plane: Plane, lines: np.ndarray, us: np.ndarray, ue: np.ndarray,
+                  meta_mask: np.ndarray | None = None) -> np.ndarray:
+    """Rows on ``lines`` (optionally of the metadata in ``meta_mask``) that intersect the set
+    (us, ue); a binary search per line, no pass over the plane."""
+    if us.size == 0:
+        return EMPTY
+    found = []
+    starts_all, dur_all = plane.ev_start_ps, plane.ev_dur_ps
+    rng = line_ranges(plane)
+    for li in np.asarray(lines, np.int64):
+        if rng is None:
+            idx = np.flatnonzero(plane.ev_line == li)  # lines not contiguous: test every event of the line
+            if idx.size:
+                found.append(idx)
+            continue
+        if not 0 <= li < rng.shape[0]:
+            continue
+        a, b = int(rng[li, 0]), int(rng[li, 1])
+        if b <= a:
+            continue
+        starts = starts_all[a:b]
+        if not bool(starts[-1] >= starts[0]) or (b - a > 1 and not _line_sorted(plane, a, b)):
+            idx = np.arange(a, b)  # unsorted line: test every event
+        else:
+            maxdur = int(dur_all[a:b].max())
+            lo = np.searchsorted(starts, us - maxdur, side="left")
+            hi = np.searchsorted(starts, ue, side="left")
+            n = hi - lo
+            if n.sum() == 0:
+                continue
+            keep = n > 0
+            lo, n = lo[keep], n[keep]
+            rep = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+            idx = np.unique(np.arange(int(n.sum())) + rep) + a
+        found.append(idx)
+    if not found:
+        return EMPTY
+    rows = np.concatenate(found)
+    if meta_mask is not None:
+        rows = rows[np.append(meta_mask, False)[plane.ev_meta[rows]]]
+    s, e = plane.ev_start_ps[rows], plane.ev_start_ps[rows] + plane.ev_dur_ps[rows]
+    i = np.searchsorted(us, e, side="left") - 1
+    ok = (i >= 0) & (ue[np.maximum(i, 0)] > s)
+    return rows[ok]
+
+
+def _line_sorted(plane: Plane, a: int, b: int) -> bool:
+    cache = plane.__dict__.setdefault("_tfadvisor_line_sorted", {})
+    v = cache.get(a)
+    if v is None:
+        st = plane.ev_start_ps[a:b]
+        v = bool(np.all(st[1:] >= st[:-1]))
+        cache[a] = v
+    return v
+
+
+def outermost(plane: Plane, rows: np.ndarray) -> np.ndarray:
+    """The rows not nested inside another of ``rows`` on the same line, by start (of equal
+    intervals on a line, the first)."""
+    if rows.shape[0] <= 1:
+        return rows
+    s, e, ln = plane.ev_start_ps[rows], plane.ev_end_ps[rows], plane.ev_line[rows].astype(np.int64)
+    order = np.lexsort((-e, s, ln))
+    rows, s, e, ln = rows[order], s[order], e[order], ln[order]
+    keep = np.ones(rows.shape[0], bool)
+    b = run_bounds(ln)
+    for x, y in zip(b[:-1], b[1:]):
+        if y - x < 2:
+            continue
+        emax = np.maximum.accumulate(e[x:y])
+        keep[x + 1:y] = e[x + 1:y] > emax[:-1]
+    out = rows[keep]
+    return out[np.argsort(plane.ev_start_ps[out], kind="stable")]
+
+
+__all__ = ["EMPTY", "LazyUnion", "Measure", "Runs", "complement", "contained", "contains_any", "difference",
+           "intersect", "line_ranges", "line_rows", "line_runs", "outermost", "priority_split", "rows_runs",
+           "rows_touching", "run_bounds", "union", "union_of", "union_per_line", "union_runs"]
