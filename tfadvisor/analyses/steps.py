@@ -26,13 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# The four regexes are re-exported for tfadvisor/report/perfetto.py, which imports them from here: drop them
-# once it imports them from tfadvisor.analyses.activity.
 from tfadvisor.analyses.activity import (
-    DEVICE_H2D_RE,  # noqa: F401
-    H2D_API_RE,  # noqa: F401
-    HOST_COLLECTIVE_RE,  # noqa: F401
-    LAUNCH_RE,  # noqa: F401
     Activity,
     activity,
     host_trace,

@@ -34,9 +34,9 @@ from typing import Any, TextIO
 import numpy as np
 import pandas as pd
 
+from tfadvisor.analyses.activity import DEVICE_H2D_RE, H2D_API_RE, HOST_COLLECTIVE_RE, LAUNCH_RE
 from tfadvisor.analyses.collectives import ALLREDUCE_KERNEL, COLLECTIVE_KERNEL
 from tfadvisor.analyses.gaps import GAP_MIN_FRACTION, GAP_MIN_PS
-from tfadvisor.analyses.steps import DEVICE_H2D_RE, H2D_API_RE, HOST_COLLECTIVE_RE, LAUNCH_RE
 from tfadvisor.trace import Plane, Trace
 
 #: Default bound on the trace events written (about 100 bytes each).
