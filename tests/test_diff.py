@@ -16,7 +16,8 @@ from test_report_html import FakeFinding, make_result
 from typer.testing import CliRunner
 
 from tfadvisor.analyses import Metric
-from tfadvisor.diff import diff_command, diff_results, render_text
+from tfadvisor.diff_cli import diff_command
+from tfadvisor.report.diff import diff_results, render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -165,7 +166,7 @@ def test_noise_interval_separates_noise_from_a_real_change():
     """Welch 95 % interval from per-step times: same distribution -> about equal; shifted by 10 sd -> faster."""
     import pandas as pd
 
-    from tfadvisor.diff import noise_interval_pct
+    from tfadvisor.report.diff import noise_interval_pct
 
     class R:
         def __init__(self, ms):

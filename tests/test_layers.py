@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("advice", ("tfadvisor.advice",)),
     ("report", ("tfadvisor.report",)),
     ("facade", ("tfadvisor.api",)),
-    ("entry points", ("tfadvisor.diff", "tfadvisor.multihost_cli", "tfadvisor.profiling", "tfadvisor.keras",
+    ("entry points", ("tfadvisor.diff_cli", "tfadvisor.multihost_cli", "tfadvisor.profiling", "tfadvisor.keras",
                       "tfadvisor.vertex", "tfadvisor.system_sampler", "tfadvisor.capture", "tfadvisor.cli",
                       "tfadvisor.__main__", "tfadvisor._sitecustomize")),
     ("package", ("tfadvisor",)),

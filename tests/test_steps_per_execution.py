@@ -23,7 +23,7 @@ import tfadvisor
 from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import Context, Options
 from tfadvisor.analyses.step_detect import _loop_counts, detect_steps, executions
-from tfadvisor.diff import diff_results
+from tfadvisor.report.diff import diff_results
 from tfadvisor.report.plots import finding_rule
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -186,7 +186,7 @@ def test_no_gpu_sampler_is_said(tmp_path):
 
 
 def test_reports_and_diff_show_the_samples(tmp_path):
-    from tfadvisor.diff import diff_results
+    from tfadvisor.report.diff import diff_results
     from tfadvisor.report.html import render_html
     from tfadvisor.report.json_report import result_to_dict
     from tfadvisor.report.markdown import render_markdown

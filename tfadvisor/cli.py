@@ -341,7 +341,7 @@ def _register_optional() -> None:
     if any(g.name == "capture" for g in app.registered_groups):
         return
     from tfadvisor.capture.cli import app as capture_app
-    from tfadvisor.diff import diff_command
+    from tfadvisor.diff_cli import diff_command
     from tfadvisor.multihost_cli import scaling_command
 
     for info in capture_app.registered_commands:
