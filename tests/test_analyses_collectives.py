@@ -6,7 +6,7 @@ import pytest
 from conftest import SAMPLES, expected, load_sample
 from test_analyses_device import run, values
 
-from tfadvisor import links
+from tfadvisor import interconnects as links
 from tfadvisor.analyses import collectives, options_from
 from tfadvisor.analyses.base import Options
 from tfadvisor.trace import Trace

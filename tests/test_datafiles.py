@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tfadvisor.datafiles import GiB, MiB, check_data_files
+from tfadvisor.analyses.datafiles import GiB, MiB, check_data_files
 from tfadvisor.errors import TraceError
 
 SMALL = 5_000  # bytes, like the seed's 2,000,000 x 5 KB example

@@ -13,12 +13,12 @@ PKG = Path(__file__).resolve().parent.parent / "tfadvisor"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("tfadvisor._version", "tfadvisor.errors", "tfadvisor.units", "tfadvisor._native",
-                    "tfadvisor.proto", "tfadvisor.links", "tfadvisor.runmeta", "tfadvisor.table")),
+                    "tfadvisor.proto", "tfadvisor.interconnects", "tfadvisor.runmeta", "tfadvisor.table")),
     ("decode", ("tfadvisor.wire",)),
     ("discovery", ("tfadvisor.discovery",)),
     ("model", ("tfadvisor.trace", "tfadvisor.sanity")),
     ("reader", ("tfadvisor.reader",)),
-    ("analyses", ("tfadvisor.analyses", "tfadvisor.datafiles", "tfadvisor.system_samples",
+    ("analyses", ("tfadvisor.analyses", "tfadvisor.system_samples",
                   "tfadvisor.multihost_worker", "tfadvisor.runtime", "tfadvisor.multihost", "tfadvisor.scaling",
                   "tfadvisor.result")),
     ("advice", ("tfadvisor.advice",)),

@@ -53,7 +53,7 @@ def test_add_refuses_an_undeclared_name_and_takes_unit_and_text_from_the_declara
 def test_datafiles_results_use_the_declarations():
     import numpy as np
 
-    import tfadvisor.datafiles as mod
+    import tfadvisor.analyses.datafiles as mod
 
     res = mod.summarise(np.array([10, 2_000_000, 3_000_000_000], dtype=np.int64), "x")
     assert set(res.metrics) <= set(metric_registry()["datafiles"].names())

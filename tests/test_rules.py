@@ -94,7 +94,7 @@ def test_multihost_metrics_are_known():
 def test_datafiles_metrics_are_known():
     import numpy as np
 
-    import tfadvisor.datafiles as mod
+    import tfadvisor.analyses.datafiles as mod
 
     res = mod.summarise(np.array([10, 2_000_000, 3_000_000_000], dtype=np.int64), "x")
     assert set(res.metrics) <= KNOWN_METRICS

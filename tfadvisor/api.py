@@ -66,7 +66,7 @@ def analyze(
         result = Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=Tables(host.tables),
                         notes=list(host.notes), hosts=[host], options=opts)
     if data:
-        from tfadvisor.datafiles import check_data_files
+        from tfadvisor.analyses.datafiles import check_data_files
 
         files = check_data_files(data)
         for name, m in files.metrics.items():

@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from tfadvisor.errors import TraceError, fail
-from tfadvisor.links import LINKS
+from tfadvisor.interconnects import LINKS
 
 LINK_NAMES = tuple(LINKS)
 
@@ -119,7 +119,7 @@ def _options(params: int | None, bandwidth: str | None, replicas: int | None, ba
 
     opts = Options(param_count=params, replicas=replicas, batch_size=batch_size)
     if bandwidth:
-        from tfadvisor.links import bandwidth_gbps
+        from tfadvisor.interconnects import bandwidth_gbps
 
         try:
             opts.bandwidth_gbps = bandwidth_gbps(bandwidth)

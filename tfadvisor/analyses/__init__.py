@@ -37,7 +37,7 @@ ORDER = (
 
 
 #: Producers of metrics that are not in :data:`ORDER`, as ``source: module``.
-OTHER_PRODUCERS = {"datafiles": "tfadvisor.datafiles", "multihost": "tfadvisor.multihost"}
+OTHER_PRODUCERS = {"datafiles": "tfadvisor.analyses.datafiles", "multihost": "tfadvisor.multihost"}
 
 
 def metric_registry() -> dict[str, Declarations]:

@@ -102,7 +102,7 @@ DECLARED = declare(
     ("data_huge_files_count", "files", "files of 1 GiB or more"),
     ("data_huge_files_pct", "%", "share of files of 1 GiB or more"),
     ("data_shard_range_pct", "%", "share of files in the recommended shard size range 1 MiB-128 MiB"),
-    doc="Not in `ORDER`: runs on `--data DIR_OR_GLOB`, `tfadvisor/datafiles.py`; lists/stats only.",
+    doc="Not in `ORDER`: runs on `--data DIR_OR_GLOB`, `tfadvisor/analyses/datafiles.py`; lists/stats only.",
     tables="`data_files_sizes` (bucket, lo_bytes, hi_bytes, files, files_pct, bytes, bytes_pct, class: "
            "small/ok/large/huge), `data_largest_files` (path, bytes)",
 )
