@@ -1,20 +1,26 @@
-"""Analysis at the end of a capture window: :func:`tfadvisor.api.analyze` on the run just written,
-a short summary and the reports asked for. Problems are warnings: the profile is kept."""
+"""Analysis at the end of a capture window: :func:`tfadvisor.api.analyze` on the run just written, the
+terminal report (its top findings) and the JSON/HTML reports asked for. Problems are warnings: the
+profile is kept and training goes on. The facade and the reporters are imported on first use."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
 from tfadvisor.capture.base import logger, warn
+
+if TYPE_CHECKING:
+    from tfadvisor.api import Result
 
 
 def analyze_run(run_dir: str, *, report_json: str | os.PathLike | None = None,
                 report_html: str | os.PathLike | None = None, top: int = 3, verbose: bool = True,
-                header: str | None = None, stream=None):
-    """Analyse a finished capture, log the top findings, write reports; the Result or None."""
+                stream: TextIO | None = None) -> Result | None:
+    """Analyse a finished capture, log the top findings, print the report, write reports; the Result or None."""
     import tfadvisor.api as api
 
     try:
@@ -23,64 +29,52 @@ def analyze_run(run_dir: str, *, report_json: str | os.PathLike | None = None,
         warn(f"analysis of {run_dir} failed: {type(err).__name__}: {err}; "
              f"the profile is kept, run `tfadvisor analyze {run_dir}` later")
         return None
-    lines = summary_lines(result, top=top, run_dir=run_dir)
-    if header:
-        lines.insert(0, header)
-    for f in list(getattr(result, "findings", []) or [])[:top]:
-        logger.info("finding %s [%s]: %s", _get(f, "rule"), _get(f, "severity"), _get(f, "message") or "")
+    top = max(1, top)
+    for f in result.findings[:top]:
+        logger.info("finding %s [%s]: %s", f.rule, f.severity, f.message)
     if verbose:
-        out = stream or sys.stdout
-        for line in lines:
-            print(line, file=out, flush=True)
-    if report_json:
-        write_json_report(result, report_json)
-    if report_html:
         try:
-            from tfadvisor.report.html import write_html
-
-            write_html(result, report_html)
-            logger.info("wrote %s", report_html)
+            print_report(result, run_dir, top=top, stream=stream)
         except Exception as err:  # noqa: BLE001
-            warn(f"could not write the HTML report {report_html}: {type(err).__name__}: {err}")
+            warn(f"could not print the report of {run_dir}: {type(err).__name__}: {err}")
+    if report_json:
+        _write_report(result, report_json, "JSON", _write_json)
+    if report_html:
+        _write_report(result, report_html, "HTML", _write_html)
     return result
 
 
-def write_json_report(result, path) -> None:
+def print_report(result: Result, run_dir: str, *, top: int = 3, stream: TextIO | None = None) -> None:
+    """The terminal report with the ``top`` findings, then one line: steps, findings, the command for all."""
+    from rich.console import Console
+
+    from tfadvisor.report.terminal import print_result
+
+    out = stream or sys.stdout
+    findings = result.findings
+    shown = result if len(findings) <= top else dataclasses.replace(result, findings=findings[:top])
+    print_result(shown, Console(file=out, highlight=False))
+    hidden = f" ({len(findings) - top} not shown)" if len(findings) > top else ""
+    print(f"tfadvisor: {result.metrics.get('steps_count') or 0} step(s) found, {len(findings)} finding(s){hidden}; "
+          f"full report: tfadvisor analyze {run_dir}", file=out, flush=True)
+
+
+def _write_json(result: Result, path: str | os.PathLike) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(result.to_dict(), fh, indent=2, default=str)
+        fh.write("\n")
+
+
+def _write_html(result: Result, path: str | os.PathLike) -> None:
+    from tfadvisor.report.html import write_html
+
+    write_html(result, path)
+
+
+def _write_report(result: Result, path: str | os.PathLike, kind: str,
+                  write: Callable[[Result, str | os.PathLike], None]) -> None:
     try:
-        data = result.to_dict()
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, default=str)
-            fh.write("\n")
+        write(result, path)
         logger.info("wrote %s", path)
     except Exception as err:  # noqa: BLE001
-        warn(f"could not write the JSON report {path}: {type(err).__name__}: {err}")
-
-
-def _get(obj: Any, name: str) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name)
-    value = getattr(obj, name, None)
-    return getattr(value, "value", value) if name == "severity" and not isinstance(value, str) else value
-
-
-def summary_lines(result, top: int = 3, run_dir: str | None = None) -> list[str]:
-    """A few ``tfadvisor: ...`` lines: steps, step time, the top findings, how to see more."""
-    m = getattr(result, "metrics", {}) or {}
-    lines = []
-    steps = m.get("steps_count")
-    median = m.get("step_time_median_ms")
-    if steps is not None:
-        tail = f", {median:.3g} ms per step (median)" if isinstance(median, (int, float)) else ""
-        lines.append(f"tfadvisor: {steps} step(s) found{tail}")
-    findings = list(getattr(result, "findings", []) or [])
-    if not findings:
-        lines.append("tfadvisor: no findings")
-    else:
-        lines.append(f"tfadvisor: {len(findings)} finding(s), top {min(top, len(findings))}:")
-        for i, f in enumerate(findings[:top], 1):
-            title = _get(f, "title") or _get(f, "message") or ""
-            lines.append(f"tfadvisor:   {i}. [{_get(f, 'severity')}] {_get(f, 'rule')}: {title}")
-    target = run_dir or getattr(getattr(result, "run", None), "directory", None)
-    if target:
-        lines.append(f"tfadvisor: full report: tfadvisor analyze {target}")
-    return lines
+        warn(f"could not write the {kind} report {path}: {type(err).__name__}: {err}")
