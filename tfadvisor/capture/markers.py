@@ -56,15 +56,10 @@ def _trace_class() -> Any:
     global _Trace, _trace_failed
     if _Trace is None and not _trace_failed:
         try:
-            from tensorflow.python.profiler.trace import Trace
-
-            _Trace = Trace
-        except Exception:  # noqa: BLE001
-            try:
-                _Trace = import_tf().profiler.experimental.Trace
-            except Exception as err:  # noqa: BLE001
-                _trace_failed = True
-                warn(f"tfadvisor.step: no step markers ({err})")
+            _Trace = import_tf().profiler.experimental.Trace
+        except Exception as err:  # noqa: BLE001 - no TensorFlow: markers do nothing
+            _trace_failed = True
+            warn(f"tfadvisor.step: no step markers ({err})")
     return _Trace
 
 

@@ -11,8 +11,7 @@ from typing import Any
 
 from tfadvisor._version import __version__
 from tfadvisor.capture.base import warn
-from tfadvisor.capture.rundirs import Remote
-from tfadvisor.discovery import RUN_METADATA_FILE, is_remote
+from tfadvisor.discovery import RUN_METADATA_FILE, filesystem, is_remote
 
 #: Model facts registered by a Keras callback, used by any session that lacks them.
 MODEL_INFO: dict[str, Any] = {}
@@ -89,9 +88,10 @@ def write_run_metadata(run_dir: str, facts: dict[str, Any]) -> str | None:
     path = f"{run_dir.rstrip('/')}/{RUN_METADATA_FILE}"
     try:
         if is_remote(run_dir):
-            store = Remote(path)
-            old = json.loads(store.read(path) or "{}") if store.exists(path) else {}
-            store.write(path, json.dumps(_merge(old, facts), indent=2, sort_keys=True, default=str) + "\n")
+            fs = filesystem(path)
+            old = json.loads(fs.cat_file(path).decode() or "{}") if fs.exists(path) else {}
+            with fs.open(path, "w") as fh:
+                fh.write(json.dumps(_merge(old, facts), indent=2, sort_keys=True, default=str) + "\n")
             return path
         old = {}
         if os.path.isfile(path):

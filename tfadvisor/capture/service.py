@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tfadvisor._version import __version__
@@ -135,7 +136,8 @@ def capture_service(
     check_logdir(logdir)
     opts = {k: int(v) for k, v in (options or profiler_options()).items() if v is not None}
     joined = ",".join(f"{h}:{p}" for h, p in addresses)
-    before = snapshot_runs(logdir)
+    with _listing(logdir):
+        before = snapshot_runs(logdir)
     kind, impl = _backend(backend)
     try:
         with _quiet_native_output():
@@ -149,7 +151,8 @@ def capture_service(
                 "capture while it trains, or use a longer --duration-ms"
             ) from None
         raise CaptureError(f"capture from {joined} failed: {text}") from None
-    dirs = new_run_dirs(logdir, before)
+    with _listing(logdir):
+        dirs = new_run_dirs(logdir, before)
     if not dirs:
         raise CaptureError(
             f"the profiler server at {joined} wrote no profile under {logdir}/plugins/profile "
@@ -165,6 +168,15 @@ def capture_service(
     }
     write_run_metadata(run_dir, facts)
     return ServiceCapture(run_dir=run_dir, run_dirs=dirs, backend=kind, addresses=[f"{h}:{p}" for h, p in addresses])
+
+
+@contextlib.contextmanager
+def _listing(logdir: str) -> Iterator[None]:
+    """A listing of ``logdir`` that fails (no fsspec/gcsfs for a remote logdir, no access) is a CaptureError."""
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - fsspec and its file systems raise many types
+        raise CaptureError(f"cannot list {logdir}: {' '.join(str(err).split()) or type(err).__name__}") from None
 
 
 def _host_names(run_dir: str) -> list[str]:

@@ -19,7 +19,7 @@ from tfadvisor.capture.markers import MARKER_LOCK, clear_active, set_active
 from tfadvisor.capture.options import MEMORY_ENV, check_levels, enable_memory_events, profiler_options, tf_options
 from tfadvisor.capture.rundirs import Snapshot, changed_files, list_names, new_run_dir, profile_root, snapshot_runs
 from tfadvisor.capture.runfacts import MODEL_INFO, STARTUP, environment_facts, model_facts, write_run_metadata
-from tfadvisor.discovery import XPLANE_SUFFIX
+from tfadvisor.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
 from tfadvisor.errors import one_line
 from tfadvisor.system_sampler import DEFAULT_HZ, SystemSampler, env_hz
 
@@ -121,10 +121,13 @@ class ProfileSession:
                 warn(f"not profiling: {err}")
                 return False
             try:
+                self._before = snapshot_runs(self.logdir)
+            except Exception:  # noqa: BLE001 - a remote logdir not listed now: the stop says why, if it still is not
+                self._before = {}
+            try:
                 if "://" not in self.logdir:
                     os.makedirs(self.logdir, exist_ok=True)
                 check_levels(tf, self.options)
-                self._before = snapshot_runs(self.logdir)
                 t_call = time.time()
                 tf.profiler.experimental.start(self.logdir, options=tf_options(tf, self.options))
             except Exception as err:  # noqa: BLE001
@@ -165,7 +168,13 @@ class ProfileSession:
                 self.error = f"the profiler did not stop cleanly: {type(err).__name__}: {one_line(err)}"
                 warn(self.error)
                 return None
-            self.run_dir = new_run_dir(self.logdir, self._before)
+            try:
+                self.run_dir = new_run_dir(self.logdir, self._before)
+            except Exception as err:  # noqa: BLE001 - a remote logdir that cannot be listed
+                self.error = (f"the profile was written under {profile_root(self.logdir)}, but it cannot be listed "
+                              f"to add {RUN_METADATA_FILE}: {type(err).__name__}: {one_line(err)}")
+                warn(self.error)
+                return None
             if self.run_dir is None:
                 self.error = f"the profiler wrote no file under {profile_root(self.logdir)}"
                 warn(self.error)
