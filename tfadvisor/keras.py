@@ -312,7 +312,7 @@ def _build(keras):
             if marker is None:
                 return
             self._marker = None
-            # a session stopped from another thread (time mode) is no longer _ACTIVE: its trace lacks
+            # a session stopped from another thread (time mode) is no longer the active one: its trace lacks
             # this marker, so the step is not counted (as tfadvisor.step does); the lock keeps the stop
             # from falling between the marker's end and this check
             with markers.MARKER_LOCK:
