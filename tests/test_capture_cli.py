@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from tfadvisor.capture import runner, service
 from tfadvisor.capture.cli import app
+from tfadvisor.capture.options import profiler_options
 from tfadvisor.keras import parse_window
-from tfadvisor.profiling import profiler_options
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,12 +166,12 @@ def test_import_is_light():
 
 
 def test_service_without_tensorflow_or_xprof(tmp_path, monkeypatch):
-    from tfadvisor import profiling
+    from tfadvisor.capture import base
 
     def no_tf():
-        raise profiling.TensorFlowMissing("No module named 'tensorflow'")
+        raise base.TensorFlowMissing("No module named 'tensorflow'")
 
-    monkeypatch.setattr(profiling, "import_tf", no_tf)
+    monkeypatch.setattr(base, "import_tf", no_tf)
     monkeypatch.setitem(sys.modules, "xprof.convert", None)  # makes the import fail
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))

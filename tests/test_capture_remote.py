@@ -15,8 +15,7 @@ from conftest import free_port
 pytest.importorskip("gcsfs")
 emulator = pytest.importorskip("gcp_storage_emulator.server")
 
-from tfadvisor import profiling  # noqa: E402
-from tfadvisor.capture import service  # noqa: E402
+from tfadvisor.capture import rundirs, runfacts, service  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = next((ROOT / "sample_traces" / "input_bound_defaults_off").rglob("*.xplane.pb"))
@@ -50,17 +49,17 @@ def test_remote_logdir_without_tensorflow(gcs, monkeypatch):
     logdir = f"gs://{BUCKET}/svc"
     _server_writes(gcs, "svc/plugins/profile/2026_01_01_00_00_00/old-host.xplane.pb")  # an earlier capture
 
-    before = profiling.snapshot_runs(logdir)
+    before = rundirs.snapshot_runs(logdir)
     assert list(before) == [f"{logdir}/plugins/profile/2026_01_01_00_00_00/old-host.xplane.pb"]
     _server_writes(gcs, "svc/plugins/profile/2026_01_01_00_00_09/worker-1.xplane.pb")
     _server_writes(gcs, "svc/plugins/profile/2026_01_01_00_00_09/worker-0.xplane.pb")
-    (run_dir,) = profiling.new_run_dirs(logdir, before)  # only the new one
+    (run_dir,) = rundirs.new_run_dirs(logdir, before)  # only the new one
     assert run_dir == f"{logdir}/plugins/profile/2026_01_01_00_00_09"
     assert service._host_names(run_dir) == ["worker-0", "worker-1"]
 
-    path = profiling.write_run_metadata(run_dir, {"host_names": ["worker-0", "worker-1"], "capture": {"x": 1}})
+    path = runfacts.write_run_metadata(run_dir, {"host_names": ["worker-0", "worker-1"], "capture": {"x": 1}})
     assert path == f"{run_dir}/tfadvisor_run.json"
-    profiling.write_run_metadata(run_dir, {"batch_size": 64})  # merged into what is there
+    runfacts.write_run_metadata(run_dir, {"batch_size": 64})  # merged into what is there
     meta = json.loads(gcs.bucket(BUCKET).blob("svc/plugins/profile/2026_01_01_00_00_09/tfadvisor_run.json")
                       .download_as_bytes())
     assert meta["hosts"] == 2 and meta["capture"] == {"x": 1} and meta["batch_size"] == 64

@@ -12,8 +12,8 @@ _LAZY = {
     "Result": "tfadvisor.api",
     "analyze": "tfadvisor.api",
     "TraceError": "tfadvisor.errors",
-    "profile": "tfadvisor.profiling",  # capture helpers; TensorFlow is imported only when used
-    "step": "tfadvisor.profiling",
+    "profile": "tfadvisor.capture.session",  # capture helpers; TensorFlow is imported only when used
+    "step": "tfadvisor.capture.markers",
     "load": "tfadvisor.reader",
     "Plane": "tfadvisor.trace",
     "Trace": "tfadvisor.trace",
@@ -23,8 +23,9 @@ __all__ = ["Plane", "Result", "Trace", "TraceError", "__version__", "analyze", "
 
 if TYPE_CHECKING:
     from tfadvisor.api import Result, analyze
+    from tfadvisor.capture.markers import step
+    from tfadvisor.capture.session import profile
     from tfadvisor.errors import TraceError
-    from tfadvisor.profiling import profile, step
     from tfadvisor.reader import load
     from tfadvisor.trace import Plane, Trace
 

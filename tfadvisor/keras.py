@@ -153,7 +153,10 @@ def dataset_batch_size(ds: Any) -> int | None:
 
 
 def _build(keras):
-    import tfadvisor.profiling as profiling
+    from tfadvisor.capture import markers, runfacts, sigterm
+    from tfadvisor.capture.base import logger, warn
+    from tfadvisor.capture.options import enable_memory_events, profiler_options
+    from tfadvisor.capture.session import ProfileSession
 
     class AdvisorCallback(keras.callbacks.Callback):
         """Profile steps ``[start, stop)`` of ``fit``, write metadata, print the top findings.
@@ -204,7 +207,7 @@ def _build(keras):
             super().__init__()
             self.logdir = os.fspath(logdir)
             self.window = parse_window(steps)
-            self.options = profiling.profiler_options(
+            self.options = profiler_options(
                 options, host_tracer_level=host_tracer_level, python_tracer_level=python_tracer_level,
                 device_tracer_level=device_tracer_level)
             self.memory = memory
@@ -223,7 +226,7 @@ def _build(keras):
             self.profiled_steps = 0
             self.marked_executions = 0
             self.first_profiled: int | None = None
-            self.session: profiling.ProfileSession | None = None
+            self.session: ProfileSession | None = None
             self.run_dir: str | None = None
             self.result = None
             self.error: str | None = None
@@ -232,9 +235,9 @@ def _build(keras):
             self._exec_first = 0
             self._exec_n = 1
             self._marker = None
-            self._step = profiling.step
+            self._step = markers.step
             self._fit_batch_size: int | None = None
-            self._startup = not profiling._STARTUP  # record start-up milestones (first fit of the process)
+            self._startup = not runfacts.STARTUP  # record start-up milestones (first fit of the process)
             self.retries = max(0, int(retries))
             self.attempts = 0  # profiler starts tried
             self.clash: str | None = None  # the first "another profiler is running" error
@@ -243,7 +246,7 @@ def _build(keras):
             self.epoch_ends: list[int] = []  # global steps after which an epoch ended inside the window
             self.validation_runs = 0  # validation passes inside the window
             if memory:
-                profiling.enable_memory_events()
+                enable_memory_events()
 
         # --- Keras hooks -------------------------------------------------------------
         def on_train_begin(self, logs=None):
@@ -262,7 +265,7 @@ def _build(keras):
                 self._fit_batch_size = self.batch_size
             if self.state is MARKING:
                 try:
-                    profiling._MODEL_INFO.update(self._model_info())
+                    runfacts.MODEL_INFO.update(self._model_info())
                 except Exception:  # noqa: BLE001
                     pass
 
@@ -278,7 +281,7 @@ def _build(keras):
                 self.validation_runs += 1
 
         def on_train_batch_begin(self, batch, logs=None):
-            if self._startup and "first_batch" not in profiling._STARTUP:
+            if self._startup and "first_batch" not in runfacts.STARTUP:
                 self._startup_mark("first_batch")
             if self._marker is not None:  # left open: a step that raised, then fit was called again
                 self._end_marker()
@@ -309,12 +312,12 @@ def _build(keras):
             if marker is None:
                 return
             self._marker = None
-            # a session stopped from another thread (time mode) is no longer _ACTIVE: its trace lacks
+            # a session stopped from another thread (time mode) is no longer the active one: its trace lacks
             # this marker, so the step is not counted (as tfadvisor.step does); the lock keeps the stop
             # from falling between the marker's end and this check
-            with profiling.MARKER_LOCK:
+            with markers.MARKER_LOCK:
                 marker.__exit__(None, None, None)
-                in_trace = profiling._ACTIVE is self.session
+                in_trace = markers.active_session() is self.session
             if self.state is PROFILING and in_trace:
                 self.profiled_steps += self._exec_n
                 self.marked_executions += 1
@@ -348,7 +351,7 @@ def _build(keras):
             ok = False
             try:
                 if self.session is None:
-                    self.session = profiling.ProfileSession(
+                    self.session = ProfileSession(
                         self.logdir, self.options, memory=False, analyze=self.analyze,
                         report_json=self.report_json, report_html=self.report_html, top=self.top,
                         verbose=self.verbose, source="tfadvisor.keras.AdvisorCallback", stream=self.stream)
@@ -358,7 +361,7 @@ def _build(keras):
                 ok = self.session.start()
             except Exception as err:  # noqa: BLE001
                 self.error = f"{type(err).__name__}: {err}"
-                profiling.warn(f"not profiling: {self.error}")
+                warn(f"not profiling: {self.error}")
             if not ok:
                 session = self.session
                 if session is not None and session.busy and self.attempts <= self.retries:
@@ -368,7 +371,7 @@ def _build(keras):
                         msg = (f"another profiler is running at step {self._exec_first} (a TensorBoard "
                                "callback's profile_batch, or \"Capture profile\" in TensorBoard); trying again at "
                                f"the next {self.retries} step(s)")
-                        profiling.logger.warning(msg)
+                        logger.warning(msg)
                         if self.verbose:
                             self._say(f"tfadvisor: {msg}")
                     return
@@ -382,7 +385,7 @@ def _build(keras):
             self.first_profiled = self._exec_first
             self.error = None
             atexit.register(self._at_exit)
-            profiling.on_sigterm(self._on_sigterm)
+            sigterm.on_sigterm(self._on_sigterm)
             if self.verbose:
                 late = (f", {self._exec_first - self.window[0]} step(s) late: another profiler was running"
                         if self.clash else "")
@@ -392,7 +395,7 @@ def _build(keras):
         def _give_up(self, why: str) -> None:
             self.state = FAILED
             self.error = f"not profiling: {why} ({self.clash})"
-            profiling.warn(self.error)
+            warn(self.error)
 
         def _on_sigterm(self, what: str) -> None:
             if self.state is PROFILING:
@@ -418,7 +421,7 @@ def _build(keras):
             self.state = DONE
             try:
                 atexit.unregister(self._at_exit)
-                profiling.forget_sigterm(self._on_sigterm)
+                sigterm.forget_sigterm(self._on_sigterm)
             except Exception:  # noqa: BLE001
                 pass
             session = self.session
@@ -459,14 +462,14 @@ def _build(keras):
                     self.error = session.error
             except Exception as err:  # noqa: BLE001
                 self.error = f"{type(err).__name__}: {err}"
-                profiling.warn(f"profiling window did not close cleanly: {self.error}")
+                warn(f"profiling window did not close cleanly: {self.error}")
 
         def _startup_mark(self, what: str) -> None:
             """Start-up milestones: process start -> fit start -> first batch -> first step done."""
             try:
                 from tfadvisor.system_sampler import process_start_unix_s, startup_point
 
-                st = profiling._STARTUP
+                st = runfacts.STARTUP
                 if what == "fit_start":
                     if "fit_start" in st:  # another fit of the same process: nothing new to record
                         self._startup = False
@@ -484,15 +487,15 @@ def _build(keras):
                     self._startup = False
             except Exception as err:  # noqa: BLE001 - never break fit for a timestamp
                 self._startup = False
-                profiling.warn(f"start-up facts not recorded: {type(err).__name__}: {err}")
+                warn(f"start-up facts not recorded: {type(err).__name__}: {err}")
 
         def _model_info(self) -> dict[str, Any]:
-            info = profiling.model_facts(self.model, self._fit_batch_size)
+            info = runfacts.model_facts(self.model, self._fit_batch_size)
             try:
                 strategy = self.model.distribute_strategy
             except Exception:  # noqa: BLE001
                 strategy = None
-            facts = profiling.environment_facts(strategy)
+            facts = runfacts.environment_facts(strategy)
             facts.update(info)
             return facts
 

@@ -133,13 +133,13 @@ class _Capture:
             import importlib
 
             importlib.import_module("tensorflow")  # waits for an import in progress to finish
-            import tfadvisor.profiling as profiling
+            from tfadvisor.capture.session import ProfileSession
 
             with self.lock:
                 if self.exiting.is_set():
                     return
-                self.session = profiling.ProfileSession(self.logdir, self.options, source="tfadvisor capture run",
-                                                        verbose=True, stream=sys.stderr)
+                self.session = ProfileSession(self.logdir, self.options, source="tfadvisor capture run", verbose=True,
+                                              stream=sys.stderr)
                 self.session.label = f"{duration:g} s from {time.time() - self.t0:.1f} s after start"
                 self.session.hint = False
                 if not self.session.start():

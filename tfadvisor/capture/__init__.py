@@ -1,5 +1,9 @@
-"""Capturing profiles: ``tfadvisor capture service`` and ``tfadvisor capture run``.
+"""Capturing profiles.
 
-The Keras callback lives in :mod:`tfadvisor.keras`; the in-program context managers in
-:mod:`tfadvisor.profiling` (``tfadvisor.profile``, ``tfadvisor.step``).
+In the training program: ``session`` (``tfadvisor.profile``: profiler start/stop, run facts, system
+samples), ``markers`` (``tfadvisor.step``), ``analysis`` (the analysis at the end of a window),
+``options``, ``rundirs``, ``runfacts``, ``sigterm``, ``base``; the Keras callback is
+:mod:`tfadvisor.keras`, the public module :mod:`tfadvisor.profiling`. From outside it: ``tfadvisor
+capture service`` (``service``), ``capture run`` (``runner`` and the ``_sitecustomize`` hook), ``capture
+vertex`` (``vertex``, ``wheel``); ``cli`` holds the commands.
 """

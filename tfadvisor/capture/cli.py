@@ -40,7 +40,7 @@ class Backend(str, Enum):
 
 
 def _levels(host: int | None, device: int | None, python: int | None, delay_ms: int | None = None):
-    from tfadvisor.profiling import profiler_options
+    from tfadvisor.capture.options import profiler_options
 
     for name, value, lo, hi in (("--host-tracer-level", host, 1, 3), ("--device-tracer-level", device, 0, 1),
                                 ("--python-tracer-level", python, 0, 1)):

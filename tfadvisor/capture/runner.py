@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfadvisor.profiling import MEMORY_ENV
+from tfadvisor.capture.options import MEMORY_ENV
 from tfadvisor.system_sampler import DEFAULT_HZ
 from tfadvisor.system_sampler import ENV as SYSTEM_ENV
 

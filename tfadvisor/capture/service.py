@@ -18,10 +18,14 @@ import os
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import tfadvisor.profiling as profiling
 from tfadvisor._version import __version__
+from tfadvisor.capture import base
+from tfadvisor.capture.options import profiler_options
+from tfadvisor.capture.rundirs import list_names, new_run_dirs, snapshot_runs
+from tfadvisor.capture.runfacts import write_run_metadata
 
 
 class CaptureError(Exception):
@@ -103,10 +107,10 @@ def _backend(name: str):
             if name == "xprof":
                 raise CaptureError(f"xprof is not usable ({err}): pip install 'tfadvisor[xprof]'") from None
     try:
-        tf = profiling.import_tf()
-    except profiling.TensorFlowMissing:
+        tf = base.import_tf()
+    except base.TensorFlowMissing:
         if name == "tf":
-            raise CaptureError(profiling.TF_INSTALL_HINT) from None
+            raise CaptureError(base.TF_INSTALL_HINT) from None
         raise CaptureError(
             "capturing from a profiler server needs TensorFlow or xprof: pip install 'tfadvisor[tf]' "
             "(or 'tfadvisor[xprof]')"
@@ -130,9 +134,10 @@ def capture_service(
     addresses = parse_addresses(spec)
     check_listening(addresses, timeout=check_timeout)
     check_logdir(logdir)
-    opts = {k: int(v) for k, v in (options or profiling.profiler_options()).items() if v is not None}
+    opts = {k: int(v) for k, v in (options or profiler_options()).items() if v is not None}
     joined = ",".join(f"{h}:{p}" for h, p in addresses)
-    before = profiling.snapshot_runs(logdir)
+    with _listing(logdir):
+        before = snapshot_runs(logdir)
     kind, impl = _backend(backend)
     try:
         with _quiet_native_output():
@@ -146,7 +151,8 @@ def capture_service(
                 "capture while it trains, or use a longer --duration-ms"
             ) from None
         raise CaptureError(f"capture from {joined} failed: {text}") from None
-    dirs = profiling.new_run_dirs(logdir, before)
+    with _listing(logdir):
+        dirs = new_run_dirs(logdir, before)
     if not dirs:
         raise CaptureError(
             f"the profiler server at {joined} wrote no profile under {logdir}/plugins/profile "
@@ -160,17 +166,24 @@ def capture_service(
         "capture": {"by": "tfadvisor capture service", "backend": kind, "service_addr": joined,
                     "duration_ms": int(duration_ms), "options": opts},
     }
-    profiling.write_run_metadata(run_dir, facts)
+    write_run_metadata(run_dir, facts)
     return ServiceCapture(run_dir=run_dir, run_dirs=dirs, backend=kind, addresses=[f"{h}:{p}" for h, p in addresses])
+
+
+@contextlib.contextmanager
+def _listing(logdir: str) -> Iterator[None]:
+    """A listing of ``logdir`` that fails (no fsspec/gcsfs for a remote logdir, no access) is a CaptureError."""
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - fsspec and its file systems raise many types
+        raise CaptureError(f"cannot list {logdir}: {' '.join(str(err).split()) or type(err).__name__}") from None
 
 
 def _host_names(run_dir: str) -> list[str]:
     from tfadvisor.discovery import XPLANE_SUFFIX
 
     if "://" in run_dir:
-        from tfadvisor.profiling import _list_names
-
-        return sorted(f[: -len(XPLANE_SUFFIX)] for f in _list_names(run_dir) if f.endswith(XPLANE_SUFFIX))
+        return sorted(f[: -len(XPLANE_SUFFIX)] for f in list_names(run_dir) if f.endswith(XPLANE_SUFFIX))
     try:
         return sorted(f[: -len(XPLANE_SUFFIX)] for f in os.listdir(run_dir) if f.endswith(XPLANE_SUFFIX))
     except OSError:

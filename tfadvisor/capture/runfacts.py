@@ -1,0 +1,107 @@
+"""``tfadvisor_run.json``, the run's facts file beside the profile: what the trace cannot tell (model,
+batch size, devices, replicas, strategy, versions, steps, how it was captured)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+from tfadvisor._version import __version__
+from tfadvisor.capture.base import warn
+from tfadvisor.discovery import RUN_METADATA_FILE, filesystem, is_remote
+
+#: Model facts registered by a Keras callback, used by any session that lacks them.
+MODEL_INFO: dict[str, Any] = {}
+
+#: Start-up milestones of this process (the Keras callback fills them; ``tfadvisor_run.json`` "startup").
+STARTUP: dict[str, Any] = {}
+
+
+def model_facts(model: Any = None, batch_size: int | None = None) -> dict[str, Any]:
+    """Parameter count and batch size of a Keras model, where known."""
+    out: dict[str, Any] = {}
+    if model is not None:
+        try:
+            out["param_count"] = int(model.count_params())
+        except Exception:  # noqa: BLE001 - an unbuilt model has no parameters yet
+            pass
+        try:
+            out["model"] = str(getattr(model, "name", type(model).__name__))
+        except Exception:  # noqa: BLE001
+            pass
+    if batch_size is not None:
+        out["batch_size"] = int(batch_size)
+    return out
+
+
+def environment_facts(strategy: Any = None) -> dict[str, Any]:
+    """Versions, devices, tf.distribute strategy, replicas and hosts of this process."""
+    out: dict[str, Any] = {"tfadvisor_version": __version__, "host_names": [socket.gethostname()]}
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return out
+    out["tf_version"] = getattr(tf, "__version__", None)
+    keras = sys.modules.get("keras")
+    if keras is not None and getattr(keras, "__version__", None):
+        out["keras_version"] = keras.__version__
+    try:
+        out["devices"] = [d.name for d in tf.config.list_logical_devices()]
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        if strategy is None:
+            strategy = tf.distribute.get_strategy()
+        out["strategy"] = type(strategy).__name__
+        out["replicas"] = int(strategy.num_replicas_in_sync)
+        hosts = 1
+        resolver = getattr(strategy, "cluster_resolver", None)
+        if resolver is not None:
+            spec = resolver.cluster_spec()
+            jobs = spec.jobs if spec is not None else []
+            n = sum(spec.num_tasks(j) for j in jobs if j in ("chief", "worker"))
+            hosts = max(1, n)
+        out["hosts"] = hosts
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def _merge(old: Any, facts: dict[str, Any]) -> dict[str, Any]:
+    """``facts`` over what the file held; host names of both, ``hosts`` at least their count."""
+    merged = dict(old) if isinstance(old, dict) else {}
+    names = list(merged.get("host_names") or [])
+    merged.update({k: v for k, v in facts.items() if v is not None})
+    for n in facts.get("host_names") or []:
+        if n not in names:
+            names.append(n)
+    if names:
+        merged["host_names"] = names
+        merged["hosts"] = max(int(merged.get("hosts") or 1), len(names))
+    return merged
+
+
+def write_run_metadata(run_dir: str, facts: dict[str, Any]) -> str | None:
+    """Write (merge into) ``<run_dir>/tfadvisor_run.json``; the path, or None after a warning."""
+    path = f"{run_dir.rstrip('/')}/{RUN_METADATA_FILE}"
+    try:
+        if is_remote(run_dir):
+            fs = filesystem(path)
+            old = json.loads(fs.cat_file(path).decode() or "{}") if fs.exists(path) else {}
+            with fs.open(path, "w") as fh:
+                fh.write(json.dumps(_merge(old, facts), indent=2, sort_keys=True, default=str) + "\n")
+            return path
+        old = {}
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as fh:
+                old = json.load(fh)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(_merge(old, facts), indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, path)
+        return path
+    except Exception as err:  # noqa: BLE001
+        warn(f"could not write {path}: {type(err).__name__}: {err}")
+        return None
