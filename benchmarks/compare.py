@@ -231,7 +231,7 @@ def main() -> None:
     ap.add_argument("--small", type=Path, default=SMALL, help="the small trace (a run directory or logdir)")
     ap.add_argument("--mb", type=float, default=263.0, help="size of the large SYNTHETIC trace")
     ap.add_argument("--small-only", action="store_true", help="skip the large trace")
-    ap.add_argument("--runs", type=int, default=3, help="warm runs per tool on the small trace")
+    ap.add_argument("--runs", type=int, default=10, help="warm runs per tool on the small trace (best of them)")
     ap.add_argument("--large-runs", type=int, default=2, help="warm runs per tool on the large trace")
     ap.add_argument("--sizes", help="also tfadvisor alone at these sizes (MB, comma-separated): cost vs events")
     ap.add_argument("--install", action="store_true", help="pip-install tfadvisor and xprof-rs into fresh venvs")
