@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 BASELINE = """
-import resource, json, tfadvisor, tfadvisor.wire, tfadvisor.reader
+import resource, json, tfadvisor, tfadvisor.io.wire, tfadvisor.io.reader
 print(json.dumps({"rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 

@@ -126,7 +126,7 @@ def train_markers(run_dir: str) -> list[int]:
 
 def run_metadata(run_dir: str) -> dict:
     """The run's tfadvisor_run.json, as the capture wrote it."""
-    from tfadvisor.discovery import RUN_METADATA_FILE
+    from tfadvisor.io.discovery import RUN_METADATA_FILE
 
     with open(os.path.join(run_dir, RUN_METADATA_FILE), encoding="utf-8") as fh:
         return json.load(fh)

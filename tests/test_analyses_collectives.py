@@ -9,7 +9,7 @@ from test_analyses_device import run, values
 from tfadvisor import interconnects as links
 from tfadvisor.analyses import collectives, options_from
 from tfadvisor.analyses.base import Options
-from tfadvisor.trace import Trace
+from tfadvisor.model.trace import Trace
 from tfadvisor_dev import synthetic as syn
 
 # --- the expectation, against figures worked out by hand ----------------------------------

@@ -8,7 +8,7 @@ from conftest import SAMPLES, expected, load_sample, sample_dirs
 from tfadvisor.analyses import placement, precision
 from tfadvisor.analyses import steps as steps_analysis
 from tfadvisor.analyses.base import AnalysisResult, Context, Options
-from tfadvisor.trace import Trace
+from tfadvisor.model.trace import Trace
 from tfadvisor_dev import synthetic as syn
 
 

@@ -11,7 +11,7 @@ from conftest import SAMPLES, load_sample
 from test_analyses_device import run, values
 
 from tfadvisor.analyses import memory
-from tfadvisor.trace import Trace
+from tfadvisor.model.trace import Trace
 
 
 @pytest.fixture(scope="module")

@@ -261,7 +261,7 @@ def test_outermost_marker_and_profiled_batch_nesting(reverse):
 
 def test_trace_without_steps_reports_missing():
     """A device plane alone (no host markers, no Steps line): metrics None with a note."""
-    from tfadvisor.trace import Trace
+    from tfadvisor.model.trace import Trace
 
     full = load_sample("synthetic_gpu_fp32")
     trace = Trace(planes=[p for p in full.planes if p.name.startswith("/device:")], files=full.files)

@@ -23,7 +23,7 @@ import pytest
 from conftest import capture_env, run_metadata, train_markers
 
 import tfadvisor
-from tfadvisor.discovery import find_runs
+from tfadvisor.io.discovery import find_runs
 
 pytestmark = [
     pytest.mark.slow,

@@ -19,7 +19,7 @@ import pytest
 from conftest import capture_env, free_port, run_metadata, train_markers
 
 import tfadvisor
-from tfadvisor.discovery import find_runs
+from tfadvisor.io.discovery import find_runs
 
 # TensorFlow only runs in subprocesses: this process does not import it.
 pytestmark = [

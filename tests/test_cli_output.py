@@ -15,7 +15,7 @@ from tfadvisor.advice import evaluate, load_rules
 from tfadvisor.analyses import Metric, Metrics, Options
 from tfadvisor.api import Result
 from tfadvisor.cli import app
-from tfadvisor.discovery import Run
+from tfadvisor.io.discovery import Run
 from tfadvisor.report.json_report import SCHEMA_VERSION, result_to_dict
 from tfadvisor.report.terminal import print_result
 

@@ -13,11 +13,9 @@ PKG = Path(__file__).resolve().parent.parent / "tfadvisor"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("tfadvisor._version", "tfadvisor.errors", "tfadvisor.units", "tfadvisor._native",
-                    "tfadvisor.proto", "tfadvisor.interconnects", "tfadvisor.runmeta", "tfadvisor.table")),
-    ("decode", ("tfadvisor.wire",)),
-    ("discovery", ("tfadvisor.discovery",)),
-    ("model", ("tfadvisor.trace", "tfadvisor.sanity")),
-    ("reader", ("tfadvisor.reader",)),
+                    "tfadvisor.proto", "tfadvisor.interconnects", "tfadvisor.runmeta")),
+    ("model", ("tfadvisor.model",)),
+    ("io", ("tfadvisor.io",)),
     ("analyses", ("tfadvisor.analyses", "tfadvisor.system_samples",
                   "tfadvisor.multihost_worker", "tfadvisor.runtime", "tfadvisor.multihost", "tfadvisor.scaling",
                   "tfadvisor.result")),
@@ -136,6 +134,6 @@ def test_the_checker_sees_lazy_imports_and_cycles():
     deps = _graph()
     assert "tfadvisor.report.json_report" in deps["tfadvisor.api"]  # imported inside Result.to_dict
     planted = {k: set(v) for k, v in deps.items()}
-    planted["tfadvisor.wire"].add("tfadvisor.api")
-    assert any("tfadvisor.wire" in c and "tfadvisor.api" in c for c in _cycles(planted))
-    assert _layer("tfadvisor.wire") < _layer("tfadvisor.api")
+    planted["tfadvisor.io.wire"].add("tfadvisor.api")
+    assert any("tfadvisor.io.wire" in c and "tfadvisor.api" in c for c in _cycles(planted))
+    assert _layer("tfadvisor.io.wire") < _layer("tfadvisor.api")

@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 
 import tfadvisor
-from tfadvisor.discovery import Run, resolve
 from tfadvisor.errors import TraceError
+from tfadvisor.io.discovery import Run, resolve
+from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.multihost import analyze_hosts, combine_hosts
 from tfadvisor.multihost_worker import analyze_host
 from tfadvisor.runtime import HostEvent, InFlight, run_pool
 from tfadvisor.scaling import scaling_report
-from tfadvisor.trace import Plane, Trace
 from tfadvisor_dev import synthetic as syn
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ import pytest
 from tfadvisor import _native, wire
 from tfadvisor.analyses.intervals import intersect
 from tfadvisor.analyses.placement import meta_counts, meta_durations
-from tfadvisor.trace import _fnv1a
+from tfadvisor.model.trace import _fnv1a
 
 I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 

@@ -10,8 +10,9 @@ import pytest
 from conftest import SAMPLES, sample_dirs
 
 import tfadvisor
-from tfadvisor import wire
-from tfadvisor.discovery import find_runs, resolve
+from tfadvisor.io import wire
+from tfadvisor.io.discovery import find_runs, resolve
+from tfadvisor.model import kinds
 from tfadvisor.proto import xplane_pb2
 
 REAL = [p for p in sample_dirs() if not p.name.startswith("synthetic_")]
@@ -47,7 +48,7 @@ def _assert_matches_protobuf(trace) -> None:
     """Every plane's event and stat columns equal a protobuf decode of the same files."""
     assert trace.n_events > 0
     for f in trace.files:
-        planes = [p for p in trace.planes if p.host == tfadvisor.discovery.host_name(f)]
+        planes = [p for p in trace.planes if p.host == tfadvisor.io.discovery.host_name(f)]
         ref = _reference_planes(f)
         assert [r[0] for r in ref] == [p.name for p in planes]
         for (name, starts, durs, names, stats, n_lines), plane in zip(ref, planes):
@@ -116,7 +117,7 @@ def test_gzip_stat_and_metadata_stats_and_display_names(tmp_path: Path):
     assert plane.event_display_names.tolist() == ["Event One"]
     assert plane.line_names.tolist() == ["Python"]
     assert trace.hostnames == ["h"]
-    assert plane.stat("payload").kind.tolist() == [wire.KIND_STR]
+    assert plane.stat("payload").kind.tolist() == [kinds.KIND_STR]
 
 
 def test_sample_tree_listed(samples):
@@ -185,7 +186,7 @@ def _write(tmp_path: Path, space: xplane_pb2.XSpace, name: str = "h") -> Path:
 
 
 def test_lookup_tables_sized_by_the_ids_in_use(tmp_path: Path):
-    from tfadvisor.reader import _lookup
+    from tfadvisor.io.reader import _lookup
 
     assert len(_lookup(np.array([4194303], np.int64))) == 0  # one huge id: binary search, no 16 MiB table
     assert len(_lookup(np.arange(1000, dtype=np.int64))) == 1000
@@ -226,7 +227,7 @@ def _gzip_plane(n_stats: int, each: int) -> xplane_pb2.XSpace:
 
 
 def test_inflated_bytes_capped_per_file(tmp_path: Path, monkeypatch):
-    from tfadvisor import reader
+    from tfadvisor.io import reader
 
     monkeypatch.setattr(reader, "MAX_DECOMPRESSED_TOTAL_BYTES", 1 << 20)
     ok = tfadvisor.load(str(_write(tmp_path, _gzip_plane(2, 400_000), "ok")))
@@ -255,7 +256,7 @@ def test_byte_identical_planes_read_once(tmp_path: Path):
 def test_small_chunks_decode_like_protobuf(monkeypatch, name):
     """2 KiB chunks on the parallel path: long lines split into hundreds of chunks filled in parallel
     decode to the same columns as protobuf and as the unchunked serial decode."""
-    from tfadvisor import reader
+    from tfadvisor.io import reader
 
     sample = SAMPLES / name
     whole = tfadvisor.load(sample)
@@ -278,7 +279,7 @@ def test_small_chunks_decode_like_protobuf(monkeypatch, name):
 
 
 def test_serial_and_parallel_decode_agree(monkeypatch):
-    from tfadvisor import reader
+    from tfadvisor.io import reader
 
     sample = SAMPLES / "input_bound_defaults_off"
     monkeypatch.setattr(reader, "SERIAL_BELOW_BYTES", 0)

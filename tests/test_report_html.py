@@ -18,7 +18,7 @@ import pytest
 from tfadvisor.advice import Finding
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics
 from tfadvisor.api import Result
-from tfadvisor.discovery import Run
+from tfadvisor.io.discovery import Run
 from tfadvisor.report.html import PLOT_IDS, render_html, write_html
 
 ROOT = Path(__file__).resolve().parent.parent

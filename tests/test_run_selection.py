@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from tfadvisor.discovery import resolve
 from tfadvisor.errors import TraceError
+from tfadvisor.io.discovery import resolve
 
 #: a real capture (small), copied into made-up runs: the runs differ by name only
 SOURCE = next((ROOT / "sample_traces" / "input_bound_defaults_off" / "plugins" / "profile").rglob("*.xplane.pb"))

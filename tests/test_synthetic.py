@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfadvisor import wire
+from tfadvisor.io import wire
 from tfadvisor.proto import xplane_pb2
 from tfadvisor_dev import synthetic as syn
 

@@ -317,7 +317,7 @@ def test_tf_capture_run_sleep_bound_loader_with_idle_cpus(tmp_path):
                           sys.executable, str(script), "sleep", str(tmp_path)],
                          env=capture_env(OWN_CALLBACK="0"), capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
-    run = tfadvisor.discovery.resolve(str(logdir))
+    run = tfadvisor.io.discovery.resolve(str(logdir))
     assert list(Path(run.directory).glob("tfadvisor_system.*.npz"))
     r = tfadvisor.analyze(run)
     m = r.metrics

@@ -432,7 +432,7 @@ def test_all_replicas_analysed_as_one_run_and_foreign_profiles_left_out(gcs, fak
     out = tmp_path / "p"
     result = _invoke("--job", name, "--api-endpoint", fake.endpoint, "--anonymous", "--out", str(out))
     assert result.exit_code == 0, result.output
-    from tfadvisor.discovery import find_runs
+    from tfadvisor.io.discovery import find_runs
 
     (run,) = find_runs(str(out))
     assert sorted(Path(f).name for f in run.files) == ["trainer-workerpool1-0.xplane.pb", "trainer.xplane.pb"]
@@ -536,7 +536,7 @@ def test_packaged_job_runs_for_real_with_two_replicas(gcs, fake, tmp_path):
         assert rc == 0 and "TRAINED AdvisorCallback" in stdout, stderr
         assert str(work / "venv") in stdout  # the shipped wheel runs, not this checkout
     assert result.exit_code == 0, result.output
-    from tfadvisor.discovery import find_runs
+    from tfadvisor.io.discovery import find_runs
 
     (run,) = find_runs(str(out))  # both replicas, one multi-host run
     assert len(run.files) == 2

@@ -14,9 +14,9 @@ _LAZY = {
     "TraceError": "tfadvisor.errors",
     "profile": "tfadvisor.capture.session",  # capture helpers; TensorFlow is imported only when used
     "step": "tfadvisor.capture.markers",
-    "load": "tfadvisor.reader",
-    "Plane": "tfadvisor.trace",
-    "Trace": "tfadvisor.trace",
+    "load": "tfadvisor.io.reader",
+    "Plane": "tfadvisor.model.trace",
+    "Trace": "tfadvisor.model.trace",
 }
 
 __all__ = ["Plane", "Result", "Trace", "TraceError", "__version__", "analyze", "load", "profile", "step"]
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from tfadvisor.capture.markers import step
     from tfadvisor.capture.session import profile
     from tfadvisor.errors import TraceError
-    from tfadvisor.reader import load
-    from tfadvisor.trace import Plane, Trace
+    from tfadvisor.io.reader import load
+    from tfadvisor.model.trace import Plane, Trace
 
 
 def __getattr__(name: str):
@@ -35,7 +35,7 @@ def __getattr__(name: str):
 
     module = _LAZY.get(name)
     if module is None:
-        # ``tfadvisor.reader`` and the like after a bare ``import tfadvisor`` (they used to be imported by it)
+        # ``tfadvisor.io.reader`` and the like after a bare ``import tfadvisor`` (they used to be imported by it)
         if not name.startswith("_") and importlib.util.find_spec(f"tfadvisor.{name}") is not None:
             return importlib.import_module(f"tfadvisor.{name}")
         raise AttributeError(f"module 'tfadvisor' has no attribute {name!r}")

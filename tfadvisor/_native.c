@@ -6,7 +6,7 @@
  * write into a caller's array is checked against that array's length. A malformed buffer gives an
  * error code and byte offset (wire.ERROR_TEXT), never an out-of-bounds access.
  *
- * The semantics (outputs and dtypes) are those of tfadvisor/wire.py, tfadvisor/trace.py and
+ * The semantics (outputs and dtypes) are those of tfadvisor/io/wire.py, tfadvisor/model/trace.py and
  * tfadvisor/analyses/steps.py, which call these functions; see the docstrings there.
  */
 #define PY_SSIZE_T_CLEAN

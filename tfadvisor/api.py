@@ -11,10 +11,10 @@ from dataclasses import fields
 from typing import Any
 
 from tfadvisor.analyses import Options, analyze_trace, options_from
-from tfadvisor.discovery import Run, resolve
-from tfadvisor.reader import load_run
+from tfadvisor.io.discovery import Run, resolve
+from tfadvisor.io.reader import load_run
+from tfadvisor.model.table import Tables
 from tfadvisor.result import RunResult
-from tfadvisor.table import Tables
 
 
 class Result(RunResult):
@@ -52,7 +52,7 @@ def analyze(
 ) -> Result:
     """Load a profile and return its metrics, tables and ordered findings.
 
-    ``trace``: the run's :class:`~tfadvisor.trace.Trace`, when the caller has loaded it already
+    ``trace``: the run's :class:`~tfadvisor.model.trace.Trace`, when the caller has loaded it already
     (``tfadvisor export``); a one-host run is then not read twice."""
     chosen = path if isinstance(path, Run) else resolve(path, run=run)
     if len(chosen.files) > 1:

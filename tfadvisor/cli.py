@@ -256,8 +256,8 @@ def export(
     The findings are those `tfadvisor analyze` reports for the same options (a multi-host run's
     run-level ones included); the slices they are about carry the rule ids."""
     from tfadvisor.api import analyze as run_analysis
-    from tfadvisor.discovery import resolve
-    from tfadvisor.reader import load_run
+    from tfadvisor.io.discovery import resolve
+    from tfadvisor.io.reader import load_run
     from tfadvisor.report.perfetto import host_parts, write_export
 
     limit = None if max_events.strip() in ("0", "all") else _count_option(max_events, "--max-events")
@@ -300,7 +300,7 @@ def _inside(path: Path, directory: str) -> bool:
 @app.command(cls=Command, short_help="List the profile runs under a logdir and their hosts.")
 def runs(logdir: str = typer.Argument(..., help="A TensorBoard logdir.", metavar="LOGDIR")) -> None:
     """List the profile runs under a logdir (newest last) and their hosts."""
-    from tfadvisor.discovery import find_runs
+    from tfadvisor.io.discovery import find_runs
 
     for r in find_runs(logdir):
         typer.echo(f"{r.label()}\t{len(r.files)} host(s): {', '.join(r.hosts)}")

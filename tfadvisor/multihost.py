@@ -45,12 +45,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, declare
-from tfadvisor.discovery import Run, host_name
 from tfadvisor.errors import TraceError
-from tfadvisor.reader import _size, read_run_metadata
+from tfadvisor.io.discovery import Run, host_name
+from tfadvisor.io.reader import _size, read_run_metadata
+from tfadvisor.model.table import Tables
 from tfadvisor.runmeta import positive as _positive
 from tfadvisor.runtime import Observer, run_hosts
-from tfadvisor.table import Tables
 from tfadvisor.units import finite_number
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ What comes back is a plain dict: the host's metrics (with units and meanings), i
 small tables (the steps table with the per-step category times, collective ops, ...), the trace's
 ``summary()``, the options used, and ``held``: the wall-clock interval (``time.time()``) from the
 start of the load until the trace was dropped, which the executors report to their observer
-(:mod:`tfadvisor.runtime.inflight`). The :class:`~tfadvisor.trace.Trace` itself never leaves the
+(:mod:`tfadvisor.runtime.inflight`). The :class:`~tfadvisor.model.trace.Trace` itself never leaves the
 worker: it is dropped before the function returns, so a worker holds one host's events at most.
 
 Bad input is returned as ``{"error": {"path", "problem"}}`` rather than raised, because
@@ -34,7 +34,7 @@ def _set_threads(threads: int | None) -> None:
     """Share the machine's cores between the worker processes (the decoder's threads)."""
     if not threads:
         return
-    import tfadvisor.wire as wire
+    import tfadvisor.io.wire as wire
 
     wire.set_num_threads(max(1, int(threads)))
 
@@ -63,13 +63,13 @@ def _small_tables(tables: dict, notes: list[str]) -> dict:
 
 
 def analyze_host(run, host: str, options=None, threads: int | None = None) -> dict[str, Any]:
-    """Load host ``host`` of ``run`` (a :class:`~tfadvisor.discovery.Run`), analyse it, and return
+    """Load host ``host`` of ``run`` (a :class:`~tfadvisor.io.discovery.Run`), analyse it, and return
     the small per-host result (see the module docstring).
 
     ``threads``: decoding threads for this task (None: the decoder's default, every CPU)."""
     from tfadvisor.analyses import Options, analyze_trace, options_from
     from tfadvisor.errors import TraceError
-    from tfadvisor.reader import load_run
+    from tfadvisor.io.reader import load_run
 
     _set_threads(threads)
     t0 = time.perf_counter()

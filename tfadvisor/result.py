@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfadvisor.analyses import HostAnalysis, Metrics, Options
-from tfadvisor.discovery import Run
-from tfadvisor.table import Tables
+from tfadvisor.io.discovery import Run
+from tfadvisor.model.table import Tables
 
 
 @dataclass

@@ -12,10 +12,10 @@ import dataclasses
 from typing import Any
 
 from tfadvisor.analyses import Options, analyze_trace, options_from
-from tfadvisor.discovery import resolve
 from tfadvisor.errors import TraceError
+from tfadvisor.io.discovery import resolve
+from tfadvisor.io.reader import load_run, read_run_metadata
 from tfadvisor.multihost import CATEGORIES, analyze_hosts
-from tfadvisor.reader import load_run, read_run_metadata
 from tfadvisor.runmeta import positive as _positive
 from tfadvisor.units import finite_number
 

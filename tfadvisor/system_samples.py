@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from tfadvisor.discovery import filesystem, host_name, is_remote
+from tfadvisor.io.discovery import filesystem, host_name, is_remote
 
 PREFIX = "tfadvisor_system."
 SUFFIX = ".npz"

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-import tfadvisor.wire as wire
+import tfadvisor.io.wire as wire
 from tfadvisor.proto import xplane_pb2
 
 __all__ = [

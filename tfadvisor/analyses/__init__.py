@@ -3,7 +3,7 @@
 They run in the order of :data:`ORDER` (later ones may read earlier results through the
 context) and together give a :class:`Metrics` mapping that the rule engine reads, plus
 named tables for reports and notebooks (numpy columns, or functions, made pandas DataFrames
-only when read: see :mod:`tfadvisor.table`).
+only when read: see :mod:`tfadvisor.model.table`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfadvisor.analyses.base import AnalysisResult, Context, Declarations, Metric, Options, declarations, declare
+from tfadvisor.model.table import Tables
+from tfadvisor.model.trace import Trace
 from tfadvisor.runmeta import ignored_fields
 from tfadvisor.runmeta import positive as _positive
-from tfadvisor.table import Tables
-from tfadvisor.trace import Trace
 
 #: Module names under ``tfadvisor.analyses``, in the order they run.
 ORDER = (

@@ -30,8 +30,8 @@ from tfadvisor.analyses.intervals import (
     union_of,
     union_runs,
 )
-from tfadvisor.table import factorize
-from tfadvisor.trace import Plane, Trace
+from tfadvisor.model.table import factorize
+from tfadvisor.model.trace import Plane, Trace
 
 #: ``_bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes)``: Class code per event (line
 #: class * stride + metadata class) and the rows of each code. Every index is checked: an event whose line is out of

@@ -1,9 +1,9 @@
 """What every analysis returns, and the context analyses share.
 
 An analysis is a function ``analyze(trace, ctx) -> AnalysisResult``. It reads the
-columnar :class:`~tfadvisor.trace.Trace`, may read earlier results through ``ctx``
+columnar :class:`~tfadvisor.model.trace.Trace`, may read earlier results through ``ctx``
 (``ctx.result("steps")``), and returns named scalar metrics (with units) and tables
-(:class:`~tfadvisor.table.Table` columns, or a function building a pandas DataFrame when read).
+(:class:`~tfadvisor.model.table.Table` columns, or a function building a pandas DataFrame when read).
 A metric whose data is absent from the trace is ``None`` with a note saying why; it is never
 invented as zero.
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfadvisor.table import Table, Tables
-from tfadvisor.trace import Plane, StatColumn, Trace
+from tfadvisor.model.table import Table, Tables
+from tfadvisor.model.trace import Plane, StatColumn, Trace
 
 PS_PER_MS = 1e9
 PS_PER_US = 1e6

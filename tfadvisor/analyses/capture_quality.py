@@ -36,8 +36,8 @@ from tfadvisor.analyses.device_lines import short_name
 from tfadvisor.analyses.intervals import Measure
 from tfadvisor.analyses.step_detect import device_steps
 from tfadvisor.analyses.steps import step_table
-from tfadvisor.table import Table
-from tfadvisor.trace import Trace
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Trace
 
 MIN_STEPS = 3
 MIN_BUSY_PCT = 2.0

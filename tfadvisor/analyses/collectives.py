@@ -47,8 +47,8 @@ from tfadvisor.analyses.placement import (
     step_windows,
     tf_op_meta_mask,
 )
-from tfadvisor.table import Table
-from tfadvisor.trace import Plane, Trace
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Plane, Trace
 
 GRADIENT_BYTES = 4  # fp32 gradients
 

@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 from tfadvisor.analyses.base import AnalysisResult, declare
-from tfadvisor.discovery import filesystem as remote_filesystem
 from tfadvisor.errors import TraceError
-from tfadvisor.table import Table
+from tfadvisor.io.discovery import filesystem as remote_filesystem
+from tfadvisor.model.table import Table
 from tfadvisor.units import human_bytes
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3

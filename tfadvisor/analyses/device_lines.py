@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfadvisor.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane
+from tfadvisor.model.trace import FRAMEWORK_OPS_LINES, FRAMEWORK_SCOPE_LINES, Plane
 
 STREAM = "stream"
 OPS = "ops"

@@ -21,8 +21,8 @@ from tfadvisor.analyses.activity import STEP_STATS, activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, union_of
 from tfadvisor.analyses.steps import step_table
-from tfadvisor.table import Table, factorize, group_sum
-from tfadvisor.trace import Trace
+from tfadvisor.model.table import Table, factorize, group_sum
+from tfadvisor.model.trace import Trace
 
 #: Eager ops that fetch the next batch: their time is input wait.
 INPUT_OPS = frozenset({"OptionalGetValue", "OptionalHasValue", "IteratorGetNextAsOptional", "IteratorGetNextSync",

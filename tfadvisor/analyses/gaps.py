@@ -32,8 +32,8 @@ from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import LazyUnion, Measure
 from tfadvisor.analyses.steps import step_table
-from tfadvisor.table import Table, group_sum
-from tfadvisor.trace import Trace
+from tfadvisor.model.table import Table, group_sum
+from tfadvisor.model.trace import Trace
 
 CALLBACK_RE = re.compile(r"(?i)callback|on_(train|test|epoch)_batch|on_epoch|WriteSummary|FlushSummaryWriter|"
                          r"summary|checkpoint|SaveV2|MergeV2Checkpoints|progbar|log_metrics")

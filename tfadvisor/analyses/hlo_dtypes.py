@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-import tfadvisor.wire as wire
-from tfadvisor.trace import Trace
+import tfadvisor.model.kinds as kinds
+from tfadvisor.model.trace import Trace
 
 # xla PrimitiveType -> precision class
 PRIMITIVE_CLASS = {2: "int8", 6: "int8", 10: "fp16", 11: "fp32", 12: "fp64", 16: "bf16", 15: "fp32",
@@ -165,7 +165,7 @@ def hlo_classes(trace: Trace) -> dict[tuple[str, str], str]:
         if md is None:
             continue
         for kind, raw in zip(md[1].tolist(), md[2].tolist()):
-            if kind not in (wire.KIND_BYTES, wire.KIND_STR) or not 0 <= raw < len(p.str_off):
+            if kind not in (kinds.KIND_BYTES, kinds.KIND_STR) or not 0 <= raw < len(p.str_off):
                 continue
             o, ln = int(p.str_off[raw]), int(p.str_len[raw])
             if ln <= 0 or ln > MAX_HLO_BYTES:

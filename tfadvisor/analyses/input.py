@@ -34,8 +34,8 @@ from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, Runs, difference, line_rows, union
 from tfadvisor.analyses.steps import step_spans, step_table
-from tfadvisor.table import Table
-from tfadvisor.trace import Trace
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Trace
 
 HIGH_PCT = 20.0
 MODERATE_PCT = 5.0

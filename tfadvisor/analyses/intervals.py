@@ -20,7 +20,7 @@ import heapq
 import numpy as np
 
 import tfadvisor._native as _native
-from tfadvisor.trace import Plane
+from tfadvisor.model.trace import Plane
 
 #: An empty int64 column (shared: never written to).
 EMPTY = np.empty(0, np.int64)

@@ -26,7 +26,7 @@ from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.placement import step_windows
 from tfadvisor.analyses.steps import step_table
 from tfadvisor.analyses.tf_dtypes import DTYPE_NAMES
-from tfadvisor.trace import Plane, Trace
+from tfadvisor.model.trace import Plane, Trace
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -29,7 +29,7 @@ from tfadvisor.analyses.activity import L_PYTHON, M_FRAME, STEP_STATS, activity,
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import LazyUnion, Measure, contains_any
 from tfadvisor.analyses.steps import step_spans, step_table
-from tfadvisor.trace import Trace
+from tfadvisor.model.trace import Trace
 
 
 def python_tf_rows(act, ctx: Context, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import tfadvisor._native as _native
-import tfadvisor.wire as wire
+import tfadvisor.model.kinds as kinds
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, line_rows, outermost
 from tfadvisor.analyses.steps import step_table
-from tfadvisor.table import Table
-from tfadvisor.trace import Plane, Trace
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Plane, Trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -244,9 +244,9 @@ def plane_stat_strings(plane: Plane, name: str, ctx: Context | None = None) -> l
             return []
         col = plane.stat(name, metadata_level=False)
         kind, raw = col.kind, col.raw
-        if raw.size and bool((kind == wire.KIND_REF).all()) and len(plane.stat_names) < (1 << 24):
+        if raw.size and bool((kind == kinds.KIND_REF).all()) and len(plane.stat_names) < (1 << 24):
             present = np.flatnonzero(np.bincount(raw, minlength=len(plane.stat_names)))
-            kind, raw = np.full(present.size, wire.KIND_REF, np.uint8), present.astype(np.int64)
+            kind, raw = np.full(present.size, kinds.KIND_REF, np.uint8), present.astype(np.int64)
         md = plane.metadata_stat_values(sid)
         if md is not None:
             kind = np.concatenate([kind, md[1]])
@@ -321,7 +321,7 @@ def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.nd
                 return got
             # The kind of the first tf_op value tells how they are stored.
             first = int(np.argmax(p.st_stat == sid)) if p.n_stats else 0
-            if p.n_stats and p.st_stat[first] == sid and p.st_kind[first] == wire.KIND_REF:
+            if p.n_stats and p.st_stat[first] == sid and p.st_kind[first] == kinds.KIND_REF:
                 return got | set(str(x) for x in p.stat_names)
             return got | set(plane_stat_strings(p, "tf_op", ctx))
         known |= memo(ctx, p, "tf_op_names", run)

@@ -40,8 +40,8 @@ from tfadvisor.analyses.placement import (
     tf_op_meta_mask,
 )
 from tfadvisor.analyses.tf_dtypes import DTYPE_CLASS, DTYPE_NAMES
-from tfadvisor.table import Table
-from tfadvisor.trace import Trace
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd

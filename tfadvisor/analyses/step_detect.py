@@ -54,9 +54,9 @@ from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.activity import L_PYTHON, M_FUNC_CALL, STEP_STATS, Activity, activity, union_rows
 from tfadvisor.analyses.base import Context
 from tfadvisor.analyses.intervals import EMPTY, Measure, outermost
+from tfadvisor.model.table import group_sum
+from tfadvisor.model.trace import Plane, StatColumn, Trace
 from tfadvisor.runmeta import steps_per_execution
-from tfadvisor.table import group_sum
-from tfadvisor.trace import Plane, StatColumn, Trace
 
 #: The functions a training step calls (preferred over others repeating on the python thread).
 TRAIN_FN_RE = re.compile(r"multi_step_on_iterator|train_step|train_function|one_step_on|step_on_iterator")

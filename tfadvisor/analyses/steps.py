@@ -35,8 +35,8 @@ from tfadvisor.analyses.activity import (
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import EMPTY, Measure, contained, contains_any, priority_split
 from tfadvisor.analyses.step_detect import StepSet, detect_steps, executions, preceded_by
-from tfadvisor.table import Table
-from tfadvisor.trace import Trace
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Trace
 
 
 def step_table(ctx: Context) -> Table | None:

@@ -23,9 +23,9 @@ import math
 import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Trace
 from tfadvisor.system_samples import Samples, SamplesError, find_samples, load_samples
-from tfadvisor.table import Table
-from tfadvisor.trace import Trace
 
 IDLE_CORE_PCT = 20.0  # a core busy less than this on average counts as idle
 IDLE_GPU_PCT = 10.0

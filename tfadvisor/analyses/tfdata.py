@@ -43,8 +43,8 @@ from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import union
 from tfadvisor.analyses.steps import step_table
-from tfadvisor.table import Table, factorize, group_last, group_sum, to_float
-from tfadvisor.trace import Plane, Trace
+from tfadvisor.model.table import Table, factorize, group_last, group_sum, to_float
+from tfadvisor.model.trace import Plane, Trace
 
 EXPENSIVE_MAP_US = 50.0
 #: A map cheaper than this per element spends much of its time in per-element overhead.

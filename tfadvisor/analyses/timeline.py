@@ -18,8 +18,8 @@ from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
 from tfadvisor.analyses.intervals import Measure, complement, intersect, union, union_of
 from tfadvisor.analyses.steps import step_layers
-from tfadvisor.table import Table
-from tfadvisor.trace import Trace
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Trace
 
 #: Most rows per lane: well above the pixel columns of a report at its default zoom.
 MAX_SPANS = 3000

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tfadvisor.discovery import XPLANE_SUFFIX, filesystem, is_remote
+from tfadvisor.io.discovery import XPLANE_SUFFIX, filesystem, is_remote
 
 #: ``{host file: (size, version)}``: what a logdir held at one moment
 Snapshot = dict[str, tuple[int, int]]

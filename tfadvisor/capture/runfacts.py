@@ -11,7 +11,7 @@ from typing import Any
 
 from tfadvisor._version import __version__
 from tfadvisor.capture.base import warn
-from tfadvisor.discovery import RUN_METADATA_FILE, filesystem, is_remote
+from tfadvisor.io.discovery import RUN_METADATA_FILE, filesystem, is_remote
 
 #: Model facts registered by a Keras callback, used by any session that lacks them.
 MODEL_INFO: dict[str, Any] = {}

@@ -180,7 +180,7 @@ def _listing(logdir: str) -> Iterator[None]:
 
 
 def _host_names(run_dir: str) -> list[str]:
-    from tfadvisor.discovery import XPLANE_SUFFIX
+    from tfadvisor.io.discovery import XPLANE_SUFFIX
 
     if "://" in run_dir:
         return sorted(f[: -len(XPLANE_SUFFIX)] for f in list_names(run_dir) if f.endswith(XPLANE_SUFFIX))

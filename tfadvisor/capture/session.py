@@ -19,8 +19,8 @@ from tfadvisor.capture.markers import MARKER_LOCK, clear_active, set_active
 from tfadvisor.capture.options import MEMORY_ENV, check_levels, enable_memory_events, profiler_options, tf_options
 from tfadvisor.capture.rundirs import Snapshot, changed_files, list_names, new_run_dir, profile_root, snapshot_runs
 from tfadvisor.capture.runfacts import MODEL_INFO, STARTUP, environment_facts, model_facts, write_run_metadata
-from tfadvisor.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
 from tfadvisor.errors import one_line
+from tfadvisor.io.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
 from tfadvisor.system_sampler import DEFAULT_HZ, SystemSampler, env_hz
 
 

@@ -36,8 +36,8 @@ from typing import Any
 import typer
 
 from tfadvisor._version import __version__
-from tfadvisor.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
 from tfadvisor.errors import fail, one_line
+from tfadvisor.io.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
 from tfadvisor.keras import parse_window
 from tfadvisor.vertex import DEFAULT_STEPS, STEPS_ENV
 

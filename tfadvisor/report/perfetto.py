@@ -37,7 +37,7 @@ import pandas as pd
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, H2D_API_RE, HOST_COLLECTIVE_RE, LAUNCH_RE
 from tfadvisor.analyses.collectives import ALLREDUCE_KERNEL, COLLECTIVE_KERNEL
 from tfadvisor.analyses.gaps import GAP_MIN_FRACTION, GAP_MIN_PS
-from tfadvisor.trace import Plane, Trace
+from tfadvisor.model.trace import Plane, Trace
 
 #: Default bound on the trace events written (about 100 bytes each).
 MAX_EVENTS = 1_000_000

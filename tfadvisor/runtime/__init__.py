@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tfadvisor.analyses import Options
-from tfadvisor.discovery import Run
+from tfadvisor.io.discovery import Run
 from tfadvisor.runtime.dask import run_dask
 from tfadvisor.runtime.inflight import HostEvent, InFlight, Observer
 from tfadvisor.runtime.local import run_inline, run_pool

@@ -9,8 +9,8 @@ import os
 from collections.abc import Iterator
 
 from tfadvisor.analyses import Options
-from tfadvisor.discovery import Run, is_remote
 from tfadvisor.errors import TraceError
+from tfadvisor.io.discovery import Run, is_remote
 from tfadvisor.multihost_worker import analyze_host
 from tfadvisor.runtime.inflight import Dispatch, Observer
 

@@ -7,8 +7,8 @@ import os
 from collections.abc import Iterator
 
 from tfadvisor.analyses import Options
-from tfadvisor.discovery import Run, host_name
 from tfadvisor.errors import TraceError
+from tfadvisor.io.discovery import Run, host_name
 from tfadvisor.multihost_worker import analyze_host
 from tfadvisor.runtime.inflight import Dispatch, Observer
 from tfadvisor.runtime.spawn import main_module_hidden, mp_context

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfadvisor.errors import TraceError
+from tfadvisor.model.names import XPLANE_SUFFIX, host_name
 
-XPLANE_SUFFIX = ".xplane.pb"
 LEGACY_SUFFIXES = (".trace.json.gz", ".trace.json")
 RUN_METADATA_FILE = "tfadvisor_run.json"
 
@@ -51,12 +51,6 @@ class Run:
         shown = ", ".join(self.others[:5]) + (f" (+{len(self.others) - 5} more)" if len(self.others) > 5 else "")
         how = "the newest" if self.picked_by == "newest" else "chosen with --run"
         return f"{self.label()}, {how} of {n} runs (others: {shown}; pick one with --run NAME)"
-
-
-def host_name(path: str) -> str:
-    """``.../worker0.xplane.pb`` -> ``worker0``."""
-    base = path.rstrip("/").rsplit("/", 1)[-1]
-    return base[: -len(XPLANE_SUFFIX)] if base.endswith(XPLANE_SUFFIX) else base
 
 
 def is_remote(path: str) -> bool:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import tfadvisor._native as _native
-import tfadvisor.wire as wire
-from tfadvisor.discovery import host_name
-from tfadvisor.table import Table, factorize
+import tfadvisor.model.kinds as kinds
+from tfadvisor.model.names import host_name
+from tfadvisor.model.table import Table, factorize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +39,7 @@ class StatColumn:
     plane: Plane
     name: str
     rows: np.ndarray  # event rows (int64), ascending
-    kind: np.ndarray  # wire.KIND_* per value
+    kind: np.ndarray  # kinds.KIND_* per value
     raw: np.ndarray  # int64 payload per value
 
     @classmethod
@@ -93,13 +93,13 @@ class StatColumn:
         """Values as float64 (NaN for string values)."""
         out = self.raw.astype(np.float64)
         k = self.kind
-        dbl = k == wire.KIND_DOUBLE
+        dbl = k == kinds.KIND_DOUBLE
         if dbl.any():
             out[dbl] = self.raw[dbl].view(np.float64)
-        u = k == wire.KIND_UINT64
+        u = k == kinds.KIND_UINT64
         if u.any():
             out[u] = self.raw[u].view(np.uint64).astype(np.float64)
-        s = (k == wire.KIND_STR) | (k == wire.KIND_BYTES) | (k == wire.KIND_REF) | (k == wire.KIND_NONE)
+        s = (k == kinds.KIND_STR) | (k == kinds.KIND_BYTES) | (k == kinds.KIND_REF) | (k == kinds.KIND_NONE)
         if s.any():
             out[s] = np.nan
         return out
@@ -107,12 +107,12 @@ class StatColumn:
     def integers(self) -> np.ndarray:
         """Values as int64 (doubles truncated; strings, and doubles int64 cannot hold, -1)."""
         out = self.raw.copy()
-        dbl = self.kind == wire.KIND_DOUBLE
+        dbl = self.kind == kinds.KIND_DOUBLE
         if dbl.any():
             d = self.raw[dbl].view(np.float64)
             ok = np.abs(d) < 2.0**63  # False for NaN and inf: no invalid cast
             out[dbl] = np.where(ok, np.where(ok, d, 0.0).astype(np.int64), -1)
-        s = (self.kind == wire.KIND_STR) | (self.kind == wire.KIND_BYTES) | (self.kind == wire.KIND_REF)
+        s = (self.kind == kinds.KIND_STR) | (self.kind == kinds.KIND_BYTES) | (self.kind == kinds.KIND_REF)
         out[s] = -1
         return out
 
@@ -150,7 +150,7 @@ class Plane:
     ev_dur_ps: np.ndarray  # int64
     st_event: np.ndarray  # int32: event row of each stat
     st_stat: np.ndarray  # int32: dense stat metadata index
-    st_kind: np.ndarray  # uint8: wire.KIND_*
+    st_kind: np.ndarray  # uint8: kinds.KIND_*
     st_value: np.ndarray  # int64 payload (double bits, ints, ref index, string index)
     str_pool: np.ndarray  # uint8: bytes of all string values
     str_off: np.ndarray  # int64 offsets into str_pool
@@ -378,8 +378,8 @@ class Plane:
         n = kind.shape[0]
         if n == 0:
             return np.empty(0, np.int64), []
-        is_ref = kind == wire.KIND_REF
-        is_str = (kind == wire.KIND_STR) | (kind == wire.KIND_BYTES)
+        is_ref = kind == kinds.KIND_REF
+        is_str = (kind == kinds.KIND_STR) | (kind == kinds.KIND_BYTES)
         key = raw.astype(np.int64, copy=True)
         if is_str.any():
             idx = raw[is_str]
@@ -404,13 +404,13 @@ class Plane:
     def _stat_strings(self, kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
         out = np.empty(len(raw), dtype=object)
         for i, (k, v) in enumerate(zip(kind.tolist(), raw.tolist())):
-            if k == wire.KIND_STR or k == wire.KIND_BYTES:
+            if k == kinds.KIND_STR or k == kinds.KIND_BYTES:
                 out[i] = self.string_at(v)
-            elif k == wire.KIND_REF:
+            elif k == kinds.KIND_REF:
                 out[i] = self.stat_names[v] if 0 <= v < len(self.stat_names) else ""
-            elif k == wire.KIND_DOUBLE:
+            elif k == kinds.KIND_DOUBLE:
                 out[i] = repr(float(np.int64(v).view(np.float64)))
-            elif k == wire.KIND_UINT64:
+            elif k == kinds.KIND_UINT64:
                 out[i] = str(int(np.int64(v).view(np.uint64)))
             else:
                 out[i] = str(v)

@@ -28,8 +28,8 @@ from collections.abc import Iterable
 import numpy as np
 
 import tfadvisor._native as _native
-import tfadvisor.wire as wire
-from tfadvisor.trace import Plane, Trace
+import tfadvisor.io.wire as wire
+from tfadvisor.model.trace import Plane, Trace
 
 PS_PER_NS = 1000
 PS_PER_MS = 10**9

@@ -18,16 +18,6 @@ import numpy as np
 
 import tfadvisor._native as _native
 
-# Stat value kinds, stored per stat row in ``Plane.stat_kind``.
-KIND_NONE = 0
-KIND_DOUBLE = 1
-KIND_UINT64 = 2
-KIND_INT64 = 3
-KIND_STR = 4
-KIND_BYTES = 5
-KIND_REF = 6
-KIND_GZIP = 8
-
 # Error codes returned by the decoders.
 OK = 0
 ERR_TRUNCATED = 1

@@ -1,14 +1,14 @@
-"""Read ``.xplane.pb`` files into a columnar :class:`~tfadvisor.trace.Trace`.
+"""Read ``.xplane.pb`` files into a columnar :class:`~tfadvisor.model.trace.Trace`.
 
 The file is streamed one XPlane at a time: each plane's bytes are read into one buffer,
-decoded into columns by :mod:`tfadvisor.wire`, and released before the next plane, so
+decoded into columns by :mod:`tfadvisor.io.wire`, and released before the next plane, so
 peak memory is one plane's bytes plus the columns. Nothing is ever written next to the
 input.
 
 Cost is bounded by the input: gzip string stats may inflate to 64 MiB each and 256 MiB per
 file; metadata-id lookup tables are sized by the ids in use; a byte-identical repeat of a
 small plane is dropped; small planes skip the parallel decode. Impossible event times are
-clipped or dropped with a note (:mod:`tfadvisor.sanity`, ``Trace.load_notes``).
+clipped or dropped with a note (:mod:`tfadvisor.io.sanity`, ``Trace.load_notes``).
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from typing import BinaryIO
 
 import numpy as np
 
-import tfadvisor.wire as wire
-from tfadvisor.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
+import tfadvisor.io.wire as wire
+import tfadvisor.model.kinds as kinds
 from tfadvisor.errors import TraceError
+from tfadvisor.io.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
+from tfadvisor.io.sanity import sanitize
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.proto import xplane_pb2
-from tfadvisor.sanity import sanitize
-from tfadvisor.table import Table
-from tfadvisor.trace import Plane, Trace
 
 #: A gzip-compressed string stat may expand to at most this many bytes.
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
@@ -489,7 +490,7 @@ def inflate(data: bytes, path: str, budget: InflateBudget | None = None) -> byte
 
 def _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget: InflateBudget) -> np.ndarray:
     """Inflate the gzip string values and append them to the pool (one copy of each, no join)."""
-    gz = np.flatnonzero(st_kind == wire.KIND_GZIP)
+    gz = np.flatnonzero(st_kind == kinds.KIND_GZIP)
     if not len(gz):
         return pool
     extra = []
@@ -509,7 +510,7 @@ def _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget:
         str_len[idx] = len(data)
         start += len(data)
         del data
-    st_kind[gz] = wire.KIND_STR
+    st_kind[gz] = kinds.KIND_STR
     return out
 
 
@@ -536,13 +537,13 @@ def _pb_stat_value(s, st_lut, st_ids, extra_strings: list[bytes], first_index: i
     """
     which = s.WhichOneof("value")
     if which == "double_value":
-        return wire.KIND_DOUBLE, int(np.float64(s.double_value).view(np.int64))
+        return kinds.KIND_DOUBLE, int(np.float64(s.double_value).view(np.int64))
     if which == "uint64_value":
-        return wire.KIND_UINT64, int(np.uint64(s.uint64_value).view(np.int64))
+        return kinds.KIND_UINT64, int(np.uint64(s.uint64_value).view(np.int64))
     if which == "int64_value":
-        return wire.KIND_INT64, int(s.int64_value)
+        return kinds.KIND_INT64, int(s.int64_value)
     if which == "ref_value":
-        return wire.KIND_REF, _dense_id(st_lut, st_ids, int(s.ref_value))
+        return kinds.KIND_REF, _dense_id(st_lut, st_ids, int(s.ref_value))
     if which in ("str_value", "bytes_value", "compressed_str_value"):
         if which == "str_value":
             data = s.str_value.encode()
@@ -551,8 +552,8 @@ def _pb_stat_value(s, st_lut, st_ids, extra_strings: list[bytes], first_index: i
         else:
             data = inflate(s.compressed_str_value, path, budget)
         extra_strings.append(data)
-        return wire.KIND_STR, first_index + len(extra_strings) - 1
-    return wire.KIND_NONE, 0
+        return kinds.KIND_STR, first_index + len(extra_strings) - 1
+    return kinds.KIND_NONE, 0
 
 
 def _pb_stat_python(s, xp, path: str, budget: InflateBudget | None = None):
