@@ -270,7 +270,7 @@ def test_submit_follow_download_and_analyse(gcs, fake, script, tmp_path):
     # the wheel is this very tfadvisor: same files as the package running here
     bucket, _, name = wheel_uri[len("gs://"):].partition("/")
     with zipfile.ZipFile(io.BytesIO(gcs.bucket(bucket).blob(name).download_as_bytes())) as whl:
-        assert whl.read("tfadvisor/capture/vertex.py") == (ROOT / "tfadvisor/capture/vertex.py").read_bytes()
+        assert whl.read("tfadvisor/capture/vertex_job.py") == (ROOT / "tfadvisor/capture/vertex_job.py").read_bytes()
         assert "tfadvisor/_rules/10_input.toml" in whl.namelist()
 
     # followed until it ended, with progress on stderr
@@ -639,7 +639,7 @@ def test_requirements_files_markers_and_pip_options(script, tmp_path):
     # -r is followed; double quotes in markers would end the string in the generated setup.py
     assert spec["package"]["requirements"][:2] == ["scipy; python_version >= '3.10'", "numpy>=1.26"]
     assert spec["customJob"]["jobSpec"]["network"] == "projects/123/global/networks/default"
-    from tfadvisor.capture.vertex import JobRequest
+    from tfadvisor.capture.vertex_job import JobRequest
 
     req = JobRequest(project=PROJECT, region=REGION, script=script, tensorboard=TB, service_account=SA,
                      staging_bucket=f"gs://{BUCKET}", display_name="d", requirements=spec["package"]["requirements"])

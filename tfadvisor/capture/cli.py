@@ -189,9 +189,9 @@ def _terminated(done, run_dir: str | None) -> None:
 
 
 def _register_vertex() -> None:
-    """``tfadvisor capture vertex`` lives in tfadvisor/capture/vertex.py (``register(app)``); the Vertex AI
+    """``tfadvisor capture vertex`` lives in tfadvisor/capture/vertex_job.py (``register(app)``); the Vertex AI
     SDK is imported only when that command runs."""
-    from tfadvisor.capture.vertex import register
+    from tfadvisor.capture.vertex_job import register
 
     register(app)
 
