@@ -274,7 +274,7 @@ def test_bounds_checked_run(tmp_path):
     with a report instead of corrupting memory; the crash layout, the real traces and the shared fuzz
     reproducer must analyse cleanly."""
     dirs = [_crash_layout(tmp_path)] + sorted(p for p in SAMPLES.glob("real_*") if p.is_dir())
-    shared = Path("/work/shared/fuzz_cases/segfault_device_sets_bucket/logdir")
+    shared = SAMPLES.parent.parent / "shared" / "fuzz_cases" / "segfault_device_sets_bucket" / "logdir"  # ../shared
     if shared.is_dir():
         dirs.append(shared)
     code = ("import sys, tfadvisor\n"

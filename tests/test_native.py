@@ -13,9 +13,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tfadvisor import _native, wire
+from tfadvisor import _native
 from tfadvisor.analyses.intervals import intersect
 from tfadvisor.analyses.placement import meta_counts, meta_durations
+from tfadvisor.io import wire
 from tfadvisor.model.trace import _fnv1a
 
 I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
