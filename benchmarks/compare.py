@@ -285,7 +285,8 @@ def main() -> None:
     finally:
         shutil.rmtree(tools.scratch, ignore_errors=True)
     after = os.getloadavg()
-    out = [f"Measured {time.strftime('%Y-%m-%d')} by `python benchmarks/compare.py {' '.join(sys.argv[1:])}` on "
+    shown = " ".join(a for i, a in enumerate(sys.argv[1:]) if a != "--json" and sys.argv[i:i + 1] != ["--json"])
+    out = [f"Measured {time.strftime('%Y-%m-%d')} by `python benchmarks/compare.py {shown}` on "
            f"{os.cpu_count()} CPUs (load average {load[0]:.2f} before, {after[0]:.2f} after).", "", table(rows), "",
            f"`tfadvisor --help`: {h['s']:.3f} s (best of 3, warm), peak RSS {h['rss_mb']:.0f} MB."]
     if lin:
