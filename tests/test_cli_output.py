@@ -226,3 +226,24 @@ def test_fail_on(patched_analyze, tmp_path):
                                             tfdata_expensive_map=False, tfdata_repeated_source_no_cache=False)
     assert patched_analyze["result"].findings == []
     assert runner.invoke(app, ["analyze", str(tmp_path), "--fail-on", "warning"]).exit_code == 0
+
+
+def test_brief_terminal_report_for_training_logs():
+    """The end of a capture window prints the brief report: titles and messages, no fixes or notes."""
+    import io
+
+    from conftest import SAMPLES
+    from rich.console import Console
+
+    import tfadvisor
+    from tfadvisor.report.terminal import print_result
+
+    result = tfadvisor.analyze(SAMPLES / "tfdata_repeat_map")
+    assert len(result.findings) >= 2
+    full, brief = io.StringIO(), io.StringIO()
+    print_result(result, Console(file=full, width=100))
+    print_result(result, Console(file=brief, width=100), brief=True)
+    assert "Fix:" in full.getvalue() and "Fix:" not in brief.getvalue()
+    assert all(f.title in brief.getvalue() for f in result.findings)
+    assert "note(s) on what this trace could not tell" in brief.getvalue()
+    assert len(brief.getvalue().splitlines()) < len(full.getvalue().splitlines()) / 2

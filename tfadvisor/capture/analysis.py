@@ -45,7 +45,8 @@ def analyze_run(run_dir: str, *, report_json: str | os.PathLike | None = None,
 
 
 def print_report(result: Result, run_dir: str, *, top: int = 3, stream: TextIO | None = None) -> None:
-    """The terminal report with the ``top`` findings, then one line: steps, findings, the command for all."""
+    """The brief terminal report (summary, the ``top`` findings' titles and messages), then one line: steps,
+    findings, the command for the full report."""
     from rich.console import Console
 
     from tfadvisor.report.terminal import print_result
@@ -53,7 +54,7 @@ def print_report(result: Result, run_dir: str, *, top: int = 3, stream: TextIO |
     out = stream or sys.stdout
     findings = result.findings
     shown = result if len(findings) <= top else dataclasses.replace(result, findings=findings[:top])
-    print_result(shown, Console(file=out, highlight=False))
+    print_result(shown, Console(file=out, highlight=False), brief=True)
     hidden = f" ({len(findings) - top} not shown)" if len(findings) > top else ""
     print(f"tfadvisor: {result.metrics.get('steps_count') or 0} step(s) found, {len(findings)} finding(s){hidden}; "
           f"full report: tfadvisor analyze {run_dir}", file=out, flush=True)

@@ -154,7 +154,7 @@ def _paragraphs(s: str) -> list[str]:
     return paras
 
 
-def _finding(console: Console, i: int, f: Any, units: dict) -> None:
+def _finding(console: Console, i: int, f: Any, units: dict, brief: bool = False) -> None:
     sev = str(get(f, "severity", "info"))
     head = Text()
     head.append(f"{i}. ")
@@ -167,6 +167,8 @@ def _finding(console: Console, i: int, f: Any, units: dict) -> None:
         sub += f" · about {fmt_num(impact, 2)} % of time at stake"
     _out(console, sub, 3, style="dim")
     _out(console, str(get(f, "message", "")), 3)
+    if brief:
+        return
     evidence = get(f, "evidence") or {}
     if evidence:
         shown = ", ".join(f"{k} = {fmt_value(v, name=k, units=units)}" for k, v in evidence.items())
@@ -198,8 +200,9 @@ def _system(console: Console, result: Any) -> None:
         _kv(console, "system", line)
 
 
-def print_result(result: Any, console: Console | None = None) -> None:
-    """Print the summary, the findings (most important first) and the notes."""
+def print_result(result: Any, console: Console | None = None, brief: bool = False) -> None:
+    """Print the summary, the findings (most important first) and the notes; ``brief``: each finding's title,
+    rule and message only, and the number of notes (for a training log: the end of a capture window)."""
     console = console or Console(highlight=False)
     units = dict(getattr(getattr(result, "metrics", None), "units", None) or {})
     _summary(console, result)
@@ -216,9 +219,13 @@ def print_result(result: Any, console: Console | None = None) -> None:
         console.print(Text.assemble(("Findings", "bold underline"), f" ({tally}), most important first"))
         for i, f in enumerate(findings, 1):
             console.print()
-            _finding(console, i, f, units)
+            _finding(console, i, f, units, brief)
     notes = list(getattr(result, "notes", None) or [])
-    if notes:
+    if notes and brief:
+        console.print()
+        _out(console, f"{len(notes)} note(s) on what this trace could not tell: in the full report", 0,
+             style="dim")
+    elif notes:
         console.print()
         console.print(Text("Notes: what this trace could not tell", style="bold"))
         for n in notes:
