@@ -138,7 +138,6 @@ class Tools:
             found = shutil.which("xprof-rs") or workdir / "venv-xprof-rs" / "bin" / "xprof-rs"
             self.xprof_rs = Path(found) if Path(found).exists() else None
         self.use_xprof = not args.no_xprof
-        self.rows_so_far: list[dict] = []
 
     def first_run(self, run: Path) -> dict:
         """The very first run of a fresh install (the bytecode pip compiled), the trace in the page cache."""
@@ -195,9 +194,10 @@ class Tools:
                     pass
         rows = []
         for tool in tools or self.tools():
-            first = None
-            if tool == "tfadvisor" and self.first_runs and not any(r.get("first_s") for r in self.rows_so_far):
-                first = min(self.first_runs, key=lambda r: r["s"])  # best of the fresh installs' first runs
+            first, firsts = None, []
+            if tool == "tfadvisor" and self.first_runs:  # taken on the first trace benched (the small one)
+                firsts, self.first_runs = self.first_runs, []
+                first = min(firsts, key=lambda r: r["s"])  # best of the fresh installs' first runs
             prefix = Path(tempfile.mkdtemp(prefix=f"pycache-{tool}-", dir=self.scratch))
             cold = self.run_tool(tool, run, prefix)
             warm = [self.run_tool(tool, run, prefix) for _ in range(runs)]
@@ -210,9 +210,8 @@ class Tools:
                          "cold_s": cold["s"], "warm_s": best["s"],
                          "warm_all_s": [round(w["s"], 3) for w in warm], "cold_rss_mb": cold["rss_mb"],
                          "rss_mb": max([cold["rss_mb"]] + [w["rss_mb"] for w in warm])})
-            if first:
-                rows[-1]["first_all_s"] = [round(r["s"], 3) for r in self.first_runs]
-            self.rows_so_far.append(rows[-1])
+            if firsts:
+                rows[-1]["first_all_s"] = [round(r["s"], 3) for r in firsts]
             each = ", ".join(f"{w['s']:.2f}" for w in warm)
             said = f"first after install {first['s']:.2f} s, " if first else ""
             print(f"  {name}: {tool}: {said}cold {cold['s']:.2f} s, warm {best['s']:.2f} s ({each}), "

@@ -78,9 +78,6 @@ class Table:
         """Row ``i`` as ``{column: value}``."""
         return {k: v[i] for k, v in self._cols.items()}
 
-    def head(self, n: int) -> Table:
-        return self.take(np.arange(min(n, len(self))))
-
     @staticmethod
     def concat(parts: list[Table]) -> Table:
         """Rows of every part, in order (the parts have the same columns)."""
