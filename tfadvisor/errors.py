@@ -16,7 +16,10 @@ def fail(message: str, code: int = 2) -> None:
     """Print ``tfadvisor: <message>`` as one line on stderr and exit with ``code`` (command lines only)."""
     import typer
 
-    typer.echo(f"tfadvisor: {message}", err=True)
+    try:
+        typer.echo(f"tfadvisor: {message}", err=True)
+    except (OSError, ValueError):  # stderr on a full disk or a closed pipe: the exit code still says it
+        pass
     raise typer.Exit(code)
 
 

@@ -26,9 +26,12 @@ marker spans the whole step. (With the TensorFlow backend Keras calls the batch-
 hooks synchronously whatever the callbacks, so overriding ``on_train_batch_end`` adds
 no device sync.) Outside the window the callback costs two Python calls per step.
 
-If ``fit`` raises inside the window, the profile is stopped and written when the process
-exits (or call ``close()``). A SIGTERM inside the window (a Vertex AI cancel or preemption)
-stops the profiler and writes what was collected, then the signal does what it did before.
+A SIGTERM (a Vertex AI cancel or preemption) or SIGINT (Ctrl-C, a notebook's "interrupt the
+kernel") inside the window stops the profiler and writes what was collected, then the signal
+does what it did before. If ``fit`` raises inside the window, the profile is written at the
+next ``fit`` (of this callback or another one), at exit, or by ``close()``. A window cut short
+like that re-arms: the next ``fit`` of the same callback profiles a full window again, starting
+``start`` steps into it.
 
 When another profiler is running as the window opens (a stock ``TensorBoard(profile_batch=...)``
 callback, TensorBoard's "Capture profile"), the callback says so and tries again at each of
@@ -36,7 +39,8 @@ the next ``retries`` executions; the window then starts late and keeps its lengt
 (``tfadvisor_run.json`` ``steps.delayed``).
 
 It never raises into training: profiler, metadata and analysis problems become
-:class:`tfadvisor.profiling.CaptureWarning` warnings and log lines.
+:class:`tfadvisor.profiling.CaptureWarning` warnings, and what it prints is best-effort (a
+full disk or a closed pipe on stdout is skipped). Arguments are checked when it is made.
 
 This module imports Keras (and TensorFlow) only when ``AdvisorCallback`` is first used.
 """
@@ -70,20 +74,57 @@ def __dir__() -> list[str]:
     return sorted(list(globals()) + ["AdvisorCallback"])
 
 
+def _whole(value: Any) -> int | None:
+    """``value`` as a whole number (an int, a whole float or its text), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    try:  # numpy integers
+        import operator
+
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def parse_window(steps: Any) -> tuple[int, int] | None:
-    """``(start, stop)`` (global step indexes, stop exclusive) from a tuple or ``"10,20"``."""
+    """``(start, stop)`` (global step indexes, stop exclusive) from a pair or ``"10,20"``; a
+    ``ValueError`` naming ``steps`` for anything else (``"abc"``, ``(2.9, 4.1)``, ``(5, 2)``)."""
     if steps is None:
         return None
+    problem = ("steps must be (start, stop): whole step numbers with 0 <= start < stop (e.g. (10, 20) or "
+               f"\"10,20\"), or None to only mark steps; got {steps!r}")
+    parts: Any = steps
     if isinstance(steps, str):
         parts = [p for p in steps.replace(":", ",").split(",") if p.strip()]
-        steps = tuple(int(p) for p in parts)
     try:
-        start, stop = (int(s) for s in steps)
-    except (TypeError, ValueError):
-        raise ValueError(f"steps must be (start, stop) with start < stop, got {steps!r}") from None
-    if start < 0 or stop <= start:
-        raise ValueError(f"steps must be (start, stop) with 0 <= start < stop, got {steps!r}")
+        pair = list(parts)
+    except TypeError:
+        raise ValueError(problem) from None
+    if len(pair) != 2:
+        raise ValueError(problem)
+    start, stop = (_whole(p) for p in pair)
+    if start is None or stop is None or start < 0 or stop <= start:
+        raise ValueError(problem)
     return start, stop
+
+
+def _fit_running(model: Any) -> bool:
+    """Whether ``model.fit`` is on this thread's stack (a window it opened may still be in use)."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "fit" and f.f_locals.get("self") is model:
+            return True
+        f = f.f_back
+    return False
 
 
 def _callback_class():
@@ -153,8 +194,8 @@ def dataset_batch_size(ds: Any) -> int | None:
 
 
 def _build(keras):
-    from tfadvisor.capture import markers, runfacts, sigterm
-    from tfadvisor.capture.base import logger, warn
+    from tfadvisor.capture import markers, runfacts, signals
+    from tfadvisor.capture.base import logger, say, warn
     from tfadvisor.capture.options import enable_memory_events, profiler_options
     from tfadvisor.capture.session import ProfileSession
 
@@ -207,6 +248,12 @@ def _build(keras):
             super().__init__()
             self.logdir = os.fspath(logdir)
             self.window = parse_window(steps)
+            self.requested = self.window  # the window asked for (self.window moves when a cut-short one re-arms)
+            top_n, retries_n = _whole(top), _whole(retries)
+            if top_n is None or top_n < 1:
+                raise ValueError(f"top must be a whole number >= 1, got {top!r}")
+            if retries_n is None or retries_n < 0:
+                raise ValueError(f"retries must be a whole number >= 0, got {retries!r}")
             self.options = profiler_options(
                 options, host_tracer_level=host_tracer_level, python_tracer_level=python_tracer_level,
                 device_tracer_level=device_tracer_level)
@@ -214,7 +261,7 @@ def _build(keras):
             self.analyze = analyze
             self.report_json = report_json
             self.report_html = report_html
-            self.top = top
+            self.top = top_n
             self.verbose = verbose
             self.batch_size = batch_size
             self.extra_metadata = dict(metadata or {})
@@ -238,18 +285,26 @@ def _build(keras):
             self._step = markers.step
             self._fit_batch_size: int | None = None
             self._startup = not runfacts.STARTUP  # record start-up milestones (first fit of the process)
-            self.retries = max(0, int(retries))
+            self.retries = retries_n
             self.attempts = 0  # profiler starts tried
             self.clash: str | None = None  # the first "another profiler is running" error
             self.epoch: int | None = None  # the epoch running now
             self.window_epochs: list[int] = []  # epochs with profiled steps
             self.epoch_ends: list[int] = []  # global steps after which an epoch ended inside the window
             self.validation_runs = 0  # validation passes inside the window
+            self.in_fit = False  # between on_train_begin and on_train_end (stays True when fit raised)
+            self.cut_short: str | None = None  # why the last window ended early (a signal, fit raising)
+            self.run_dirs: list[str] = []  # every window's run directory (several after a re-arm)
             if memory:
                 enable_memory_events()
 
         # --- Keras hooks -------------------------------------------------------------
         def on_train_begin(self, logs=None):
+            if self.in_fit and self.state is PROFILING:  # the fit that opened the window raised
+                self._cut(f"the fit that ran the window ended with an error after {self.profiled_steps} step(s)")
+            self.in_fit = True
+            if self.state is DONE and self.cut_short and self.requested is not None:
+                self._rearm()
             if self._startup:
                 self._startup_mark("fit_start")
             try:
@@ -325,6 +380,7 @@ def _build(keras):
                     self._close()
 
         def on_train_end(self, logs=None):
+            self.in_fit = False
             self._end_marker()
             if self.state is BUSY:
                 self._give_up(f"training ended while another profiler was running ({self.attempts} tries)")
@@ -357,8 +413,11 @@ def _build(keras):
                         verbose=self.verbose, source="tfadvisor.keras.AdvisorCallback", stream=self.stream)
                     self.session.hint = self.hint
                 self.session.quiet_busy = True  # a clash is said here, once
+                self.session.owner = self
                 self.attempts += 1
                 ok = self.session.start()
+                if not ok and self.session.busy and self._close_orphan():
+                    ok = self.session.start()  # the profiler was an abandoned window of ours: stopped now
             except Exception as err:  # noqa: BLE001
                 self.error = f"{type(err).__name__}: {err}"
                 warn(f"not profiling: {self.error}")
@@ -368,9 +427,8 @@ def _build(keras):
                     if not retrying:
                         self.clash = session.error
                         self.state = BUSY
-                        msg = (f"another profiler is running at step {self._exec_first} (a TensorBoard "
-                               "callback's profile_batch, or \"Capture profile\" in TensorBoard); trying again at "
-                               f"the next {self.retries} step(s)")
+                        msg = (f"another profiler is running at step {self._exec_first} ({self._who_profiles()}); "
+                               f"trying again at the next {self.retries} step(s)")
                         logger.warning(msg)
                         if self.verbose:
                             self._say(f"tfadvisor: {msg}")
@@ -385,7 +443,7 @@ def _build(keras):
             self.first_profiled = self._exec_first
             self.error = None
             atexit.register(self._at_exit)
-            sigterm.on_sigterm(self._on_sigterm)
+            signals.on_signal(self._on_signal)
             if self.verbose:
                 late = (f", {self._exec_first - self.window[0]} step(s) late: another profiler was running"
                         if self.clash else "")
@@ -397,19 +455,64 @@ def _build(keras):
             self.error = f"not profiling: {why} ({self.clash})"
             warn(self.error)
 
-        def _on_sigterm(self, what: str) -> None:
+        def _who_profiles(self) -> str:
+            """Who holds the profiler, as far as this process knows."""
+            other = markers.active_session()
+            if other is None or other is self.session:
+                return "a TensorBoard callback's profile_batch, \"Capture profile\" in TensorBoard, or another tool"
+            owner = getattr(other, "owner", None)
+            where = getattr(other, "logdir", "?")
+            if owner is not None:
+                return f"another tfadvisor AdvisorCallback's window, into {where}"
+            return f"a tfadvisor.profile() block, into {where}"
+
+        def _close_orphan(self) -> bool:
+            """Stop a window of another AdvisorCallback whose fit is over (it raised or was interrupted)."""
+            other = markers.active_session()
+            owner = getattr(other, "owner", None)
+            if owner is None or owner is self or getattr(owner, "state", None) is not PROFILING:
+                return False
+            if _fit_running(owner.model):  # a fit inside a fit: that window is still in use
+                return False
+            owner._cut(f"its fit ended with an error or an interrupt after {owner.profiled_steps} step(s); saved "
+                       "when the next fit started")
+            return markers.active_session() is not other
+
+        def _cut(self, why: str) -> None:
+            """Close a window that ends early (a signal, fit raising); the next fit re-arms it."""
+            if self.state is not PROFILING:
+                return
+            self.cut_short = why
+            open_marker = self._marker is not None
+            self._end_marker()
+            self.marked_executions += int(open_marker)
+            self._close(note=f"window cut short: {why}")
+
+        def _rearm(self) -> None:
+            start, stop = self.requested
+            self.window = (self.steps_seen + start, self.steps_seen + stop)
+            self.state = WAITING
+            self.session = None
+            self.cut_short = None
+            self.profiled_steps = 0
+            self.marked_executions = 0
+            self.first_profiled = None
+            self.clash = None
+            self.attempts = 0
+            self.window_epochs, self.epoch_ends, self.validation_runs = [], [], 0
+            if self.verbose:
+                say(f"tfadvisor: the last window was cut short; profiling steps {self.window[0]}-"
+                    f"{self.window[1] - 1} of this fit ({start} steps into it)", self.stream)
+
+        def _on_signal(self, what: str) -> None:
             if self.state is PROFILING:
-                open_marker = self._marker is not None
-                self._end_marker()
-                self.marked_executions += int(open_marker)
-                self._close(note=f"{what} during the window, after {self.profiled_steps} step(s)")
+                if self.session is not None:
+                    self.session.interrupted = what
+                self._cut(f"{what} after {self.profiled_steps} step(s)")
 
         def _at_exit(self) -> None:
-            if self.state is PROFILING:
-                open_marker = self._marker is not None  # the step that was running when the program stopped
-                self._end_marker()
-                self.marked_executions += int(open_marker)
-                self._close(note=f"the program ended during the window, after {self.profiled_steps} step(s)")
+            if self.state is PROFILING:  # the step that was running when the program stopped is counted
+                self._cut(f"the program ended during the window, after {self.profiled_steps} step(s)")
 
         def _end_marker(self) -> None:
             marker = self._marker
@@ -421,48 +524,60 @@ def _build(keras):
             self.state = DONE
             try:
                 atexit.unregister(self._at_exit)
-                sigterm.forget_sigterm(self._on_sigterm)
+                signals.forget_signal(self._on_signal)
             except Exception:  # noqa: BLE001
                 pass
             session = self.session
             if session is None:
                 return
-            try:
-                first = self.first_profiled if self.first_profiled is not None else self.window[0]
-                steps = {
-                    "start": first,
-                    "stop": first + self.profiled_steps,
-                    "count": self.profiled_steps,
-                    "markers": self.marked_executions,
-                    "steps_per_execution": self._spe,
-                    "requested": list(self.window),
-                }
-                if note:
-                    steps["note"] = note
-                if self.clash:
-                    steps["delayed"] = {"by_steps": first - self.window[0], "tries": self.attempts,
-                                        "because": self.clash}
-                if self.window_epochs:
-                    steps["epochs"] = list(self.window_epochs)
-                ends = [e for e in self.epoch_ends if first < e < first + self.profiled_steps]
-                steps["crosses_epoch_end"] = bool(ends)
-                if ends:
-                    steps["epoch_ends_after_step"] = [e - 1 for e in ends]
-                steps["validation_runs"] = self.validation_runs
+            first = self.first_profiled if self.first_profiled is not None else self.window[0]
+            try:  # the window's facts; a failure here must not keep the profiler from stopping
                 session.extra.update(self._model_info())
-                session.extra["steps"] = steps
+                session.extra["steps"] = self._window_facts(first, note)
                 session.extra.update(self.extra_metadata)
-                if note and self.verbose:
-                    self._say(f"tfadvisor: {note}")
-                last = first + self.profiled_steps - 1
-                session.label = f"steps {first}-{last}" if self.profiled_steps else "no steps"
+            except Exception as err:  # noqa: BLE001
+                warn(f"the window's facts were not all recorded: {type(err).__name__}: {err}")
+            if note and self.verbose:
+                self._say(f"tfadvisor: {note}")
+            last = first + self.profiled_steps - 1
+            session.label = f"steps {first}-{last}" if self.profiled_steps else "no steps"
+            try:
                 self.run_dir = session.stop()
-                self.result = session.result
-                if self.error is None:
-                    self.error = session.error
             except Exception as err:  # noqa: BLE001
                 self.error = f"{type(err).__name__}: {err}"
                 warn(f"profiling window did not close cleanly: {self.error}")
+                return
+            if self.run_dir and self.run_dir not in self.run_dirs:
+                self.run_dirs.append(self.run_dir)
+            self.result = session.result
+            if self.error is None:
+                self.error = session.error
+
+        def _window_facts(self, first: int, note: str | None) -> dict[str, Any]:
+            """``tfadvisor_run.json`` ``steps``: the window as profiled."""
+            steps: dict[str, Any] = {
+                "start": first,
+                "stop": first + self.profiled_steps,
+                "count": self.profiled_steps,
+                "markers": self.marked_executions,
+                "steps_per_execution": self._spe,
+                "requested": list(self.window),
+            }
+            if self.cut_short:
+                steps["cut_short"] = self.cut_short
+            if note:
+                steps["note"] = note
+            if self.clash:
+                steps["delayed"] = {"by_steps": first - self.window[0], "tries": self.attempts,
+                                    "because": self.clash}
+            if self.window_epochs:
+                steps["epochs"] = list(self.window_epochs)
+            ends = [e for e in self.epoch_ends if first < e < first + self.profiled_steps]
+            steps["crosses_epoch_end"] = bool(ends)
+            if ends:
+                steps["epoch_ends_after_step"] = [e - 1 for e in ends]
+            steps["validation_runs"] = self.validation_runs
+            return steps
 
         def _startup_mark(self, what: str) -> None:
             """Start-up milestones: process start -> fit start -> first batch -> first step done."""
@@ -500,7 +615,7 @@ def _build(keras):
             return facts
 
         def _say(self, line: str) -> None:
-            print(line, file=self.stream or sys.stdout, flush=True)
+            say(line, self.stream)
 
     AdvisorCallback.__module__ = __name__
     AdvisorCallback.__qualname__ = "AdvisorCallback"

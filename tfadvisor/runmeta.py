@@ -6,6 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: Where the reader puts why the whole file was not used (broken JSON, not an object): a note, never a
+#: reason to reject a good profile.
+UNREADABLE_KEY = "_unreadable"
+
 #: Fields read as numbers: name -> (integer?, what it is).
 NUMBER_FIELDS = {
     "param_count": (True, "a parameter count"),
@@ -34,8 +38,10 @@ def _shown(value: Any) -> str:
 
 
 def ignored_fields(md: dict) -> list[str]:
-    """One note per known field whose value cannot be used."""
+    """One note per known field whose value cannot be used (or one for a file that could not be read)."""
     notes = []
+    if isinstance(md.get(UNREADABLE_KEY), str):
+        notes.append(md[UNREADABLE_KEY])
     for name, (integer, what) in NUMBER_FIELDS.items():
         if name in md and md[name] is not None and positive(md[name], integer) is None:
             kind = "a positive whole number" if integer else "a positive number"
@@ -68,4 +74,4 @@ def steps_per_execution(md: dict) -> tuple[int | None, Any]:
     return (k, None) if k is not None else (None, raw)
 
 
-__all__ = ["NUMBER_FIELDS", "ignored_fields", "positive", "steps_per_execution"]
+__all__ = ["NUMBER_FIELDS", "UNREADABLE_KEY", "ignored_fields", "positive", "steps_per_execution"]

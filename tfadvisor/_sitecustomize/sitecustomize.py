@@ -5,12 +5,15 @@ capture in the ``TFADVISOR_CAPTURE`` environment variable (JSON). Python imports
 ``sitecustomize`` module at start-up; it then
 
 * takes the variable out of the environment (and this directory out of ``PYTHONPATH``),
-  so that processes the script starts are not armed too;
+  so that processes the script starts are not armed too; processes it forks inherit the
+  hook but are not armed either (only the process it armed profiles, reports and saves);
 * watches for the import of ``keras`` and wraps ``keras.Model.fit`` so that every
   ``fit`` call gets one shared ``tfadvisor.keras.AdvisorCallback``: in step mode it
   profiles the step window; in time mode it only marks steps;
 * in time mode, starts a timer thread that starts the profiler ``start_after_s`` seconds
   after start-up (once TensorFlow is imported) and stops it ``duration_s`` later;
+* when a profiling window opens, says so in the status file (a process that then dies
+  without stopping the profiler, e.g. ``os._exit`` or a crash, is reported as a lost window);
 * at exit, stops a profiler that is still running and writes what happened (run
   directory, steps seen, errors) to the status file the parent reads; on SIGTERM too
   (then the signal does what it did: by default it ends the process);
@@ -57,6 +60,31 @@ class _Capture:
         self.terminating = False
         self.signal_name = None
         self.prev_sigterm = None
+        self.pid = os.getpid()  # the process armed; forked children are not
+        self.window = None  # the open window, as written to the status file
+
+    def armed(self):
+        """Only the process that was armed captures (not a child it forked)."""
+        return os.getpid() == self.pid
+
+    def window_opened(self, session):
+        """A profiler started in this process: record it, so that dying in the window is reported."""
+        if not self.armed():
+            return
+        cb = self.callback
+        self.window = {"logdir": self.logdir, "pid": self.pid, "opened_after_s": round(time.time() - self.t0, 1)}
+        if cb is not None and getattr(cb, "session", None) is session:
+            self.window["first_step"] = getattr(cb, "_exec_first", None)
+        self.write_status({"mode": self.mode, "run_dir": None, "error": None, "window_open": self.window})
+
+    def watch_windows(self):
+        try:
+            from tfadvisor.capture.session import ON_START
+
+            if self.window_opened not in ON_START:
+                ON_START.append(self.window_opened)
+        except Exception as err:  # noqa: BLE001
+            _say(f"cannot watch the profiling window ({type(err).__name__}: {err})")
 
     # --- Keras ---------------------------------------------------------------------------
     def make_callback(self):
@@ -64,6 +92,7 @@ class _Capture:
             try:
                 from tfadvisor.keras import AdvisorCallback
 
+                self.watch_windows()
                 if self.mode == "steps":
                     start = int(self.cfg.get("start_step", 10))
                     window = (start, start + int(self.cfg.get("steps", 10)))
@@ -92,6 +121,8 @@ class _Capture:
 
         @functools.wraps(orig_fit)
         def fit(self, *args, **kwargs):
+            if not capture.armed():  # a forked child: trains as the script wrote it
+                return orig_fit(self, *args, **kwargs)
             capture.fit_calls += 1
             try:
                 cb = capture.make_callback()
@@ -135,12 +166,14 @@ class _Capture:
             importlib.import_module("tensorflow")  # waits for an import in progress to finish
             from tfadvisor.capture.session import ProfileSession
 
+            self.watch_windows()
             with self.lock:
                 if self.exiting.is_set():
                     return
                 self.session = ProfileSession(self.logdir, self.options, source="tfadvisor capture run", verbose=True,
                                               stream=sys.stderr)
-                self.session.label = f"{duration:g} s from {time.time() - self.t0:.1f} s after start"
+                self.session.label = f"the stretch from {time.time() - self.t0:.1f} s after start"
+                self.session.asked_s = duration
                 self.session.hint = False
                 if not self.session.start():
                     return
@@ -158,14 +191,21 @@ class _Capture:
     # --- exit ----------------------------------------------------------------------------------
     def on_sigterm(self, signum, frame):
         """Save the profile and the status, then let SIGTERM do what it did before."""
-        import signal
 
-        if self.terminating:
+        if self.terminating or not self.armed():
+            self._chain_signal(signum, frame, self.prev_sigterm)
             return
         self.terminating = True
         self.signal_name = "SIGTERM"
         self.at_exit()
-        prev = self.prev_sigterm if self.prev_sigterm is not None else signal.SIG_DFL
+        self._chain_signal(signum, frame, self.prev_sigterm)
+
+    @staticmethod
+    def _chain_signal(signum, frame, prev):
+        """What the signal did before this hook: the previous handler (by default: end the process)."""
+        import signal
+
+        prev = prev if prev is not None else signal.SIG_DFL
         try:
             signal.signal(signum, prev)
         except Exception:  # noqa: BLE001
@@ -185,6 +225,8 @@ class _Capture:
             _say(f"cannot watch SIGTERM ({err}); a SIGTERM loses the profile")
 
     def at_exit(self):
+        if not self.armed():  # a forked child that exits normally: the parent reports
+            return
         status = {"mode": self.mode, "fit_calls": self.fit_calls, "keras_imported": self.keras_loaded,
                   "tensorflow_imported": "tensorflow" in sys.modules, "run_dir": None, "error": None}
         try:
@@ -192,13 +234,15 @@ class _Capture:
             cb = self.callback
             if cb is not None and getattr(cb, "state", None) == "profiling":
                 if self.signal_name:
-                    cb._on_sigterm(self.signal_name)
+                    cb._on_signal(self.signal_name)
                 else:
                     cb.close()
             if self.mode == "time":
                 with self.lock:
                     if self.session is not None and self.session.started:
                         self.timer_note = "the script ended before the capture did"
+                        if self.signal_name:
+                            self.session.interrupted = self.signal_name
                         self.session.stop()
                 if self.session is not None:
                     status["run_dir"] = self.session.run_dir
@@ -214,15 +258,24 @@ class _Capture:
                 status["signal"] = self.signal_name
         except Exception as err:  # noqa: BLE001
             status["error"] = f"{type(err).__name__}: {err}"
-        path = self.cfg.get("status")
-        if path:
-            try:
-                import json
+        if self.window is not None:
+            status["window"] = self.window
+        self.write_status(status)
 
-                with open(path, "w") as fh:
-                    json.dump(status, fh)
-            except Exception as err:  # noqa: BLE001
-                _say(f"cannot write the status file {path} ({err})")
+    def write_status(self, status):
+        """The status file the parent reads (replaced whole, so it never reads half of one)."""
+        path = self.cfg.get("status")
+        if not path:
+            return
+        try:
+            import json
+
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as fh:
+                json.dump(status, fh)
+            os.replace(tmp, path)
+        except Exception as err:  # noqa: BLE001
+            _say(f"cannot write the status file {path} ({err})")
 
 
 class _KerasWatcher:

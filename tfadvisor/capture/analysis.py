@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from tfadvisor.capture.base import logger, warn
+from tfadvisor.capture.base import logger, say, warn
 
 if TYPE_CHECKING:
     from tfadvisor.api import Result
@@ -44,20 +44,30 @@ def analyze_run(run_dir: str, *, report_json: str | os.PathLike | None = None,
     return result
 
 
+def capture_console(out: TextIO | None = None):
+    """A rich Console on ``out`` (default stdout) for capture's reports: a closed pipe raises ``BrokenPipeError``
+    (which capture turns into a warning) instead of rich's ``SystemExit``, which would end training."""
+    from rich.console import Console
+
+    class _CaptureConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError("the output stream's reader is gone")
+
+    return _CaptureConsole(file=out or sys.stdout, highlight=False)
+
+
 def print_report(result: Result, run_dir: str, *, top: int = 3, stream: TextIO | None = None) -> None:
     """The brief terminal report (summary, the ``top`` findings' titles and messages), then one line: steps,
     findings, the command for the full report."""
-    from rich.console import Console
-
     from tfadvisor.report.terminal import print_result
 
     out = stream or sys.stdout
     findings = result.findings
     shown = result if len(findings) <= top else dataclasses.replace(result, findings=findings[:top])
-    print_result(shown, Console(file=out, highlight=False), brief=True)
+    print_result(shown, capture_console(out), brief=True)
     hidden = f" ({len(findings) - top} not shown)" if len(findings) > top else ""
-    print(f"tfadvisor: {result.metrics.get('steps_count') or 0} step(s) found, {len(findings)} finding(s){hidden}; "
-          f"full report: tfadvisor analyze {run_dir}", file=out, flush=True)
+    say(f"tfadvisor: {result.metrics.get('steps_count') or 0} step(s) found, {len(findings)} finding(s){hidden}; "
+        f"full report: tfadvisor analyze {run_dir}", out)
 
 
 def _write_json(result: Result, path: str | os.PathLike) -> None:

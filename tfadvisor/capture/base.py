@@ -1,5 +1,7 @@
 """What the capture modules share: their logger, :class:`CaptureWarning` and :func:`warn` (capture
-never raises into training: a problem is a warning), and TensorFlow, imported when first needed."""
+never raises into training: a problem is a warning), :func:`say` (every line capture prints: a
+full disk, a closed pipe or a closed file never raises into training), and TensorFlow, imported
+when first needed."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 import sys
 import warnings
 from types import ModuleType
+from typing import TextIO
 
 logger = logging.getLogger("tfadvisor.capture")
 
@@ -42,11 +45,41 @@ def _user_stacklevel() -> int:
     return 2
 
 
+PREFIX = "tfadvisor: "
+
+
+def say(line: str, stream: TextIO | None = None) -> bool:
+    """Print ``line`` to ``stream`` (default stdout), flushed; False when it cannot be written.
+
+    Output is best-effort: a full disk (``/dev/full``), a pipe whose reader is gone, a closed or
+    missing stream never raises into the training program.
+    """
+    out = stream if stream is not None else sys.stdout
+    if out is None:  # pythonw, a daemon with its streams closed
+        return False
+    try:
+        out.write(line + "\n")
+        out.flush()
+        return True
+    except (OSError, ValueError):  # ENOSPC, EPIPE; ValueError: a closed file
+        return False
+
+
+def say_err(line: str) -> bool:
+    """:func:`say` on stderr."""
+    return say(line, sys.stderr)
+
+
 def warn(message: str) -> None:
-    """A capture problem: a warning (and a log line where logging is set up), never an exception."""
-    if logger.hasHandlers():
-        logger.warning(message)
-    warnings.warn(message, CaptureWarning, stacklevel=_user_stacklevel())
+    """A capture problem: one ``tfadvisor: ...`` warning on stderr (never an exception), and a debug log line.
+
+    The warnings machinery prints it (filterable with ``warnings``/``-W``; a stream that cannot be written
+    is skipped); the ``tfadvisor.capture`` logger gets it at DEBUG, so that logging set up by the program or
+    by TensorFlow (absl) does not print it a second time.
+    """
+    text = message if message.startswith(PREFIX) else PREFIX + message
+    logger.debug(text)
+    warnings.warn(text, CaptureWarning, stacklevel=_user_stacklevel())
 
 
 def import_tf() -> ModuleType:

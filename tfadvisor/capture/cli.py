@@ -9,7 +9,8 @@
   CPU, memory, disk, network and GPU use during the window (``--no-system`` to skip).
 
 Problems are one line on stderr and exit code 2 (a failing script's own exit code is
-passed through instead).
+passed through instead). Output is best-effort: stdout or stderr on a full disk or a closed
+pipe changes neither the capture nor the exit code.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from enum import Enum
 
 import typer
 
+from tfadvisor.capture.base import say, say_err
 from tfadvisor.errors import fail
 
 app = typer.Typer(
@@ -52,24 +54,28 @@ def _levels(host: int | None, device: int | None, python: int | None, delay_ms: 
 
 def _report(run_dir: str, logdir: str, *, analyze: bool, no_steps: str | None = None) -> None:
     """Say where the profile is; analyse it and print the result (or fail when it has no steps)."""
-    typer.echo(f"tfadvisor: profile written to {run_dir}")
+    say(f"tfadvisor: profile written to {run_dir}")
     if not analyze:
-        typer.echo(f"tfadvisor: analyse it with: tfadvisor analyze {logdir}")
+        say(f"tfadvisor: analyse it with: tfadvisor analyze {logdir}")
         return
     import tfadvisor.api as api
 
     try:
         result = api.analyze(run_dir)
     except Exception as err:  # noqa: BLE001 - the capture itself worked: keep it, say why
-        typer.echo(f"tfadvisor: analysis failed ({type(err).__name__}: {err}); the profile is kept: "
-                   f"tfadvisor analyze {logdir}", err=True)
+        say_err(f"tfadvisor: analysis failed ({type(err).__name__}: {err}); the profile is kept: "
+                f"tfadvisor analyze {logdir}")
         return
     if no_steps and result.metrics.get("steps_count") == 0:
         fail(no_steps)
+    from tfadvisor.capture.analysis import capture_console
     from tfadvisor.report.terminal import print_result
 
-    print_result(result)
-    typer.echo(f"tfadvisor: analyse it again with: tfadvisor analyze {logdir}")
+    try:
+        print_result(result, capture_console())
+    except (OSError, ValueError):  # stdout that cannot be written: the profile is there all the same
+        pass
+    say(f"tfadvisor: analyse it again with: tfadvisor analyze {logdir}")
 
 
 @app.command("service")
@@ -103,7 +109,7 @@ def service(
         fail(str(err))
         return
     joined = ",".join(got.addresses)
-    typer.echo(f"tfadvisor: captured {duration_ms} ms from {joined} ({got.backend})")
+    say(f"tfadvisor: captured {duration_ms} ms from {joined} ({got.backend})")
     _report(got.run_dir, logdir, analyze=analyze,
             no_steps=f"no training steps ran during the {duration_ms} ms capture of {joined} (the profile is kept in "
                      f"{got.run_dir}): capture while the program trains, or use a longer --duration-ms")
@@ -140,7 +146,7 @@ def run(
 
     The script's output is shown as it runs and its exit code is passed through.
     """
-    from tfadvisor.capture.runner import capture_config, explain_no_profile, run_script
+    from tfadvisor.capture.runner import capture_config, explain_no_profile, lost_window, run_script
     from tfadvisor.capture.service import CaptureError, check_logdir
 
     if not command:
@@ -167,8 +173,9 @@ def run(
     if done.signal is not None:
         _terminated(done, run_dir)
     if done.returncode != 0:
-        where = f"; what it captured is in {run_dir}" if run_dir else ""
-        typer.echo(f"tfadvisor: the script exited with code {done.returncode}{where}", err=True)
+        lost = lost_window(done)
+        where = f"; what it captured is in {run_dir}" if run_dir else f"; {lost}" if lost else ""
+        say_err(f"tfadvisor: the script exited with code {done.returncode}{where}")
         raise typer.Exit(done.returncode if done.returncode > 0 else 128 - done.returncode)
     if not run_dir:
         fail(explain_no_profile(done))
@@ -181,8 +188,8 @@ def _terminated(done, run_dir: str | None) -> None:
     import signal
 
     kept = f"; what it captured is in {run_dir} (tfadvisor analyze {run_dir})" if run_dir else "; no profile"
-    typer.echo(f"tfadvisor: got SIGTERM and passed it on to the script, which exited with code "
-               f"{done.returncode}{kept}", err=True)
+    say_err(f"tfadvisor: got SIGTERM and passed it on to the script, which exited with code "
+            f"{done.returncode}{kept}")
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
     raise typer.Exit(143)

@@ -3,6 +3,7 @@ batch size, devices, replicas, strategy, versions, steps, how it was captured)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -84,24 +85,47 @@ def _merge(old: Any, facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_run_metadata(run_dir: str, facts: dict[str, Any]) -> str | None:
-    """Write (merge into) ``<run_dir>/tfadvisor_run.json``; the path, or None after a warning."""
+    """Write (merge into) ``<run_dir>/tfadvisor_run.json``; the path, or None after a warning.
+
+    A file already there that cannot be read (cut short by a full disk or a killed writer) is replaced, with a
+    warning. Locally the file is written whole or not at all: a temporary file renamed over it, removed when
+    the write fails (a full disk leaves nothing behind).
+    """
     path = f"{run_dir.rstrip('/')}/{RUN_METADATA_FILE}"
     try:
         if is_remote(run_dir):
             fs = filesystem(path)
-            old = json.loads(fs.cat_file(path).decode() or "{}") if fs.exists(path) else {}
+            old = _old_facts(path, fs.cat_file(path) if fs.exists(path) else b"")
             with fs.open(path, "w") as fh:
                 fh.write(json.dumps(_merge(old, facts), indent=2, sort_keys=True, default=str) + "\n")
             return path
-        old = {}
+        raw = b""
         if os.path.isfile(path):
-            with open(path, encoding="utf-8") as fh:
-                old = json.load(fh)
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        text = json.dumps(_merge(_old_facts(path, raw), facts), indent=2, sort_keys=True, default=str) + "\n"
         tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(_merge(old, facts), indent=2, sort_keys=True, default=str) + "\n")
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
         return path
     except Exception as err:  # noqa: BLE001
         warn(f"could not write {path}: {type(err).__name__}: {err}")
         return None
+
+
+def _old_facts(path: str, raw: bytes) -> dict[str, Any]:
+    """What an existing facts file holds; {} (with a warning) when it is not a readable JSON object."""
+    if not raw:
+        return {}
+    try:
+        old = json.loads(raw)
+    except (ValueError, RecursionError) as err:
+        warn(f"{path} could not be read ({type(err).__name__}: {err}): replaced")
+        return {}
+    return old if isinstance(old, dict) else {}

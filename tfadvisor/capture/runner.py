@@ -140,10 +140,26 @@ def _forward_sigterm(proc: subprocess.Popen, got: list[int]) -> Any:
     return prev if prev is not None else signal.SIG_DFL
 
 
+def lost_window(run: ScriptRun) -> str | None:
+    """When the script died inside an open profiling window (``os._exit``, a crash, SIGKILL): what was lost."""
+    st = run.status or {}
+    window = st.get("window_open")
+    if not isinstance(window, dict) or st.get("run_dir"):
+        return None
+    first = window.get("first_step")
+    where = f"from step {first}" if isinstance(first, int) else f"{window.get('opened_after_s', '?')} s after start"
+    return (f"the script ended while the profiling window was open (opened {where}, into {window.get('logdir')}) "
+            "without stopping the profiler (os._exit, a crash or SIGKILL): that window's profile is lost, "
+            "as TensorFlow writes it only when the profiler stops")
+
+
 def explain_no_profile(run: ScriptRun) -> str:
     """Why a run left no profile, in one line."""
     st = run.status
     cfg = run.config
+    lost = lost_window(run)
+    if lost:
+        return lost
     if st is None:
         return ("the capture hook did not run in the command: is it a Python program started with an interpreter "
                 "that has tfadvisor's dependencies? (python -I, -E or -S ignore the hook)")

@@ -9,6 +9,12 @@ this asks it for a trace of ``duration_ms`` over gRPC. Two clients can do that:
   on the way: the capture uses the server's defaults).
 
 ``backend="auto"`` uses xprof when it is installed, else TensorFlow.
+
+Before tracing, each address is checked for what answers there: nothing (connection refused),
+a server that says nothing, an HTTP/1 server, or an HTTP/2 (gRPC) server as a profiler server
+is. A trace that fails is checked again, so that a server that went away during the capture is
+named as such. The whole capture takes at most the attempts' durations plus
+:data:`MARGIN_S`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import os
 import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -26,6 +33,14 @@ from tfadvisor.capture import base
 from tfadvisor.capture.options import profiler_options
 from tfadvisor.capture.rundirs import list_names, new_run_dirs, snapshot_runs
 from tfadvisor.capture.runfacts import write_run_metadata
+
+#: Seconds a capture may take beyond the durations asked for (connecting, the server writing the files).
+MARGIN_S = 10.0
+#: Seconds a server has to answer the HTTP/2 greeting.
+PROBE_TIMEOUT_S = 3.0
+#: The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5).
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_H2_SETTINGS = 0x04
 
 
 class CaptureError(Exception):
@@ -81,6 +96,46 @@ def check_listening(addresses: list[tuple[str, int]], timeout: float = 3.0) -> N
             ) from None
 
 
+def probe(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when an HTTP/2 server (as gRPC profiler servers are) answers at ``host:port``; else why not, in words."""
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as err:
+        if isinstance(err, socket.timeout):
+            return f"no answer to a connection in {timeout:g} s"
+        return (err.strerror or type(err).__name__).lower()
+    with sock:
+        try:
+            sock.sendall(_H2_PREFACE)
+            sock.settimeout(timeout)
+            got = sock.recv(64)
+        except TimeoutError:
+            return f"it accepted the connection but said nothing in {timeout:g} s: not a profiler server"
+        except OSError as err:
+            return f"it dropped the connection ({err.strerror or type(err).__name__}): not a profiler server"
+    if not got:
+        return "it closed the connection without answering: not a profiler server"
+    if got.startswith(b"HTTP/"):
+        status = got.split(b"\r\n", 1)[0].decode("latin-1", "replace")
+        return f"an HTTP/1 server answered ({status}): not a profiler server"
+    if len(got) >= 4 and got[3] == _H2_SETTINGS:
+        return None
+    return f"it answered {got[:16]!r}, which is not HTTP/2: not a profiler server"
+
+
+def check_servers(addresses: list[tuple[str, int]], timeout: float = PROBE_TIMEOUT_S) -> None:
+    """A clear error unless each address answers as a gRPC (HTTP/2) server does."""
+    for host, port in addresses:
+        why = probe(host, port, timeout)
+        if why is None:
+            continue
+        if "refused" in why or "no answer to a connection" in why:
+            raise CaptureError(f"nothing is listening on {host}:{port} ({why}); start a profiler server in the "
+                               f"training program with tf.profiler.experimental.server.start({port})")
+        raise CaptureError(f"{host}:{port}: {why} (a profiler server, tf.profiler.experimental.server.start({port}), "
+                           "speaks gRPC over HTTP/2): check the port")
+
+
 def check_logdir(logdir: str) -> None:
     """Create a local logdir and make sure it can be written; remote ones are left to the writer."""
     if "://" in logdir and not logdir.startswith("file://"):
@@ -133,17 +188,27 @@ def capture_service(
         raise CaptureError(f"--duration-ms must be > 0, got {duration_ms}")
     addresses = parse_addresses(spec)
     check_listening(addresses, timeout=check_timeout)
+    check_servers(addresses, timeout=check_timeout)
     check_logdir(logdir)
     opts = {k: int(v) for k, v in (options or profiler_options()).items() if v is not None}
     joined = ",".join(f"{h}:{p}" for h, p in addresses)
     with _listing(logdir):
         before = snapshot_runs(logdir)
     kind, impl = _backend(backend)
+    attempts = max(1, retries + 1)
+    limit = attempts * duration_ms / 1000 + MARGIN_S
     try:
         with _quiet_native_output():
-            _trace(kind, impl, addresses, joined, logdir, duration_ms, retries, opts)
+            _bounded(limit, _trace, kind, impl, addresses, joined, logdir, duration_ms, retries, opts)
+    except TimeoutError:
+        raise CaptureError(f"the capture from {joined} did not finish in {limit:g} s ({attempts} attempt(s) of "
+                           f"{duration_ms} ms plus {MARGIN_S:g} s): the server stopped answering") from None
     except Exception as err:  # noqa: BLE001 - gRPC and C errors arrive as many types
         text = " ".join(str(err).split()) or type(err).__name__
+        gone = [f"{h}:{p} ({why})" for h, p in addresses if (why := probe(h, p)) is not None]
+        if gone:
+            raise CaptureError(f"the profiler server went away during the capture: {', '.join(gone)} now; did the "
+                               f"training program end or crash? (the client said: {text[:200]})") from None
         if "No trace event" in text or "no trace event" in text.lower():
             raise CaptureError(
                 f"no trace events were collected from {joined} in {duration_ms} ms "
@@ -188,6 +253,26 @@ def _host_names(run_dir: str) -> list[str]:
         return sorted(f[: -len(XPLANE_SUFFIX)] for f in os.listdir(run_dir) if f.endswith(XPLANE_SUFFIX))
     except OSError:
         return []
+
+
+def _bounded(limit_s: float, fn, *args) -> None:
+    """``fn(*args)`` in a daemon thread; its exception re-raised, ``TimeoutError`` after ``limit_s`` (a native
+    client blocked on a server that stopped answering cannot be interrupted: it is left behind)."""
+    box: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            box.append(err)
+
+    t = threading.Thread(target=run, name="tfadvisor-capture-service", daemon=True)
+    t.start()
+    t.join(limit_s)
+    if t.is_alive():
+        raise TimeoutError(limit_s)
+    if box:
+        raise box[0]
 
 
 def _trace(kind, impl, addresses, joined, logdir, duration_ms, retries, opts) -> None:

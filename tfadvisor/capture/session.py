@@ -2,7 +2,9 @@
 facts file (``tfadvisor_run.json``), the system samples and, when asked, the analysis at the end.
 
 TensorFlow is imported when a session starts. Nothing here raises into training: when the
-profiler cannot start or stop a :class:`~tfadvisor.capture.base.CaptureWarning` is issued.
+profiler cannot start or stop a :class:`~tfadvisor.capture.base.CaptureWarning` is issued, and
+every line printed is best-effort (:func:`~tfadvisor.capture.base.say`). A SIGTERM or SIGINT
+while the profiler runs stops it and writes the profile first (:mod:`tfadvisor.capture.signals`).
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
+from tfadvisor.capture import signals
 from tfadvisor.capture.analysis import analyze_run
-from tfadvisor.capture.base import TensorFlowMissing, import_tf, logger, warn
+from tfadvisor.capture.base import TensorFlowMissing, import_tf, logger, say, warn
 from tfadvisor.capture.markers import MARKER_LOCK, clear_active, set_active
 from tfadvisor.capture.options import MEMORY_ENV, check_levels, enable_memory_events, profiler_options, tf_options
 from tfadvisor.capture.rundirs import Snapshot, changed_files, list_names, new_run_dir, profile_root, snapshot_runs
@@ -22,6 +26,10 @@ from tfadvisor.capture.runfacts import MODEL_INFO, STARTUP, environment_facts, m
 from tfadvisor.errors import one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
 from tfadvisor.system_sampler import DEFAULT_HZ, SystemSampler, env_hz
+
+#: Called with each session right after its profiler started (``tfadvisor capture run``'s hook records
+#: that a window is open, so a process that dies in it is reported as a lost window). Best-effort.
+ON_START: list[Callable[[ProfileSession], None]] = []
 
 
 class ProfileSession:
@@ -80,6 +88,9 @@ class ProfileSession:
         self.source = source
         self.stream = stream
         self.label = ""  # e.g. "steps 10-19", for the printed line
+        self.owner: Any = None  # the Keras callback that opened this session, if one did
+        self.interrupted: str | None = None  # the signal that stopped it ("SIGTERM"), if one did
+        self.asked_s: float | None = None  # time mode: the seconds asked for
         self.hint = True  # print how to analyse it (when not analysing here)
         self.run_dir: str | None = None
         self.metadata_path: str | None = None
@@ -93,8 +104,9 @@ class ProfileSession:
         self.stopped_at: float | None = None
         self.busy = False  # the last start failed because another profiler was running
         self.quiet_busy = False  # then say nothing (the caller says it, e.g. the Keras callback's retries)
+        self.pid: int | None = None  # the process whose profiler this session started
         self._before: Snapshot = {}
-        self._state_lock = threading.Lock()
+        self._state_lock = threading.RLock()  # a signal handler may stop the session mid-call
 
     def count_step(self, n: Any) -> None:
         """A ``tfadvisor.step`` marker that ended while this session's profiler ran."""
@@ -141,11 +153,25 @@ class ProfileSession:
             self.busy = False
             self.error = None
             self.started = True
+            self.pid = os.getpid()
             self.started_at = time.time()
             self._start_sampler(t_call)
             set_active(self)
+            if self.owner is None:  # a callback saves its own window on a signal, with its step counts
+                signals.on_signal(self._on_signal)
             logger.info("profiler started, writing to %s", self.logdir)
-            return True
+        for observer in list(ON_START):
+            try:
+                observer(self)
+            except Exception as err:  # noqa: BLE001
+                logger.debug("start observer failed: %s", err)
+        return True
+
+    def _on_signal(self, name: str) -> None:
+        if self.started:
+            self.interrupted = name
+            say(f"tfadvisor: {name} while profiling: saving the profile first", sys.stderr)
+            self.stop()
 
     def stop(self) -> str | None:
         """Stop the profiler, write the metadata file, analyse if asked; the run directory."""
@@ -153,7 +179,11 @@ class ProfileSession:
             if not self.started:
                 return self.run_dir
             self.started = False
+            if self.pid != os.getpid():  # a forked child: the profile is its parent's to write
+                self.error = "the profiler was started by the parent process, which writes its profile"
+                return None
             self.stopped_at = time.time()
+            signals.forget_signal(self._on_signal)
             if self.sampler is not None:
                 self.sampler.stop()
             try:
@@ -183,15 +213,31 @@ class ProfileSession:
             self.metadata_path = write_run_metadata(self.run_dir, self.metadata())
         logger.info("profile written to %s", self.run_dir)
         if self.verbose:
-            what = f" of {self.label}" if self.label else ""
-            print(f"tfadvisor: profile{what} written to {self.run_dir}", file=self.stream or sys.stdout, flush=True)
-        if self.analyze:
+            say(f"tfadvisor: profile of {self.captured()} written to {self.run_dir}", self.stream)
+        if self.analyze and not self.interrupted:
             self.result = analyze_run(self.run_dir, report_json=self.report_json, report_html=self.report_html,
                                       top=self.top, verbose=self.verbose, stream=self.stream)
         elif self.verbose and self.hint:
-            print(f"tfadvisor: analyse it with: tfadvisor analyze {self.run_dir}", file=self.stream or sys.stdout,
-                  flush=True)
+            say(f"tfadvisor: analyse it with: tfadvisor analyze {self.run_dir}", self.stream)
         return self.run_dir
+
+    def seconds(self) -> float | None:
+        """How long the profiler ran (so far, while it runs)."""
+        if self.started_at is None:
+            return None
+        return (self.stopped_at if self.stopped_at and not self.started else time.time()) - self.started_at
+
+    def captured(self) -> str:
+        """What the profile holds, as measured: the label (or the steps marked), the seconds the profiler ran
+        (of those asked for) and the signal that cut it short."""
+        what = self.label or (f"{self.steps} step(s)" if self.steps else "the window")
+        details = []
+        secs = self.seconds()
+        if secs is not None:
+            details.append(f"{secs:.1f} s" + (f" of {self.asked_s:g} s asked" if self.asked_s else ""))
+        if self.interrupted:
+            details.append(f"cut short by {self.interrupted}")
+        return what + (f" ({', '.join(details)})" if details else "")
 
     def _start_sampler(self, t_call: float) -> None:
         if not self.system_hz:

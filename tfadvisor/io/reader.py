@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import time
 import zlib
 from collections.abc import Callable
 from typing import BinaryIO
@@ -24,12 +25,13 @@ import numpy as np
 
 import tfadvisor.io.wire as wire
 import tfadvisor.model.kinds as kinds
-from tfadvisor.errors import TraceError
+from tfadvisor.errors import TraceError, one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
 from tfadvisor.io.sanity import sanitize
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.proto import xplane_pb2
+from tfadvisor.runmeta import UNREADABLE_KEY
 
 #: A gzip-compressed string stat may expand to at most this many bytes.
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
@@ -105,7 +107,8 @@ def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None
 
 
 def read_run_metadata(directory: str) -> dict:
-    """The run's ``tfadvisor_run.json`` (parameter count, batch size, ...) or {}."""
+    """The run's ``tfadvisor_run.json`` (parameter count, batch size, ...), {} when there is none, or
+    ``{UNREADABLE_KEY: why}`` when it cannot be read or is not a JSON object."""
     path = f"{directory.rstrip('/')}/{RUN_METADATA_FILE}"
     try:
         if is_remote(path):
@@ -121,9 +124,11 @@ def read_run_metadata(directory: str) -> dict:
                 text = fh.read()
         data = json.loads(text)
     except (OSError, ValueError, RecursionError) as err:  # RecursionError: absurdly deep nesting
-        raise TraceError(path, f"unreadable run metadata ({type(err).__name__}: {str(err)[:200]})") from None
+        return {UNREADABLE_KEY: f"{RUN_METADATA_FILE}: unreadable ({type(err).__name__}: {one_line(err)[:200]}): "
+                                "ignored, the profile is analysed without it"}
     if not isinstance(data, dict):
-        raise TraceError(path, "run metadata is not a JSON object")
+        return {UNREADABLE_KEY: f"{RUN_METADATA_FILE}: not a JSON object ({type(data).__name__}): ignored, the "
+                                "profile is analysed without it"}
     return data
 
 
@@ -174,8 +179,45 @@ def _read_varint(fh: BinaryIO, path: str, where: int) -> tuple[int, int]:
             raise TraceError(path, f"not an XPlane profile (malformed varint at byte {where})")
 
 
+#: A truncated file modified this recently may still be being written (TensorFlow writes the whole file
+#: when the profiler stops; a large one takes seconds, a gs:// upload longer).
+WRITING_RECENT_S = 60.0
+
+
 def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = None) -> None:
-    """Stream one host file into ``trace`` (planes appended)."""
+    """Stream one host file into ``trace`` (planes appended). A truncated file that was modified in the last
+    :data:`WRITING_RECENT_S` seconds, or that grew while it was read, is reported as incomplete."""
+    mtime, size = _stamp(path)
+    try:
+        _read_file(path, trace, progress)
+    except TraceError as err:
+        if not err.problem.startswith("truncated"):
+            raise
+        now_mtime, now_size = _stamp(path)
+        age = time.time() - now_mtime if now_mtime is not None else None
+        if now_size != size or now_mtime != mtime:
+            why = f"it grew from {size:,} to {now_size:,} bytes while being read"
+        elif age is not None and age < WRITING_RECENT_S:
+            why = f"it was modified {max(age, 0):.0f} s ago"
+        else:
+            raise
+        raise TraceError(path, f"incomplete file, it may still be being written: {why} ({err.problem}); the "
+                               "profiler writes it when it stops: wait for the capture to finish, then analyse "
+                               "again") from None
+
+
+def _stamp(path: str) -> tuple[float | None, int | None]:
+    """(mtime, size) of a local file; (None, None) for a remote one or one that is gone."""
+    if is_remote(path):
+        return None, None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, None
+    return st.st_mtime, st.st_size
+
+
+def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = None) -> None:
     host = host_name(path)
     size = _size(path)
     if size == 0 and not is_remote(path):
