@@ -580,9 +580,53 @@ def case_time_mode_sigterm_label(work: Path) -> Outcome:
             proc.kill()
     text = "".join(lines)
     lines = [ln for ln in text.splitlines() if ln.startswith("tfadvisor: profile of")]
-    m = re.search(r"\(([0-9.]+) s of 120 s asked, cut short by SIGTERM\)", lines[0]) if lines else None
+    m = re.search(r"\(([0-9.]+) s of 120 s asked, [^)]*cut short by SIGTERM\)", lines[0]) if lines else None
     ok = proc.returncode == -signal.SIGTERM and m is not None and float(m.group(1)) < 30
     return Outcome(ok, f"exit {proc.returncode}: " + (lines[0][:200] if lines else text.strip()[-200:]))
+
+
+TWO_WRITERS = '''
+import time
+import tensorflow as tf
+import tfadvisor
+x, y = data()
+m = model()
+m.train_on_batch(x[:16], y[:16])  # traced before the window
+stop_at = float(sys.argv[3])
+with tfadvisor.profile(logdir, analyze=False) as p:
+    i = 0
+    while time.time() < stop_at:  # both processes stop at the same moment: the same run directory (by the second)
+        with tfadvisor.step(i):
+            m.train_on_batch(x[:16], y[:16])
+        i += 1
+write_result(run_dir=p.run_dir, steps=p.steps, pid=os.getpid())
+'''
+
+
+def case_two_processes_one_logdir(work: Path) -> Outcome:
+    script = write_script(work, TWO_WRITERS)
+    stop_at = f"{int(time.time()) + 12.3:.1f}"  # a moment both reach after TensorFlow's import, early in a second
+    procs = [subprocess.Popen([sys.executable, str(script), str(work / "logs"), str(work / f"result{i}.json"),
+                               stop_at], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for i in range(2)]
+    for p in procs:
+        p.wait(timeout=300)
+    results = []
+    for i in range(2):
+        try:
+            results.append(json.loads((work / f"result{i}.json").read_text()))
+        except (OSError, ValueError):
+            return Outcome(False, f"process {i} failed: {procs[i].stderr.read().decode()[-300:]}")
+    files = host_files(work / "logs")
+    runs = {f.parent for f in files}
+    if len(files) != 2:
+        return Outcome(False, f"{len(files)} host file(s) for 2 processes: one was written over")
+    for r in results:
+        rc, _, err = analyse(r["run_dir"])
+        if rc != 0:
+            return Outcome(False, f"analyze {r['run_dir']}: exit {rc} {err.strip()[-200:]}")
+    same = "the same run directory" if len(runs) == 1 else f"{len(runs)} run directories (stopped in different seconds)"
+    return Outcome(True, f"2 host files ({', '.join(f.name for f in files)}) in {same}; each analysable")
 
 
 CASES = [
@@ -613,6 +657,8 @@ CASES = [
     Case("bad_window_arguments", "steps='abc', (2.9, 4.1), (5, 2): rejected, naming steps",
          case_bad_window_arguments),
     Case("warning_printed_once", "a capture warning is printed once, with the tfadvisor: prefix", case_warning_once),
+    Case("two_processes_one_logdir", "two processes profiling into one logdir, stopping together: two host files, "
+         "none written over", case_two_processes_one_logdir),
     Case("time_mode_sigterm_label", "time mode cut by SIGTERM: the message states the seconds captured",
          case_time_mode_sigterm_label),
 ]

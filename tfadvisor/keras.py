@@ -508,7 +508,7 @@ def _build(keras):
             if self.state is PROFILING:
                 if self.session is not None:
                     self.session.interrupted = what
-                self._cut(f"{what} after {self.profiled_steps} step(s)")
+                self._cut(f"{what} during the window, after {self.profiled_steps} step(s)")
 
         def _at_exit(self) -> None:
             if self.state is PROFILING:  # the step that was running when the program stopped is counted

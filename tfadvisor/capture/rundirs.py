@@ -1,15 +1,76 @@
-"""The run directory a capture wrote (``<logdir>/plugins/profile/<run>/``), found by what changed under
-the logdir. Local paths, or remote ones (``gs://``) through fsspec/gcsfs (``tfadvisor[gcs]``)."""
+"""The run directory a capture wrote (``<logdir>/plugins/profile/<run>/``). Locally the profiler writes
+into a staging directory of its own process, which :func:`publish` moves into the logdir without ever
+replacing another process's file; remote logdirs (``gs://``, through fsspec/gcsfs, ``tfadvisor[gcs]``)
+are written directly and the run found by what changed under the logdir."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import time
 from typing import Any
 
 from tfadvisor.io.discovery import XPLANE_SUFFIX, filesystem, is_remote
 
 #: ``{host file: (size, version)}``: what a logdir held at one moment
 Snapshot = dict[str, tuple[int, int]]
+
+
+#: Under a local logdir: one directory per profiling process, ``<pid>-<ns>``, while its profile is written.
+STAGING_DIR = ".tfadvisor_staging"
+
+
+def staging_dir(logdir: str) -> str:
+    """A directory of this process's own, under ``logdir``, for the profiler to write into."""
+    return os.path.join(logdir, STAGING_DIR, f"{os.getpid()}-{time.time_ns()}")
+
+
+def publish(stage: str, logdir: str) -> list[str]:
+    """Move the run(s) the profiler wrote under ``stage`` into ``<logdir>/plugins/profile/``; the host files moved.
+
+    Two processes that profile into one logdir and stop within the same second get the same run directory
+    (TensorFlow names it by the second) and, on one machine, the same ``<host>.xplane.pb``: a file name
+    already taken gets this process's id (``<host>_<pid>.xplane.pb``, a host of its own), never written over.
+    The staging directory is removed; what cannot be moved stays there (and is still found as a run).
+    """
+    src_root = profile_root(stage)
+    moved: list[str] = []
+    runs = sorted(os.listdir(src_root)) if os.path.isdir(src_root) else []
+    for run in runs:
+        src_dir = os.path.join(src_root, run)
+        dst_dir = os.path.join(profile_root(logdir), run)
+        os.makedirs(dst_dir, exist_ok=True)
+        for name in sorted(os.listdir(src_dir)):
+            dst = _place(os.path.join(src_dir, name), dst_dir, name)
+            if dst.endswith(XPLANE_SUFFIX):
+                moved.append(dst)
+    with contextlib.suppress(OSError):
+        shutil.rmtree(stage)
+        os.rmdir(os.path.dirname(stage))  # the staging root, once no process uses it
+    return moved
+
+
+def _place(src: str, dst_dir: str, name: str) -> str:
+    """Move ``src`` to ``dst_dir`` under ``name``, or under a name with the process id when it is taken."""
+    pid = os.getpid()
+    base = name[: -len(XPLANE_SUFFIX)] if name.endswith(XPLANE_SUFFIX) else None
+    candidates = [name] + ([f"{base}_{pid}{XPLANE_SUFFIX}", f"{base}_{pid}_{time.time_ns()}{XPLANE_SUFFIX}"]
+                           if base is not None else [f"{pid}_{name}", f"{pid}_{time.time_ns()}_{name}"])
+    for cand in candidates:
+        dst = os.path.join(dst_dir, cand)
+        try:
+            os.link(src, dst)  # fails when dst exists: another process's file is never replaced
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links on this file system
+            if os.path.exists(dst):
+                continue
+            os.replace(src, dst)
+            return dst
+        os.remove(src)
+        return dst
+    raise FileExistsError(f"{dst_dir}: every name for {name} is taken")
 
 
 def profile_root(logdir: str) -> str:

@@ -188,13 +188,13 @@ def capture_service(
         raise CaptureError(f"--duration-ms must be > 0, got {duration_ms}")
     addresses = parse_addresses(spec)
     check_listening(addresses, timeout=check_timeout)
-    check_servers(addresses, timeout=check_timeout)
     check_logdir(logdir)
     opts = {k: int(v) for k, v in (options or profiler_options()).items() if v is not None}
     joined = ",".join(f"{h}:{p}" for h, p in addresses)
     with _listing(logdir):
         before = snapshot_runs(logdir)
     kind, impl = _backend(backend)
+    check_servers(addresses, timeout=check_timeout)  # after the local checks: what this machine lacks comes first
     attempts = max(1, retries + 1)
     limit = attempts * duration_ms / 1000 + MARGIN_S
     try:

@@ -21,7 +21,16 @@ from tfadvisor.capture.analysis import analyze_run
 from tfadvisor.capture.base import TensorFlowMissing, import_tf, logger, say, warn
 from tfadvisor.capture.markers import MARKER_LOCK, clear_active, set_active
 from tfadvisor.capture.options import MEMORY_ENV, check_levels, enable_memory_events, profiler_options, tf_options
-from tfadvisor.capture.rundirs import Snapshot, changed_files, list_names, new_run_dir, profile_root, snapshot_runs
+from tfadvisor.capture.rundirs import (
+    Snapshot,
+    changed_files,
+    list_names,
+    new_run_dir,
+    profile_root,
+    publish,
+    snapshot_runs,
+    staging_dir,
+)
 from tfadvisor.capture.runfacts import MODEL_INFO, STARTUP, environment_facts, model_facts, write_run_metadata
 from tfadvisor.errors import one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
@@ -106,6 +115,8 @@ class ProfileSession:
         self.quiet_busy = False  # then say nothing (the caller says it, e.g. the Keras callback's retries)
         self.pid: int | None = None  # the process whose profiler this session started
         self._before: Snapshot = {}
+        self._stage: str | None = None  # a local logdir: where this process's profiler writes (rundirs.publish)
+        self._written: list[str] = []  # the host files this session wrote
         self._state_lock = threading.RLock()  # a signal handler may stop the session mid-call
 
     def count_step(self, n: Any) -> None:
@@ -132,17 +143,20 @@ class ProfileSession:
                 self.error = str(err)
                 warn(f"not profiling: {err}")
                 return False
+            remote = "://" in self.logdir
             try:
-                self._before = snapshot_runs(self.logdir)
+                self._before = snapshot_runs(self.logdir) if remote else {}
             except Exception:  # noqa: BLE001 - a remote logdir not listed now: the stop says why, if it still is not
                 self._before = {}
             try:
-                if "://" not in self.logdir:
-                    os.makedirs(self.logdir, exist_ok=True)
+                self._stage = None if remote else staging_dir(self.logdir)
+                if self._stage is not None:
+                    os.makedirs(self._stage, exist_ok=True)
                 check_levels(tf, self.options)
                 t_call = time.time()
-                tf.profiler.experimental.start(self.logdir, options=tf_options(tf, self.options))
+                tf.profiler.experimental.start(self._stage or self.logdir, options=tf_options(tf, self.options))
             except Exception as err:  # noqa: BLE001
+                self._drop_stage()
                 self.error = f"the profiler did not start: {type(err).__name__}: {one_line(err)}"
                 self.busy = "AlreadyExists" in type(err).__name__ or "nother profiler" in str(err)
                 if self.busy:
@@ -199,9 +213,10 @@ class ProfileSession:
                 warn(self.error)
                 return None
             try:
-                self.run_dir = new_run_dir(self.logdir, self._before)
-            except Exception as err:  # noqa: BLE001 - a remote logdir that cannot be listed
-                self.error = (f"the profile was written under {profile_root(self.logdir)}, but it cannot be listed "
+                self.run_dir = self._find_run()
+            except Exception as err:  # noqa: BLE001 - a remote logdir that cannot be listed, a move that failed
+                where = self._stage or profile_root(self.logdir)
+                self.error = (f"the profile was written under {where}, but it cannot be listed or moved "
                               f"to add {RUN_METADATA_FILE}: {type(err).__name__}: {one_line(err)}")
                 warn(self.error)
                 return None
@@ -221,6 +236,36 @@ class ProfileSession:
             say(f"tfadvisor: analyse it with: tfadvisor analyze {self.run_dir}", self.stream)
         return self.run_dir
 
+    def _find_run(self) -> str | None:
+        """The run directory this session wrote (its files published from the staging directory)."""
+        if self._stage is None:
+            self._written = changed_files(self.logdir, self._before)
+            return new_run_dir(self.logdir, self._before)
+        self._written = publish(self._stage, self.logdir)
+        self._stage = None
+        return os.path.dirname(self._written[-1]) if self._written else None
+
+    def _written_bytes(self) -> int:
+        total = 0
+        for f in self._written:
+            if "://" not in f:
+                try:
+                    total += os.path.getsize(f)
+                except OSError:
+                    pass
+        return total
+
+    def _drop_stage(self) -> None:
+        stage, self._stage = self._stage, None
+        if stage is not None:
+            import shutil
+
+            shutil.rmtree(stage, ignore_errors=True)
+            try:
+                os.rmdir(os.path.dirname(stage))
+            except OSError:
+                pass
+
     def seconds(self) -> float | None:
         """How long the profiler ran (so far, while it runs)."""
         if self.started_at is None:
@@ -235,6 +280,9 @@ class ProfileSession:
         secs = self.seconds()
         if secs is not None:
             details.append(f"{secs:.1f} s" + (f" of {self.asked_s:g} s asked" if self.asked_s else ""))
+        size = self._written_bytes()
+        if size:
+            details.append(f"{size / 1024:,.0f} KiB" if size < 10 * 2**20 else f"{size / 2**20:,.1f} MiB")
         if self.interrupted:
             details.append(f"cut short by {self.interrupted}")
         return what + (f" ({', '.join(details)})" if details else "")
@@ -260,7 +308,7 @@ class ProfileSession:
         try:
             # the host file this session wrote names the samples (several hosts may share the run directory)
             hosts = [f for f in list_names(self.run_dir) if f.endswith(XPLANE_SUFFIX)]
-            changed = {f.rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1] for f in changed_files(self.logdir, self._before)}
+            changed = {f.rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1] for f in self._written}
             mine = [f for f in hosts if f in changed]
             pick = mine if len(mine) == 1 else hosts
             host = pick[0][: -len(XPLANE_SUFFIX)] if len(pick) == 1 else None
