@@ -1,4 +1,5 @@
-"""What `tfadvisor analyze` imports: the analysis path stays off pandas, jinja2 and pydantic.
+"""What `tfadvisor analyze` imports: the analysis path stays off pandas, jinja2, pydantic, the MCP SDK and
+jsonschema (those two are for `tfadvisor mcp` and the tests only).
 
 Importing pandas costs about a quarter of a second, more than the whole analysis of a typical small
 profile (benchmarks/compare.py); it is imported only where a table becomes a DataFrame (notebooks,
@@ -16,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
-HEAVY = ("pandas", "jinja2", "pydantic")
+HEAVY = ("pandas", "jinja2", "pydantic", "mcp", "mcp_types", "jsonschema", "starlette", "uvicorn")
 
 PROBE = r"""
 import atexit, json, sys
@@ -55,3 +56,12 @@ def test_tables_are_dataframes_when_asked_for():
     assert "pandas" in heavy  # the probe can see pandas: the test above would notice it
     tables = json.loads(proc.stdout)["tables"]
     assert len(tables["steps"]) >= 10 and "tfdata_stages" in tables
+
+
+def test_the_mcp_command_imports_the_sdk():
+    """The probe sees the MCP SDK when `tfadvisor mcp` runs (stdin closed: the server starts and ends)."""
+    pytest.importorskip("mcp")
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(HEAVY), "mcp"], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")]
+    assert line and "mcp" in json.loads(line[-1][len("HEAVY="):]), proc.stderr[-2000:]

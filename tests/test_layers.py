@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("facade", ("tfadvisor.api",)),
     ("entry points", ("tfadvisor.diff_cli", "tfadvisor.multihost_cli", "tfadvisor.profiling", "tfadvisor.keras",
                       "tfadvisor.vertex", "tfadvisor.system_sampler", "tfadvisor.capture", "tfadvisor.cli",
+                      "tfadvisor.mcp_server",
                       "tfadvisor.__main__", "tfadvisor._sitecustomize")),
     ("package", ("tfadvisor",)),
 ]

@@ -453,6 +453,12 @@ def test_scaling_cli(scaling_runs):
     rep = json.loads(out.stdout)
     assert [r["replicas"] for r in rep["runs"]] == [2, 4]
     assert np.isfinite(rep["runs"][1]["scaling_efficiency_pct"])
+    from jsonschema import Draft202012Validator
+
+    from tfadvisor.report.schema import shipped
+
+    errors = [e.message for e in Draft202012Validator(json.loads(shipped("scaling"))).iter_errors(rep)]
+    assert not errors, errors[:5]  # the JSON contract (tfadvisor schema scaling)
     out = _cli("scaling", *paths)
     assert out.returncode == 0, out.stderr
     assert "efficiency" in out.stdout and "AllReduce" in out.stdout

@@ -297,19 +297,63 @@ def _inside(path: Path, directory: str) -> bool:
         return False
 
 
+class TextOrJson(str, Enum):
+    text = "text"
+    json = "json"
+
+
+FORMAT_HELP = "Output format: text, or json (tfadvisor schema KIND prints its JSON Schema)."
+
+
 @app.command(cls=Command, short_help="List the profile runs under a logdir and their hosts.")
-def runs(logdir: str = typer.Argument(..., help="A TensorBoard logdir.", metavar="LOGDIR")) -> None:
+def runs(
+    logdir: str = typer.Argument(..., help="A TensorBoard logdir.", metavar="LOGDIR"),
+    fmt: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help=FORMAT_HELP),
+) -> None:
     """List the profile runs under a logdir (newest last) and their hosts."""
     from tfadvisor.io.discovery import find_runs
 
-    for r in find_runs(logdir):
+    found = find_runs(logdir)
+    if fmt is TextOrJson.json:
+        from tfadvisor.report.json_report import runs_to_dict
+
+        typer.echo(json.dumps(runs_to_dict(logdir, found), indent=2))
+        return
+    for r in found:
         typer.echo(f"{r.label()}\t{len(r.files)} host(s): {', '.join(r.hosts)}")
+
+
+@app.command(cls=Command, short_help="Print the JSON Schema of a --format json output.")
+def schema(
+    kind: str = typer.Argument("analyze", metavar="[analyze|diff|scaling|rules|runs]",
+                               help="Which output: analyze, diff, scaling, rules or runs."),
+) -> None:
+    """Print the JSON Schema (draft 2020-12) of one --format json output; the versioning policy is in README."""
+    from tfadvisor.report.schema import KINDS, shipped
+
+    if kind not in KINDS:
+        fail(f"no schema {kind!r}: one of {', '.join(KINDS)}")
+    typer.echo(shipped(kind), nl=False)
+
+
+@app.command("mcp", cls=Command, short_help="Serve tfadvisor's tools to coding agents over MCP (stdio).")
+def mcp_command() -> None:
+    """Run an MCP server on stdin/stdout with tools that mirror this command line (list runs, analyze, diff,
+    explain a rule, export a timeline, get a JSON Schema). Needs pip install 'tfadvisor[mcp]'."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        fail("tfadvisor mcp needs the MCP SDK: pip install 'tfadvisor[mcp]'")
+    from tfadvisor.mcp_server import serve
+
+    serve()
 
 
 @rules_app.callback()
 def rules_list(
     ctx: typer.Context,
     rules: list[str] = typer.Option([], "--rules", metavar="DIR", help="Extra rules directory (repeatable)."),
+    fmt: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help=FORMAT_HELP),
 ) -> None:
     """List every rule (id, severity, title)."""
     if ctx.invoked_subcommand is not None:
@@ -317,13 +361,20 @@ def rules_list(
         return
     from tfadvisor.advice import list_rules_text, load_rules
 
-    typer.echo(list_rules_text(load_rules(extra_dirs=rules)))
+    loaded = load_rules(extra_dirs=rules)
+    if fmt is TextOrJson.json:
+        from tfadvisor.report.json_report import rules_to_dict
+
+        typer.echo(json.dumps(rules_to_dict(loaded), indent=2))
+        return
+    typer.echo(list_rules_text(loaded))
 
 
 @rules_app.command("explain", short_help="Print one rule in full: what it checks, why, example, fix.")
 def rules_explain(
     ctx: typer.Context,
     rule_id: str = typer.Argument(..., help="Rule id, e.g. input_bound.", metavar="RULE_ID"),
+    fmt: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help=FORMAT_HELP),
 ) -> None:
     """Print one rule in full: what it checks, why it matters, example, fix."""
     from tfadvisor.advice import explain_rule, load_rules
@@ -332,6 +383,11 @@ def rules_explain(
     text = explain_rule(rules, rule_id)
     if text is None:
         fail(f"no rule {rule_id!r}; `tfadvisor rules` lists them")
+    if fmt is TextOrJson.json:
+        from tfadvisor.report.json_report import rules_to_dict
+
+        typer.echo(json.dumps(rules_to_dict([r for r in rules if r.id == rule_id]), indent=2))
+        return
     typer.echo(text)
 
 

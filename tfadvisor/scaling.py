@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tfadvisor._version import schema_fields
 from tfadvisor.analyses import Options, analyze_trace, options_from
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import resolve
@@ -137,6 +138,7 @@ def scaling_report(
             "loss_pct": {"allreduce": 100.0 * d_ar / t, "input": 100.0 * d_in / t, "other": 100.0 * d_other / t},
         })
     return {
+        **schema_fields(),
         "baseline": b0["run"],
         "baseline_replicas": b0["replicas"],
         "definition": "efficiency = throughput_N / (N / N0 x throughput_N0); loss_pct splits 100 - efficiency "

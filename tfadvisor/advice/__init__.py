@@ -6,7 +6,7 @@ This package reads only metrics; it imports neither the reporters nor the API.
 
 from __future__ import annotations
 
-from tfadvisor.advice.docs import explain_rule, list_rules_text
+from tfadvisor.advice.docs import explain_rule, list_rules_text, rule_dict
 from tfadvisor.advice.engine import Finding, evaluate, evaluate_rule, severity_at_least
 from tfadvisor.advice.expr import Expr, ExprError, Template
 from tfadvisor.advice.rules import SEVERITIES, Rule, RuleError, builtin_rules_dir, load_file, load_rules
@@ -21,6 +21,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "rule_dict",
     "Expr",
     "ExprError",
     "Finding",

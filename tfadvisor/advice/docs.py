@@ -137,4 +137,21 @@ def explain_rule(rules: list[Rule], rule_id: str) -> str | None:
     return "\n".join(parts).rstrip() + "\n"
 
 
-__all__ = ["explain_rule", "list_rules_text"]
+def rule_dict(rule: Rule) -> dict:
+    """One rule as JSON (``tfadvisor rules --format json``; schema: ``tfadvisor schema rules``)."""
+
+    def src(x) -> str | None:
+        return getattr(x, "source", None) if x is not None else None
+
+    return {
+        "id": rule.id, "title": rule.title, "severity": rule.severity, "severities": rule.severities,
+        "when": rule.when.source, "impact": src(rule.impact), "message": rule.message.source,
+        "evidence": list(rule.evidence), "fix": rule.fix, "why": rule.why, "example": rule.example,
+        "docs": [{"title": d.title, "url": d.url} for d in rule.docs],
+        "cases": [{"when": c.when.source, "severity": c.severity, "title": c.title, "message": src(c.message),
+                   "impact": src(c.impact)} for c in rule.cases],
+        "source": _where(rule),
+    }
+
+
+__all__ = ["explain_rule", "list_rules_text", "rule_dict"]

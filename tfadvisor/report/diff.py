@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tfadvisor._version import schema_fields
 from tfadvisor.report import get, run_label
 
 NOISE_PCT = 1.0
@@ -189,6 +190,7 @@ def diff_results(before: Any, after: Any) -> dict:
         remaining=[dict(brief(fa[r]), impact_before_pct=get(fb[r], "impact_pct")) for r in fb if r in fa],
     )
     return dict(
+        **schema_fields(),
         before=dict(run=run_label(before), directory=getattr(getattr(before, "run", None), "directory", None),
                     hosts=len(getattr(before, "hosts", None) or []) or None),
         after=dict(run=run_label(after), directory=getattr(getattr(after, "run", None), "directory", None),

@@ -3,7 +3,8 @@
 ``result_to_dict(result) -> dict`` (what ``Result.to_dict()`` and ``--format json`` give)::
 
     {
-      "schema_version": 1,
+      "schema_version": 1,                 # the JSON contract: tfadvisor/schemas/analyze.schema.json
+      "schema_minor": 1,
       "version": "0.1.0",                  # tfadvisor version
       "run": {"name", "directory", "label", "hosts": [..], "files": [..], "other_runs": [..]},
       "summary": {
@@ -29,7 +30,8 @@
 result (``steps``, ``gaps``, ``host_ops``, ...), one object per row, columns as in
 ``result.tables`` (times in ps as ``*_ps``, durations in ms as ``*_ms``).
 
-Additions keep ``schema_version``; a renamed or removed key bumps it.
+Additions bump ``schema_minor``; a renamed or removed key bumps ``schema_version`` (the policy and the
+schema: :mod:`tfadvisor.report.schema`, ``tfadvisor schema analyze``).
 """
 
 from __future__ import annotations
@@ -37,10 +39,8 @@ from __future__ import annotations
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
-from tfadvisor._version import __version__
+from tfadvisor._version import SCHEMA_VERSION, __version__, schema_fields
 from tfadvisor.report import breakdown, plain, step_time
-
-SCHEMA_VERSION = 1
 
 
 def _finding_dict(f: Any) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def result_to_dict(result: Any) -> dict[str, Any]:
     hosts = list(getattr(result, "hosts", None) or [])
     options = getattr(result, "options", None)
     return {
-        "schema_version": SCHEMA_VERSION,
+        **schema_fields(),
         "version": __version__,
         "run": _run_dict(getattr(result, "run", None)),
         "summary": {
@@ -126,4 +126,18 @@ def _system(result: Any) -> dict[str, Any]:
     return system.to_dict(result)
 
 
-__all__ = ["SCHEMA_VERSION", "result_to_dict", "tables_to_dict"]
+def runs_to_dict(logdir: str, runs: list[Any]) -> dict[str, Any]:
+    """``tfadvisor runs --format json``: the runs under ``logdir``, newest last."""
+    return {**schema_fields(), "logdir": str(logdir),
+            "runs": [{"name": r.name, "directory": r.directory, "label": r.label(), "hosts": list(r.hosts),
+                      "files": list(r.files)} for r in runs]}
+
+
+def rules_to_dict(rules: list[Any]) -> dict[str, Any]:
+    """``tfadvisor rules --format json``: each rule in full."""
+    from tfadvisor.advice import rule_dict
+
+    return {**schema_fields(), "rules": [rule_dict(r) for r in rules]}
+
+
+__all__ = ["SCHEMA_VERSION", "result_to_dict", "rules_to_dict", "runs_to_dict", "tables_to_dict"]
