@@ -142,3 +142,12 @@ def test_corrupt_inside_a_complete_plane(tmp_path: Path):
     f.write_bytes(bytes(good))
     proc = run_cli("analyze", str(f))
     assert_one_line_error(proc, str(f), "corrupt")
+
+
+def test_unwritable_html_path_is_one_line_exit_2(tmp_path: Path):
+    """An output path that cannot be written (under a regular file) is bad input, not an internal error."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    out = blocker / "report.html"
+    assert_one_line_error(run_cli("analyze", str(_real_file().parent), "--html", str(out)), str(out),
+                          "cannot write the html report")

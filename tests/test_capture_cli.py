@@ -105,7 +105,7 @@ def test_run_script_failure_passes_exit_code(tmp_path):
 def test_run_script_without_fit_explains(tmp_path):
     res = _invoke("run", "--logdir", str(tmp_path), "--", sys.executable, "-c", "print('no training here')")
     assert res.exit_code == 2
-    assert "never called keras Model.fit" in _stderr(res)
+    assert "neither called keras Model.fit nor marked steps" in _stderr(res)
 
 
 def test_run_hook_disarms_children_and_chains_sitecustomize(tmp_path):

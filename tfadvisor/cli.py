@@ -207,7 +207,10 @@ def analyze(
     if html is not None:
         from tfadvisor.report.html import write_html
 
-        write_html(result, html)
+        try:
+            write_html(result, html)
+        except OSError as err:  # a parent that is a file, no permission, a full disk: bad input, not a crash
+            fail(f"{html}: cannot write the HTML report ({err.strerror or type(err).__name__})")
         if not quiet:
             typer.echo(f"wrote {html}", err=True)
     if fmt is Format.json:

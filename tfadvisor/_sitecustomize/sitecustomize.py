@@ -10,6 +10,11 @@ capture in the ``TFADVISOR_CAPTURE`` environment variable (JSON). Python imports
 * watches for the import of ``keras`` and wraps ``keras.Model.fit`` so that every
   ``fit`` call gets one shared ``tfadvisor.keras.AdvisorCallback``: in step mode it
   profiles the step window; in time mode it only marks steps;
+* in step mode, for custom loops, watches the step markers too (TensorFlow's
+  ``tf.profiler.experimental.Trace(name, step_num=i, _r=1)``, which ``tfadvisor.step`` also
+  records): the profiler starts before the marker of step ``start_step`` (or the first one
+  after it) and stops after ``steps`` markers have ended, unless the script trains with
+  ``fit``, whose callback then keeps the window;
 * in time mode, starts a timer thread that starts the profiler ``start_after_s`` seconds
   after start-up (once TensorFlow is imported) and stops it ``duration_s`` later;
 * when a profiling window opens, says so in the status file (a process that then dies
@@ -28,6 +33,7 @@ import sys
 import time
 
 _ENV = "TFADVISOR_CAPTURE"
+_TRACE_MODULE = "tensorflow.python.profiler.trace"  # tf.profiler.experimental.Trace: the step markers
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -62,6 +68,13 @@ class _Capture:
         self.prev_sigterm = None
         self.pid = os.getpid()  # the process armed; forked children are not
         self.window = None  # the open window, as written to the status file
+        self.loop_state = None  # custom loops: None (waiting), "profiling", "done" or "failed"
+        self.loop_session = None
+        self.loop_first = None
+        self.loop_last = None
+        self.loop_count = 0
+        self.markers_seen = 0
+        self.last_marker = None
 
     def armed(self):
         """Only the process that was armed captures (not a child it forked)."""
@@ -75,6 +88,8 @@ class _Capture:
         self.window = {"logdir": self.logdir, "pid": self.pid, "opened_after_s": round(time.time() - self.t0, 1)}
         if cb is not None and getattr(cb, "session", None) is session:
             self.window["first_step"] = getattr(cb, "_exec_first", None)
+        elif session is self.loop_session:
+            self.window["first_step"] = self.loop_first
         self.write_status({"mode": self.mode, "run_dir": None, "error": None, "window_open": self.window})
 
     def watch_windows(self):
@@ -143,6 +158,92 @@ class _Capture:
 
         fit._tfadvisor_wrapped = True
         model_cls.fit = fit
+
+    # --- custom loops: step markers (step mode) --------------------------------------------
+    def trace_imported(self, module):
+        """Wrap TensorFlow's ``Trace`` so that step markers (``_r=1`` with ``step_num``) drive the window."""
+        cls = getattr(module, "Trace", None)
+        if cls is None or getattr(cls.__init__, "_tfadvisor_wrapped", False) or self.mode != "steps":
+            return
+        orig_init, orig_exit = cls.__init__, cls.__exit__
+        capture = self
+
+        def __init__(self, name, **kwargs):
+            n = kwargs.get("step_num")
+            if kwargs.get("_r") == 1 and n is not None and capture.loop_wanted():
+                self._tfadvisor_step = n
+                capture.loop_step_begins(n)  # the profiler must run before the marker is made
+            orig_init(self, name, **kwargs)
+
+        def __exit__(self, *exc):
+            out = orig_exit(self, *exc)
+            n = self.__dict__.get("_tfadvisor_step")
+            if n is not None:
+                capture.loop_step_ends(n)
+            return out
+
+        __init__._tfadvisor_wrapped = True
+        cls.__init__, cls.__exit__ = __init__, __exit__
+
+    def loop_wanted(self):
+        return self.armed() and self.fit_calls == 0 and self.loop_state in (None, "profiling")
+
+    def loop_step_begins(self, n):
+        try:
+            n = int(n)
+        except (TypeError, ValueError):
+            return
+        self.markers_seen += 1
+        self.last_marker = n
+        start, steps = int(self.cfg.get("start_step", 10)), int(self.cfg.get("steps", 10))
+        if self.loop_state is not None or n < start:
+            return
+        try:
+            from tfadvisor.capture.session import ProfileSession
+
+            self.watch_windows()
+            self.loop_first = n
+            session = ProfileSession(self.logdir, self.options, source="tfadvisor capture run (step markers)",
+                                     verbose=True, stream=sys.stderr)
+            session.hint = False  # the parent analyses it
+            self.loop_session = session
+            if not session.start():
+                self.loop_state = "failed"
+                return
+            self.loop_state = "profiling"
+            _say(f"profiling from step {n} ({steps} steps, counted by step markers) into {self.logdir}")
+        except Exception as err:  # noqa: BLE001
+            self.loop_state = "failed"
+            _say(f"cannot profile the step window ({type(err).__name__}: {err}); the script runs unprofiled")
+
+    def loop_step_ends(self, n):
+        if self.loop_state != "profiling":
+            return
+        self.loop_count += 1
+        self.loop_last = n
+        if self.loop_count >= int(self.cfg.get("steps", 10)):
+            self.stop_loop()
+
+    def stop_loop(self, note=None):
+        session = self.loop_session
+        self.loop_state = "done"
+        if session is None or not session.started:
+            return
+        try:
+            start, steps = int(self.cfg.get("start_step", 10)), int(self.cfg.get("steps", 10))
+            first, last = self.loop_first, self.loop_last
+            session.label = f"steps {first}-{last}" if last is not None else "no steps"
+            session.extra["steps"] = {"start": first, "stop": (last + 1) if last is not None else first,
+                                      "count": self.loop_count, "markers": self.loop_count,
+                                      "requested": [start, start + steps], "by": "step markers"}
+            if note:
+                session.extra["steps"]["note"] = note
+                _say(note)
+            if self.signal_name:
+                session.interrupted = self.signal_name
+            session.stop()
+        except Exception as err:  # noqa: BLE001
+            _say(f"the step window did not close cleanly ({type(err).__name__}: {err})")
 
     # --- time mode -------------------------------------------------------------------------
     def start_timer(self):
@@ -249,9 +350,15 @@ class _Capture:
                     status["error"] = self.session.error
                     status["steps_marked"] = self.session.steps
                 status["note"] = self.timer_note
-            elif cb is not None:
+            elif cb is not None and self.fit_calls:
                 status.update(run_dir=cb.run_dir, error=cb.error, state=cb.state, steps_seen=cb.steps_seen,
                               steps_profiled=cb.profiled_steps)
+            if self.loop_state == "profiling":
+                self.stop_loop(f"the script ended during the step window, after {self.loop_count} step(s)")
+            if self.loop_session is not None:
+                status.update(run_dir=self.loop_session.run_dir, error=self.loop_session.error,
+                              steps_profiled=self.loop_count)
+            status.update(markers_seen=self.markers_seen, last_marker=self.last_marker)
             if self.callback_error:
                 status["error"] = status["error"] or self.callback_error
             if self.signal_name:
@@ -278,15 +385,15 @@ class _Capture:
             _say(f"cannot write the status file {path} ({err})")
 
 
-class _KerasWatcher:
-    """A meta path finder that calls back once ``keras`` has been imported."""
+class _ImportWatcher:
+    """A meta path finder that calls ``callbacks[name](module)`` once module ``name`` has been imported."""
 
-    def __init__(self, on_loaded):
-        self.on_loaded = on_loaded
+    def __init__(self, callbacks):
+        self.callbacks = dict(callbacks)
         self.busy = False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "keras" or self.busy:
+        if fullname not in self.callbacks or self.busy:
             return None
         self.busy = True
         spec = None
@@ -311,14 +418,17 @@ class _KerasWatcher:
 
         def exec_module(module):
             original(module)
+            callback = watcher.callbacks.pop(fullname, None)
+            if not watcher.callbacks:
+                try:
+                    sys.meta_path.remove(watcher)
+                except ValueError:
+                    pass
             try:
-                sys.meta_path.remove(watcher)
-            except ValueError:
-                pass
-            try:
-                watcher.on_loaded(module)
+                if callback is not None:
+                    callback(module)
             except Exception as err:  # noqa: BLE001
-                _say(f"cannot patch keras.Model.fit ({type(err).__name__}: {err})")
+                _say(f"cannot watch {fullname} ({type(err).__name__}: {err})")
 
         try:
             spec.loader.exec_module = exec_module
@@ -356,10 +466,14 @@ def _arm():
         capture = _Capture(cfg)
         atexit.register(capture.at_exit)
         capture.watch_sigterm()
-        if "keras" in sys.modules:
-            capture.keras_imported(sys.modules["keras"])
-        else:
-            sys.meta_path.insert(0, _KerasWatcher(capture.keras_imported))
+        watch = {"keras": capture.keras_imported}
+        if capture.mode == "steps":
+            watch[_TRACE_MODULE] = capture.trace_imported
+        for name in list(watch):
+            if name in sys.modules:
+                watch.pop(name)(sys.modules[name])
+        if watch:
+            sys.meta_path.insert(0, _ImportWatcher(watch))
         if capture.mode == "time":
             capture.start_timer()
         globals()["_capture"] = capture

@@ -174,12 +174,16 @@ def explain_no_profile(run: ScriptRun) -> str:
             return f"no profile was written ({note}); is --start-after-s {cfg.get('start_after_s'):g} longer " \
                    "than the script runs?"
         return f"no profile was written: the script ended before {cfg.get('start_after_s'):g} s"
-    if not st.get("keras_imported") or not st.get("fit_calls"):
-        return ("the script never called keras Model.fit, so the step window was not armed; use --start-after-s/"
-                "--duration-s, or tfadvisor.profile() in the script")
-    if st.get("error"):
-        return f"no profile was written: {st['error']}"
     start = cfg.get("start_step", 10)
     end = start + cfg.get("steps", 10) - 1
+    if not st.get("fit_calls") and not st.get("markers_seen"):
+        return ("the script neither called keras Model.fit nor marked steps (tfadvisor.step(i), or "
+                "tf.profiler.experimental.Trace('train', step_num=i, _r=1)), so the step window was not armed; use "
+                "--start-after-s/--duration-s, or mark the steps of the training loop")
+    if st.get("error"):
+        return f"no profile was written: {st['error']}"
+    if not st.get("fit_calls"):
+        return (f"the profiling window (steps {start}-{end}) was not reached: the script's step markers went up to "
+                f"step {st.get('last_marker')} ({st.get('markers_seen')} marker(s)); lower --start-step")
     return (f"the profiling window (steps {start}-{end}) was not reached: the script trained "
             f"{st.get('steps_seen', 0)} step(s); lower --start-step")
