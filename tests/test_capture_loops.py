@@ -44,7 +44,8 @@ for i in range(int(sys.argv[1])):
 print("TRAINED", i + 1, flush=True)
 '''
 
-MARKERS = {"tf_trace": 'tf.profiler.experimental.Trace("train", step_num=i, _r=1)', "tfadvisor_step": "tfadvisor.step(i)"}
+MARKERS = {"tf_trace": 'tf.profiler.experimental.Trace("train", step_num=i, _r=1)',
+           "tfadvisor_step": "tfadvisor.step(i)"}
 
 
 def _run(tmp_path, marker: str, steps: int, *window: str) -> subprocess.CompletedProcess:
