@@ -73,7 +73,7 @@ res["fit"] = dict(run_dir=cb.run_dir, state=cb.state, profiled=cb.profiled_steps
 
 # 2. steps_per_execution=2: hooks once per execution, one marker per execution
 m = model(spe=2)
-cb = AdvisorCallback(os.path.join(out_dir, "spe"), steps=(4, 10), analyze=False)
+cb = AdvisorCallback(os.path.join(out_dir, "spe"), steps=(4, 10), analyze=False, min_executions=0)  # as asked
 m.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[cb])
 res["spe"] = dict(run_dir=cb.run_dir, state=cb.state, profiled=cb.profiled_steps, markers=cb.marked_executions,
                   seen=cb.steps_seen)

@@ -238,3 +238,53 @@ def test_no_markers_steps_from_the_loop_structure(no_markers_spe4: Path):
     cut = steps.index[steps["preceded_by"] == "validation"][0] - 1
     # the step before the validation ends with its own call: the evaluation is not inside it
     assert steps.loc[cut, "duration_ms"] < 5 * steps["duration_ms"].median()
+
+
+# --------------------------------------------------------------------------- the callback's default window
+
+_SPE10 = r'''
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import numpy as np, keras
+from tfadvisor.keras import AdvisorCallback
+keras.utils.set_random_seed(0)
+m = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(4)])
+m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=10)
+x = np.random.rand(16 * 100, 16).astype("float32")
+y = np.random.randint(0, 4, 16 * 100)
+# the defaults, as a user following the advice would; argv[2]: min_executions (the window exactly as asked)
+cb = AdvisorCallback(sys.argv[1], analyze=False, **({"min_executions": int(sys.argv[2])} if sys.argv[2:] else {}))
+m.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[cb])
+print("RUN", cb.run_dir, flush=True)
+'''
+
+
+def test_default_window_under_steps_per_execution_shows_steady_state(tmp_path):
+    """Issue 26: with steps_per_execution=10 the default window (steps 10-19) held one execution and the report
+    withheld all advice (capture_not_steady_state). It now lasts 5 executions: steady-state advice."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    p = subprocess.run([sys.executable, "-c", _SPE10, str(tmp_path)], env=env, timeout=300, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "profiling from step 10 (50 steps = 5 executions of steps_per_execution=10)" in p.stdout
+    run_dir = next(ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("RUN "))
+    r = tfadvisor.analyze(run_dir)
+    assert (_m(r, "executions_count"), _m(r, "steps_count"), _m(r, "steps_per_execution")) == (5, 50, 10)
+    assert _m(r, "capture_steady_state") is True
+    assert "capture_not_steady_state" not in [finding_rule(f) for f in r.findings]
+
+
+def test_a_one_execution_window_gets_a_fix_it_does_not_already_have(tmp_path):
+    """The window exactly as asked (steps 10-19, min_executions=0) holds one execution of 10 steps: the finding
+    says so and its fix asks for executions, not for the steps=(10, 20) window the user already used."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    p = subprocess.run([sys.executable, "-c", _SPE10, str(tmp_path), "0"], env=env, timeout=300,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run_dir = next(ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("RUN "))
+    r = tfadvisor.analyze(run_dir)
+    first = r.findings[0]
+    assert finding_rule(first) == "capture_not_steady_state"
+    assert "1 execution(s) of steps_per_execution = 10 steps (10 training steps)" in first.message
+    assert "steps_per_execution=10" in first.fix and "5 x 10 steps" in first.fix
+    assert "steps=(10, 20)" not in first.fix

@@ -18,7 +18,8 @@ server, ``tfadvisor capture run --start-after-s``), and never starts the profile
 With ``steps_per_execution=k`` Keras runs k steps per call and calls the batch hooks
 once per call: each call is one marker (``step_num`` = its first step) and counts as k
 steps. The window starts at the first call at or after ``start`` and lasts at least
-``stop - start`` steps.
+``stop - start`` steps, and at least ``min_executions`` calls (default 5: one call of 10
+steps cannot show steady state), e.g. 50 steps under ``steps_per_execution=10``.
 
 Each marker opens in ``on_train_batch_begin`` and closes in ``on_train_batch_end``, after
 Keras has read the step's logs (which waits for the step to finish on a GPU), so the
@@ -72,6 +73,10 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(list(globals()) + ["AdvisorCallback"])
+
+
+#: Under ``steps_per_execution=k`` a window lasts at least this many executions (AdvisorCallback(min_executions=)).
+MIN_EXECUTIONS = 5
 
 
 def _whole(value: Any) -> int | None:
@@ -222,6 +227,8 @@ def _build(keras):
             name: the step marker's name.
             retries: when another profiler is running as the window opens, try again at this
                 many following executions (0: give up at once).
+            min_executions: under ``steps_per_execution=k`` the window lasts at least this many
+                executions (k steps each), so that it can show steady state; 0: exactly ``steps``.
         """
 
         def __init__(
@@ -244,6 +251,7 @@ def _build(keras):
             name: str = "train",
             stream=None,
             retries: int = 20,
+            min_executions: int = MIN_EXECUTIONS,
         ) -> None:
             super().__init__()
             self.logdir = os.fspath(logdir)
@@ -254,6 +262,10 @@ def _build(keras):
                 raise ValueError(f"top must be a whole number >= 1, got {top!r}")
             if retries_n is None or retries_n < 0:
                 raise ValueError(f"retries must be a whole number >= 0, got {retries!r}")
+            min_exec = _whole(min_executions)
+            if min_exec is None or min_exec < 0:
+                raise ValueError(f"min_executions must be a whole number >= 0, got {min_executions!r}")
+            self.min_executions = min_exec
             self.options = profiler_options(
                 options, host_tracer_level=host_tracer_level, python_tracer_level=python_tracer_level,
                 device_tracer_level=device_tracer_level)
@@ -376,7 +388,7 @@ def _build(keras):
             if self.state is PROFILING and in_trace:
                 self.profiled_steps += self._exec_n
                 self.marked_executions += 1
-                if self.profiled_steps >= self.window[1] - self.window[0]:
+                if self.profiled_steps >= self.window_length():
                     self._close()
 
         def on_train_end(self, logs=None):
@@ -386,7 +398,7 @@ def _build(keras):
                 self._give_up(f"training ended while another profiler was running ({self.attempts} tries)")
             if self.state is PROFILING:
                 self._close(note=f"training ended after {self.profiled_steps} of "
-                                 f"{self.window[1] - self.window[0]} window steps")
+                                 f"{self.window_length()} window steps")
             elif self.state is WAITING and self.verbose:
                 self._say(f"tfadvisor: profiling window (steps {self.window[0]}-{self.window[1] - 1}) not reached: "
                           f"{self.steps_seen} step(s) trained so far")
@@ -397,7 +409,7 @@ def _build(keras):
             self._end_marker()
             if self.state is PROFILING:
                 self.marked_executions += int(open_marker)
-                self._close(note=f"closed after {self.profiled_steps} of {self.window[1] - self.window[0]} "
+                self._close(note=f"closed after {self.profiled_steps} of {self.window_length()} "
                                  "window steps")
             return self.run_dir
 
@@ -447,8 +459,16 @@ def _build(keras):
             if self.verbose:
                 late = (f", {self._exec_first - self.window[0]} step(s) late: another profiler was running"
                         if self.clash else "")
-                self._say(f"tfadvisor: profiling from step {self._exec_first} "
-                          f"({self.window[1] - self.window[0]} steps) into {self.logdir}{late}")
+                length = self.window_length()
+                grown = (f" = {length // self._spe} executions of steps_per_execution={self._spe}"
+                         if self._spe > 1 else "")
+                self._say(f"tfadvisor: profiling from step {self._exec_first} ({length} steps{grown}) into "
+                          f"{self.logdir}{late}")
+
+        def window_length(self) -> int:
+            """Training steps the window lasts: as asked, and at least ``min_executions`` executions."""
+            asked = self.window[1] - self.window[0]
+            return max(asked, self.min_executions * self._spe) if self._spe > 1 else asked
 
         def _give_up(self, why: str) -> None:
             self.state = FAILED
@@ -562,6 +582,7 @@ def _build(keras):
                 "markers": self.marked_executions,
                 "steps_per_execution": self._spe,
                 "requested": list(self.window),
+                "length": self.window_length(),
             }
             if self.cut_short:
                 steps["cut_short"] = self.cut_short
