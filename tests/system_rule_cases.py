@@ -20,6 +20,17 @@ SYSTEM_CASES = [
     ("system_preprocessing_bound", {"system_gpu_util_pct": 20.0, "system_cpu_util_pct": 10.0,
                                     "system_disk_busy_pct": 95.0}, "critical"),
     ("system_preprocessing_bound", {"system_gpu_util_pct": 80.0, "system_cpu_util_pct": 90.0}, None),
+    # another process takes the CPU: not the pipeline's fault (system_competing_load says it)
+    ("system_preprocessing_bound", {**STEP, **BUSY_CPU, "system_proc_cpu_pct": 70.0, "system_other_cpu_pct": 27.0,
+                                    "input_pct": 37.0}, None),
+    # ---- a competing load on a saturated CPU (a shared machine)
+    ("system_competing_load", {**STEP, **BUSY_CPU, "system_proc_cpu_pct": 70.0, "system_other_cpu_pct": 27.0},
+     "warning"),
+    ("system_competing_load", {**STEP, **BUSY_CPU, "system_proc_cpu_pct": 54.0, "system_other_cpu_pct": 41.0},
+     "critical"),
+    ("system_competing_load", {**STEP, **BUSY_CPU, "system_other_cpu_pct": 2.0}, None),  # this process is the load
+    ("system_competing_load", {**STEP, "system_cpu_util_pct": 60.0, "system_proc_cpu_pct": 30.0,
+                               "system_other_cpu_pct": 30.0}, None),  # cores to spare: no competition
     # ---- everything low but not zero -> more parallelism
     ("system_input_underused", {**STEP, **IDLE_BOX, "input_pct": 97.0}, "critical"),
     ("system_input_underused", {**STEP, **IDLE_BOX, "input_pct": 8.0}, "warning"),
