@@ -178,3 +178,33 @@ def test_noise_interval_separates_noise_from_a_real_change():
     lo, hi = noise_interval_pct(R(base), R([x * 0.7 for x in base]))
     assert hi < 0 and -33 < lo < hi < -27
     assert noise_interval_pct(R([10.0]), R(base)) is None
+
+
+def test_fail_on_regression_needs_a_significant_regression():
+    """keras_fit_spe4 -> keras_fit_spe1 is +5 % per step, inside the steps' noise (95 % interval -2 .. +14 %): the
+    verdict is "unchanged", so --fail-on-regression 1 passes; the same budget fails a real regression."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "tfadvisor", "diff"]
+    r = subprocess.run(cmd + [str(SAMPLES / "keras_fit_spe4"), str(SAMPLES / "keras_fit_spe1"), "--format", "json",
+                              "--fail-on-regression", "1"], capture_output=True, text=True, env=env, timeout=300)
+    d = json.loads(r.stdout)
+    assert d["step_time"]["change_pct"] > 1 and d["verdict"] == "unchanged", d["verdict_text"]
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(cmd + [str(SAMPLES / "tfdata_seq_map_tuned"), str(SAMPLES / "tfdata_seq_map"),
+                              "--fail-on-regression", "1"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1 and "regressed" in r.stderr
+
+
+def test_conditions_name_what_differs():
+    import tfadvisor
+    from tfadvisor.report.diff import conditions
+
+    same = conditions(tfadvisor.analyze(SAMPLES / "tfdata_seq_map"),
+                      tfadvisor.analyze(SAMPLES / "tfdata_seq_map_tuned"))
+    assert same["comparable"] and same["differ"] == []
+    by = {c["name"]: c for c in same["items"]}
+    assert by["batch size"]["before"] is None and not by["batch size"]["differs"]  # no run file, no --batch-size
+    spe = conditions(tfadvisor.analyze(SAMPLES / "keras_fit_spe1"), tfadvisor.analyze(SAMPLES / "keras_fit_spe4"))
+    by = {c["name"]: c for c in spe["items"]}
+    # steps_per_execution differs, but per-step time stays comparable: not a reason to distrust the verdict
+    assert by["steps_per_execution"]["differs"] and spe["comparable"]

@@ -44,10 +44,8 @@ print("RUN", cb.run_dir, flush=True)
 PIPELINE_CPU = {"system_preprocessing_bound", "tfdata_cpu_contention", "tfdata_sequential_map"}
 
 
-@pytest.fixture(scope="module")
-def shared_capture(tmp_path_factory):
-    out = tmp_path_factory.mktemp("shared")
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]  # another job
+def _capture(out, burn: int) -> str:
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burn)]  # another job
     try:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
         p = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], env=env, timeout=300, capture_output=True,
@@ -58,6 +56,16 @@ def shared_capture(tmp_path_factory):
             b.wait()
     assert p.returncode == 0, p.stderr[-3000:]
     return next(ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("RUN "))
+
+
+@pytest.fixture(scope="module")
+def shared_capture(tmp_path_factory):
+    return _capture(tmp_path_factory.mktemp("shared"), burn=2)
+
+
+@pytest.fixture(scope="module")
+def quiet_capture(tmp_path_factory):
+    return _capture(tmp_path_factory.mktemp("quiet"), burn=0)
 
 
 def test_competing_load_is_named_and_the_pipeline_not_blamed(shared_capture):
@@ -71,3 +79,14 @@ def test_competing_load_is_named_and_the_pipeline_not_blamed(shared_capture):
     assert "system_preprocessing_bound" not in rules, rules
     found = next(f for f in r.findings if finding_rule(f) == "system_competing_load")
     assert f"{m['system_other_cpu_pct']:.0f} % of all 2 cores" in found.message
+
+
+def test_diff_says_when_the_load_differs(quiet_capture, shared_capture):
+    """The same program captured on a quiet machine and beside a CPU burner: whatever the verdict, diff says the
+    captures' conditions differ (other processes' CPU), so it is not a measure of a change."""
+    from tfadvisor.report.diff import diff_results
+
+    d = diff_results(tfadvisor.analyze(quiet_capture), tfadvisor.analyze(shared_capture))
+    assert not d["conditions"]["comparable"]
+    assert any("other processes took" in why for why in d["conditions"]["differ"])
+    assert "conditions differ" in d["verdict_text"]

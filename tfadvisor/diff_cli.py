@@ -1,6 +1,7 @@
 """``tfadvisor diff BEFORE AFTER [--format text|json] [--fail-on-regression PCT]``: analyse both profiles
-and print the comparison (:mod:`tfadvisor.report.diff`); with ``--fail-on-regression`` exit 1 when the mean
-step time got slower by more than PCT %, and 2 when either profile has no step time."""
+and print the comparison (:mod:`tfadvisor.report.diff`); with ``--fail-on-regression`` exit 1 when the
+verdict is a significant regression (slower, outside the steps' noise) of more than PCT %, and 2 when
+either profile has no step time."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def diff_command(
     fmt: str = typer.Option("text", "--format", "-f", metavar="text|json", help="Output format: text or json."),
     fail_on_regression: float | None = typer.Option(
         None, "--fail-on-regression", metavar="PCT",
-        help="Exit 1 when the mean step time got slower by more than PCT %; 2 when a profile has no step time."),
+        help="Exit 1 when the step time got significantly slower (beyond the steps' noise) by more than PCT %; 2 "
+             "when a profile has no step time."),
     run_before: str | None = typer.Option(None, "--run-before", metavar="NAME",
                                           help="Run to use in BEFORE (default: newest)."),
     run_after: str | None = typer.Option(None, "--run-after", metavar="NAME",
@@ -47,7 +49,7 @@ def diff_command(
             typer.echo(f"tfadvisor: {where}: no step time in the {side} profile: --fail-on-regression cannot "
                        "judge it", err=True)
             raise typer.Exit(2)
-        if pct > fail_on_regression:
+        if d["verdict"] == "slower" and pct > fail_on_regression:  # within the noise is no regression
             typer.echo(f"tfadvisor: step time regressed by {pct:.1f} % (> {fail_on_regression:g} %)", err=True)
             raise typer.Exit(1)
 

@@ -9,10 +9,16 @@ were fixed, are new, or remain (matched by rule id).
 ``render_text`` prints it for a terminal; the command ``tfadvisor diff`` is in
 :mod:`tfadvisor.diff_cli`.
 
-A step-time change is reported as "unchanged" when it is within :data:`NOISE_PCT` (1 %), or
-when the profiled steps cannot tell it from run-to-run noise: the 95 % interval of the difference
-of the mean step times (Welch, from each step's ``ms_per_step``) contains zero. Two captures of the
-same program on a busy host differ by a few % and must not read as a speed-up or a regression.
+The verdict is on the mean step time, or on the time per example when the two runs' batch sizes
+differ and both are known. A change is reported as "unchanged" when it is within :data:`NOISE_PCT`
+(1 %), or when the profiled steps cannot tell it from run-to-run noise: the 95 % interval of the
+difference of the mean step times (Welch, from each step's ``ms_per_step``) contains zero. Two
+captures of the same program on a busy host differ by a few % and must not read as a speed-up or a
+regression.
+
+The two captures' conditions are compared too (:func:`conditions`): other processes' CPU share,
+cores, batch size, ``steps_per_execution``, TensorFlow version. When the load or the machine
+differ, the verdict says it cannot be trusted as a measure of the change alone.
 """
 
 from __future__ import annotations
@@ -92,6 +98,7 @@ FIGURES: tuple[tuple[str, str, str, str], ...] = (
     # from the system samples and start-up record (tfadvisor/analyses/system.py); absent in older captures
     ("system_cpu_util_pct", "CPU busy (all cores)", "System", ""),
     ("system_proc_cpu_pct", "training process CPU", "System", ""),
+    ("system_other_cpu_pct", "other processes' CPU", "System", ""),
     ("system_gpu_util_pct", "GPU busy", "System", "higher"),
     ("system_gpu_mem_used_pct", "GPU memory peak", "System", ""),
     ("system_mem_used_pct", "host memory peak", "System", ""),
@@ -153,10 +160,17 @@ def diff_results(before: Any, after: Any) -> dict:
                             judgement=_judge(delta, pct, better) or None))
     sb, sa = _num(mb.get("step_time_mean_ms")), _num(ma.get("step_time_mean_ms"))
     step = dict(before_ms=sb, after_ms=sa, change_ms=None, change_pct=None, speedup=None, verdict="unknown")
+    cond = conditions(before, after)
+    bb, ba = cond["batch_size"]
     if sb is not None and sa is not None and sb > 0 and sa > 0:
-        change_pct = (sa - sb) / sb * 100
-        step.update(change_ms=sa - sb, change_pct=change_pct, speedup=sb / sa)
-        ci = noise_interval_pct(before, after)
+        if bb and ba:
+            step.update(before_examples_per_s=bb / (sb / 1000), after_examples_per_s=ba / (sa / 1000))
+        # per-step time compares only at one batch size: else the time per example does
+        nb, na = (sb / bb, sa / ba) if bb and ba and bb != ba else (sb, sa)
+        change_pct = (na - nb) / nb * 100
+        step.update(change_ms=sa - sb, change_pct=change_pct, speedup=nb / na,
+                    per="example" if (bb and ba and bb != ba) else "step")
+        ci = noise_interval_pct(before, after) if step["per"] == "step" else None
         step["interval_pct"] = list(ci) if ci else None
         if abs(change_pct) < NOISE_PCT:
             step["verdict"] = "unchanged"
@@ -167,14 +181,19 @@ def diff_results(before: Any, after: Any) -> dict:
                     f"steps' run-to-run noise (95 % interval {ci[0]:+.1f} .. {ci[1]:+.1f} %)")
         elif change_pct < 0:
             step["verdict"] = "faster"
-            text = (f"faster by {abs(change_pct):.1f} % per step ({sb:.3g} ms -> {sa:.3g} ms, "
-                    f"{sb / sa:.2f}x)")
+            text = (f"faster by {abs(change_pct):.1f} % per {step['per']} ({sb:.3g} ms -> {sa:.3g} ms per step, "
+                    f"{step['speedup']:.2f}x)")
         else:
             step["verdict"] = "slower"
-            text = f"slower by {change_pct:.1f} % per step ({sb:.3g} ms -> {sa:.3g} ms)"
+            text = f"slower by {change_pct:.1f} % per {step['per']} ({sb:.3g} ms -> {sa:.3g} ms per step)"
+        if step["per"] == "example":
+            text += f"; batch size {bb} -> {ba}: judged per example"
     else:
         missing = [w for w, v in (("before", sb), ("after", sa)) if v is None or v <= 0]
         text = f"no verdict: no step time in the {' and '.join(missing)} profile"
+    if cond["differ"]:
+        text += (f"; but the captures' conditions differ ({'; '.join(cond['differ'])}): not a measure of the change "
+                 "alone")
     step["text"] = text
 
     fb = {finding_rule(f): f for f in getattr(before, "findings", None) or []}
@@ -198,9 +217,74 @@ def diff_results(before: Any, after: Any) -> dict:
         step_time=step,
         verdict=step["verdict"],
         verdict_text=text,
+        conditions=cond,
         figures=figures,
         findings=findings,
     )
+
+
+#: Other processes' CPU (% of all cores) that two captures may differ by before their verdict is distrusted.
+OTHER_CPU_POINTS = 15.0
+
+
+def _facts(result: Any) -> dict[str, Any]:
+    """The run file of a result's run (``tfadvisor_run.json``), {} when there is none or it cannot be read."""
+    run = getattr(result, "run", None)
+    directory = getattr(run, "directory", None)
+    if not directory:
+        return {}
+    from tfadvisor.io.reader import read_run_metadata
+
+    try:
+        return read_run_metadata(directory)
+    except Exception:  # noqa: BLE001 - a run file is context, never a reason to fail a comparison
+        return {}
+
+
+def conditions(before: Any, after: Any) -> dict[str, Any]:
+    """What each capture ran under, side by side, and what differs enough to distrust a verdict.
+
+    ``items``: ``{name, before, after, differs}`` for other processes' CPU, the training process's CPU,
+    cores, batch size, ``steps_per_execution`` and the TensorFlow version; ``differ``: the reasons
+    (other processes' CPU apart by :data:`OTHER_CPU_POINTS` points or more, other cores, another TF
+    version); ``batch_size``: (before, after) or None each.
+    """
+    mb = getattr(before, "metrics", None) or {}
+    ma = getattr(after, "metrics", None) or {}
+    fb, fa = _facts(before), _facts(after)
+
+    def batch(result: Any, facts: dict) -> int | None:
+        v = getattr(getattr(result, "options", None), "batch_size", None) or facts.get("batch_size")
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+    items, differ = [], []
+
+    def add(name: str, b: Any, a: Any, differs: bool, why: str = "") -> None:
+        items.append({"name": name, "before": b, "after": a, "differs": bool(differs)})
+        if differs and why:
+            differ.append(why)
+
+    ob, oa = _num(mb.get("system_other_cpu_pct")), _num(ma.get("system_other_cpu_pct"))
+    add("other processes' CPU %", ob, oa, ob is not None and oa is not None and abs(ob - oa) >= OTHER_CPU_POINTS,
+        f"other processes took {ob or 0:.0f} % of the CPU before, {oa or 0:.0f} % after")
+    add("training process CPU %", _num(mb.get("system_proc_cpu_pct")), _num(ma.get("system_proc_cpu_pct")), False)
+    cb, ca = _num(mb.get("system_cpu_cores")), _num(ma.get("system_cpu_cores"))
+    add("CPU cores", cb, ca, cb is not None and ca is not None and cb != ca,
+        f"{cb or 0:.0f} cores before, {ca or 0:.0f} after")
+    bb, ba = batch(before, fb), batch(after, fa)
+    add("batch size", bb, ba, bool(bb and ba and bb != ba))
+    sb, sa = _num(mb.get("steps_per_execution")), _num(ma.get("steps_per_execution"))
+    add("steps_per_execution", sb, sa, sb is not None and sa is not None and sb != sa)
+    tb, ta = fb.get("tf_version"), fa.get("tf_version")
+    tb, ta = (tb if isinstance(tb, str) else None), (ta if isinstance(ta, str) else None)
+    add("TensorFlow version", tb, ta, bool(tb and ta and tb != ta), f"TensorFlow {tb} before, {ta} after")
+    return {"items": items, "differ": differ, "comparable": not differ, "batch_size": [bb, ba]}
+
+
+def _cond(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.0f}" if abs(v) >= 10 else f"{v:.3g}"
+    return "?" if v is None else str(v)
 
 
 def _pct(p: float | None) -> str:
@@ -243,6 +327,11 @@ def render_text(d: dict, console: Any = None) -> None:
         side = d[key]
         con.print(Text(f"{key + ':':8}", style="dim") + Text(str(side.get("directory") or side["run"])))
     con.print(Text("Verdict: ", style="bold") + Text(d["verdict_text"], style=f"bold {colour}"))
+    known = [c for c in d.get("conditions", {}).get("items", []) if c["before"] is not None or c["after"] is not None]
+    if known:
+        con.print(Text("Conditions: ", style="bold") + Text("; ".join(
+            f"{c['name']} {_cond(c['before'])} -> {_cond(c['after'])}" + (" (differs)" if c["differs"] else "")
+            for c in known)))
     table = Table(show_header=True, header_style="bold", show_lines=False, pad_edge=False, expand=False)
     table.add_column("figure", overflow="fold")
     table.add_column("before", justify="right")
