@@ -10,7 +10,19 @@ IDLE_BOX = dict(system_cpu_util_pct=9.0, system_cpu_idle_cores=2, system_cpu_cor
                 system_net_recv_mbps=0.0)
 BUSY_CPU = dict(system_cpu_util_pct=97.0, system_cpu_cores=2, system_proc_cpu_pct=95.0, system_disk_busy_pct=0.0)
 
+COMPUTE = dict(steps_count=40, step_time_mean_ms=27.0, step_device_compute_pct=88.0, op_matrix_pct=90.0,
+               op_top_category="matrix", op_top_category_pct=90.0, device_present=False,
+               op_top_ops="Conv2DBackpropFilter 38 %, Conv2DBackpropInput 32 %, FusedConv2D 20 %")
+
 SYSTEM_CASES = [
+    # ---- compute-bound: the largest op costs (rules/35_compute.toml)
+    ("compute_bound_matrix", COMPUTE, "warning"),
+    ("compute_bound_matrix", {**COMPUTE, "step_device_compute_pct": 40.0}, None),  # the step waits, not computes
+    ("compute_bound_matrix", {**COMPUTE, "capture_steady_state": False}, None),
+    ("compute_bound_ops", {**COMPUTE, "op_top_category": "elementwise", "op_top_category_pct": 70.0,
+                           "op_matrix_pct": 20.0}, "info"),
+    ("compute_bound_ops", COMPUTE, None),  # matrix: the other rule
+
     # ---- preprocessing short of CPU: input wait + saturated CPU (the cross-check), or GPU low + CPU/disk high
     ("system_preprocessing_bound", {**STEP, **BUSY_CPU, "input_pct": 76.0}, "critical"),
     ("system_preprocessing_bound", {**STEP, **BUSY_CPU, "input_pct": 10.0}, "warning"),

@@ -26,6 +26,7 @@ ORDER = (
     "input",
     "tfdata",
     "placement",
+    "opcost",  # op time by type and category (matrix, elementwise, optimizer, ...)
     "precision",
     "memory",
     "collectives",

@@ -38,9 +38,37 @@ def model_facts(model: Any = None, batch_size: int | None = None) -> dict[str, A
     return out
 
 
+#: CPU features the advice depends on (``/proc/cpuinfo`` flags): fast bfloat16 (AMX, AVX512-BF16), float16.
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_facts() -> dict[str, Any]:
+    """The CPU's model, core count and the :data:`CPU_FLAGS` it has (Linux: ``/proc/cpuinfo``; else {})."""
+    out: dict[str, Any] = {"cores": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 20)
+    except OSError:
+        return out
+    flags: set[str] = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and "model" not in out:
+            out["model"] = value.strip()
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+    out["flags"] = [f for f in CPU_FLAGS if f in flags]
+    return out
+
+
 def environment_facts(strategy: Any = None) -> dict[str, Any]:
-    """Versions, devices, tf.distribute strategy, replicas and hosts of this process."""
+    """Versions, CPU, devices, tf.distribute strategy, replicas and hosts of this process."""
     out: dict[str, Any] = {"tfadvisor_version": __version__, "host_names": [socket.gethostname()]}
+    try:
+        out["cpu"] = cpu_facts()
+    except Exception:  # noqa: BLE001 - a fact, never a reason to fail a capture
+        pass
     tf = sys.modules.get("tensorflow")
     if tf is None:
         return out

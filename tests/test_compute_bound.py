@@ -1,0 +1,106 @@
+"""A compute-bound Keras CNN on the CPU (issue 24, in part): the step's time is in convolutions, and the report
+names them with their shares (checked against an independent protobuf count) and gives the fix that fits this
+CPU; never "no findings", and no 16-bit advice for a CPU without fast 16-bit math. Real TensorFlow capture."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+import tfadvisor
+from tfadvisor.analyses.opcost import INPUT_OPS, display_type
+from tfadvisor.analyses.placement import WRAPPER_TYPES
+from tfadvisor.proto import xplane_pb2
+from tfadvisor.report.plots import finding_rule
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                       reason="capture tests need TensorFlow (pip install 'tfadvisor[tf-cpu]')"),
+]
+
+CNN = r'''
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import numpy as np, keras
+from tfadvisor.keras import AdvisorCallback
+keras.utils.set_random_seed(0)
+x = np.random.rand(512, 32, 32, 3).astype("float32"); y = np.random.randint(0, 10, 512)
+m = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(32, 3, activation="relu"),
+                      keras.layers.Conv2D(64, 3, activation="relu"), keras.layers.MaxPooling2D(),
+                      keras.layers.Conv2D(64, 3, activation="relu"), keras.layers.GlobalAveragePooling2D(),
+                      keras.layers.Dense(10)])
+m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+cb = AdvisorCallback(sys.argv[1], steps=(3, 13), analyze=False)
+m.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[cb])
+print("RUN", cb.run_dir, flush=True)
+'''
+TF_OP = re.compile(r"^[^:\s]+:([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+@pytest.fixture(scope="module")
+def cnn_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cnn")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", CNN, str(out)], env=env, timeout=300, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return Path(next(ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("RUN ")))
+
+
+def _protobuf_shares(run_dir: Path) -> dict[str, float]:
+    """Op-type shares of TF op time read with protobuf alone (not tfadvisor's reader)."""
+    xs = xplane_pb2.XSpace()
+    xs.ParseFromString(next(run_dir.glob("*.xplane.pb")).read_bytes())
+    by_type: dict[str, float] = defaultdict(float)
+    for plane in xs.planes:
+        if not plane.name.startswith("/host:"):
+            continue
+        for line in plane.lines:
+            for ev in line.events:
+                m = TF_OP.match(plane.event_metadata[ev.metadata_id].name)
+                if m and m.group(1) not in WRAPPER_TYPES and not INPUT_OPS.match(display_type(m.group(1))):
+                    by_type[display_type(m.group(1))] += max(ev.duration_ps, 0)
+    total = sum(by_type.values())
+    return {t: 100 * v / total for t, v in by_type.items()}
+
+
+def test_the_dominant_ops_are_named_with_shares_that_match_protobuf(cnn_run):
+    r = tfadvisor.analyze(cnn_run)
+    assert r.findings, "no findings on a compute-bound run"
+    first = r.findings[0]
+    assert finding_rule(first) == "compute_bound_matrix", [finding_rule(f) for f in r.findings]
+    assert "Conv2DBackprop" in first.message
+    table = r.tables["op_types"]
+    truth = _protobuf_shares(cnn_run)
+    for row in table.head(3).itertuples():  # the top entries, within 1 percentage point
+        assert row.pct == pytest.approx(truth[row.type], abs=1.0), (row.type, row.pct, truth[row.type])
+    assert abs(table["pct"].sum() - 100) < 1e-6
+    assert r.metrics["op_matrix_pct"] == pytest.approx(
+        sum(v for t, v in truth.items() if re.search(r"(?i)conv|matmul|einsum", t)), abs=1.0)
+
+
+def test_the_fix_fits_the_cpu(cnn_run, tmp_path):
+    md = json.loads((cnn_run / "tfadvisor_run.json").read_text())
+    flags = md["cpu"]["flags"]  # recorded at capture
+    fast = any(f in flags for f in ("amx_bf16", "avx512_bf16"))
+    fix = tfadvisor.analyze(cnn_run).findings[0].fix
+    assert ('set_global_policy("mixed_bfloat16")' in fix) == fast
+    # the same profile from a CPU without fast 16-bit math: keep float32, no 16-bit policy at all
+    copy = tmp_path / "run"
+    shutil.copytree(cnn_run, copy)
+    md["cpu"]["flags"] = [f for f in flags if f not in ("amx_bf16", "avx512_bf16", "avx512_fp16", "amx_tile")]
+    (copy / "tfadvisor_run.json").write_text(json.dumps(md))
+    r = tfadvisor.analyze(copy)
+    assert r.metrics["cpu_fast_bf16"] is False
+    fix = r.findings[0].fix
+    assert "keep float32" in fix and "set_global_policy" not in fix and "float16" not in fix.replace("16-bit", "")
