@@ -16,7 +16,7 @@ COMPUTE = dict(steps_count=40, step_time_mean_ms=27.0, step_device_compute_pct=8
 
 SYSTEM_CASES = [
     # ---- compute-bound: the largest op costs (rules/35_compute.toml)
-    ("compute_bound_matrix", COMPUTE, "warning"),
+    ("compute_bound_matrix", COMPUTE, "info"),
     ("compute_bound_matrix", {**COMPUTE, "step_device_compute_pct": 40.0}, None),  # the step waits, not computes
     ("compute_bound_matrix", {**COMPUTE, "capture_steady_state": False}, None),
     ("compute_bound_ops", {**COMPUTE, "op_top_category": "elementwise", "op_top_category_pct": 70.0,

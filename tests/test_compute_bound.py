@@ -74,12 +74,18 @@ def _protobuf_shares(run_dir: Path) -> dict[str, float]:
     return {t: 100 * v / total for t, v in by_type.items()}
 
 
+def _finding(result, rule: str):
+    return next(f for f in result.findings if finding_rule(f) == rule)
+
+
 def test_the_dominant_ops_are_named_with_shares_that_match_protobuf(cnn_run):
     r = tfadvisor.analyze(cnn_run)
-    assert r.findings, "no findings on a compute-bound run"
-    first = r.findings[0]
-    assert finding_rule(first) == "compute_bound_matrix", [finding_rule(f) for f in r.findings]
-    assert "Conv2DBackprop" in first.message
+    rules = [finding_rule(f) for f in r.findings]
+    assert "compute_bound_matrix" in rules, rules  # never "no findings" on a compute-bound run
+    # nothing about the input pipeline or the runtime outranks it (step outliers may, on a loaded machine)
+    assert all(x in ("compute_bound_matrix", "step_outliers") for x in rules[:rules.index("compute_bound_matrix")])
+    found = r.findings[rules.index("compute_bound_matrix")]
+    assert "Conv2DBackprop" in found.message
     table = r.tables["op_types"]
     truth = _protobuf_shares(cnn_run)
     for row in table.head(3).itertuples():  # the top entries, within 1 percentage point
@@ -93,7 +99,7 @@ def test_the_fix_fits_the_cpu(cnn_run, tmp_path):
     md = json.loads((cnn_run / "tfadvisor_run.json").read_text())
     flags = md["cpu"]["flags"]  # recorded at capture
     fast = any(f in flags for f in ("amx_bf16", "avx512_bf16"))
-    fix = tfadvisor.analyze(cnn_run).findings[0].fix
+    fix = _finding(tfadvisor.analyze(cnn_run), "compute_bound_matrix").fix
     assert ('set_global_policy("mixed_bfloat16")' in fix) == fast
     # the same profile from a CPU without fast 16-bit math: keep float32, no 16-bit policy at all
     copy = tmp_path / "run"
@@ -102,5 +108,5 @@ def test_the_fix_fits_the_cpu(cnn_run, tmp_path):
     (copy / "tfadvisor_run.json").write_text(json.dumps(md))
     r = tfadvisor.analyze(copy)
     assert r.metrics["cpu_fast_bf16"] is False
-    fix = r.findings[0].fix
+    fix = _finding(r, "compute_bound_matrix").fix
     assert "keep float32" in fix and "set_global_policy" not in fix and "float16" not in fix.replace("16-bit", "")
