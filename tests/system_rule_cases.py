@@ -22,6 +22,12 @@ SYSTEM_CASES = [
     ("compute_bound_ops", {**COMPUTE, "op_top_category": "elementwise", "op_top_category_pct": 70.0,
                            "op_matrix_pct": 20.0}, "info"),
     ("compute_bound_ops", COMPUTE, None),  # matrix: the other rule
+    # ---- no steps: where the op time goes
+    ("op_time_dominant", {"steps_count": 0, "op_top_category": "data_movement", "op_top_category_pct": 96.6,
+                          "op_source": "device", "op_time_ms": 315123.0, "op_top_ops": "copy-done 97 %"}, "warning"),
+    ("op_time_dominant", {"steps_count": 0, "op_top_category": "matrix", "op_top_category_pct": 70.0,
+                          "op_source": "device", "op_time_ms": 100.0, "op_top_ops": "convolution 70 %"}, "info"),
+    ("op_time_dominant", {"steps_count": 12, "op_top_category": "matrix", "op_top_category_pct": 70.0}, None),
 
     # ---- preprocessing short of CPU: input wait + saturated CPU (the cross-check), or GPU low + CPU/disk high
     ("system_preprocessing_bound", {**STEP, **BUSY_CPU, "input_pct": 76.0}, "critical"),

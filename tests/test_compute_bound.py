@@ -110,3 +110,33 @@ def test_the_fix_fits_the_cpu(cnn_run, tmp_path):
     assert r.metrics["cpu_fast_bf16"] is False
     fix = _finding(r, "compute_bound_matrix").fix
     assert "keep float32" in fix and "set_global_policy" not in fix and "float16" not in fix.replace("16-bit", "")
+
+
+HOST_OFFLOAD = ROOT.parent / "shared" / "real_traces" / "jax_tpu_v6e4_host_offload"
+
+
+def test_host_offload_tpu_trace_leads_with_the_copies():
+    """Issue 24's real JAX trace (4 TPU v6e chips, host offload, no steps): copy-done takes ~96.5 % of the chips'
+    op time (independent protobuf count below); the first finding says so instead of only "no steps"."""
+    assert HOST_OFFLOAD.is_dir(), f"{HOST_OFFLOAD}: the shared real traces are missing"
+    r = tfadvisor.analyze(HOST_OFFLOAD)
+    first = r.findings[0]
+    assert finding_rule(first) == "op_time_dominant" and first.severity == "warning", first.title
+    assert "copy-done" in first.message and first.title == "The devices spend their op time moving data"
+    # independent: every XLA op event of the TPU planes, read with protobuf, by HLO instruction name
+    xs = xplane_pb2.XSpace()
+    xs.ParseFromString(next(HOST_OFFLOAD.rglob("*.xplane.pb")).read_bytes())
+    by: dict[str, float] = defaultdict(float)
+    for plane in xs.planes:
+        if not plane.name.startswith("/device:TPU:"):
+            continue
+        ops = [ln for ln in plane.lines if ln.name == "XLA Ops"]
+        for line in ops:
+            for ev in line.events:
+                name = plane.event_metadata[ev.metadata_id].name
+                by[re.sub(r"\.\d+$", "", name.lstrip("%").split(" ", 1)[0])] += ev.duration_ps
+    share = 100 * by["copy-done"] / sum(by.values())
+    assert 96 <= share <= 97
+    assert r.metrics["op_top_ops"].startswith("copy-done")
+    assert r.metrics["op_data_movement_pct"] == pytest.approx(share + 100 * by["copy-start"] / sum(by.values()),
+                                                              abs=1.0)

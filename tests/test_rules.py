@@ -27,7 +27,7 @@ RULE_IDS = {
     "system_input_disk_bound", "system_input_network_bound", "system_preprocessing_bound", "system_input_underused",
     "system_competing_load",
     # compute: the largest op costs (rules/35_compute.toml)
-    "compute_bound_matrix", "compute_bound_ops",
+    "compute_bound_matrix", "compute_bound_ops", "op_time_dominant",
     "slow_startup", "host_memory_pressure", "idle_gpus", "gpu_low_utilisation", "cpu_cores_idle",
     # capture quality (rules/05_capture.toml)
     "capture_not_steady_state", "capture_no_steps", "devices_idle",

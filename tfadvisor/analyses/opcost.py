@@ -23,7 +23,7 @@ import numpy as np
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import outermost
-from tfadvisor.analyses.placement import meta_durations, op_type, tf_op_meta_mask
+from tfadvisor.analyses.placement import TF_OP_RE, meta_durations, op_type, tf_op_meta_mask
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -125,7 +125,11 @@ def _host_parts(trace: Trace, ctx: Context) -> tuple[list[str], np.ndarray, np.n
 
 
 def _op_type_of(name: str, source: str) -> str:
-    if source == "device" and ":" not in name:  # an XLA op (fusion.12, convolution.3, copy-start)
+    """The op type of an op event: a TF op's ``Type`` (``scope/name:Type``), an XLA op's instruction name
+    (``%copy-start.2 = (...) copy-start(...)`` or ``fusion.12``)."""
+    if name.startswith("%"):  # HLO text: the instruction's name, which XLA derives from its opcode
+        return name[1:].split(" ", 1)[0]
+    if source == "device" and TF_OP_RE.match(name) is None:
         return name
     return op_type(name) or name
 
