@@ -32,7 +32,8 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("collective", re.compile(r"(?i)allreduce|all-reduce|all_reduce|allgather|all-gather|reducescatter|"
                               r"reduce-scatter|collective|nccl|horovod|alltoall|all-to-all")),
     ("optimizer", re.compile(r"(?i)^(_mkl)?(resource)?apply|assign(add|sub)?variable|^assign(add|sub)?$")),
-    ("matrix", re.compile(r"(?i)conv|matmul|einsum|^dot|gemm|attention|batchmatmul")),
+    ("matrix", re.compile(r"(?i)conv(?!ert)|matmul|einsum|^dot|gemm|attention|batchmatmul|^cijk_|cutlass|xmma|wgrad|"
+                          r"dgrad|fprop|flash")),
     ("gather_scatter", re.compile(r"(?i)gather|scatter|segment|embedding|lookup")),
     ("data_movement", re.compile(r"(?i)copy|transpose|^_?send|^_?recv|_hostsend|_hostrecv|memcpy|offload|"
                                  r"dynamicupdateslice|dynamic-update-slice|concat")),
@@ -68,13 +69,40 @@ DECLARED = declare(
     ("op_top_category", "", "the category with the most op time"),
     ("op_top_category_pct", "%", "its share of op time"),
     ("op_top_ops", "", "the op types with the most time, each with its share of op time"),
-    ("op_source", "", "where the op time was read: `device` (op lines of the device planes) or `host` (TF ops on "
-                      "the host)"),
+    ("op_source", "", "where the op time was read: `device` (op lines of the device planes), `kernels` (device "
+                      "kernels, where the planes have no op lines) or `host` (TF ops on the host)"),
     ("cpu_fast_bf16", "", "the CPU has fast bfloat16 math (AMX or AVX512-BF16), from the run file's cpu.flags"),
     doc="Op time by type and category (matrix, elementwise, optimizer, gather_scatter, data_movement, "
         "collective): shares of the summed op time, 100 in all.",
     tables="`op_types` (type, category, count, total_ms, pct)",
 )
+
+
+def _kernel_parts(trace: Trace, ctx: Context) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Device time per kernel name, for device planes without op lines (e.g. ROCm: kernel streams only)."""
+    from tfadvisor.analyses.placement import kernel_meta_totals
+
+    names: list[str] = []
+    dur: list[np.ndarray] = []
+    cnt: list[np.ndarray] = []
+    for p in trace.device_planes:
+        c, d = kernel_meta_totals(p, ctx)
+        used = np.flatnonzero((c > 0) & (d > 0))
+        if not used.size:
+            continue
+        names.extend(kernel_type(str(p.event_names[i])) for i in used)
+        dur.append(d[used].astype(np.float64))
+        cnt.append(c[used])
+    if not names:
+        return [], np.empty(0), np.empty(0, np.int64)
+    return names, np.concatenate(dur), np.concatenate(cnt)
+
+
+def kernel_type(name: str) -> str:
+    """A kernel's name without its C++ signature and namespaces (``void at::native::foo<...>(...)`` -> ``foo``)."""
+    base = re.sub(r"^void\s+", "", name).split("(", 1)[0]
+    base = re.sub(r"<.*$", "", base).rsplit("::", 1)[-1]
+    return base[:60] or name[:60]
 
 
 def _device_parts(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -129,7 +157,7 @@ def _op_type_of(name: str, source: str) -> str:
     (``%copy-start.2 = (...) copy-start(...)`` or ``fusion.12``)."""
     if name.startswith("%"):  # HLO text: the instruction's name, which XLA derives from its opcode
         return name[1:].split(" ", 1)[0]
-    if source == "device" and TF_OP_RE.match(name) is None:
+    if source == "kernels" or (source == "device" and TF_OP_RE.match(name) is None):
         return name
     return op_type(name) or name
 
@@ -153,6 +181,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.add("cpu_fast_bf16", fast)
     source = "device"
     names, dur, cnt = _device_parts(trace)
+    if not names:
+        source = "kernels"
+        names, dur, cnt = _kernel_parts(trace, ctx)
     if not names:
         source = "host"
         names, dur, cnt = _host_parts(trace, ctx)
