@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -107,6 +108,24 @@ def capture_env(**extra: str) -> dict[str, str]:
     env.pop("TFADVISOR_SYSTEM", None)
     env.update(extra)
     return env
+
+
+#: Marks of a test module that captures with real TensorFlow in child processes.
+CAPTURE_MARKS = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                       reason="capture tests need TensorFlow (pip install 'tfadvisor[tf-cpu]')"),
+]
+
+
+def run_capture_script(code: str, *args: str, timeout: float = 300) -> str:
+    """Run a capture script (``python -c code args...``) with this checkout importable and TensorFlow quiet; the
+    run directory it prints on a ``RUN <dir>`` line."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, timeout=timeout, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return next(ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("RUN "))
 
 
 def train_markers(run_dir: str) -> list[int]:

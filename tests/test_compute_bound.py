@@ -4,18 +4,14 @@ CPU; never "no findings", and no 16-bit advice for a CPU without fast 16-bit mat
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import CAPTURE_MARKS, ROOT, run_capture_script
 
 import tfadvisor
 from tfadvisor.analyses.opcost import INPUT_OPS, display_type
@@ -23,11 +19,7 @@ from tfadvisor.analyses.placement import WRAPPER_TYPES
 from tfadvisor.proto import xplane_pb2
 from tfadvisor.report.plots import finding_rule
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
-                       reason="capture tests need TensorFlow (pip install 'tfadvisor[tf-cpu]')"),
-]
+pytestmark = CAPTURE_MARKS
 
 CNN = r'''
 import os, sys
@@ -50,11 +42,7 @@ TF_OP = re.compile(r"^[^:\s]+:([A-Za-z_][A-Za-z0-9_]*)$")
 
 @pytest.fixture(scope="module")
 def cnn_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("cnn")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", CNN, str(out)], env=env, timeout=300, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return Path(next(ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("RUN ")))
+    return Path(run_capture_script(CNN, tmp_path_factory.mktemp("cnn")))
 
 
 def _protobuf_shares(run_dir: Path) -> dict[str, float]:

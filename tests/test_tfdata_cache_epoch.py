@@ -4,22 +4,12 @@ no fix adds a cache the pipeline already has. Real TensorFlow capture, TF's defa
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
-
-import pytest
-from conftest import ROOT
+from conftest import CAPTURE_MARKS, run_capture_script
 
 import tfadvisor
 from tfadvisor.report.plots import finding_rule
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
-                       reason="capture tests need TensorFlow (pip install 'tfadvisor[tf-cpu]')"),
-]
+pytestmark = CAPTURE_MARKS
 
 SCRIPT = r'''
 import os, sys
@@ -47,12 +37,7 @@ print("RUN", cb.run_dir, flush=True)
 
 
 def test_a_filled_cache_is_no_missing_cache(tmp_path):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], env=env, timeout=300, capture_output=True,
-                       text=True)
-    assert p.returncode == 0, p.stderr[-3000:]
-    run = next(ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("RUN "))
-    r = tfadvisor.analyze(run)
+    r = tfadvisor.analyze(run_capture_script(SCRIPT, tmp_path))
     assert "Cache" in str(r.metrics["tfdata_pipeline"]), r.metrics["tfdata_pipeline"]
     rules = [finding_rule(f) for f in r.findings]
     assert "tfdata_no_cache" not in rules, rules

@@ -20,10 +20,8 @@ import re
 
 import numpy as np
 
-from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import outermost
-from tfadvisor.analyses.placement import TF_OP_RE, meta_durations, op_type, tf_op_meta_mask
+from tfadvisor.analyses.placement import TF_OP_RE, device_op_rows, meta_durations, op_type, tf_op_meta_mask
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -110,13 +108,9 @@ def _device_parts(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray]:
     dur: list[np.ndarray] = []
     cnt: list[np.ndarray] = []
     for p in trace.device_planes:
-        lines = dl.op_lines(p)
-        if not lines.size:
-            continue
-        rows = np.flatnonzero(p.line_event_mask(lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+        rows = device_op_rows(p)
         if not rows.size:
             continue
-        rows = outermost(p, rows)
         meta = p.ev_meta[rows]
         d = np.bincount(meta, weights=p.ev_dur_ps[rows].astype(np.float64), minlength=len(p.event_names))
         c = np.bincount(meta, minlength=len(p.event_names))

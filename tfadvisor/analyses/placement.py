@@ -332,19 +332,25 @@ def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.nd
     return out
 
 
+def device_op_rows(p: Plane) -> np.ndarray:
+    """The op events of a device plane's op-attribution lines (``TensorFlow Ops``/``Framework Ops``, else
+    ``XLA Ops``) with a duration, outermost of each nest only; empty when the plane has no such line."""
+    lines = dl.op_lines(p)
+    if not lines.size:
+        return np.empty(0, np.int64)
+    rows = np.flatnonzero(p.line_event_mask(lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+    return outermost(p, rows) if rows.size else rows
+
+
 def device_op_parts(trace: Trace) -> list[Table]:
     """Device time per op event from the op-attribution lines (``TensorFlow Ops``/``Framework Ops``,
     else ``XLA Ops``) of every device plane, a table per plane (none when no plane has such a line).
     Only the outermost event of a nest counts, so nested ops are not counted twice."""
     parts = []
     for p in trace.device_planes:
-        lines = dl.op_lines(p)
-        if not lines.size:
-            continue
-        rows = np.flatnonzero(p.line_event_mask(lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+        rows = device_op_rows(p)
         if not rows.size:
             continue
-        rows = outermost(p, rows)
         parts.append(Table({"op": p.event_names[p.ev_meta[rows]].astype(str),
                             "total_ps": p.ev_dur_ps[rows].astype(np.float64), "count": np.ones(rows.size, np.int64),
                             "device": dl.short_name(p)}))
