@@ -46,6 +46,20 @@ def data(n=256):
     rng = np.random.default_rng(0)
     return rng.random((n, 8), dtype=np.float32), rng.random((n, 1), dtype=np.float32)
 
+def at_batch(n, action):
+    """A Keras callback that calls action() when the n-th batch of the fit ends."""
+    import keras
+
+    class AtBatch(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = 0
+        def on_train_batch_end(self, batch, logs=None):
+            self.seen += 1
+            if self.seen == n:
+                action()
+    return AtBatch()
+
 def model():
     import keras
     m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
@@ -397,18 +411,12 @@ from tfadvisor.keras import AdvisorCallback
 x, y = data()
 m = model()
 
-class CtrlC(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-    def on_train_batch_end(self, batch, logs=None):
-        self.n += 1
-        if self.n == 5:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C / "interrupt the kernel" in a notebook
+# Ctrl-C / "interrupt the kernel" in a notebook, at the 5th batch
+ctrl_c = at_batch(5, lambda: os.kill(os.getpid(), signal.SIGINT))
 
 first = AdvisorCallback(os.path.join(logdir, "first"), steps=(2, 30), analyze=False)
 try:
-    m.fit(x, y, batch_size=16, epochs=5, verbose=0, callbacks=[first, CtrlC()])
+    m.fit(x, y, batch_size=16, epochs=5, verbose=0, callbacks=[first, ctrl_c])
     interrupted = False
 except KeyboardInterrupt:  # the notebook catches it; the kernel lives on
     interrupted = True
@@ -443,19 +451,8 @@ def case_notebook_interrupt_refit(work: Path) -> Outcome:
 
 
 OS_EXIT = '''
-import keras
-
-class Exit(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-    def on_train_batch_end(self, batch, logs=None):
-        self.n += 1
-        if self.n == 5:
-            os._exit(3)
-
 x, y = data()
-model().fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[Exit()])
+model().fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[at_batch(5, lambda: os._exit(3))])
 '''
 
 

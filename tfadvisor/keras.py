@@ -282,10 +282,7 @@ def _build(keras):
             self.state = MARKING if self.window is None else WAITING
             self.hint = True  # print "analyse it with: tfadvisor analyze ..." when not analysing
             self.steps_seen = 0  # global steps started so far (all epochs and fit calls)
-            self.profiled_steps = 0
-            self.marked_executions = 0
-            self.first_profiled: int | None = None
-            self.session: ProfileSession | None = None
+            self._new_window()
             self.run_dir: str | None = None
             self.result = None
             self.error: str | None = None
@@ -298,14 +295,8 @@ def _build(keras):
             self._fit_batch_size: int | None = None
             self._startup = not runfacts.STARTUP  # record start-up milestones (first fit of the process)
             self.retries = retries_n
-            self.attempts = 0  # profiler starts tried
-            self.clash: str | None = None  # the first "another profiler is running" error
             self.epoch: int | None = None  # the epoch running now
-            self.window_epochs: list[int] = []  # epochs with profiled steps
-            self.epoch_ends: list[int] = []  # global steps after which an epoch ended inside the window
-            self.validation_runs = 0  # validation passes inside the window
             self.in_fit = False  # between on_train_begin and on_train_end (stays True when fit raised)
-            self.cut_short: str | None = None  # why the last window ended early (a signal, fit raising)
             self.run_dirs: list[str] = []  # every window's run directory (several after a re-arm)
             if memory:
                 enable_memory_events()
@@ -508,18 +499,24 @@ def _build(keras):
             self.marked_executions += int(open_marker)
             self._close(note=f"window cut short: {why}")
 
+        def _new_window(self) -> None:
+            """What one window counts, from nothing (at construction, and when a cut-short window re-arms)."""
+            self.session: ProfileSession | None = None
+            self.profiled_steps = 0
+            self.marked_executions = 0
+            self.first_profiled: int | None = None
+            self.attempts = 0  # profiler starts tried
+            self.clash: str | None = None  # the first "another profiler is running" error
+            self.window_epochs: list[int] = []  # epochs with profiled steps
+            self.epoch_ends: list[int] = []  # global steps after which an epoch ended inside the window
+            self.validation_runs = 0  # validation passes inside the window
+            self.cut_short: str | None = None  # why the window ended early (a signal, fit raising)
+
         def _rearm(self) -> None:
             start, stop = self.requested
             self.window = (self.steps_seen + start, self.steps_seen + stop)
             self.state = WAITING
-            self.session = None
-            self.cut_short = None
-            self.profiled_steps = 0
-            self.marked_executions = 0
-            self.first_profiled = None
-            self.clash = None
-            self.attempts = 0
-            self.window_epochs, self.epoch_ends, self.validation_runs = [], [], 0
+            self._new_window()
             if self.verbose:
                 say(f"tfadvisor: the last window was cut short; profiling steps {self.window[0]}-"
                     f"{self.window[1] - 1} of this fit ({start} steps into it)", self.stream)

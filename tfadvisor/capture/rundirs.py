@@ -45,10 +45,15 @@ def publish(stage: str, logdir: str) -> list[str]:
             dst = _place(os.path.join(src_dir, name), dst_dir, name)
             if dst.endswith(XPLANE_SUFFIX):
                 moved.append(dst)
-    with contextlib.suppress(OSError):
-        shutil.rmtree(stage)
-        os.rmdir(os.path.dirname(stage))  # the staging root, once no process uses it
+    drop_stage(stage)
     return moved
+
+
+def drop_stage(stage: str) -> None:
+    """Remove a staging directory, and the staging root once no process uses it."""
+    shutil.rmtree(stage, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(stage))
 
 
 def _place(src: str, dst_dir: str, name: str) -> str:

@@ -24,6 +24,7 @@ from tfadvisor.capture.options import MEMORY_ENV, check_levels, enable_memory_ev
 from tfadvisor.capture.rundirs import (
     Snapshot,
     changed_files,
+    drop_stage,
     list_names,
     new_run_dir,
     profile_root,
@@ -258,13 +259,7 @@ class ProfileSession:
     def _drop_stage(self) -> None:
         stage, self._stage = self._stage, None
         if stage is not None:
-            import shutil
-
-            shutil.rmtree(stage, ignore_errors=True)
-            try:
-                os.rmdir(os.path.dirname(stage))
-            except OSError:
-                pass
+            drop_stage(stage)
 
     def seconds(self) -> float | None:
         """How long the profiler ran (so far, while it runs)."""
