@@ -27,6 +27,7 @@ ORDER = (
     "tfdata",
     "placement",
     "opcost",  # op time by type and category (matrix, elementwise, optimizer, ...)
+    "attribution",  # the window and each step split into parts summing to 100 %, per device too
     "precision",
     "memory",
     "collectives",

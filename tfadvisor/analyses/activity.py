@@ -67,8 +67,9 @@ def _bucket(ev_line: np.ndarray, ev_meta: np.ndarray, line_cls: np.ndarray, meta
 # Event classes
 # ------------------------------------------------------------------------------------------
 
-#: A TF op event: ``scope/name:Type``.
-TF_OP_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
+#: A TF op event: ``scope/name:Type`` (no spaces, one colon, an identifier after it). XLA's PjRt runtime
+#: writes ``ThenExecuteCallback:<what>`` events of the same shape: not ops.
+TF_OP_RE = re.compile(r"^(?!ThenExecuteCallback:)[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
 #: Op types whose event spans the ops they call.
 WRAPPER_OP_TYPES = frozenset({
     "PartitionedCall", "StatefulPartitionedCall", "While", "StatelessWhile", "If", "StatelessIf", "Case",

@@ -6,6 +6,9 @@
   start to the last step's end less the intervals between steps labelled validation or epoch
   end (Keras' evaluation and epoch-end callbacks run eager ops that are not the training
   loop's), else the trace span.
+* JAX: ``xla_executions_per_step`` counts the XLA programs the host ran per training step (PjRt's
+  ``...LoadedExecutable::Execute`` events): 1 or a few under ``jax.jit``, one per operation when the
+  step runs op by op from Python.
 * tf.function: events carrying ``tf_function_call`` (``notTraced-nonXla``,
   ``traced-nonXla``, ``traced-xla``...) are calls of a ``tf.function``; ``tracing_count``
   counts that function's traces so far. A call that traced (``traced-*``) with
@@ -14,6 +17,8 @@
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -54,6 +59,8 @@ DECLARED = declare(
     ("eager_pct", "%", "eager op time (union, input waits left out), % of the profiled wall time (eager op time, % "
                        "of profiled wall time of the training thread)"),
     ("eager_ms", "ms", "eager op time over the profiled wall time"),
+    ("xla_executions_per_step", "count", "XLA programs executed per training step (PjRt `LoadedExecutable::Execute` "
+                                         "events inside the steps, per step): one per operation without jax.jit"),
     ("tf_function_calls", "count", "tf.function calls in the profile"),
     ("retrace_count", "count", "tf.function retraces in the profile (traced calls with tracing_count >= 2) "
                                "(tracing_count growth over the window)"),
@@ -97,6 +104,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.add("eager_pct", 100.0 * eager_ps / wall if wall > 0 else None)
         res.add("eager_ms", eager_ps / PS_PER_MS)
 
+    _xla_executions(res, p, ctx)
     st = ctx.stats(p, STEP_STATS)
     call = st["tf_function_call"]
     tc = st["tracing_count"]
@@ -142,6 +150,24 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         m = Measure.union(start[traced], start[traced] + p.ev_dur_ps[rows][traced])
         res.add("retrace_pct", 100.0 * float(m.within(*w).sum()) / wall)
     return res
+
+
+#: One XLA program run by PjRt (JAX, and TF with PjRt): counted once per dispatch.
+_EXECUTE_RE = re.compile(r"^PjRt\w*LoadedExecutable::Execute$")
+
+
+def _xla_executions(res: AnalysisResult, p, ctx: Context) -> None:
+    tbl = step_table(ctx)
+    mask = np.array([bool(_EXECUTE_RE.match(str(n))) for n in p.event_names], bool)
+    if tbl is None or not mask.any():
+        res.missing(["xla_executions_per_step"], "no steps" if tbl is None else
+                    "no PjRt program executions (LoadedExecutable::Execute) in the trace")
+        return
+    rows = np.flatnonzero(mask[np.maximum(p.ev_meta, 0)] & (p.ev_meta >= 0))
+    s = p.ev_start_ps[rows]
+    inside = Measure(tbl["start_ps"], tbl["end_ps"], disjoint=True).within(s, s + 1) > 0
+    n_steps = float(tbl["train_steps"].sum())
+    res.add("xla_executions_per_step", float(inside.sum()) / n_steps if n_steps else None)
 
 
 __all__ = ["analyze"]

@@ -32,11 +32,12 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("optimizer", re.compile(r"(?i)^(_mkl)?(resource)?apply|assign(add|sub)?variable|^assign(add|sub)?$")),
     ("matrix", re.compile(r"(?i)conv(?!ert)|matmul|einsum|^dot|gemm|attention|batchmatmul|^cijk_|cutlass|xmma|wgrad|"
                           r"dgrad|fprop|flash")),
+    ("custom_call", re.compile(r"(?i)custom-call|custom_call|customcall|pallas|mosaic")),
     ("gather_scatter", re.compile(r"(?i)gather|scatter|segment|embedding|lookup")),
     ("data_movement", re.compile(r"(?i)copy|transpose|^_?send|^_?recv|_hostsend|_hostrecv|memcpy|offload|"
                                  r"dynamicupdateslice|dynamic-update-slice|concat")),
 )
-CATEGORIES = ("matrix", "elementwise", "optimizer", "gather_scatter", "data_movement", "collective")
+CATEGORIES = ("matrix", "elementwise", "optimizer", "gather_scatter", "data_movement", "collective", "custom_call")
 #: Input ops: their time is the step waiting for data (the input analysis counts it), not math.
 INPUT_OPS = re.compile(r"(?i)^(iteratorgetnext|optional(getvalue|hasvalue|none|fromvalue)|multideviceiterator|"
                        r"anonymousiterator|makeiterator|iteratorfromstringhandle)")

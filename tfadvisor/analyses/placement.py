@@ -21,6 +21,7 @@ import numpy as np
 import tfadvisor._native as _native
 import tfadvisor.model.kinds as kinds
 from tfadvisor.analyses import device_lines as dl
+from tfadvisor.analyses.activity import TF_OP_RE
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, line_rows, outermost
 from tfadvisor.analyses.steps import step_table
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 # Shared helpers (placement, precision, memory, collectives)
 # ----------------------------------------------------------------------------------------
 
-#: A TF op event: ``scope/name:Type`` (no spaces, one colon, an identifier after it).
-TF_OP_RE = re.compile(r"^[^:\s]+:[A-Za-z_][A-Za-z0-9_]*$")
 
 #: An op dispatched eagerly from Python: ``EagerLocalExecute: <Type>``.
 EAGER_OP_RE = re.compile(r"^EagerLocalExecute: ([A-Za-z_][A-Za-z0-9_]*)$")

@@ -1,0 +1,435 @@
+"""Where every millisecond went: the window and each step split into named parts that sum to 100 %,
+for the run as a whole and for each device on its own, with the ops, kernels and Python functions
+that took each part.
+
+Scopes: the ``window`` (the traced span) and, when there are steps, each step from its start to the
+next step's start (wall clock, what Keras prints as ms/step; the last step ends where its marker ends).
+
+Lanes and their parts (each instant goes to the first part that covers it):
+
+* ``all``, the run: device work by op category (:data:`OP_CATEGORIES`, in that order; on a CPU-only
+  trace the TF ops on the host, which is the device there) > ``input`` (host-to-device copies, waits
+  for the next batch) > ``between_steps`` (from a step's marker end to the next step's start:
+  callbacks, logging, the loop's Python) > ``runtime`` (kernel launches, function calls, eager
+  dispatch, the TF executor) > ``host_ops`` (TF ops on the host beside a device) > ``python``
+  (Python-side work the trace records) > ``idle`` (nothing traced). Window time before the first or
+  after the last step is ``outside_steps``.
+* each device (``GPU:0``, ``TPU:1``): its own activity (kernels, copies, XLA ops) by op category,
+  the rest ``idle``. Devices are never merged: each is its own lane.
+
+Items: per lane and part, the ops (kernels, XLA ops, TF op types) with their summed time, count and
+mean; Python functions (``$file:line name`` events of JAX's and TF's Python tracer) by self time
+(their time less that of the events nested in them). Item shares are of the lane's busy time.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tfadvisor.analyses import device_lines as dl
+from tfadvisor.analyses.activity import PYTHON_FRAME_PREFIX, TF_OP_RE, Activity, activity
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.intervals import EMPTY, Measure, complement, outermost, priority_split
+from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
+from tfadvisor.analyses.placement import op_type
+from tfadvisor.analyses.step_detect import detect_steps
+from tfadvisor.analyses.steps import python_host_activity
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Plane, Trace
+
+#: Op categories, in the order they take an instant two of them share.
+OP_CATEGORIES = ("collective", "matrix", "data_movement", "optimizer", "gather_scatter", "custom_call",
+                 "elementwise")
+#: Every part of the ``all`` lane, in report order.
+PARTS = OP_CATEGORIES + ("input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
+#: How many items each lane and part keeps.
+TOP_ITEMS = 5
+#: A Python frame event: ``$file.py:123 function``.
+_FRAME_RE = re.compile(r"^\$(?P<file>[^:\s]*):(?P<line>\d+) (?P<fn>.*)$")
+#: A Python-tracer event of a C function: ``$module function`` (``$<unknown> sort``).
+_CFUNC_RE = re.compile(r"^\$(?P<mod>\S*) (?P<fn>.+)$")
+
+DECLARED = declare(
+    "attribution",
+    ("attr_basis", "", "what the shares are of: `steps` (the steps' wall time, start to next start) or `window` "
+                       "(the traced span, when there are no steps)"),
+    ("attr_wall_ms", "ms", "the wall time the shares are of"),
+    *[(f"attr_{c}_pct", "%", f"share of that wall time: {c.replace('_', ' ')}") for c in PARTS],
+    ("attr_top_part", "", "the part with the most time (idle and outside_steps aside)"),
+    ("attr_top_part_pct", "%", "its share"),
+    ("attr_top_items", "", "the items (ops, kernels, Python functions) with the most time in the top part"),
+    ("attr_python_top", "", "the Python functions with the most self time, with their share of the wall time"),
+    ("attr_python_top_pct", "%", "the first of them: its share of the wall time"),
+    ("attr_devices", "count", "devices with a lane of their own"),
+    ("attr_device_busy_spread_pct", "%", "busy share of the busiest device less that of the least busy"),
+    doc="The run's wall time split into parts that sum to 100 % (device work by op category, input, between "
+        "steps, runtime, host ops, Python, idle), for the run and for each device; the items in each part.",
+    tables="`attribution` (scope, lane, part, ms, pct: each scope and lane sums to 100), `attribution_steps` "
+           "(step, start_ps, end_ps, wall_ms, one `<part>_ms` column per part of the `all` lane), "
+           "`attribution_items` (lane, part, item, kind, ms, pct, count, mean_ms)",
+)
+
+
+# ------------------------------------------------------------------------------------------
+# Item names and self time
+# ------------------------------------------------------------------------------------------
+
+def item_name(name: str, on_device: bool = True) -> tuple[str, str]:
+    """(display name, kind) of an event: a Python frame ``fn (file:line)``, an HLO op by its instruction name,
+    a TF op by its type, a kernel (on a device; another host event) by its short name."""
+    m = _FRAME_RE.match(name)
+    if m:
+        return f"{m['fn']} ({m['file']}:{m['line']})", "python"
+    m = _CFUNC_RE.match(name)
+    if m:
+        return (f"{m['fn']} ({m['mod']})" if m["mod"] and m["mod"] != "<unknown>" else m["fn"]), "python"
+    if name.startswith(PYTHON_FRAME_PREFIX):
+        return "<python>", "python"
+    if name.startswith("%"):
+        return re.sub(r"\.\d+$", "", name[1:].split(" ", 1)[0]), "xla_op"
+    if TF_OP_RE.match(name):
+        return display_type(op_type(name) or name), "tf_op"
+    return kernel_type(name), ("kernel" if on_device else "event")
+
+
+def self_time(plane: Plane, rows: np.ndarray) -> np.ndarray:
+    """Self time (ps) of each row: its duration less that of the rows directly nested in it on the same line.
+
+    Events on one thread nest properly (a TraceMe inside a Python frame inside a step marker); depth is the
+    number of rows open at an event's start, and an event's parent the last earlier row one level up.
+    """
+    n = rows.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64)
+    s = plane.ev_start_ps[rows]
+    e = plane.ev_end_ps[rows]
+    ln = plane.ev_line[rows].astype(np.int64)
+    order = np.lexsort((-e, s, ln))
+    s, e, ln = s[order], e[order], ln[order]
+    dur = e - s
+    out = dur.copy()
+    for a, b in _runs(ln):
+        ss, ee = s[a:b], e[a:b]
+        # rows open at each start: started at or before it (earlier in order) and not ended by it
+        ends_sorted = np.sort(ee)
+        depth = np.arange(b - a) - np.searchsorted(ends_sorted, ss, side="right")
+        parent = np.full(b - a, -1, np.int64)
+        idx = np.arange(b - a)
+        for d in range(1, int(depth.max()) + 1 if b > a else 0):
+            kids = idx[depth == d]
+            ups = idx[depth == d - 1]
+            if not kids.size or not ups.size:
+                continue
+            pos = np.searchsorted(ups, kids) - 1
+            ok = pos >= 0
+            parent[kids[ok]] = ups[pos[ok]]
+        has = parent >= 0
+        if has.any():
+            child = np.bincount(parent[has], weights=dur[a:b][has], minlength=b - a)
+            out[a:b] = np.maximum(dur[a:b] - child.astype(np.int64), 0)
+    res = np.empty(n, np.int64)
+    res[order] = out
+    return res
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    if values.shape[0] == 0:
+        return []
+    cut = np.flatnonzero(values[1:] != values[:-1]) + 1
+    b = np.concatenate(([0], cut, [values.shape[0]]))
+    return list(zip(b[:-1].tolist(), b[1:].tolist()))
+
+
+# ------------------------------------------------------------------------------------------
+# Lanes
+# ------------------------------------------------------------------------------------------
+
+class _Items:
+    """Per (lane, part): item -> [ps, count, kind]."""
+
+    def __init__(self) -> None:
+        self.acc: dict[tuple[str, str], dict[str, list]] = {}
+
+    def add(self, lane: str, part: str, names: np.ndarray, ps: np.ndarray, kinds: dict[str, str] | None = None,
+            counts: np.ndarray | None = None) -> None:
+        d = self.acc.setdefault((lane, part), {})
+        cnt = np.ones(names.shape[0], np.int64) if counts is None else counts
+        for nm, v, c in zip(names.tolist(), ps.tolist(), cnt.tolist()):
+            slot = d.get(nm)
+            if slot is None:
+                d[nm] = [v, c, (kinds or {}).get(nm, "")]
+            else:
+                slot[0] += v
+                slot[1] += c
+
+    def top(self, lane: str, part: str, k: int = TOP_ITEMS) -> list[tuple[str, float, int, str]]:
+        d = self.acc.get((lane, part), {})
+        return [(n, v[0], v[1], v[2]) for n, v in sorted(d.items(), key=lambda kv: (-kv[1][0], kv[0]))[:k]]
+
+
+def _named(plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, dict[str, str], np.ndarray]:
+    """Display names of rows (by metadata, once each), their kinds, and each row's op category."""
+    meta = plane.ev_meta[rows]
+    uniq, inv = np.unique(meta, return_inverse=True)
+    disp: list[str] = []
+    kinds: dict[str, str] = {}
+    cats: list[str] = []
+    for m in uniq.tolist():
+        nm, kind = item_name(str(plane.event_names[m]), plane.is_device) if m >= 0 else ("<unknown>", "")
+        disp.append(nm)
+        kinds[nm] = kind
+        cats.append(category(nm))
+    return np.array(disp, dtype=object)[inv], kinds, np.array(cats, dtype=object)[inv]
+
+
+def _device_rows(p: Plane) -> np.ndarray:
+    lines = dl.activity_lines(p)
+    if not lines.size:
+        return EMPTY
+    rows = np.flatnonzero(p.line_event_mask(lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+    if rows.size and dl.activity_kind(p) != dl.STREAM:
+        rows = outermost(p, rows)  # XLA Ops nest (a fusion's sub-ops)
+    return rows
+
+
+def _category_measures(plane: Plane, rows: np.ndarray, cats: np.ndarray) -> dict[str, Measure]:
+    return {c: Measure.of_rows(plane, rows[cats == c]) for c in OP_CATEGORIES if (cats == c).any()}
+
+
+def _split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[str, Measure | None]],
+           rest: str) -> dict[str, np.ndarray]:
+    out = priority_split(windows, layers)
+    out[rest] = out.get(rest, 0) + out.pop("_rest")
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# The analysis
+# ------------------------------------------------------------------------------------------
+
+def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+    res = AnalysisResult("attribution")
+    act = activity(trace, ctx)
+    lo, hi = act.span
+    if hi <= lo:
+        res.missing(list(DECLARED.names()), "an empty window: nothing to attribute")
+        return res
+    steps = detect_steps(trace, ctx)
+    items = _Items()
+    host = act.host
+
+    # the device lanes, and the device work of the run (op categories over every device)
+    dev_layers: dict[str, list[Measure]] = {c: [] for c in OP_CATEGORIES}
+    dev_lanes: list[tuple[str, dict[str, Measure]]] = []
+    h2d_dev: list[Measure] = []
+    for p in act.devices:
+        rows = _device_rows(p)
+        if not rows.size:
+            continue
+        names, kinds, cats = _named(p, rows)
+        lane = dl.short_name(p)
+        is_h2d = np.array([bool(re.search(r"(?i)HtoD|H2D", n)) for n in names], bool) if rows.size else EMPTY
+        meas = _category_measures(p, rows, cats)
+        dev_lanes.append((lane, meas))
+        for c, m in meas.items():
+            dev_layers[c].append(m)
+        if is_h2d.any():
+            h2d_dev.append(Measure.of_rows(p, rows[is_h2d]))
+        dur = p.ev_dur_ps[rows]
+        for c in OP_CATEGORIES:
+            sel = cats == c
+            if sel.any():
+                items.add(lane, c, names[sel], dur[sel], kinds)
+                items.add("all", c, names[sel], dur[sel], kinds)
+
+    # host: TF ops (the device on a CPU-only trace), runtime, Python
+    has_device = bool(dev_lanes)
+    host_op_layers: dict[str, list[Measure]] = {c: [] for c in OP_CATEGORIES}
+    if host is not None:
+        op_rows = act.rows.get("op", EMPTY)
+        ek = act.rows.get("eager_kernel", EMPTY)
+        rows = np.union1d(op_rows, ek) if ek.shape[0] else op_rows
+        if rows.shape[0]:
+            names, kinds, cats = _named(host, rows)
+            keep = np.array([not INPUT_OPS.match(n) for n in names], bool)
+            rows, names, cats = rows[keep], names[keep], cats[keep]
+            dur = host.ev_dur_ps[rows]
+            for c in OP_CATEGORIES:
+                sel = cats == c
+                if sel.any():
+                    part = c if not has_device else "host_ops"
+                    host_op_layers[c].append(Measure.of_rows(host, rows[sel]))
+                    items.add("all", part, names[sel], dur[sel], kinds)
+
+    # the scopes: the window, and each step from its start to the next start
+    n = int(steps.start.shape[0])
+    if n:
+        w_end = np.append(steps.start[1:], steps.end[-1])
+        w_end = np.maximum(w_end, steps.end)
+        gaps = Measure.union(steps.end[:-1], np.maximum(steps.start[1:], steps.end[:-1])) if n > 1 else Measure.empty()
+        outside = Measure.union(*complement(steps.start[:1], w_end[-1:], lo, hi))
+    else:
+        w_end = np.zeros(0, np.int64)
+        gaps = Measure.empty()
+        outside = Measure.empty()
+
+    g = act.get
+    py = python_host_activity(act, ctx, steps) if host is not None else Measure.empty()
+    layers: list[tuple[str, Measure | None]] = [("outside_steps", outside)]
+    if has_device:
+        layers += [(c, m) for c in OP_CATEGORIES for m in dev_layers[c]]
+        layers += [("input", g("input_wait")), ("input", g("h2d_api"))] + [("input", m) for m in h2d_dev]
+        layers += [("between_steps", gaps), ("runtime", g("launch")), ("host_ops", g("train_threads")),
+                   ("runtime", g("eager")), ("python", py), ("idle", g("func"))]
+    else:
+        layers += [("input", g("input_wait")), ("between_steps", gaps), ("collective", g("collective"))]
+        layers += [(c, m) for c in OP_CATEGORIES for m in host_op_layers[c]]
+        layers += [("runtime", g("launch")), ("runtime", g("runtime")), ("runtime", g("func")),
+                   ("runtime", g("eager")), ("python", py)]
+    win = (np.array([lo], np.int64), np.array([hi], np.int64))
+    whole = _split(win, layers, "idle")
+    rows_out: list[tuple[str, str, str, float, float]] = []
+    _scope_rows(rows_out, "window", "all", whole, hi - lo)
+    for lane, meas in dev_lanes:
+        dsplit = _split(win, [(c, meas.get(c)) for c in OP_CATEGORIES], "idle")
+        _scope_rows(rows_out, "window", lane, dsplit, hi - lo)
+
+    # Python functions by self time (Python tracer frames), inside steps or between them
+    _python_items(act, steps, w_end, items)
+    _host_event_items(act, items)
+
+    # the steps' split, and the basis of the metrics
+    if n:
+        per = _split((steps.start, w_end), layers, "idle")
+        tbl = Table({"step": steps.number, "start_ps": steps.start, "end_ps": w_end,
+                     "wall_ms": (w_end - steps.start) / PS_PER_MS}, n=n)
+        for c in PARTS:
+            tbl[f"{c}_ms"] = np.asarray(per.get(c, np.zeros(n)), np.float64) / PS_PER_MS
+        res.tables["attribution_steps"] = tbl
+        basis_ps = {c: float(np.asarray(per.get(c, 0)).sum()) for c in PARTS}
+        wall = float((w_end - steps.start).sum())
+        for i in range(n):
+            _scope_rows(rows_out, f"step {int(steps.number[i])}", "all",
+                        {c: np.asarray(per[c])[i:i + 1] for c in per}, int(w_end[i] - steps.start[i]))
+        res.add("attr_basis", "steps")
+    else:
+        basis_ps = {c: float(np.asarray(whole.get(c, 0)).sum()) for c in PARTS}
+        wall = float(hi - lo)
+        res.add("attr_basis", "window")
+    res.add("attr_wall_ms", wall / PS_PER_MS)
+    for c in PARTS:
+        res.add(f"attr_{c}_pct", 100.0 * basis_ps[c] / wall if wall > 0 else None)
+    ranked = sorted((c for c in PARTS if c not in ("idle", "outside_steps")), key=lambda c: -basis_ps[c])
+    top = ranked[0]
+    if basis_ps[top] > 0:
+        res.add("attr_top_part", top)
+        res.add("attr_top_part_pct", 100.0 * basis_ps[top] / wall)
+        busy = _lane_busy(items, "all", top)
+        res.add("attr_top_items", ", ".join(f"{nm} {100.0 * v / busy:.0f} %" for nm, v, _, _ in
+                                            items.top("all", top, 3)) if busy > 0 else "")
+    else:
+        res.missing(["attr_top_part", "attr_top_part_pct", "attr_top_items"], "nothing but idle time in the window")
+    py_top = items.top("all", "python_self", 3)
+    if py_top and py_top[0][1] > 0:
+        span = float(hi - lo)
+        res.add("attr_python_top", ", ".join(f"{nm} {100.0 * v / span:.0f} %" for nm, v, _, _ in py_top))
+        res.add("attr_python_top_pct", 100.0 * py_top[0][1] / span)
+    else:
+        res.missing(["attr_python_top", "attr_python_top_pct"], "no Python frames in the trace (JAX's or TF's Python "
+                                                                "tracer was off)")
+    res.add("attr_devices", len(dev_lanes))
+    if len(dev_lanes) >= 2:
+        busy = [100.0 - next(r[4] for r in rows_out if r[0] == "window" and r[1] == lane and r[2] == "idle")
+                for lane, _ in dev_lanes]
+        res.add("attr_device_busy_spread_pct", max(busy) - min(busy))
+    else:
+        res.missing(["attr_device_busy_spread_pct"], "fewer than two devices with activity")
+
+    res.tables["attribution"] = Table({
+        "scope": np.array([r[0] for r in rows_out], dtype=object),
+        "lane": np.array([r[1] for r in rows_out], dtype=object),
+        "part": np.array([r[2] for r in rows_out], dtype=object),
+        "ms": np.array([r[3] for r in rows_out], np.float64),
+        "pct": np.array([r[4] for r in rows_out], np.float64),
+    }, n=len(rows_out))
+    res.tables["attribution_items"] = _items_table(items)
+    return res
+
+
+def _scope_rows(out: list, scope: str, lane: str, split: dict[str, np.ndarray], total_ps: int) -> None:
+    for part in PARTS:
+        v = split.get(part)
+        if v is None:
+            continue
+        ps = float(np.asarray(v).sum())
+        if ps > 0:
+            out.append((scope, lane, part, ps / PS_PER_MS, 100.0 * ps / total_ps if total_ps > 0 else 0.0))
+
+
+def _lane_busy(items: _Items, lane: str, part: str) -> float:
+    return float(sum(v[0] for v in items.acc.get((lane, part), {}).values()))
+
+
+def _python_items(act: Activity, steps, w_end: np.ndarray, items: _Items) -> None:
+    """Self time of every event on the Python threads; frames named as functions, the rest by name. Events
+    starting between steps are items of ``between_steps``, the others of ``python`` (and all frames of the
+    ``python_self`` ranking)."""
+    p = act.host
+    if p is None or not act.python_lines.size:
+        return
+    rows = np.flatnonzero(p.line_event_mask(act.python_lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+    if not rows.size:
+        return
+    selft = self_time(p, rows)
+    names, kinds, _ = _named(p, rows)
+    marker = np.isin(rows, act.rows.get("roots", EMPTY)) | np.isin(rows, act.rows.get("profiled_batch", EMPTY))
+    frame = np.array([k == "python" for k in (kinds.get(x, "") for x in names.tolist())], bool)
+    keep = ~marker & (selft > 0)
+    s = p.ev_start_ps[rows]
+    if steps.start.shape[0]:  # the steps' wall time only: not the profiler starting and stopping around them
+        keep &= (s >= steps.start[0]) & (s < w_end[-1])
+    if steps.start.shape[0] > 1:
+        k = np.searchsorted(steps.start, s, side="right") - 1
+        between = (k >= 0) & (k < steps.start.shape[0] - 1) & (s >= steps.end[np.clip(k, 0, None)])
+    else:
+        between = np.zeros(rows.shape[0], bool)
+    items.add("all", "between_steps", names[keep & between], selft[keep & between], kinds)
+    items.add("all", "python", names[keep & ~between & frame], selft[keep & ~between & frame], kinds)
+    items.add("all", "python_self", names[keep & frame], selft[keep & frame], kinds)
+
+
+def _host_event_items(act: Activity, items: _Items) -> None:
+    """Items of ``input`` (waits for data) and ``runtime`` (launches, function calls, eager dispatch)."""
+    p = act.host
+    if p is None:
+        return
+    for part, keys in (("input", ("input", "h2d_api")), ("runtime", ("launch", "func", "eager"))):
+        rows = np.concatenate([act.rows.get(k, EMPTY) for k in keys]).astype(np.int64)
+        rows = rows[(p.ev_meta[rows] >= 0) & (p.ev_dur_ps[rows] > 0)] if rows.size else rows
+        if rows.size:
+            names, kinds, _ = _named(p, rows)
+            items.add("all", part, names, p.ev_dur_ps[rows], kinds)
+
+
+def _items_table(items: _Items) -> Table:
+    cols: dict[str, list] = {"lane": [], "part": [], "item": [], "kind": [], "ms": [], "pct": [], "count": [],
+                             "mean_ms": []}
+    for (lane, part) in sorted(items.acc):
+        busy = _lane_busy(items, lane, part)
+        for nm, v, c, kind in items.top(lane, part):
+            cols["lane"].append(lane)
+            cols["part"].append(part)
+            cols["item"].append(nm)
+            cols["kind"].append(kind)
+            cols["ms"].append(v / PS_PER_MS)
+            cols["pct"].append(100.0 * v / busy if busy > 0 else 0.0)
+            cols["count"].append(int(c))
+            cols["mean_ms"].append(v / PS_PER_MS / c if c else 0.0)
+    return Table({k: np.array(v, dtype=object if k in ("lane", "part", "item", "kind") else
+                              (np.int64 if k == "count" else np.float64)) for k, v in cols.items()},
+                 n=len(cols["lane"]))
+
+
+__all__ = ["OP_CATEGORIES", "PARTS", "analyze", "item_name", "self_time"]
