@@ -97,6 +97,10 @@ def _instruction(b: bytes) -> dict:
     return d
 
 
+#: The key of a module's one matrix dtype in :func:`module_classes` (no instruction is named so).
+MODULE_KEY = "*module*"
+
+
 def module_classes(hlo: bytes) -> tuple[str, int | None, dict[str, str]]:
     """(module name, module id, {entry-level instruction name: precision class or 'none'}).
 
@@ -149,6 +153,11 @@ def module_classes(hlo: bytes) -> tuple[str, int | None, dict[str, str]]:
         if "name" in ins:
             c = cls(ins)
             out[ins["name"]] = c if c is not None else "none"
+    # the module's one matrix dtype, for kernels whose instruction the HLO does not name (a CUDA graph's
+    # kernels carry the command buffer's name, ``command_buffer_1``, made after this HLO was recorded)
+    whole = {c for c in (own(i) for i in instrs.values()) if c is not None}
+    if len(whole) == 1:
+        out[MODULE_KEY] = whole.pop()
     return name, mid, out
 
 

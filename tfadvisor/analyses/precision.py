@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.hlo_dtypes import hlo_classes
+from tfadvisor.analyses.hlo_dtypes import MODULE_KEY, hlo_classes
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
     compute_kernel_rows,
@@ -86,7 +86,7 @@ _TENSILE_IN = (("4xi8", "int8"), ("I8", "int8"), ("F8", "fp8"), ("B8", "fp8"), (
 # Tensile/rocBLAS/MIOpen/Composable Kernel, Triton and XLA (``gemm_fusion_dot``). Not
 # ``convert`` fusions, not batch-norm kernels.
 _MATRIX = re.compile(
-    r"gemm|gemv|matmul|^cijk_|cutlass|xmma|wgmma|hmma|imma|(?<![a-z0-9])[a-z_]*(?:884|1688|16816|8816|16832)"
+    r"gemm|gemv|matmul|^cijk_|cutlass|xmma|wgmma|hmma|imma|^nvjet_|(?<![a-z0-9])[a-z_]*(?:884|1688|16816|8816|16832)"
     r"|conv(?!ert|ersion)|winograd|fprop|dgrad|wgrad|contraction"
     r"|fmha|flash_?attn|flash_fwd|flash_bwd|attention|mha_|_attn_"
     r"|(?:^|[_.:])dot(?:[_.]|$)|dot_general|triton_gemm|ck::.*gemm|ck_tile::.*(?:gemm|fmha)")
@@ -243,9 +243,11 @@ def _add_framework(res: AnalysisResult, trace: Trace) -> None:
         res.add("framework", fw)
 
 
-def _hlo_event_classes(p, rows: np.ndarray, hlo: dict[tuple[str, str], str]) -> np.ndarray:
+def _hlo_event_classes(p, rows: np.ndarray, hlo: dict[tuple[str, str], str],
+                       matrix_rows: np.ndarray | None = None) -> np.ndarray:
     """Per row: a class index from the HLO, -2 for an instruction that is not matrix work, -1 when
-    the HLO does not name the kernel's instruction."""
+    the HLO does not name the kernel's instruction. A matrix kernel (``matrix_rows``) whose instruction the
+    HLO does not name takes its module's dtype when all the module's matrix work has one."""
     cls_idx = {c: k for k, c in enumerate(CLASSES)}
     cols = p.stat_columns(("hlo_op", "program_id", "hlo_module"), rows)
 
@@ -272,7 +274,18 @@ def _hlo_event_classes(p, rows: np.ndarray, hlo: dict[tuple[str, str], str]) -> 
             c = hlo.get((mods[m], ops[o]))
         if c is not None:
             val[k] = -2 if c == "none" else cls_idx[c]
-    return val[inv.reshape(-1)]
+    out = val[inv.reshape(-1)]
+    if matrix_rows is not None and (out == -1).any():
+        whole = np.full(len(uniq), -1, np.int64)
+        for k, (o, i, m) in enumerate(uniq.tolist()):
+            n = _finite_int(pids[i]) if i >= 0 else None
+            c = (hlo.get((f"#{n}", MODULE_KEY)) if n is not None else None) or \
+                (hlo.get((mods[m], MODULE_KEY)) if m >= 0 else None)
+            if c is not None:
+                whole[k] = cls_idx[c]
+        fill = (out == -1) & matrix_rows
+        out[fill] = whole[inv.reshape(-1)][fill]
+    return out
 
 
 def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ctx: Context | None) -> None:
@@ -324,7 +337,10 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
         # The HLO (XLA/JAX): the dtype of each kernel's instruction, and whether it is matrix work.
         if hlo and p.has_stat("hlo_op"):
             rows = compute_kernel_rows(p, ctx)
-            hc = _hlo_event_classes(p, rows, hlo)
+            rm = p.ev_meta[rows]
+            # the module's dtype only for matrix kernels whose name tells none (a name's TF32 is more exact)
+            untold = mat_meta & (cls_meta == unknown_idx)
+            hc = _hlo_event_classes(p, rows, hlo, np.where(rm >= 0, untold[np.maximum(rm, 0)], False))
             named = np.unique(p.ev_meta[rows[hc != -1]])
             named = named[named >= 0]
             if named.size:
