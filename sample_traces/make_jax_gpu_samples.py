@@ -170,8 +170,12 @@ def run_case(name: str, out: Path, warmup: int, steps: int, small: bool) -> dict
     ends = starts[1:] + [t_end]
     per_step = [(b - a) * 1e3 for a, b in zip(starts, ends)]
     dev = jax.devices()[0]
+    host = next(logdir.glob("plugins/profile/*/*.xplane.pb")).name.split(".xplane.pb")[0]
     truth = {
         "case": name,
+        "capture_api": "jax_profiler",
+        "original_files": {host: "plugins/profile/<run>/" + host + ".xplane.pb"},
+        "measured_step_ms": [round(v, 4) for v in per_step],
         "description": case.describe,
         "jax_version": jax.__version__,
         "device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}",
@@ -192,6 +196,22 @@ def run_case(name: str, out: Path, warmup: int, steps: int, small: bool) -> dict
     return truth
 
 
+#: problem -> twin: each twin applies the fix tfadvisor prints for its problem.
+PAIRS = {"mlp_fp32": "mlp_bf16", "input_numpy": "input_prefetch", "eager_ops": "eager_jit"}
+
+
+def pair_truth(problem: dict, twin: dict, prefix: str = "gpu_jax_") -> dict:
+    """measured.json's ``pair``: the two programs' mean wall-clock step times and the planted cost (their
+    difference), the steps the statistics use (first and last left out)."""
+    def mean(t):
+        x = t["measured_step_ms"]
+        return float(np.mean(x[1:-1] if len(x) > 5 else x))
+    a, b = mean(problem), mean(twin)
+    return {"closed": True, "problem": prefix + problem["case"], "twin": prefix + twin["case"],
+            "problem_step_ms": round(a, 4), "twin_step_ms": round(b, 4),
+            "planted_cost_ms": round(a - b, 4), "planted_cost_pct": round(100 * (a - b) / a, 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
@@ -201,10 +221,15 @@ def main() -> None:
     ap.add_argument("--small", action="store_true")
     a = ap.parse_args()
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    done = {}
     for name in a.cases.split(","):
-        t = run_case(name, a.out, a.warmup, a.steps, a.small)
+        t = done[name] = run_case(name, a.out, a.warmup, a.steps, a.small)
         print(f"{name}: {t['device']} mean {t['step_wall_mean_ms']:.2f} ms/step "
               f"(median {t['step_wall_median_ms']:.2f}) over {t['steps']} steps", flush=True)
+    for problem, twin in PAIRS.items():
+        if problem in done and twin in done:
+            done[problem]["pair"] = pair_truth(done[problem], done[twin])
+            (a.out / problem / "measured.json").write_text(json.dumps(done[problem], indent=1) + "\n")
 
 
 if __name__ == "__main__":

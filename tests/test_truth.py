@@ -75,16 +75,43 @@ def test_captured_step_time_is_the_wall_clock(name):
     # a Keras callback times from on_train_batch_begin to _end, marker-less runs are bounded by the
     # function's cadence: their single steps differ by up to 10 %, their means still within 2 %
     rel = 0.1 if meas["capture_api"] in ("tensorboard_callback", "start_stop_no_markers") else 0.02
+    if meas["capture_api"] == "jax_profiler":
+        # the script times start to start; the marker leaves out the loop's own bookkeeping (about 12 us
+        # per step: 1.5-3 % of the 0.7 ms gpu_jax_eager_jit steps), so the marker mean gets 5 %
+        rel = 0.05
     for host, wall in _measured_hosts(name):
         m = host_metrics(res, host)
         ref = _in_stats(wall)
-        assert m["step_time_mean_ms"] == pytest.approx(ref.mean(), rel=0.02), (name, host)
-        assert m["step_time_median_ms"] == pytest.approx(float(np.median(ref)), rel=0.02), (name, host)
+        assert m["step_time_mean_ms"] == pytest.approx(ref.mean(), rel=max(rel, 0.02) if rel < 0.1 else 0.02), \
+            (name, host)
+        assert m["step_time_median_ms"] == pytest.approx(float(np.median(ref)), rel=max(rel, 0.02) if rel < 0.1
+                                                         else 0.02), (name, host)
         if name != "profiler_server":  # a remote capture's window cuts one of the measured steps
             assert m["steps_count"] == meas.get("train_steps", len(wall)), (name, host)
             tbl = {h.host: h for h in res.hosts}[host].tables["steps"]
             got = tbl.loc[tbl.in_stats, "ms_per_step"].to_numpy()
             np.testing.assert_allclose(got, ref, rtol=rel, err_msg=f"{name}/{host}")
+
+
+WALL_CLOCK = [n for n in CAPTURED if _measured(n).get("capture_api") == "jax_profiler"]
+
+
+@pytest.mark.parametrize("name", WALL_CLOCK)
+def test_attribution_steps_are_the_wall_clock(name):
+    """Each step's wall time in the attribution (its start to the next step's start) against the script's own
+    timer around whole steps (start to start, the float(loss) sync and the loop included), where the marker
+    alone misses up to 3 % (measured: 0.7 ms steps of gpu_jax_eager_jit). The last
+    step is left out: the script's clock runs to after its sync, the trace's to its marker's end."""
+    wall = np.asarray(_measured(name)["measured_step_ms"], float)
+    tbl = analysed(name).tables["attribution_steps"]
+    got = tbl["wall_ms"].to_numpy()
+    assert got.shape == wall.shape
+    # per step: 1 %, or 20 us on sub-ms steps (the clock is read just before the marker opens: up to 15 us
+    # apart, measured on gpu_jax_eager_jit); their mean within 0.5 %
+    np.testing.assert_allclose(got[:-1], wall[:-1], rtol=0.01, atol=0.02, err_msg=name)
+    assert got[:-1].mean() == pytest.approx(wall[:-1].mean(), rel=0.005), name
+    parts = tbl[[c for c in tbl.columns if c.endswith("_ms") and c != "wall_ms"]].sum(axis=1).to_numpy()
+    np.testing.assert_allclose(parts, got, rtol=1e-9, err_msg=f"{name}: the parts sum to each step's wall time")
 
 
 @pytest.mark.parametrize("name", ["input_bound_defaults_off", "tfdata_seq_map_tuned"])
