@@ -24,6 +24,8 @@
       "hosts": [{"host", "metrics", "notes"}],  # per host when several hosts were analysed, else []
       "options": {"param_count", "bandwidth_gbps", "link", "replicas", "batch_size", ...},
       "system": {"figures": {metric: value}, "samples": n}   # system samples and start-up, when captured
+      "attribution": {"basis", "wall_ms", "devices", "devices_shown",   # where the time goes (null: nothing
+                      "lanes": [{"lane", "parts": [{"part", "label", "pct", "ms", "items": [...]}]}]}  # to split)
     }
 
 ``--format json --tables`` adds ``"tables": {name: [{column: value}, ...]}``: every table of the
@@ -41,6 +43,7 @@ from typing import Any
 
 from tfadvisor._version import SCHEMA_VERSION, __version__, schema_fields
 from tfadvisor.report import breakdown, plain, step_time
+from tfadvisor.report.attribution import attribution
 
 
 def _finding_dict(f: Any) -> dict[str, Any]:
@@ -108,6 +111,7 @@ def result_to_dict(result: Any) -> dict[str, Any]:
         ] if len(hosts) > 1 else [],
         "options": plain(asdict(options)) if is_dataclass(options) else {},
         "system": plain(_system(result)),  # tfadvisor/report/system.py
+        "attribution": plain(attribution(result)),  # tfadvisor/report/attribution.py
     }
 
 

@@ -126,6 +126,24 @@ def _summary() -> dict[str, Any]:
     })
 
 
+def _attribution() -> dict[str, Any]:
+    from tfadvisor.analyses.attribution import PARTS
+
+    item = _obj({"item": STRING, "kind": dict(STRING, enum=["kernel", "xla_op", "tf_op", "python", "event", ""]),
+                 "ms": NUMBER, "pct": dict(NUMBER, description="share of the part's busy time"),
+                 "count": {"type": "integer"}, "mean_ms": NUMBER})
+    part = _obj({"part": dict(STRING, enum=list(PARTS)), "label": STRING,
+                 "pct": dict(NUMBER, description="share of the lane's wall time"), "ms": NUMBER,
+                 "items": {"type": "array", "items": item}})
+    lane = _obj({"lane": dict(STRING, description="`all` (the run) or a device (GPU:0, TPU:1)"),
+                 "parts": {"type": "array", "items": part}})
+    att = _obj({"basis": dict(STRING, enum=["steps", "window"]), "wall_ms": NUMBER,
+                "devices": {"type": "integer"}, "devices_shown": {"type": "integer"},
+                "lanes": {"type": "array", "items": lane}},
+               doc="where the time goes (tfadvisor/report/attribution.py): the run's parts, then each device's")
+    return {"anyOf": [att, {"type": "null"}]}
+
+
 def analyze_schema() -> dict[str, Any]:
     """``tfadvisor analyze --format json [--tables]`` (and ``Result.to_dict()``)."""
     from tfadvisor.report.system import TABLE as SYSTEM_TABLE
@@ -151,13 +169,14 @@ def analyze_schema() -> dict[str, Any]:
                         "additionalProperties": SCALAR},
             "samples": {"type": "integer", "minimum": 0},
         }, doc="system samples and start-up, when captured"),
+        "attribution": _attribution(),
         "tables": {"type": "object", "additionalProperties": table,
                    "description": "--tables: every table of the result (analyses/README.md says their columns)"},
         "truncated": {"type": "object", "additionalProperties": {"type": "integer"},
                       "description": "tfadvisor mcp: lists cut to their first items to bound the size: where "
                                      "(a dotted path, e.g. tables.steps) -> how many items it had"},
     }, required=["version", "run", "summary", "metrics", "units", "findings", "notes", "hosts", "options",
-                 "system"])
+                 "system", "attribution"])
     out = _doc("analyze", "tfadvisor analyze --format json", body)
     out["$defs"] = {"metrics": _obj(metric_props, required=[], doc="every declared metric; null = not in the "
                                                                    "trace"),

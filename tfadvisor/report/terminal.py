@@ -191,6 +191,30 @@ def _finding(console: Console, i: int, f: Any, units: dict, brief: bool = False)
             console.print(Text("     " + str(url), style="blue" if console.is_terminal else ""), soft_wrap=True)
 
 
+def _attribution(console: Console, result: Any) -> None:
+    """Where the time goes: the run's parts with their top items, then each device's split."""
+    from tfadvisor.report.attribution import attribution, basis_text, items_text
+
+    att = attribution(result)
+    if att is None:
+        return
+    console.print()
+    console.print(Text.assemble(("Where the time goes", "bold underline"), f", % of {basis_text(att)}"))
+    for lane in att["lanes"]:
+        if lane["lane"] == "all":
+            for p in lane["parts"]:
+                line = f"{p['label']} {fmt_num(p['pct'], 2)} %"
+                if p["items"]:
+                    line += ": " + items_text(p)
+                _out(console, line, 2, hang=4)
+        else:
+            _out(console, f"{lane['lane']}: " + ", ".join(f"{p['label']} {fmt_num(p['pct'], 2)} %"
+                                                         for p in lane["parts"]), 2, hang=4)
+    if att["devices"] > att["devices_shown"]:
+        _out(console, f"(+{att['devices'] - att['devices_shown']} more devices: --format json for all)", 2,
+             style="dim")
+
+
 def _system(console: Console, result: Any) -> None:
     """System utilisation and start-up (tfadvisor/report/system.py), when the capture sampled them."""
     from tfadvisor.report import system
@@ -207,6 +231,8 @@ def print_result(result: Any, console: Console | None = None, brief: bool = Fals
     units = dict(getattr(getattr(result, "metrics", None), "units", None) or {})
     _summary(console, result)
     _system(console, result)
+    if not brief:
+        _attribution(console, result)
     findings = list(getattr(result, "findings", None) or [])
     console.print()
     if not findings:

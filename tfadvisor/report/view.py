@@ -297,6 +297,21 @@ class View:
         return [_finding(i, f, units) for i, f in enumerate(self._findings, 1)]
 
     @cached_property
+    def attribution(self) -> dict | None:
+        """Where the time goes (tfadvisor/report/attribution.py), with its basis in words."""
+        from tfadvisor.report.attribution import attribution, basis_text, items_text
+
+        att = attribution(self.result)
+        if att is not None:
+            att["basis_text"] = basis_text(att)
+            for lane in att["lanes"]:
+                for p in lane["parts"]:
+                    p["items_text"] = items_text(p)
+                    p["pct_text"] = fmt_num(p["pct"], 2)
+                    p["ms_text"] = fmt_num(p["ms"])
+        return att
+
+    @cached_property
     def steps(self) -> Steps:
         return _steps(self._tables.get("steps"), self.notes)
 
@@ -357,7 +372,8 @@ class View:
     @property
     def nav(self) -> list[tuple[str, str]]:
         """(anchor, title) of the HTML report's links, in page order."""
-        out = [("summary", "Summary"), ("findings", "Findings"), ("timeline", "Timeline")]
+        out = [("summary", "Summary")] + ([("attribution", "Where the time goes")] if self.attribution else [])
+        out += [("findings", "Findings"), ("timeline", "Timeline")]
         out += [(p.id if p.placed is not None else p.anchor, p.title) for p in self.plots if not p.missing]
         return out + [("absent", "Not in this trace"), ("notes", "Notes"), ("metrics", "All metrics")]
 

@@ -1,0 +1,89 @@
+"""Where the time goes, as every report shows it: the run's wall time split into parts (the
+``attribution`` analysis) with the items in each part, then each device's own split.
+
+:func:`attribution` builds the one plain structure the terminal, Markdown, HTML and JSON reports read:
+``{"basis", "wall_ms", "lanes": [{"lane", "parts": [{"part", "label", "pct", "ms", "items": [...]}]}]}``.
+The ``all`` lane is on the basis of the metrics (the steps' wall time, or the window without steps);
+a device lane is its share of the window. Parts under :data:`MIN_PCT` are left out; each lane's shares,
+all parts counted, sum to 100.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfadvisor.report import plain
+
+#: Part -> label.
+LABELS = {
+    "collective": "collectives", "matrix": "matrix (GEMM/conv/attention)", "data_movement": "data movement",
+    "optimizer": "optimizer updates", "gather_scatter": "gathers/scatters", "custom_call": "custom calls",
+    "elementwise": "element-wise/fusions", "input": "input", "between_steps": "between steps",
+    "runtime": "runtime (launches, calls, dispatch)", "host_ops": "host work (TF ops, runtime threads)",
+    "python": "Python",
+    "idle": "idle", "outside_steps": "outside the steps",
+}
+#: Parts smaller than this share are not listed.
+MIN_PCT = 0.5
+#: Items listed per part.
+ITEMS = 3
+
+
+def _rows(df: Any) -> list[dict]:
+    if df is None:
+        return []
+    try:
+        return df.to_dict("records")
+    except AttributeError:
+        return []
+
+
+def attribution(result: Any, max_devices: int = 16) -> dict[str, Any] | None:
+    """The attribution of ``result`` for the reports, or None when the analysis found nothing to split."""
+    metrics = getattr(result, "metrics", None) or {}
+    tables = getattr(result, "tables", None) or {}
+    basis = plain(metrics.get("attr_basis"))
+    wall = plain(metrics.get("attr_wall_ms"))
+    if not basis or not wall:
+        return None
+    items: dict[tuple[str, str], list[dict]] = {}
+    for r in _rows(tables.get("attribution_items")):
+        items.setdefault((str(r["lane"]), str(r["part"])), []).append(
+            {"item": str(r["item"]), "kind": str(r["kind"]), "ms": plain(r["ms"]), "pct": plain(r["pct"]),
+             "count": int(r["count"]), "mean_ms": plain(r["mean_ms"])})
+
+    def part(lane: str, name: str, pct: float, ms: float) -> dict:
+        return {"part": name, "label": LABELS.get(name, name.replace("_", " ")), "pct": pct, "ms": ms,
+                "items": items.get((lane, name), [])[:ITEMS]}
+
+    all_parts = []
+    for name in LABELS:
+        pct = plain(metrics.get(f"attr_{name}_pct"))
+        if isinstance(pct, (int, float)) and pct >= MIN_PCT:
+            all_parts.append(part("all", name, float(pct), float(pct) * float(wall) / 100.0))
+    lanes = [{"lane": "all", "parts": sorted(all_parts, key=lambda p: -p["pct"])}]
+    devices: dict[str, list[dict]] = {}
+    for r in _rows(tables.get("attribution")):
+        if r["scope"] != "window" or r["lane"] == "all" or float(r["pct"]) < MIN_PCT:
+            continue
+        devices.setdefault(str(r["lane"]), []).append(part(str(r["lane"]), str(r["part"]), float(r["pct"]),
+                                                           float(r["ms"])))
+    for lane in list(devices)[:max_devices]:
+        lanes.append({"lane": lane, "parts": sorted(devices[lane], key=lambda p: -p["pct"])})
+    return {"basis": str(basis), "wall_ms": float(wall), "devices": len(devices),
+            "devices_shown": min(len(devices), max_devices), "lanes": lanes}
+
+
+def basis_text(att: dict[str, Any]) -> str:
+    """What the ``all`` lane's shares are of, in words."""
+    if att["basis"] == "steps":
+        return f"the steps' wall time, start to next start ({att['wall_ms']:,.1f} ms)"
+    return f"the traced window ({att['wall_ms']:,.1f} ms; no steps)"
+
+
+def items_text(p: dict[str, Any]) -> str:
+    """``name 83 %, name 9 %`` of a part's items (their share of the part's busy time)."""
+    return ", ".join(f"{i['item']} {i['pct']:.0f} %" for i in p["items"])
+
+
+__all__ = ["ITEMS", "LABELS", "MIN_PCT", "attribution", "basis_text", "items_text"]
