@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import queue
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

@@ -18,6 +18,10 @@ Sources (public datasheets and specifications):
 * InfiniBand (IBTA data rates, 4x port): EDR 100 Gbit/s, HDR 200 Gbit/s, NDR 400 Gbit/s
   -> 12.5 / 25 / 50 GB/s.
 * Ethernet: the line rate / 8 (10, 25, 100, 200, 400 GbE).
+* TPU inter-chip interconnect (ICI), per chip: Cloud TPU's system-architecture pages quote the
+  bidirectional ICI bandwidth per chip: v5e 400 GB/s, v5p 1200 GB/s, v6e (Trillium) 800 GB/s; per
+  direction 200 / 600 / 400 GB/s. Data-center network (DCN) between slices: v5p 50 Gbit/s per chip
+  (6.25 GB/s); v5e 2 x 100 Gbit/s NICs per 8-chip host (3.125 GB/s per chip).
 
 These are peak figures: a measured all-reduce reaching 60-80 % of them is doing well.
 """
@@ -53,6 +57,11 @@ _LINKS = (
     Link("eth-100g", 12.5, "100 Gbit Ethernet"),
     Link("eth-200g", 25.0, "200 Gbit Ethernet"),
     Link("eth-400g", 50.0, "400 Gbit Ethernet"),
+    Link("ici-v5e", 200.0, "TPU v5e ICI: 400 GB/s bidirectional per chip"),
+    Link("ici-v5p", 600.0, "TPU v5p ICI: 1200 GB/s bidirectional per chip"),
+    Link("ici-v6e", 400.0, "TPU v6e (Trillium) ICI: 800 GB/s bidirectional per chip"),
+    Link("dcn-v5e", 3.125, "TPU v5e data-center network: 2 x 100 Gbit/s per 8-chip host"),
+    Link("dcn-v5p", 6.25, "TPU v5p data-center network: 50 Gbit/s per chip"),
 )
 
 #: Link name -> :class:`Link`.

@@ -89,6 +89,7 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
     metrics = Metrics()
     tables = Tables()
     notes: list[str] = [f"load: {n}" for h in trace.hosts for n in trace.load_notes.get(h, [])]
+    tagged: list[tuple[str, str, bool]] = []
     for name in ORDER:
         module = importlib.import_module(f"tfadvisor.analyses.{name}")
         res: AnalysisResult = module.analyze(trace, ctx)
@@ -96,7 +97,9 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
         for mname, m in res.metrics.items():
             metrics.put(name, mname, m)
         tables.update_raw(res.tables)
-        notes.extend(f"{name}: {n}" for n in res.notes)
+        tagged.extend((name, n, n in res.tf_only_notes) for n in res.notes)
+    jax = metrics.get("framework") == "jax"  # no note about TF's machinery on a JAX trace
+    notes.extend(f"{name}: {n}" for name, n, tf_only in tagged if not (tf_only and jax))
     return HostAnalysis(host=host or ",".join(trace.hosts), metrics=metrics, tables=tables, notes=notes,
                         results=ctx.results)
 

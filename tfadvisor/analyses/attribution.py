@@ -66,7 +66,8 @@ DECLARED = declare(
     ("attr_device_busy_spread_pct", "%", "busy share of the busiest device less that of the least busy"),
     doc="The run's wall time split into parts that sum to 100 % (device work by op category, input, between "
         "steps, runtime, host ops, Python, idle), for the run and for each device; the items in each part.",
-    tables="`attribution` (scope, lane, part, ms, pct: each scope and lane sums to 100), `attribution_steps` "
+    tables="`attribution` (scope (`window`, or `step i` for row i of `attribution_steps`), lane, part, ms, pct: "
+           "each scope and lane sums to 100), `attribution_steps` "
            "(step, start_ps, end_ps, wall_ms, one `<part>_ms` column per part of the `all` lane), "
            "`attribution_items` (lane, part, item, kind, ms, pct, count, mean_ms)",
 )
@@ -311,7 +312,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         basis_ps = {c: float(np.asarray(per.get(c, 0)).sum()) for c in PARTS}
         wall = float((w_end - steps.start).sum())
         for i in range(n):
-            _scope_rows(rows_out, f"step {int(steps.number[i])}", "all",
+            _scope_rows(rows_out, f"step {i}", "all",  # the row of attribution_steps (numbers repeat per epoch)
                         {c: np.asarray(per[c])[i:i + 1] for c in per}, int(w_end[i] - steps.start[i]))
         res.add("attr_basis", "steps")
     else:

@@ -107,6 +107,7 @@ class AnalysisResult:
     metrics: dict[str, Metric] = field(default_factory=dict)
     tables: Tables = field(default_factory=Tables)  # a Table, or a function building a DataFrame
     notes: list[str] = field(default_factory=list)
+    tf_only_notes: list[str] = field(default_factory=list)  # notes about TF machinery: not shown on JAX traces
 
     def add(self, name: str, value: Any, doc: str = "") -> None:
         """Set a declared metric: its unit and text come from the declaration; ``doc`` (optional) replaces
@@ -115,14 +116,17 @@ class AnalysisResult:
         spec = declarations(self.name).spec(name)
         self.metrics[name] = Metric(_plain(value), spec.unit, doc or spec.doc)
 
-    def missing(self, names: list[str] | tuple[str, ...], why: str) -> None:
-        """Declare metrics unavailable on this trace (value None) and note why."""
+    def missing(self, names: list[str] | tuple[str, ...], why: str, tf_only: bool = False) -> None:
+        """Declare metrics unavailable on this trace (value None) and note why. ``tf_only``: the note speaks of
+        TensorFlow's machinery (tf.data, tf.function, TF ops), so it is left out on a JAX trace."""
         decl = declarations(self.name)
         for n in names:
             spec = decl.spec(n)
             self.metrics.setdefault(n, Metric(None, spec.unit, spec.doc))
-        if why not in self.notes:
+        if why and why not in self.notes:
             self.notes.append(why)
+            if tf_only:
+                self.tf_only_notes.append(why)
 
 
 @dataclass

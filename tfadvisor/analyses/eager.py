@@ -87,7 +87,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     er = act.rows.get("eager", np.empty(0, np.int64))
     if not p.meta_mask("EagerExecute").any():
         res.missing(["eager_pct", "eager_op_count"], "no EagerExecute events: the host tracer level may be too low "
-                                                    "or no op was dispatched from Python")
+                                                    "or no op was dispatched from Python", tf_only=True)
     else:
         # Ops that fetch input (IteratorGetNext, Optional*) are input time, not eager overhead.
         op_names = p.stat("eager_op", er).strings_at(er)
@@ -110,7 +110,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     tc = st["tracing_count"]
     if len(call) == 0 and len(tc) == 0:
         res.missing(["tf_function_calls", "retrace_count", "retraced_functions"],
-                    "no tf.function call events (tf_function_call / tracing_count stats)")
+                    "no tf.function call events (tf_function_call / tracing_count stats)", tf_only=True)
         return res
     rows = np.union1d(call.rows, tc.rows)  # few rows
     kind = call.strings_at(rows)

@@ -185,7 +185,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     else:
         res.missing(["tfdata_cpu_ratio", "tfdata_cpu_pct", "tfdata_contention_pct", "tfdata_contention_ms_per_step",
                      "tfdata_cost_ms_per_step", "tfdata_cost_pct", "step_own_ms_per_step", "tfdata_cores"],
-                    "no tf.data worker threads (tf_data_*) in the trace")
+                    "no tf.data worker threads (tf_data_*) in the trace", tf_only=True)
     res.tables["input_per_step"] = Table(per)
     return res
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 ALLOC, DEALLOC = "MemoryAllocation", "MemoryDeallocation"
-NUMERIC = ("bytes_allocated", "bytes_reserved", "bytes_available", "peak_bytes_in_use", "requested_bytes",
+NUMERIC = ("index_on_host", "bytes_allocated", "bytes_reserved", "bytes_available", "peak_bytes_in_use", "requested_bytes",
            "allocation_bytes", "fragmentation", "data_type")
 STRINGS = ("allocator_name", "tf_op", "shape", "region_type")
 #: Allocators of a device's memory (``GPU_0_bfc``); ``cuda_host_bfc`` and the CPU BFC are host memory.
@@ -43,7 +43,7 @@ TOP_LIVE = 50
 
 METRICS = ("memory_peak_bytes", "memory_capacity_bytes", "memory_peak_pct", "memory_peak_time_ms",
            "memory_fragmentation", "memory_allocator", "memory_peak_bytes_lifetime", "memory_peak_step",
-           "memory_live_at_peak_bytes")
+           "memory_live_at_peak_bytes", "memory_device_peaks")
 
 
 def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame | None:
@@ -89,6 +89,13 @@ def _events_frame(found: list[tuple[int, Plane, np.ndarray]]) -> pd.DataFrame:
         parts.append(df)
     out = pd.concat(parts, ignore_index=True)
     out["allocator_name"] = out["allocator_name"].fillna("<unnamed>")
+    # PjRt (JAX, TPU) writes every chip's allocations on the host plane, unnamed, with the chip's index:
+    # each chip's memory is its own allocator, never one merged total
+    idx = out["index_on_host"]
+    has = idx.notna()
+    if has.any():
+        label = out.loc[has, "allocator_name"].where(out.loc[has, "allocator_name"] != "<unnamed>", "device")
+        out.loc[has, "allocator_name"] = label + ":" + idx[has].astype(np.int64).astype(str)
     out = out.sort_values(["t", "plane", "row"], kind="stable").reset_index(drop=True)
     out["seq"] = np.arange(len(out))
     return out
@@ -182,6 +189,8 @@ DECLARED = declare(
     ("memory_capacity_bytes", "bytes", "allocator limit (reserved + allocated + available)"),
     ("memory_peak_pct", "%", "peak bytes in use as % of capacity"),
     ("memory_fragmentation", "fraction", "allocator fragmentation (0-1) at the peak"),
+    ("memory_device_peaks", "", "each device allocator's peak, largest first (`device:0 16.1 GB, ...`): devices "
+                                "never share memory, so these are never added up"),
     ("memory_peak_step", "", "the step (``step`` of the step table) in which the peak happened"),
     ("memory_live_at_peak_bytes", "bytes", "bytes of the buffers found live at the peak (buffers allocated before "
                                            "the profile and never freed in it cannot be seen)"),
@@ -246,6 +255,12 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     alloc_tbl = pd.DataFrame(summaries)
     dev = alloc_tbl[alloc_tbl["device"]]
+    if len(dev):
+        top = dev.sort_values("peak_bytes", ascending=False)
+        res.add("memory_device_peaks", ", ".join(f"{a} {b / 1e9:.3g} GB" for a, b in
+                                                 zip(top["allocator"], top["peak_bytes"])))
+    else:
+        res.missing(["memory_device_peaks"], "no device allocator (GPU_0_bfc, device:N) among the memory events")
     pick = (dev if len(dev) else alloc_tbl).sort_values("peak_bytes", ascending=False).iloc[0]
     res.add("memory_allocator", pick["allocator"])
     res.add("memory_peak_bytes", pick["peak_bytes"])

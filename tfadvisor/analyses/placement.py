@@ -409,7 +409,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         per_plane.append((p, mm, cnt))
     if not per_plane:
         res.missing(["host_op_count", "device_op_count", "host_op_time_ms", "host_op_time_pct", "device_op_time_ms"],
-                    "no TF op events (scope/name:Type) on a host plane: the host tracer level may be too low")
+                    "no TF op events (scope/name:Type) on a host plane: the host tracer level may be too low",
+                    tf_only=True)
         if device_present:
             _, _, busy, nk = _device_tf_ops(trace, ctx)
             if nk:

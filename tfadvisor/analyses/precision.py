@@ -540,7 +540,7 @@ def _cpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
     planes = [(p, tf_op_meta_mask(p)) for p in trace.host_planes]
     planes = [(p, mm) for p, mm in planes if mm.any()]
     if not planes:
-        res.missing(["cpu_low_precision_pct", "cpu_precision_source"], "no TF op events on the host plane")
+        res.missing(["cpu_low_precision_pct", "cpu_precision_source"], "no TF op events on the host plane", tf_only=True)
         return
 
     all_names = set()

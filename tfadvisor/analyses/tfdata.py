@@ -443,7 +443,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     rows = act.rows.get("iterator", np.empty(0, np.int64)) if p is not None else np.empty(0, np.int64)
     if p is None or rows.shape[0] == 0:
         res.add("tfdata_present", False)
-        res.missing(names, "no tf.data iterator events (Iterator::*) in the trace")
+        res.missing(names, "no tf.data iterator events (Iterator::*) in the trace", tf_only=True)
         return res
     res.add("tfdata_present", True)
     tfd_lines = act.tfdata_lines
