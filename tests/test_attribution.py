@@ -23,8 +23,8 @@ from conftest import ROOT, SAMPLES, sample_dirs
 from tfadvisor import api
 from tfadvisor.proto import xplane_pb2
 
-REAL_SHARED = sorted(p for p in (ROOT.parent / "shared" / "real_traces").glob("*")
-                     if p.is_dir() and p.name != "bad_input") if (ROOT.parent / "shared" / "real_traces").exists() else []
+_SHARED = ROOT.parent / "shared" / "real_traces"
+REAL_SHARED = sorted(p for p in _SHARED.glob("*") if p.is_dir() and p.name != "bad_input") if _SHARED.exists() else []
 TRACES = [p for p in sample_dirs()] + REAL_SHARED
 
 
@@ -115,7 +115,8 @@ def test_device_items_match_protobuf(name):
         for item, ms in zip(g["item"], g["ms"]):
             want = pb.get(item)
             if want is None:  # a shortened kernel name: every raw name it stands for
-                want = sum(v for k, v in pb.items() if _short(k).startswith(item) and len(item) >= min(60, len(_short(k))))
+                want = sum(v for k, v in pb.items()
+                           if _short(k).startswith(item) and len(item) >= min(60, len(_short(k))))
             assert abs(ms - want) / total * 100 <= 1.0, (lane, item, ms, want, total)
             checked += 1
     assert checked >= 2

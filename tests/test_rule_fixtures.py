@@ -261,6 +261,27 @@ CASES = [
                          "data_total_bytes": 900 * 2**30}, None),  # many big files read fine in parallel
     ("data_huge_files", {"data_files_count": 4, "data_largest_file_bytes": 2**30 - 1,
                          "data_total_bytes": 3 * 2**30}, None),  # edge: just under 1 GiB
+    # ---- from the attribution: Python functions, op-by-op JAX, TF32 matrix work
+    ("python_hotspot", {**STEP, "attr_python_pct": 97.0, "attr_python_top_pct": 83.0,
+                        "attr_python_top": "augment (x.py:65) 83 %"}, "warning"),
+    ("python_hotspot", {**STEP, "attr_python_pct": 30.0, "attr_python_top_pct": 25.0}, "warning"),  # edges
+    ("python_hotspot", {**STEP, "attr_python_pct": 29.9, "attr_python_top_pct": 25.0}, None),
+    ("python_hotspot", {**STEP, "attr_python_pct": 72.0, "attr_python_top_pct": 18.0}, None),  # no one function
+    ("python_hotspot", {**STEP, "attr_python_pct": 95.0, "attr_python_top_pct": 30.0,
+                        "xla_executions_per_step": 82.0}, None),  # op by op: jax_op_by_op says it
+    ("jax_op_by_op", {**STEP, "framework": "jax", "xla_executions_per_step": 82.0, "attr_python_pct": 95.0},
+     "critical"),
+    ("jax_op_by_op", {**STEP, "framework": "jax", "xla_executions_per_step": 10.0, "attr_python_pct": 30.0},
+     "warning"),  # edges
+    ("jax_op_by_op", {**STEP, "framework": "jax", "xla_executions_per_step": 1.0, "attr_python_pct": 72.0}, None),
+    ("jax_op_by_op", {**STEP, "framework": "tensorflow", "xla_executions_per_step": 82.0,
+                      "attr_python_pct": 95.0}, None),
+    ("matrix_tf32", {**STEP, "device_vendor": "nvidia", "tensor_core_capable": True, "matrix_tf32_pct": 98.0,
+                     "matrix_unknown_pct": 0.0, "attr_matrix_pct": 67.0}, "warning"),
+    ("matrix_tf32", {**STEP, "device_vendor": "nvidia", "tensor_core_capable": True, "matrix_tf32_pct": 98.0,
+                     "matrix_unknown_pct": 0.0, "attr_matrix_pct": 24.0}, None),  # a small share of the time
+    ("matrix_tf32", {**STEP, "device_vendor": "nvidia", "tensor_core_capable": True, "matrix_tf32_pct": 0.0,
+                     "matrix_unknown_pct": 0.0, "attr_matrix_pct": 67.0}, None),  # bf16 already
 ]
 
 

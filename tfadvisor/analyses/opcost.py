@@ -30,7 +30,8 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("collective", re.compile(r"(?i)allreduce|all-reduce|all_reduce|allgather|all-gather|reducescatter|"
                               r"reduce-scatter|collective|nccl|horovod|alltoall|all-to-all")),
     ("optimizer", re.compile(r"(?i)^(_mkl)?(resource)?apply|assign(add|sub)?variable|^assign(add|sub)?$")),
-    ("matrix", re.compile(r"(?i)conv(?!ert)|matmul|einsum|^dot|gemm|attention|batchmatmul|^cijk_|cutlass|xmma|nvjet|wgrad|"
+    ("matrix", re.compile(r"(?i)conv(?!ert)|matmul|einsum|^dot|gemm|attention|batchmatmul|^cijk_|cutlass|xmma|nvjet|"
+                          r"wgrad|"
                           r"dgrad|fprop|flash")),
     ("custom_call", re.compile(r"(?i)custom-call|custom_call|customcall|pallas|mosaic")),
     ("gather_scatter", re.compile(r"(?i)gather|scatter|segment|embedding|lookup")),

@@ -277,7 +277,7 @@ def _hlo_event_classes(p, rows: np.ndarray, hlo: dict[tuple[str, str], str],
     out = val[inv.reshape(-1)]
     if matrix_rows is not None and (out == -1).any():
         whole = np.full(len(uniq), -1, np.int64)
-        for k, (o, i, m) in enumerate(uniq.tolist()):
+        for k, (_o, i, m) in enumerate(uniq.tolist()):
             n = _finite_int(pids[i]) if i >= 0 else None
             c = (hlo.get((f"#{n}", MODULE_KEY)) if n is not None else None) or \
                 (hlo.get((mods[m], MODULE_KEY)) if m >= 0 else None)
@@ -540,7 +540,8 @@ def _cpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
     planes = [(p, tf_op_meta_mask(p)) for p in trace.host_planes]
     planes = [(p, mm) for p, mm in planes if mm.any()]
     if not planes:
-        res.missing(["cpu_low_precision_pct", "cpu_precision_source"], "no TF op events on the host plane", tf_only=True)
+        res.missing(["cpu_low_precision_pct", "cpu_precision_source"], "no TF op events on the host plane",
+                    tf_only=True)
         return
 
     all_names = set()

@@ -29,13 +29,14 @@ MIN_PCT = 0.5
 ITEMS = 3
 
 
-def _rows(df: Any) -> list[dict]:
-    if df is None:
+def _rows(tables: Any, name: str) -> list[dict]:
+    """A table's rows, read from the stored :class:`Table` when it is one (no pandas on the text path)."""
+    if name not in tables:
         return []
-    try:
-        return df.to_dict("records")
-    except AttributeError:
-        return []
+    raw = tables.raw(name) if hasattr(tables, "raw") else tables[name]
+    if hasattr(raw, "row") and hasattr(raw, "columns") and not hasattr(raw, "to_dict"):
+        return [raw.row(i) for i in range(len(raw))]
+    return raw.to_dict("records") if hasattr(raw, "to_dict") else []
 
 
 def attribution(result: Any, max_devices: int = 16) -> dict[str, Any] | None:
@@ -47,7 +48,7 @@ def attribution(result: Any, max_devices: int = 16) -> dict[str, Any] | None:
     if not basis or not wall:
         return None
     items: dict[tuple[str, str], list[dict]] = {}
-    for r in _rows(tables.get("attribution_items")):
+    for r in _rows(tables, "attribution_items"):
         items.setdefault((str(r["lane"]), str(r["part"])), []).append(
             {"item": str(r["item"]), "kind": str(r["kind"]), "ms": plain(r["ms"]), "pct": plain(r["pct"]),
              "count": int(r["count"]), "mean_ms": plain(r["mean_ms"])})
@@ -63,7 +64,7 @@ def attribution(result: Any, max_devices: int = 16) -> dict[str, Any] | None:
             all_parts.append(part("all", name, float(pct), float(pct) * float(wall) / 100.0))
     lanes = [{"lane": "all", "parts": sorted(all_parts, key=lambda p: -p["pct"])}]
     devices: dict[str, list[dict]] = {}
-    for r in _rows(tables.get("attribution")):
+    for r in _rows(tables, "attribution"):
         if r["scope"] != "window" or r["lane"] == "all" or float(r["pct"]) < MIN_PCT:
             continue
         devices.setdefault(str(r["lane"]), []).append(part(str(r["lane"]), str(r["part"]), float(r["pct"]),
