@@ -28,6 +28,7 @@ ORDER = (
     "placement",
     "opcost",  # op time by type and category (matrix, elementwise, optimizer, ...)
     "attribution",  # the window and each step split into parts summing to 100 %, per device too
+    "roofline",  # per device and op: FLOP/s and bytes/s against the peaks (where the trace has counts)
     "precision",
     "memory",
     "collectives",
