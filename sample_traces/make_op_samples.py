@@ -1,0 +1,189 @@
+"""Capture real TensorFlow problem/twin pairs whose cost is in the ops or their dispatch, with wall-clock truth.
+
+Each case trains for real on this machine's CPU with TF's defaults (Keras 3 ``fit`` or a custom loop) and is
+profiled with tfadvisor's own capture (``tfadvisor.keras.AdvisorCallback`` for ``fit``, ``tfadvisor.profile``
+with ``tfadvisor.step`` markers for custom loops), which records the run file (CPU flags included). The
+script times every training step itself (start of one to the start of the next, callbacks included):
+
+- ``ops_fit_fp32`` / ``ops_fit_bf16``: an MLP whose step is matrix work, float32 (Keras' default policy) and
+  the twin under ``mixed_bfloat16`` (the fix tfadvisor prints on a CPU with AMX or AVX512-BF16).
+- ``ops_loop_eager`` / ``ops_loop_function``: a custom loop (GradientTape, Adam) run eagerly, and the twin
+  with the step under ``tf.function``.
+- ``ops_fit_run_eagerly`` / ``ops_fit_graph``: ``model.fit`` compiled with ``run_eagerly=True``, and the twin
+  without it (the default graph execution).
+
+Usage: ``python make_op_samples.py OUT [--cases a,b]``; ``OUT/<sample>/`` gets the logdir and ``measured.json``.
+The pairs' twins are the problems with exactly the fix applied; ``measured.json`` ``pair`` holds both means.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+#: problem -> twin.
+PAIRS = {"ops_fit_fp32": "ops_fit_bf16", "ops_loop_eager": "ops_loop_function",
+         "ops_fit_run_eagerly": "ops_fit_graph"}
+#: Steps profiled, after this many warm-up steps.
+FIRST, STEPS = 6, 12
+
+
+class StepClock:
+    """Wall-clock start of every training step (Keras: on_train_batch_begin; loops: before each step)."""
+
+    def __init__(self):
+        self.starts: list[float] = []
+        self.end = 0.0
+
+    def per_step_ms(self, first: int, n: int) -> list[float]:
+        s = self.starts[first:first + n + 1]
+        if len(s) < n + 1:
+            s = s + [self.end]
+        return [round((b - a) * 1e3, 4) for a, b in zip(s[:-1], s[1:])]
+
+
+def _mlp(keras, width: int, depth: int, in_dim: int):
+    inp = keras.Input((in_dim,))
+    h = inp
+    for _ in range(depth):
+        h = keras.layers.Dense(width, activation="relu")(h)
+    out = keras.layers.Dense(10, dtype="float32")(h)  # float32 logits under any policy
+    return keras.Model(inp, out)
+
+
+def run_fit(name: str, out: Path) -> dict:
+    import keras
+    import numpy as np
+
+    import tfadvisor.keras
+
+    if name == "ops_fit_bf16":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    eager = name == "ops_fit_run_eagerly"
+    width, depth, in_dim, batch = (4096, 2, 1024, 512) if name.startswith("ops_fit_fp32") or \
+        name == "ops_fit_bf16" else (256, 3, 128, 64)
+    n = (FIRST + STEPS + 4) * batch
+    rng = np.random.default_rng(0)
+    x = rng.random((n, in_dim), dtype=np.float32)
+    y = rng.integers(0, 10, n)
+    model = _mlp(keras, width, depth, in_dim)
+    model.compile(keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=eager)
+    clock = StepClock()
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            clock.starts.append(time.perf_counter())
+
+        def on_train_end(self, logs=None):
+            clock.end = time.perf_counter()
+
+    logdir = out / name
+    cb = tfadvisor.keras.AdvisorCallback(str(logdir), steps=(FIRST, FIRST + STEPS), analyze=False)
+    model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False, callbacks=[Clock(), cb])
+    policy = keras.mixed_precision.global_policy().name
+    desc = (f"Keras 3 model.fit of an MLP {in_dim}-" + "-".join([str(width)] * depth) + f"-10, batch {batch}, "
+            f"Adam, dtype policy {policy}" + (", compiled with run_eagerly=True" if eager else "") +
+            f"; tfadvisor.keras.AdvisorCallback profiles steps {FIRST}-{FIRST + STEPS - 1}")
+    return {"description": desc, "batch_size": batch, "steps_per_execution": 1,
+            "measured_step_ms": clock.per_step_ms(FIRST, STEPS), "capture_api": "tfadvisor_callback"}
+
+
+def run_loop(name: str, out: Path) -> dict:
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import tfadvisor
+
+    width, depth, in_dim, batch = 256, 3, 128, 64
+    model = _mlp(keras, width, depth, in_dim)
+    opt = keras.optimizers.Adam(1e-4)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.random((batch, in_dim), dtype=np.float32))
+    y = tf.constant(rng.integers(0, 10, batch))
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    if name == "ops_loop_function":
+        step = tf.function(step)
+    clock = StepClock()
+    logdir = out / name
+    for i in range(FIRST):
+        step(x, y)
+    with tfadvisor.profile(str(logdir), analyze=False):
+        for i in range(FIRST, FIRST + STEPS):
+            clock.starts.append(time.perf_counter())
+            with tfadvisor.step(i):
+                float(step(x, y))
+        clock.end = time.perf_counter()
+    desc = (f"Custom training loop (GradientTape, Adam) of an MLP {in_dim}-" + "-".join([str(width)] * depth) +
+            f"-10, batch {batch}, on in-memory tensors, reading float(loss) every step; " +
+            ("the step runs eagerly (no tf.function)" if name == "ops_loop_eager" else "the step under tf.function") +
+            f"; tfadvisor.profile around steps {FIRST}-{FIRST + STEPS - 1}, each in tfadvisor.step(i)")
+    return {"description": desc, "batch_size": batch, "steps_per_execution": 1,
+            "measured_step_ms": clock.per_step_ms(0, STEPS), "capture_api": "tfadvisor_profile"}
+
+
+def capture(name: str, out: Path) -> dict:
+    import keras
+    import tensorflow as tf
+
+    t = (run_loop if name.startswith("ops_loop") else run_fit)(name, out)
+    logdir = out / name
+    host = next(logdir.glob("plugins/profile/*/*.xplane.pb")).name.split(".xplane.pb")[0]
+    m = {"case": name, "original_files": {host: f"plugins/profile/<run>/{host}.xplane.pb"}, **t,
+         "tf_version": tf.__version__, "keras_version": keras.__version__, "host": platform.node(),
+         "cpu_count": os.cpu_count(),
+         "clock": "time.perf_counter at the start of each training step (fit: on_train_batch_begin; loops: before "
+                  "the step); each step lasts to the next one's start, the last to the end of training"}
+    (logdir / "measured.json").write_text(json.dumps(m, indent=1) + "\n")
+    return m
+
+
+def _mean(t: dict) -> float:
+    x = t["measured_step_ms"]
+    x = x[1:-1] if len(x) > 5 else x
+    return sum(x) / len(x)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--cases", default=",".join(k for p in PAIRS.items() for k in p))
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: capture one case in this process
+    a = ap.parse_args()
+    if a.one:
+        capture(a.one, a.out)
+        return
+    import subprocess
+
+    done = {}
+    for name in a.cases.split(","):  # each in its own process: a dtype policy is global
+        subprocess.run([sys.executable, __file__, str(a.out), "--one", name], check=True)
+        done[name] = json.loads((a.out / name / "measured.json").read_text())
+        print(f"{name}: mean {_mean(done[name]):.2f} ms/step over {len(done[name]['measured_step_ms'])} steps",
+              flush=True)
+    for problem, twin in PAIRS.items():
+        if problem in done and twin in done:
+            p, t = _mean(done[problem]), _mean(done[twin])
+            done[problem]["pair"] = {"closed": True, "problem": problem, "twin": twin, "problem_step_ms": round(p, 4),
+                                     "twin_step_ms": round(t, 4), "planted_cost_ms": round(p - t, 4),
+                                     "planted_cost_pct": round(100 * (p - t) / p, 1)}
+            (a.out / problem / "measured.json").write_text(json.dumps(done[problem], indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
