@@ -121,7 +121,7 @@ def run_loop(name: str, out: Path) -> dict:
         step = tf.function(step)
     clock = StepClock()
     logdir = out / name
-    for i in range(FIRST):
+    for _ in range(FIRST):
         step(x, y)
     with tfadvisor.profile(str(logdir), analyze=False):
         for i in range(FIRST, FIRST + STEPS):

@@ -2,7 +2,9 @@
 ``attribution`` analysis) with the items in each part, then each device's own split.
 
 :func:`attribution` builds the one plain structure the terminal, Markdown, HTML and JSON reports read:
-``{"basis", "wall_ms", "lanes": [{"lane", "parts": [{"part", "label", "pct", "ms", "items": [...]}]}]}``.
+``{"basis", "wall_ms", "lanes": [{"lane", "parts": [{"part", "label", "pct", "ms", "items": [...]}]}], "host",
+"hosts": [{"host", "parts": [{"part", "pct"}], "distance_pts"}]}`` (with several hosts, the lanes are the median
+host's and ``hosts`` gives every host's split and how far it is from the median host's, in percentage points).
 The ``all`` lane is on the basis of the metrics (the steps' wall time, or the window without steps);
 a device lane is its share of the window. Parts under :data:`MIN_PCT` are left out; each lane's shares,
 all parts counted, sum to 100.
@@ -71,15 +73,30 @@ def attribution(result: Any, max_devices: int = 16) -> dict[str, Any] | None:
                                                            float(r["ms"])))
     for lane in list(devices)[:max_devices]:
         lanes.append({"lane": lane, "parts": sorted(devices[lane], key=lambda p: -p["pct"])})
+    hosts = []  # several hosts: the lanes are the median host's, each host's own split in brief
+    for h in getattr(result, "hosts", None) or []:
+        hm = getattr(h, "metrics", None) or {}
+        parts = sorted(((n, plain(hm.get(f"attr_{n}_pct"))) for n in LABELS), key=lambda kv: -(kv[1] or 0))
+        every = {n: float(v) for n, v in parts if isinstance(v, (int, float))}
+        hosts.append({"host": str(getattr(h, "host", "?")), "_every": every,
+                      "parts": [{"part": n, "pct": float(v)} for n, v in parts if isinstance(v, (int, float))
+                                and v >= MIN_PCT]})
+    mine = {n: plain(metrics.get(f"attr_{n}_pct")) or 0.0 for n in LABELS}
+    for h in hosts:  # how far each host's split is from the median host's (percentage points, largest part)
+        got = h.pop("_every")
+        h["distance_pts"] = max((abs(got.get(n, 0.0) - float(v)) for n, v in mine.items()), default=0.0)
     return {"basis": str(basis), "wall_ms": float(wall), "devices": len(devices),
-            "devices_shown": min(len(devices), max_devices), "lanes": lanes}
+            "devices_shown": min(len(devices), max_devices), "lanes": lanes,
+            "host": plain(metrics.get("median_host")) if len(hosts) > 1 else None,
+            "hosts": hosts if len(hosts) > 1 else []}
 
 
 def basis_text(att: dict[str, Any]) -> str:
     """What the ``all`` lane's shares are of, in words."""
+    host = f" on {att['host']} (the median host)" if att.get("host") else ""
     if att["basis"] == "steps":
-        return f"the steps' wall time, start to next start ({att['wall_ms']:,.1f} ms)"
-    return f"the traced window ({att['wall_ms']:,.1f} ms; no steps)"
+        return f"the steps' wall time{host}, start to next start ({att['wall_ms']:,.1f} ms)"
+    return f"the traced window{host} ({att['wall_ms']:,.1f} ms; no steps)"
 
 
 def items_text(p: dict[str, Any]) -> str:

@@ -137,9 +137,14 @@ def _attribution() -> dict[str, Any]:
                  "items": {"type": "array", "items": item}})
     lane = _obj({"lane": dict(STRING, description="`all` (the run) or a device (GPU:0, TPU:1)"),
                  "parts": {"type": "array", "items": part}})
+    host = _obj({"host": STRING, "parts": {"type": "array", "items": _obj({"part": dict(STRING, enum=list(PARTS)),
+                                                                           "pct": NUMBER})},
+                 "distance_pts": NUMBER})
     att = _obj({"basis": dict(STRING, enum=["steps", "window"]), "wall_ms": NUMBER,
                 "devices": {"type": "integer"}, "devices_shown": {"type": "integer"},
-                "lanes": {"type": "array", "items": lane}},
+                "lanes": {"type": "array", "items": lane},
+                "host": dict(STRING_OR_NULL, description="several hosts: the median host, whose lanes these are"),
+                "hosts": {"type": "array", "items": host, "description": "several hosts: each host's split"}},
                doc="where the time goes (tfadvisor/report/attribution.py): the run's parts, then each device's")
     return {"anyOf": [att, {"type": "null"}]}
 

@@ -191,6 +191,10 @@ def _finding(console: Console, i: int, f: Any, units: dict, brief: bool = False)
             console.print(Text("     " + str(url), style="blue" if console.is_terminal else ""), soft_wrap=True)
 
 
+#: Hosts listed under "Where the time goes" (those least like the median host).
+HOST_LINES = 4
+
+
 def _attribution(console: Console, result: Any) -> None:
     """Where the time goes: the run's parts with their top items, then each device's split."""
     from tfadvisor.report.attribution import attribution, basis_text, items_text
@@ -210,6 +214,16 @@ def _attribution(console: Console, result: Any) -> None:
         else:
             _out(console, f"{lane['lane']}: " + ", ".join(f"{p['label']} {fmt_num(p['pct'], 2)} %"
                                                          for p in lane["parts"]), 2, hang=4)
+    hosts = sorted(att.get("hosts") or [], key=lambda h: -h["distance_pts"])
+    for h in hosts[:HOST_LINES]:  # the hosts least like the median host first
+        from tfadvisor.report.attribution import LABELS
+
+        _out(console, f"{h['host']}: " + ", ".join(f"{LABELS.get(p['part'], p['part'])} {fmt_num(p['pct'], 2)} %"
+                                                     for p in h["parts"][:4]), 2, hang=4)
+    if len(hosts) > HOST_LINES:
+        near = fmt_num(hosts[HOST_LINES]["distance_pts"], 2)
+        _out(console, f"(+{len(hosts) - HOST_LINES} more hosts, each within {near} points of the median host: "
+                      "--format json for all)", 2, style="dim")
     if att["devices"] > att["devices_shown"]:
         _out(console, f"(+{att['devices'] - att['devices_shown']} more devices: --format json for all)", 2,
              style="dim")

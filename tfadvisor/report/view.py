@@ -299,7 +299,7 @@ class View:
     @cached_property
     def attribution(self) -> dict | None:
         """Where the time goes (tfadvisor/report/attribution.py), with its basis in words."""
-        from tfadvisor.report.attribution import attribution, basis_text, items_text
+        from tfadvisor.report.attribution import LABELS, attribution, basis_text, items_text
 
         att = attribution(self.result)
         if att is not None:
@@ -309,6 +309,10 @@ class View:
                     p["items_text"] = items_text(p)
                     p["pct_text"] = fmt_num(p["pct"], 2)
                     p["ms_text"] = fmt_num(p["ms"])
+            for h in att["hosts"]:
+                h["parts_text"] = ", ".join(f"{LABELS.get(p['part'], p['part'])} {fmt_num(p['pct'], 2)} %"
+                                            for p in h["parts"])
+                h["distance_text"] = fmt_num(h["distance_pts"], 2)
         return att
 
     @cached_property
