@@ -39,12 +39,21 @@ def _reference_planes(path: str):
     return out
 
 
+def _declared_clips(sample: Path) -> int:
+    """Events a real capture's expected.toml says the reader cuts at the capture window's end (``load_notes``:
+    JAX's profiler records a Python frame open when the capture stopped)."""
+    from conftest import expected
+
+    notes = expected(sample).get("load_notes", [])
+    return sum(int(n.split(" ", 1)[0]) for n in notes if "ending after the capture window" in n)
+
+
 @pytest.mark.parametrize("sample", REAL, ids=[p.name for p in REAL])
 def test_columns_match_protobuf(sample: Path):
-    _assert_matches_protobuf(tfadvisor.load(sample))
+    _assert_matches_protobuf(tfadvisor.load(sample), _declared_clips(sample))
 
 
-def _assert_matches_protobuf(trace) -> None:
+def _assert_matches_protobuf(trace, clipped: int = 0) -> None:
     """Every plane's event and stat columns equal a protobuf decode of the same files."""
     assert trace.n_events > 0
     for f in trace.files:
@@ -54,7 +63,10 @@ def _assert_matches_protobuf(trace) -> None:
         for (name, starts, durs, names, stats, n_lines), plane in zip(ref, planes):
             assert len(plane.lines) == n_lines
             assert np.array_equal(np.asarray(starts, dtype=np.int64), plane.ev_start_ps), name
-            assert np.array_equal(np.asarray(durs, dtype=np.int64), plane.ev_dur_ps), name
+            want = np.asarray(durs, dtype=np.int64)
+            differ = np.flatnonzero(want != plane.ev_dur_ps)
+            # only the declared events differ, cut shorter (at the window's end), never longer
+            assert differ.shape[0] <= clipped and np.all(plane.ev_dur_ps[differ] < want[differ]), name
             assert list(plane.names_of(np.arange(plane.n_events))) == [n or "<unknown>" for n in names]
             assert plane.n_stats == len(stats)
             got = plane._stat_strings(plane.st_kind, plane.st_value)
@@ -349,6 +361,11 @@ def test_window_estimated_without_task_environment(tmp_path: Path):
 
 
 def test_sane_samples_untouched():
+    from conftest import expected
+
     for sample in REAL:
         trace = tfadvisor.load(sample)
-        assert trace.load_notes == {}, (sample.name, trace.load_notes)
+        declared = expected(sample).get("load_notes", [])
+        got = [n for notes in trace.load_notes.values() for n in notes]
+        assert len(got) == len(declared) and all(any(d in g for g in got) for d in declared), \
+            (sample.name, trace.load_notes)

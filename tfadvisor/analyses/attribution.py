@@ -342,7 +342,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                                                                 "tracer was off)")
     res.add("attr_devices", len(dev_lanes))
     if len(dev_lanes) >= 2:
-        busy = [100.0 - next(r[4] for r in rows_out if r[0] == "window" and r[1] == lane and r[2] == "idle")
+        busy = [100.0 - next((r[4] for r in rows_out if r[0] == "window" and r[1] == lane and r[2] == "idle"), 0.0)
                 for lane, _ in dev_lanes]
         res.add("attr_device_busy_spread_pct", max(busy) - min(busy))
     else:
