@@ -25,6 +25,7 @@ mean; Python functions (``$file:line name`` events of JAX's and TF's Python trac
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -117,10 +118,11 @@ def self_time(plane: Plane, rows: np.ndarray) -> np.ndarray:
         ends_sorted = np.sort(ee)
         depth = np.arange(b - a) - np.searchsorted(ends_sorted, ss, side="right")
         parent = np.full(b - a, -1, np.int64)
-        idx = np.arange(b - a)
-        for d in range(1, int(depth.max()) + 1 if b > a else 0):
-            kids = idx[depth == d]
-            ups = idx[depth == d - 1]
+        by_depth = np.argsort(depth, kind="stable")  # rows grouped by depth, in order within each
+        bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
+        for d in range(1, int(depth.max()) + 1):
+            kids = by_depth[bounds[d]:bounds[d + 1]]
+            ups = by_depth[bounds[d - 1]:bounds[d]]
             if not kids.size or not ups.size:
                 continue
             pos = np.searchsorted(ups, kids) - 1
@@ -153,24 +155,51 @@ class _Items:
     def __init__(self) -> None:
         self.acc: dict[tuple[str, str], dict[str, list]] = {}
 
-    def add(self, lane: str, part: str, names: np.ndarray, ps: np.ndarray, kinds: dict[str, str] | None = None,
-            counts: np.ndarray | None = None) -> None:
+    def add(self, lane: str, part: str, named: _Named, sel: np.ndarray, ps: np.ndarray) -> None:
+        """Add the rows ``sel`` (a mask over ``named``'s rows) with their times ``ps`` (one per selected row),
+        summed per name first (a trace has millions of events and few names)."""
+        codes = named.codes[sel]
+        if not codes.shape[0]:
+            return
+        n = named.labels.shape[0]
+        tot = np.bincount(codes, weights=np.asarray(ps, np.float64), minlength=n)
+        cnt = np.bincount(codes, minlength=n)
         d = self.acc.setdefault((lane, part), {})
-        cnt = np.ones(names.shape[0], np.int64) if counts is None else counts
-        for nm, v, c in zip(names.tolist(), ps.tolist(), cnt.tolist()):
+        for i in np.flatnonzero(cnt).tolist():
+            nm = str(named.labels[i])
             slot = d.get(nm)
             if slot is None:
-                d[nm] = [v, c, (kinds or {}).get(nm, "")]
+                d[nm] = [float(tot[i]), int(cnt[i]), named.kinds.get(nm, "")]
             else:
-                slot[0] += v
-                slot[1] += c
+                slot[0] += float(tot[i])
+                slot[1] += int(cnt[i])
 
     def top(self, lane: str, part: str, k: int = TOP_ITEMS) -> list[tuple[str, float, int, str]]:
         d = self.acc.get((lane, part), {})
         return [(n, v[0], v[1], v[2]) for n, v in sorted(d.items(), key=lambda kv: (-kv[1][0], kv[0]))[:k]]
 
 
-def _named(plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, dict[str, str], np.ndarray]:
+@dataclass
+class _Named:
+    """Rows named once per metadata: ``labels[codes[i]]`` is row i's display name, ``label_cats`` each name's op
+    category."""
+
+    labels: np.ndarray
+    codes: np.ndarray
+    kinds: dict[str, str]
+    label_cats: np.ndarray
+
+    def in_category(self, c: str) -> np.ndarray:
+        """Per row: its op category is ``c``."""
+        return (self.label_cats == c)[self.codes]
+
+    def per_row(self, test) -> np.ndarray:
+        """``test(display name)`` for every row, evaluated once per name."""
+        return np.array([bool(test(str(n))) for n in self.labels], bool)[self.codes] if self.codes.size else \
+            np.zeros(0, bool)
+
+
+def _named(plane: Plane, rows: np.ndarray) -> _Named:
     """Display names of rows (by metadata, once each), their kinds, and each row's op category."""
     meta = plane.ev_meta[rows]
     uniq, inv = np.unique(meta, return_inverse=True)
@@ -182,7 +211,7 @@ def _named(plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, dict[str, str], 
         disp.append(nm)
         kinds[nm] = kind
         cats.append(category(nm))
-    return np.array(disp, dtype=object)[inv], kinds, np.array(cats, dtype=object)[inv]
+    return _Named(np.array(disp, dtype=object), inv.reshape(-1), kinds, np.array(cats, dtype=object))
 
 
 def _device_rows(p: Plane) -> np.ndarray:
@@ -195,8 +224,13 @@ def _device_rows(p: Plane) -> np.ndarray:
     return rows
 
 
-def _category_measures(plane: Plane, rows: np.ndarray, cats: np.ndarray) -> dict[str, Measure]:
-    return {c: Measure.of_rows(plane, rows[cats == c]) for c in OP_CATEGORIES if (cats == c).any()}
+def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure]:
+    out = {}
+    for c in OP_CATEGORIES:
+        sel = named.in_category(c)
+        if sel.any():
+            out[c] = Measure.of_rows(plane, rows[sel])
+    return out
 
 
 def _split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[str, Measure | None]],
@@ -229,10 +263,10 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         rows = _device_rows(p)
         if not rows.size:
             continue
-        names, kinds, cats = _named(p, rows)
+        named = _named(p, rows)
         lane = dl.short_name(p)
-        is_h2d = np.array([bool(re.search(r"(?i)HtoD|H2D", n)) for n in names], bool) if rows.size else EMPTY
-        meas = _category_measures(p, rows, cats)
+        is_h2d = named.per_row(lambda n: bool(re.search(r"(?i)HtoD|H2D", n)))
+        meas = _category_measures(p, rows, named)
         dev_lanes.append((lane, meas))
         for c, m in meas.items():
             dev_layers[c].append(m)
@@ -240,10 +274,10 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             h2d_dev.append(Measure.of_rows(p, rows[is_h2d]))
         dur = p.ev_dur_ps[rows]
         for c in OP_CATEGORIES:
-            sel = cats == c
+            sel = named.in_category(c)
             if sel.any():
-                items.add(lane, c, names[sel], dur[sel], kinds)
-                items.add("all", c, names[sel], dur[sel], kinds)
+                items.add(lane, c, named, sel, dur[sel])
+                items.add("all", c, named, sel, dur[sel])
 
     # host: TF ops (the device on a CPU-only trace), runtime, Python
     has_device = bool(dev_lanes)
@@ -253,16 +287,15 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         ek = act.rows.get("eager_kernel", EMPTY)
         rows = np.union1d(op_rows, ek) if ek.shape[0] else op_rows
         if rows.shape[0]:
-            names, kinds, cats = _named(host, rows)
-            keep = np.array([not INPUT_OPS.match(n) for n in names], bool)
-            rows, names, cats = rows[keep], names[keep], cats[keep]
+            named = _named(host, rows)
+            keep = named.per_row(lambda n: not INPUT_OPS.match(n))
             dur = host.ev_dur_ps[rows]
             for c in OP_CATEGORIES:
-                sel = cats == c
+                sel = named.in_category(c) & keep
                 if sel.any():
                     part = c if not has_device else "host_ops"
                     host_op_layers[c].append(Measure.of_rows(host, rows[sel]))
-                    items.add("all", part, names[sel], dur[sel], kinds)
+                    items.add("all", part, named, sel, dur[sel])
 
     # the scopes: the window, and each step from its start to the next start
     n = int(steps.start.shape[0])
@@ -384,9 +417,9 @@ def _python_items(act: Activity, steps, w_end: np.ndarray, items: _Items) -> Non
     if not rows.size:
         return
     selft = self_time(p, rows)
-    names, kinds, _ = _named(p, rows)
+    named = _named(p, rows)
     marker = np.isin(rows, act.rows.get("roots", EMPTY)) | np.isin(rows, act.rows.get("profiled_batch", EMPTY))
-    frame = np.array([k == "python" for k in (kinds.get(x, "") for x in names.tolist())], bool)
+    frame = named.per_row(lambda n: named.kinds.get(n) == "python")
     keep = ~marker & (selft > 0)
     s = p.ev_start_ps[rows]
     if steps.start.shape[0]:  # the steps' wall time only: not the profiler starting and stopping around them
@@ -396,9 +429,9 @@ def _python_items(act: Activity, steps, w_end: np.ndarray, items: _Items) -> Non
         between = (k >= 0) & (k < steps.start.shape[0] - 1) & (s >= steps.end[np.clip(k, 0, None)])
     else:
         between = np.zeros(rows.shape[0], bool)
-    items.add("all", "between_steps", names[keep & between], selft[keep & between], kinds)
-    items.add("all", "python", names[keep & ~between & frame], selft[keep & ~between & frame], kinds)
-    items.add("all", "python_self", names[keep & frame], selft[keep & frame], kinds)
+    for part, sel in (("between_steps", keep & between), ("python", keep & ~between & frame),
+                      ("python_self", keep & frame)):
+        items.add("all", part, named, sel, selft[sel])
 
 
 def _host_event_items(act: Activity, items: _Items) -> None:
@@ -410,8 +443,8 @@ def _host_event_items(act: Activity, items: _Items) -> None:
         rows = np.concatenate([act.rows.get(k, EMPTY) for k in keys]).astype(np.int64)
         rows = rows[(p.ev_meta[rows] >= 0) & (p.ev_dur_ps[rows] > 0)] if rows.size else rows
         if rows.size:
-            names, kinds, _ = _named(p, rows)
-            items.add("all", part, names, p.ev_dur_ps[rows], kinds)
+            named = _named(p, rows)
+            items.add("all", part, named, np.ones(rows.shape[0], bool), p.ev_dur_ps[rows])
 
 
 def _items_table(items: _Items) -> Table:
