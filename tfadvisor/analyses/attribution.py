@@ -67,8 +67,8 @@ DECLARED = declare(
     ("attr_device_busy_spread_pct", "%", "busy share of the busiest device less that of the least busy"),
     doc="The run's wall time split into parts that sum to 100 % (device work by op category, input, between "
         "steps, runtime, host ops, Python, idle), for the run and for each device; the items in each part.",
-    tables="`attribution` (scope (`window`, or `step i` for row i of `attribution_steps`), lane, part, ms, pct: "
-           "each scope and lane sums to 100), `attribution_steps` "
+    tables="`attribution` (scope (`window`: the traced span; each step's split is in `attribution_steps`), lane, "
+           "part, ms, pct: each scope and lane sums to 100), `attribution_steps` "
            "(step, start_ps, end_ps, wall_ms, one `<part>_ms` column per part of the `all` lane), "
            "`attribution_items` (lane, part, item, kind, ms, pct, count, mean_ms)",
 )
@@ -162,10 +162,15 @@ class _Items:
         if not codes.shape[0]:
             return
         n = named.labels.shape[0]
-        tot = np.bincount(codes, weights=np.asarray(ps, np.float64), minlength=n)
-        cnt = np.bincount(codes, minlength=n)
+        self.add_totals(lane, part, named, np.bincount(codes, weights=ps, minlength=n),
+                        np.bincount(codes, minlength=n))
+
+    def add_totals(self, lane: str, part: str, named: _Named, tot: np.ndarray, cnt: np.ndarray,
+                   which: np.ndarray | None = None) -> None:
+        """Add per-name totals (time and count by ``named.labels`` index), only the names ``which`` selects."""
         d = self.acc.setdefault((lane, part), {})
-        for i in np.flatnonzero(cnt).tolist():
+        use = cnt > 0 if which is None else (cnt > 0) & which
+        for i in np.flatnonzero(use).tolist():
             nm = str(named.labels[i])
             slot = d.get(nm)
             if slot is None:
@@ -181,37 +186,49 @@ class _Items:
 
 @dataclass
 class _Named:
-    """Rows named once per metadata: ``labels[codes[i]]`` is row i's display name, ``label_cats`` each name's op
-    category."""
+    """Rows named once per metadata: row i's name is ``labels[codes[i]]`` (``codes`` is the row's metadata index
+    + 1, 0 for unknown metadata, so no per-row lookup is built), ``cat[i]`` its op category's index in
+    :data:`OP_CATEGORIES` (-1: not an op category)."""
 
-    labels: np.ndarray
+    labels: np.ndarray  # by metadata index + 1; None where no row uses it
     codes: np.ndarray
     kinds: dict[str, str]
-    label_cats: np.ndarray
+    cat: np.ndarray
+    label_cat: np.ndarray  # by metadata index + 1
+
+    def totals(self, ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Time and count of the rows per name (by ``labels`` index)."""
+        n = self.labels.shape[0]
+        return np.bincount(self.codes, weights=ps, minlength=n), np.bincount(self.codes, minlength=n)
+
+    def label_test(self, test) -> np.ndarray:
+        """``test(display name)`` per ``labels`` entry (False where unused)."""
+        return np.array([n is not None and bool(test(str(n))) for n in self.labels], bool)
 
     def in_category(self, c: str) -> np.ndarray:
         """Per row: its op category is ``c``."""
-        return (self.label_cats == c)[self.codes]
+        return self.cat == OP_CATEGORIES.index(c)
 
     def per_row(self, test) -> np.ndarray:
         """``test(display name)`` for every row, evaluated once per name."""
-        return np.array([bool(test(str(n))) for n in self.labels], bool)[self.codes] if self.codes.size else \
-            np.zeros(0, bool)
+        return self.label_test(test)[self.codes]
 
 
 def _named(plane: Plane, rows: np.ndarray) -> _Named:
     """Display names of rows (by metadata, once each), their kinds, and each row's op category."""
-    meta = plane.ev_meta[rows]
-    uniq, inv = np.unique(meta, return_inverse=True)
-    disp: list[str] = []
+    codes = plane.ev_meta[rows] + 1  # -1 (unknown) -> 0
+    n = len(plane.event_names) + 1
+    used = np.flatnonzero(np.bincount(codes, minlength=n)) if codes.size else np.zeros(0, np.int64)
+    labels = np.full(n, None, dtype=object)
+    cat_of = np.full(n, -1, np.int8)
     kinds: dict[str, str] = {}
-    cats: list[str] = []
-    for m in uniq.tolist():
-        nm, kind = item_name(str(plane.event_names[m]), plane.is_device) if m >= 0 else ("<unknown>", "")
-        disp.append(nm)
+    for k in used.tolist():
+        nm, kind = item_name(str(plane.event_names[k - 1]), plane.is_device) if k > 0 else ("<unknown>", "")
+        labels[k] = nm
         kinds[nm] = kind
-        cats.append(category(nm))
-    return _Named(np.array(disp, dtype=object), inv.reshape(-1), kinds, np.array(cats, dtype=object))
+        c = category(nm)
+        cat_of[k] = OP_CATEGORIES.index(c) if c in OP_CATEGORIES else -1
+    return _Named(labels, codes, kinds, cat_of[codes], cat_of)
 
 
 def _device_rows(p: Plane) -> np.ndarray:
@@ -272,12 +289,11 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             dev_layers[c].append(m)
         if is_h2d.any():
             h2d_dev.append(Measure.of_rows(p, rows[is_h2d]))
-        dur = p.ev_dur_ps[rows]
+        tot, cnt = named.totals(p.ev_dur_ps[rows])
         for c in OP_CATEGORIES:
-            sel = named.in_category(c)
-            if sel.any():
-                items.add(lane, c, named, sel, dur[sel])
-                items.add("all", c, named, sel, dur[sel])
+            which = named.label_cat == OP_CATEGORIES.index(c)
+            items.add_totals(lane, c, named, tot, cnt, which)
+            items.add_totals("all", c, named, tot, cnt, which)
 
     # host: TF ops (the device on a CPU-only trace), runtime, Python
     has_device = bool(dev_lanes)
@@ -289,13 +305,15 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         if rows.shape[0]:
             named = _named(host, rows)
             keep = named.per_row(lambda n: not INPUT_OPS.match(n))
-            dur = host.ev_dur_ps[rows]
+            tot, cnt = named.totals(host.ev_dur_ps[rows])
+            named_ok = named.label_test(lambda n: not INPUT_OPS.match(n))
             for c in OP_CATEGORIES:
                 sel = named.in_category(c) & keep
                 if sel.any():
                     part = c if not has_device else "host_ops"
                     host_op_layers[c].append(Measure.of_rows(host, rows[sel]))
-                    items.add("all", part, named, sel, dur[sel])
+                    which = named_ok & (named.label_cat == OP_CATEGORIES.index(c))
+                    items.add_totals("all", part, named, tot, cnt, which)
 
     # the scopes: the window, and each step from its start to the next start
     n = int(steps.start.shape[0])
@@ -323,9 +341,18 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         layers += [("runtime", g("launch")), ("runtime", g("runtime")), ("runtime", g("func")),
                    ("runtime", g("eager")), ("python", py)]
     win = (np.array([lo], np.int64), np.array([hi], np.int64))
-    whole = _split(win, layers, "idle")
+    if n:  # one split over the steps and the time before and after them; the window's is their sum
+        a = np.concatenate((steps.start, [lo, min(max(w_end[-1], lo), hi)]))
+        b = np.concatenate((w_end, [max(min(steps.start[0], hi), lo), hi]))
+        per_all = _split((a, b), layers, "idle")
+        per = {c: np.asarray(v)[:n] for c, v in per_all.items()}
+        whole = {c: np.asarray(v).sum(keepdims=True) for c, v in per_all.items()}
+        window_ps = int((b - a).sum())
+    else:
+        whole = _split(win, layers, "idle")
+        window_ps = hi - lo
     rows_out: list[tuple[str, str, str, float, float]] = []
-    _scope_rows(rows_out, "window", "all", whole, hi - lo)
+    _scope_rows(rows_out, "window", "all", whole, window_ps)
     for lane, meas in dev_lanes:
         dsplit = _split(win, [(c, meas.get(c)) for c in OP_CATEGORIES], "idle")
         _scope_rows(rows_out, "window", lane, dsplit, hi - lo)
@@ -336,7 +363,6 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     # the steps' split, and the basis of the metrics
     if n:
-        per = _split((steps.start, w_end), layers, "idle")
         tbl = Table({"step": steps.number, "start_ps": steps.start, "end_ps": w_end,
                      "wall_ms": (w_end - steps.start) / PS_PER_MS}, n=n)
         for c in PARTS:
@@ -344,9 +370,6 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.tables["attribution_steps"] = tbl
         basis_ps = {c: float(np.asarray(per.get(c, 0)).sum()) for c in PARTS}
         wall = float((w_end - steps.start).sum())
-        for i in range(n):
-            _scope_rows(rows_out, f"step {i}", "all",  # the row of attribution_steps (numbers repeat per epoch)
-                        {c: np.asarray(per[c])[i:i + 1] for c in per}, int(w_end[i] - steps.start[i]))
         res.add("attr_basis", "steps")
     else:
         basis_ps = {c: float(np.asarray(whole.get(c, 0)).sum()) for c in PARTS}
