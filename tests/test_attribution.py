@@ -251,3 +251,24 @@ def test_roofline_against_hand_computation():
     gpu = analysed(str(SAMPLES / "synthetic_gpu_fp32"))
     assert gpu.metrics["roofline_top_op"] is None
     assert any(n.startswith("roofline:") and "no FLOP" in n for n in gpu.notes)
+
+
+@pytest.mark.parametrize("problem", ["ops_fit_fp32", "gpu_jax_mlp_fp32"])
+def test_diff_shows_where_the_time_moved(problem):
+    """``diff`` lists each part's ms per step on both sides. On the precision pairs the matrix part is what got
+    faster (CPU AMX: 375 -> 147 ms; H200: TF32 -> bfloat16), and the wall clock per step on each side is the
+    script's own mean (measured.json ``pair``) within 2 %."""
+    import json
+
+    from tfadvisor.report.diff import PARTS_SECTION, diff_results
+
+    pair = json.loads((SAMPLES / problem / "measured.json").read_text())["pair"]
+    d = diff_results(analysed(str(SAMPLES / problem)), analysed(str(SAMPLES / pair["twin"])))
+    fig = {f["metric"]: f for f in d["figures"]}
+    wall = fig["attr_step_wall_mean_ms"]
+    assert wall["before"] == pytest.approx(pair["problem_step_ms"], rel=0.02)
+    assert wall["after"] == pytest.approx(pair["twin_step_ms"], rel=0.02)
+    parts = [f for f in d["figures"] if f["section"] == PARTS_SECTION]
+    assert sum(f["before"] for f in parts) <= wall["before"] * 1.0001
+    matrix = fig["attr_matrix_ms_per_step"]
+    assert matrix["change"] < 0 and -matrix["change"] >= 0.5 * (wall["before"] - wall["after"])

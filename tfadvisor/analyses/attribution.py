@@ -36,7 +36,7 @@ from tfadvisor.analyses.intervals import EMPTY, Measure, complement, outermost, 
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
 from tfadvisor.analyses.step_detect import detect_steps
-from tfadvisor.analyses.steps import python_host_activity
+from tfadvisor.analyses.steps import python_host_activity, step_table
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 
@@ -57,6 +57,8 @@ DECLARED = declare(
     ("attr_basis", "", "what the shares are of: `steps` (the steps' wall time, start to next start) or `window` "
                        "(the traced span, when there are no steps)"),
     ("attr_wall_ms", "ms", "the wall time the shares are of"),
+    ("attr_step_wall_mean_ms", "ms", "wall clock per training step, start to the next step's start (what Keras "
+                                     "prints as ms/step; the steps the statistics use)"),
     *[(f"attr_{c}_pct", "%", f"share of that wall time: {c.replace('_', ' ')}") for c in PARTS],
     ("attr_top_part", "", "the part with the most time (idle and outside_steps aside)"),
     ("attr_top_part_pct", "%", "its share"),
@@ -371,10 +373,18 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         basis_ps = {c: float(np.asarray(per.get(c, 0)).sum()) for c in PARTS}
         wall = float((w_end - steps.start).sum())
         res.add("attr_basis", "steps")
+        st = step_table(ctx)
+        if st is not None and len(st) == n:
+            use = np.asarray(st["in_stats"], bool)
+            k = float(np.asarray(st["train_steps"], np.float64)[use].sum())
+            res.add("attr_step_wall_mean_ms", float((w_end - steps.start)[use].sum()) / PS_PER_MS / k if k else None)
+        else:
+            res.missing(["attr_step_wall_mean_ms"], "the step table and the steps differ")
     else:
         basis_ps = {c: float(np.asarray(whole.get(c, 0)).sum()) for c in PARTS}
         wall = float(hi - lo)
         res.add("attr_basis", "window")
+        res.missing(["attr_step_wall_mean_ms"], "no steps")
     res.add("attr_wall_ms", wall / PS_PER_MS)
     for c in PARTS:
         res.add(f"attr_{c}_pct", 100.0 * basis_ps[c] / wall if wall > 0 else None)

@@ -73,6 +73,7 @@ FIGURES: tuple[tuple[str, str, str, str], ...] = (
     ("step_time_p90_ms", "p90", "Step time", "lower"),
     ("step_time_max_ms", "max", "Step time", "lower"),
     ("steps_count", "steps profiled", "Step time", ""),
+    ("attr_step_wall_mean_ms", "wall clock per step (start to next start)", "Step time", "lower"),
     ("step_device_compute_pct", "device compute", "Breakdown (% of step)", ""),
     ("step_input_pct", "input", "Breakdown (% of step)", "lower"),
     ("step_host_compute_pct", "host compute", "Breakdown (% of step)", ""),
@@ -143,6 +144,31 @@ def _judge(delta: float | None, pct: float | None, better: str) -> str:
     return "better" if lower == (better == "lower") else "worse"
 
 
+#: The diff's section of the attribution: each part's ms per training step, before and after.
+PARTS_SECTION = "Where the time goes (ms per step)"
+
+
+def _parts(mb: Any, ma: Any) -> list[dict]:
+    """Each attribution part as ms per training step on both sides (its share of the steps' wall time times the
+    wall clock per step): what got faster and where time moved. Parts under 1 % on both sides are left out."""
+    from tfadvisor.report.attribution import LABELS
+
+    wb, wa = _num(mb.get("attr_step_wall_mean_ms")), _num(ma.get("attr_step_wall_mean_ms"))
+    if wb is None or wa is None:
+        return []
+    out = []
+    for part, label in LABELS.items():
+        pb, pa = _num(mb.get(f"attr_{part}_pct")), _num(ma.get(f"attr_{part}_pct"))
+        if pb is None or pa is None or max(pb, pa) < 1.0 or part == "outside_steps":
+            continue
+        vb, va = pb * wb / 100.0, pa * wa / 100.0
+        delta, pct = _change(vb, va)
+        out.append(dict(metric=f"attr_{part}_ms_per_step", label=label, section=PARTS_SECTION, unit="ms",
+                        before=vb, after=va, change=delta, change_pct=pct, better="lower",
+                        judgement=_judge(delta, pct, "lower") or None))
+    return out
+
+
 def diff_results(before: Any, after: Any) -> dict:
     from tfadvisor.report.plots import finding_rule  # pandas and numpy: not before a diff is asked for
 
@@ -158,6 +184,7 @@ def diff_results(before: Any, after: Any) -> dict:
         figures.append(dict(metric=name, label=label, section=section, unit=_unit(before, name) or _unit(after, name),
                             before=vb, after=va, change=delta, change_pct=pct, better=better or None,
                             judgement=_judge(delta, pct, better) or None))
+    figures += _parts(mb, ma)
     sb, sa = _num(mb.get("step_time_mean_ms")), _num(ma.get("step_time_mean_ms"))
     step = dict(before_ms=sb, after_ms=sa, change_ms=None, change_pct=None, speedup=None, verdict="unknown")
     cond = conditions(before, after)
