@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfadvisor.analyses import device_lines as dl
-from tfadvisor.analyses.activity import PYTHON_FRAME_PREFIX, TF_OP_RE, Activity, activity
+from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity, activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import EMPTY, Measure, complement, outermost, priority_split
+from tfadvisor.analyses.intervals import EMPTY, Measure, complement, outermost, priority_split, run_bounds
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
 from tfadvisor.analyses.step_detect import detect_steps
@@ -92,7 +92,7 @@ def item_name(name: str, on_device: bool = True) -> tuple[str, str]:
     if name.startswith(PYTHON_FRAME_PREFIX):
         return "<python>", "python"
     if name.startswith("%"):
-        return re.sub(r"\.\d+$", "", name[1:].split(" ", 1)[0]), "xla_op"
+        return display_type(name[1:].split(" ", 1)[0]), "xla_op"  # HLO text: the instruction's name
     if TF_OP_RE.match(name):
         return display_type(op_type(name) or name), "tf_op"
     return kernel_type(name), ("kernel" if on_device else "event")
@@ -114,7 +114,8 @@ def self_time(plane: Plane, rows: np.ndarray) -> np.ndarray:
     s, e, ln = s[order], e[order], ln[order]
     dur = e - s
     out = dur.copy()
-    for a, b in _runs(ln):
+    b_ = run_bounds(ln)
+    for a, b in zip(b_[:-1].tolist(), b_[1:].tolist()):
         ss, ee = s[a:b], e[a:b]
         # rows open at each start: started at or before it (earlier in order) and not ended by it
         ends_sorted = np.sort(ee)
@@ -137,14 +138,6 @@ def self_time(plane: Plane, rows: np.ndarray) -> np.ndarray:
     res = np.empty(n, np.int64)
     res[order] = out
     return res
-
-
-def _runs(values: np.ndarray) -> list[tuple[int, int]]:
-    if values.shape[0] == 0:
-        return []
-    cut = np.flatnonzero(values[1:] != values[:-1]) + 1
-    b = np.concatenate(([0], cut, [values.shape[0]]))
-    return list(zip(b[:-1].tolist(), b[1:].tolist()))
 
 
 # ------------------------------------------------------------------------------------------
@@ -284,7 +277,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             continue
         named = _named(p, rows)
         lane = dl.short_name(p)
-        is_h2d = named.per_row(lambda n: bool(re.search(r"(?i)HtoD|H2D", n)))
+        is_h2d = named.per_row(DEVICE_H2D_RE.search)
         meas = _category_measures(p, rows, named)
         dev_lanes.append((lane, meas))
         for c, m in meas.items():
@@ -306,9 +299,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         rows = np.union1d(op_rows, ek) if ek.shape[0] else op_rows
         if rows.shape[0]:
             named = _named(host, rows)
-            keep = named.per_row(lambda n: not INPUT_OPS.match(n))
+            named_ok = named.label_test(lambda n: not INPUT_OPS.match(n))  # input ops are waits, not math
+            keep = named_ok[named.codes]
             tot, cnt = named.totals(host.ev_dur_ps[rows])
-            named_ok = named.label_test(lambda n: not INPUT_OPS.match(n))
             for c in OP_CATEGORIES:
                 sel = named.in_category(c) & keep
                 if sel.any():

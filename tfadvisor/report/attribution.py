@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tfadvisor.model.table import Table
 from tfadvisor.report import plain
 
 #: Part -> label.
@@ -36,7 +37,7 @@ def _rows(tables: Any, name: str) -> list[dict]:
     if name not in tables:
         return []
     raw = tables.raw(name) if hasattr(tables, "raw") else tables[name]
-    if hasattr(raw, "row") and hasattr(raw, "columns") and not hasattr(raw, "to_dict"):
+    if isinstance(raw, Table):
         return [raw.row(i) for i in range(len(raw))]
     return raw.to_dict("records") if hasattr(raw, "to_dict") else []
 

@@ -197,7 +197,7 @@ HOST_LINES = 4
 
 def _attribution(console: Console, result: Any) -> None:
     """Where the time goes: the run's parts with their top items, then each device's split."""
-    from tfadvisor.report.attribution import attribution, basis_text, items_text
+    from tfadvisor.report.attribution import LABELS, attribution, basis_text, items_text
 
     att = attribution(result)
     if att is None:
@@ -216,8 +216,6 @@ def _attribution(console: Console, result: Any) -> None:
                                                          for p in lane["parts"]), 2, hang=4)
     hosts = sorted(att.get("hosts") or [], key=lambda h: -h["distance_pts"])
     for h in hosts[:HOST_LINES]:  # the hosts least like the median host first
-        from tfadvisor.report.attribution import LABELS
-
         _out(console, f"{h['host']}: " + ", ".join(f"{LABELS.get(p['part'], p['part'])} {fmt_num(p['pct'], 2)} %"
                                                      for p in h["parts"][:4]), 2, hang=4)
     if len(hosts) > HOST_LINES:
