@@ -13,7 +13,9 @@ tf.data thread hands a body to the private threadpool, whose ``ExecutorState::Pr
 the matching consumer id (``_p`` -> ``_c``). Table ``tfdata_stages``: ``self_ms`` is that work,
 ``elements`` the elements it produced (function runs for map stages, else calls), ``wait_ms`` the
 consumers' wait. ``element_us``, time per element: the stage's work per element produced (its
-function bodies' wall time on their threads, start to end, plus its producer/launch work; a mean).
+function bodies' wall time on their threads, start to end, plus its producer/launch work; a mean);
+``element_median_us``, the median function run per element, tells a cheap map from an expensive one
+(preemption on a loaded host inflates the mean, not the median).
 ``batch_us``, time per batch: the wall time the stage
 needs to produce one batch, ``element_us`` x the batch size (of the stage, or of the nearest
 ``Batch*`` above it; a map after ``batch()``: per function run) / ``concurrency``, how many of its
@@ -296,6 +298,14 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[Tab
     # function runs that overlapped produce a batch in less wall time than their sum
     table["batch_us"] = batch_us / np.where(is_map & (fn_runs > 0), fn_conc, 1.0)
     table["concurrency"] = np.where(fn_runs > 0, fn_conc, np.nan)
+    # the median function run per element: what one element costs when the run is not preempted (the
+    # mean above carries every wait for a core on a loaded host)
+    med = np.full(n, np.nan)
+    for i in np.flatnonzero(fn_runs > 0):
+        runs = body_ps[(launch_stage == i) & (body_ps > 0)]
+        if runs.shape[0]:
+            med[i] = float(np.median(runs)) * fn_runs[i] / max(float(elements[i]), 1.0) / PS_PER_US
+    table["element_median_us"] = med
     depth = np.array([c.count("::") for c in chains], np.int64)
     return table.take(np.argsort(depth, kind="stable")), body_rows
 
@@ -430,7 +440,7 @@ DECLARED = declare(
         "cause's fix would save)",
     tables="`tfdata_stages` (stage, iterator, calls, total_ms, mean_us, parallelism, autotune, buffered_elements, "
            "batch_size); `tfdata_stages` also has `self_ms`, `name`; `tfdata_stages` also has `kind`, `elements`, "
-           "`element_us`, `batch_us`, `wait_ms`, `async`, `function_runs`",
+           "`element_us`, `element_median_us`, `batch_us`, `wait_ms`, `async`, `function_runs`",
 )
 
 
@@ -511,6 +521,10 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         top = maps.row(int(np.argmax(maps["self_ms"])))
         map_ms = float(maps["self_ms"].sum())
         elem_us = float(top["element_us"])
+        # cheap or expensive by the median run: a loaded host's preemptions inflate the mean many times
+        # (a 17 us map measured 17-32 us by median, 36-268 us by mean, in four captures on 2 busy cores)
+        med_us = top["element_median_us"]
+        size_us = float(med_us) if med_us is not None and np.isfinite(med_us) else elem_us
         mps, mpct = per_step(map_ms)
         res.add("tfdata_map_element_us", elem_us)
         res.add("tfdata_map_stage", f"{top['stage']} ({top['name']})" if top["name"] else str(top["stage"]))
@@ -520,7 +534,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         if mps is not None:
             res.add("tfdata_map_ms_per_step", mps)
         res.add("tfdata_map_pct", mpct)
-        res.add("tfdata_expensive_map", bool(elem_us >= EXPENSIVE_MAP_US and map_ms >= material_ms),
+        res.add("tfdata_expensive_map", bool(size_us >= EXPENSIVE_MAP_US and map_ms >= material_ms),
                 doc=f"map work of at least {EXPENSIVE_MAP_US:g} us per element adding up to at least "
                 f"{MATERIAL_PCT:g} % of the step time")
         # A cheap per-element map (before any batch): overhead per element dominates.
@@ -528,7 +542,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         per_elem = top["kind"] == "MapAndBatch" or (not below_batch and any(
             "Batch" in c.split("::")[-1] for c in chains if len(c) < len(str(top["iterator"]))
             and str(top["iterator"]).startswith(c)))
-        vec = bool(per_elem and elem_us < VECTORIZE_MAX_US and map_ms >= material_ms)
+        vec = bool(per_elem and size_us < VECTORIZE_MAX_US and map_ms >= material_ms)
         res.add("tfdata_vectorizable_map", vec,
                 doc=f"a map runs per element before batching at under {VECTORIZE_MAX_US:g} us each and adds up to at "
                 f"least {MATERIAL_PCT:g} % of step time: batching first and mapping once per batch removes the "
@@ -543,7 +557,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         python_map = bool(_rows_named(p, _PY_OPS, tfd_lines).shape[0])
         res.add("tfdata_map_python", python_map)
         recompute = bool(repeats and not has_cache and not random_map and not python_map
-                         and elem_us >= EXPENSIVE_MAP_US and map_ms >= material_ms)
+                         and size_us >= EXPENSIVE_MAP_US and map_ms >= material_ms)
         res.add("tfdata_repeated_source_no_cache", recompute,
                 doc="a repeated pipeline recomputes an expensive deterministic map every epoch (no cache, no random "
                 f"ops) and that map is at least {MATERIAL_PCT:g} % of the step time")
