@@ -265,7 +265,7 @@ def test_diff_shows_where_the_time_moved(problem):
     pair = json.loads((SAMPLES / problem / "measured.json").read_text())["pair"]
     d = diff_results(analysed(str(SAMPLES / problem)), analysed(str(SAMPLES / pair["twin"])))
     fig = {f["metric"]: f for f in d["figures"]}
-    wall = fig["attr_step_wall_mean_ms"]
+    wall = fig["step_time_mean_ms"]
     assert wall["before"] == pytest.approx(pair["problem_step_ms"], rel=0.02)
     assert wall["after"] == pytest.approx(pair["twin_step_ms"], rel=0.02)
     parts = [f for f in d["figures"] if f["section"] == PARTS_SECTION]

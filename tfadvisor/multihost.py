@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options, declare
+from tfadvisor.analyses.steps import CATEGORIES  # the steps table's ``<category>_ms`` columns
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_name
 from tfadvisor.io.reader import _size, read_run_metadata
@@ -58,8 +59,6 @@ if TYPE_CHECKING:
 
 #: A host whose work per step exceeds the median host's by this factor is a straggler.
 STRAGGLER_RATIO = 1.2
-#: Per-step categories of the steps table (``<category>_ms`` columns), see analyses/steps.py.
-CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
 #: Categories that count as compute (work that is not input and not waiting).
 COMPUTE = ("device_compute", "host_compute", "kernel_launch", "other")
 

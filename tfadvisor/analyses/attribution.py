@@ -36,7 +36,7 @@ from tfadvisor.analyses.intervals import EMPTY, Measure, complement, outermost, 
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
 from tfadvisor.analyses.step_detect import detect_steps
-from tfadvisor.analyses.steps import python_host_activity, step_table
+from tfadvisor.analyses.steps import python_host_activity, step_table, wall_ends
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 
@@ -57,8 +57,6 @@ DECLARED = declare(
     ("attr_basis", "", "what the shares are of: `steps` (the steps' wall time, start to next start) or `window` "
                        "(the traced span, when there are no steps)"),
     ("attr_wall_ms", "ms", "the wall time the shares are of"),
-    ("attr_step_wall_mean_ms", "ms", "wall clock per training step, start to the next step's start (what Keras "
-                                     "prints as ms/step; the steps the statistics use)"),
     *[(f"attr_{c}_pct", "%", f"share of that wall time: {c.replace('_', ' ')}") for c in PARTS],
     ("attr_top_part", "", "the part with the most time (idle and outside_steps aside)"),
     ("attr_top_part_pct", "%", "its share"),
@@ -310,13 +308,19 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                     which = named_ok & (named.label_cat == OP_CATEGORIES.index(c))
                     items.add_totals("all", part, named, tot, cnt, which)
 
-    # the scopes: the window, and each step from its start to the next start
+    # the scopes: the window, and each step's wall time (the steps table's: start to the next start,
+    # to its own end before a validation or an epoch end, which are outside the steps)
     n = int(steps.start.shape[0])
+    st = step_table(ctx)
+    same = st is not None and len(st) == n
     if n:
-        w_end = np.append(steps.start[1:], steps.end[-1])
-        w_end = np.maximum(w_end, steps.end)
-        gaps = Measure.union(steps.end[:-1], np.maximum(steps.start[1:], steps.end[:-1])) if n > 1 else Measure.empty()
-        outside = Measure.union(*complement(steps.start[:1], w_end[-1:], lo, hi))
+        w_end = np.asarray(st["wall_end_ps"], np.int64) if same else wall_ends(steps.start, steps.end,
+                                                                                 np.full(n, "", object))
+        gaps = Measure.union(steps.end, w_end)
+        held = (w_end[:-1] < steps.start[1:])  # validation, epoch ends: not in any step
+        v_lo, v_hi = w_end[:-1][held], steps.start[1:][held]
+        o_lo, o_hi = complement(steps.start[:1], w_end[-1:], lo, hi)
+        outside = Measure.union(np.concatenate((o_lo, v_lo)), np.concatenate((o_hi, v_hi)))
     else:
         w_end = np.zeros(0, np.int64)
         gaps = Measure.empty()
@@ -337,8 +341,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                    ("runtime", g("eager")), ("python", py)]
     win = (np.array([lo], np.int64), np.array([hi], np.int64))
     if n:  # one split over the steps and the time before and after them; the window's is their sum
-        a = np.concatenate((steps.start, [lo, min(max(w_end[-1], lo), hi)]))
-        b = np.concatenate((w_end, [max(min(steps.start[0], hi), lo), hi]))
+        a = np.concatenate((steps.start, [lo, min(max(w_end[-1], lo), hi)], v_lo))
+        b = np.concatenate((w_end, [max(min(steps.start[0], hi), lo), hi], v_hi))
         per_all = _split((a, b), layers, "idle")
         per = {c: np.asarray(v)[:n] for c, v in per_all.items()}
         whole = {c: np.asarray(v).sum(keepdims=True) for c, v in per_all.items()}
@@ -366,18 +370,10 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         basis_ps = {c: float(np.asarray(per.get(c, 0)).sum()) for c in PARTS}
         wall = float((w_end - steps.start).sum())
         res.add("attr_basis", "steps")
-        st = step_table(ctx)
-        if st is not None and len(st) == n:
-            use = np.asarray(st["in_stats"], bool)
-            k = float(np.asarray(st["train_steps"], np.float64)[use].sum())
-            res.add("attr_step_wall_mean_ms", float((w_end - steps.start)[use].sum()) / PS_PER_MS / k if k else None)
-        else:
-            res.missing(["attr_step_wall_mean_ms"], "the step table and the steps differ")
     else:
         basis_ps = {c: float(np.asarray(whole.get(c, 0)).sum()) for c in PARTS}
         wall = float(hi - lo)
         res.add("attr_basis", "window")
-        res.missing(["attr_step_wall_mean_ms"], "no steps")
     res.add("attr_wall_ms", wall / PS_PER_MS)
     for c in PARTS:
         res.add(f"attr_{c}_pct", 100.0 * basis_ps[c] / wall if wall > 0 else None)

@@ -1,25 +1,31 @@
 """Training steps: the step table, its statistics, and what each step's time went to.
 
 The steps themselves (which markers, how many training steps each holds, what ran before each)
-come from :mod:`tfadvisor.analyses.step_detect`. The step time is the marker's duration (what
-xprof calls the step time) per training step (``ms_per_step``); ``period_ms`` (start to the
-next step's start) also counts the time between steps. ``steps_count`` counts training steps,
-``executions_count`` markers. The first step after a ``validation`` or ``epoch_end`` is never an
-outlier, and the time before it is no gap (see ``gaps``).
+come from :mod:`tfadvisor.analyses.step_detect`. **Step time is wall-clock time per training
+step**: from one step's start to the next step's start (``ms_per_step``, what Keras prints as
+ms/step and what sets examples/s), so callbacks, logging and Python between the markers count.
+Before a validation or epoch end, and for the last step, a step ends at its marker's end (those
+are not training time). The busy part, the marker's duration per training step (what xprof calls
+the step time), is ``busy_ms_per_step`` / ``step_busy_mean_ms``. ``steps_count`` counts training
+steps, ``executions_count`` markers. The first step after a ``validation`` or ``epoch_end`` is
+never an outlier, and the time before it is no gap (see ``gaps``).
 
 Summary statistics follow xprof: with more than five steps the first and the last are left
 out (``in_stats`` False): they are often cut or slowed by the profiler starting and stopping.
 Outliers are steps slower than median + k * MAD (``Options.outlier_k``), over all steps.
 
 Each step's wall time is split into exclusive categories by priority (interval arithmetic,
-so overlapping threads are not counted twice; sets from :mod:`tfadvisor.analyses.activity`):
+so overlapping threads are not counted twice; sets from :mod:`tfadvisor.analyses.activity`);
+the categories sum to the step time:
 
 * with a device plane: device compute > collectives > input (H2D copies and host waits for
-  the next batch) > other (D2H/D2D copies, memsets) > kernel launch > host compute > idle.
-* CPU-only: input (host waits in ``IteratorGetNext*``, as xprof counts it) > collectives >
-  device compute (the TF ops on the training threads and eagerly executed kernels: the CPU
-  is the device) > other (TF runtime: executor and function-call time not covered by an op) >
-  host compute (Python-side TF API calls) > idle (nothing traced: pure Python, sleeping).
+  the next batch) > between steps (outside the marker: callbacks, logging, Python) > other
+  (D2H/D2D copies, memsets) > kernel launch > host compute > idle.
+* CPU-only: input (host waits in ``IteratorGetNext*``, as xprof counts it) > between steps >
+  collectives > device compute (the TF ops on the training threads and eagerly executed
+  kernels: the CPU is the device) > other (TF runtime: executor and function-call time not
+  covered by an op) > host compute (Python-side TF API calls) > idle (nothing traced: pure
+  Python, sleeping).
 """
 
 from __future__ import annotations
@@ -47,15 +53,24 @@ def step_table(ctx: Context) -> Table | None:
 
 
 def step_spans(tbl: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """(start_ps, end_ps, in_stats) of each step of a step table, and the step time (ps) the
-    statistics count (the ``in_stats`` steps)."""
+    """(start_ps, wall_end_ps, in_stats) of each step of a step table (start to the next step's
+    start: its wall time), and the step time (ps) the statistics count (the ``in_stats`` steps)."""
     a = tbl["start_ps"]
-    b = tbl["end_ps"]
+    b = tbl["wall_end_ps"]
     in_stats = tbl["in_stats"]
     return a, b, in_stats, float((b - a)[in_stats].sum())
 
 
-CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
+def wall_ends(start: np.ndarray, end: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Where each step's wall time ends: the next step's start; its own end before a validation or
+    an epoch end (``after`` of the next step) and for the last step."""
+    w = np.append(start[1:], end[-1:]) if start.shape[0] else end.copy()
+    cut = np.append(np.asarray(after[1:], dtype=object) != "", True) if start.shape[0] else np.zeros(0, bool)
+    return np.maximum(np.where(cut, end, w), end)
+
+
+CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "between_steps", "idle",
+              "other")
 
 
 def python_host_activity(act: Activity, ctx: Context, steps: StepSet) -> Measure:
@@ -85,9 +100,11 @@ def python_host_activity(act: Activity, ctx: Context, steps: StepSet) -> Measure
     return m
 
 
-def step_layers(act: Activity, ctx: Context, steps: StepSet) -> list[tuple[str, Measure]]:
-    """The priority layers of the step-time split."""
+def step_layers(act: Activity, ctx: Context, steps: StepSet,
+                between: Measure | None = None) -> list[tuple[str, Measure]]:
+    """The priority layers of the step-time split (``between``: the time between the markers)."""
     g = act.get
+    between = Measure.empty() if between is None else between
     py = python_host_activity(act, ctx, steps)
     # a category given in several parts: each part takes what the ones before left over
     if act.has_device:
@@ -95,6 +112,7 @@ def step_layers(act: Activity, ctx: Context, steps: StepSet) -> list[tuple[str, 
             ("device_compute", g("dev_compute")),
             ("collective", g("dev_collective")), ("collective", g("collective")),
             ("input", g("dev_h2d")), ("input", g("input_wait")), ("input", g("h2d_api")),
+            ("between_steps", between),
             ("other", g("dev_copy")),
             ("kernel_launch", g("launch")),
             # host ops, the executor and everything else on the TF threads (the ones above took theirs)
@@ -103,6 +121,7 @@ def step_layers(act: Activity, ctx: Context, steps: StepSet) -> list[tuple[str, 
         ]
     return [
         ("input", g("input_wait")),
+        ("between_steps", between),
         ("collective", g("collective")),
         ("device_compute", g("op")), ("device_compute", g("eager_kernel")),
         ("kernel_launch", g("launch")),
@@ -130,12 +149,16 @@ DECLARED = declare(
                                        "loop_structure; none: one step each)"),
     ("steps_in_stats_count", "count", "steps the statistics use (with more than 5 markers the first and last are "
                                       "left out, as in xprof)"),
-    ("step_time_mean_ms", "ms", "mean step time (marker duration per training step)"),
-    ("step_time_median_ms", "ms", "median step time"),
-    ("step_time_p90_ms", "ms", "90th percentile step time"),
-    ("step_time_min_ms", "ms", "fastest step"),
-    ("step_time_max_ms", "ms", "slowest step"),
-    ("step_time_std_ms", "ms", "step time standard deviation"),
+    ("step_time_mean_ms", "ms", "mean step time: wall clock per training step, start to the next step's start "
+                                "(what Keras prints as ms/step)"),
+    ("step_time_median_ms", "ms", "median step time (wall clock)"),
+    ("step_time_p90_ms", "ms", "90th percentile step time (wall clock)"),
+    ("step_time_min_ms", "ms", "fastest step (wall clock)"),
+    ("step_time_max_ms", "ms", "slowest step (wall clock)"),
+    ("step_time_std_ms", "ms", "step time standard deviation (wall clock)"),
+    ("step_busy_mean_ms", "ms", "mean busy part of a step: the marker's duration per training step (what xprof "
+                                "calls the step time)"),
+    ("step_busy_median_ms", "ms", "median busy part of a step"),
     ("step_outliers_count", "count", "steps slower than median + 3 x MAD (all steps; not the first after an epoch "
                                      "end)"),
     ("step_outlier_max_ratio", "", "slowest step / median step (not counting the first after an epoch end) (slowest "
@@ -150,17 +173,22 @@ DECLARED = declare(
     ("step_host_compute_pct", "%", "share of step time: host compute"),
     ("step_kernel_launch_pct", "%", "share of step time: kernel launch"),
     ("step_collective_pct", "%", "share of step time: collective"),
+    ("step_between_steps_pct", "%", "share of step time: between the step markers (callbacks, logging, Python)"),
     ("step_idle_pct", "%", "share of step time: idle"),
     ("step_other_pct", "%", "share of step time: other"),
-    doc="`step_period_mean_ms` (mean time from one step's start to the next one's: step time + time between steps; "
-        "the step *time* metrics are the marker duration, as xprof's), `steps_in_stats_count` (steps the statistics "
+    doc="`step_time_*` (wall clock per training step: start to the next step's start, callbacks and Python between "
+        "the markers included; before a validation, an epoch end and for the last step, to the marker's end), "
+        "`step_busy_*` (the marker's duration per training step, as xprof's step time), `step_period_mean_ms` (mean "
+        "time from one step's start to the next one's, every pair), `steps_in_stats_count` (steps the statistics "
         "use: with more than 5 steps the first and last are left out, as xprof does), `profile_wall_ms` (first step "
-        "start to last step end; without steps the traced span). Category split by priority: with a device: device "
-        "compute > collective > input > other (D2H/D2D/memset) > kernel launch > host compute > idle; CPU-only: input "
-        "(IteratorGetNext wait, as xprof) > collective > device compute (TF ops on the training threads, eager "
-        "kernels) > other (TF runtime) > host compute (Python-side TF calls) > idle (nothing traced: pure Python). "
+        "start to last step end; without steps the traced span). Category split of the wall time by priority: "
+        "with a device: device compute > collective > input > between steps > other (D2H/D2D/memset) > kernel "
+        "launch > host compute > idle; CPU-only: input (IteratorGetNext wait, as xprof) > between steps > "
+        "collective > device compute (TF ops on the training threads, eager kernels) > other (TF runtime) > host "
+        "compute (Python-side TF calls) > idle (nothing traced: pure Python). "
         "`step_kernel_launch_pct` is None CPU-only",
-    tables="`steps` (step, start_ps, end_ps, duration_ms, train_steps, ms_per_step, preceded_by (`validation`, "
+    tables="`steps` (step, start_ps, end_ps, wall_end_ps, duration_ms, wall_ms, train_steps, ms_per_step (wall "
+           "clock), busy_ms_per_step, preceded_by (`validation`, "
            "`epoch_end` or empty), one `<category>_ms` column per category, outlier flag); `steps` also has `name`, "
            "`period_ms`, `in_stats`",
 )
@@ -180,7 +208,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     n = int(steps.start.shape[0])
     names = ["steps_count", "step_time_mean_ms", "step_time_median_ms", "step_time_p90_ms", "step_time_min_ms",
              "step_time_max_ms", "step_time_std_ms", "step_outliers_count", "step_outlier_max_ratio",
-             "step_period_mean_ms", "steps_in_stats_count", "steps_wall_pct"] + \
+             "step_period_mean_ms", "steps_in_stats_count", "steps_wall_pct", "step_busy_mean_ms",
+             "step_busy_median_ms"] + \
             [f"step_{c}_pct" for c in CATEGORIES]
     lo, hi = act.span
     if n == 0:
@@ -196,7 +225,11 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     nsteps = ex.per_row
     dur = steps.end - steps.start
     dur_ms = dur / PS_PER_MS
-    step_ms = dur_ms / nsteps  # per training step (a marker runs ``nsteps`` of them)
+    busy_ms = dur_ms / nsteps  # per training step (a marker runs ``nsteps`` of them)
+    after = preceded_by(trace, act, steps)
+    w_end = wall_ends(steps.start, steps.end, after)
+    step_wall = w_end - steps.start
+    step_ms = step_wall / PS_PER_MS / nsteps
     period = np.append(np.diff(steps.start), np.nan) / PS_PER_MS / nsteps
     in_stats = _stats_mask(n)
     d = step_ms[in_stats]
@@ -204,12 +237,12 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     mad = float(np.median(np.abs(step_ms - med_all)))
     k = float(ctx.options.outlier_k)
     thr = med_all + k * max(mad, 0.01 * med_all)
-    after = preceded_by(trace, act, steps)
     # the first step after an epoch end restarts the input pipeline: an epoch cost, not a slow step
     outlier = (step_ms > thr) & (after == "")
 
-    layers = step_layers(act, ctx, steps)
-    split = priority_split((steps.start, steps.end), layers)
+    between = Measure.union(steps.end, w_end)
+    layers = step_layers(act, ctx, steps, between)
+    split = priority_split((steps.start, w_end), layers)
     cat_ps = {c: np.zeros(n, np.int64) for c in CATEGORIES}
     for c, v in split.items():
         if c == "_rest":
@@ -222,9 +255,12 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         "name": steps.name.astype(str) if steps.name.shape[0] else steps.name,
         "start_ps": steps.start,
         "end_ps": steps.end,
+        "wall_end_ps": w_end,
         "duration_ms": dur_ms,
+        "wall_ms": step_wall / PS_PER_MS,
         "train_steps": nsteps,
         "ms_per_step": step_ms,
+        "busy_ms_per_step": busy_ms,
         "preceded_by": after,
         "period_ms": period,
         "in_stats": in_stats,
@@ -239,7 +275,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res.add("steps_per_execution", ex.k)
     res.add("steps_per_execution_source", ex.source)
     res.add("steps_in_stats_count", int(nsteps[in_stats].sum()))
-    res.add("step_time_mean_ms", float(dur_ms[in_stats].sum() / nsteps[in_stats].sum()))
+    res.add("step_time_mean_ms", float(step_wall[in_stats].sum() / PS_PER_MS / nsteps[in_stats].sum()))
+    res.add("step_busy_mean_ms", float(dur_ms[in_stats].sum() / nsteps[in_stats].sum()))
+    res.add("step_busy_median_ms", float(np.median(busy_ms[in_stats])))
     res.add("step_time_median_ms", float(np.median(d)))
     res.add("step_time_p90_ms", float(np.percentile(d, 90)))
     res.add("step_time_min_ms", float(d.min()))
@@ -262,7 +300,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     gap = np.maximum(steps.start[1:] - steps.end[:-1], 0)
     train_wall = wall - int(gap[after[1:] != ""].sum())
     res.add("steps_wall_pct", 100.0 * inside / train_wall if train_wall > 0 else None)
-    total = float(dur[in_stats].sum())
+    total = float(step_wall[in_stats].sum())
     for c in CATEGORIES:
         if c == "kernel_launch" and not act.has_device:
             res.missing(["step_kernel_launch_pct"], "CPU-only trace: no kernel launches")
@@ -271,4 +309,4 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     return res
 
 
-__all__ = ["CATEGORIES", "analyze", "python_host_activity", "step_layers", "step_spans", "step_table"]
+__all__ = ["CATEGORIES", "analyze", "python_host_activity", "step_layers", "step_spans", "step_table", "wall_ends"]

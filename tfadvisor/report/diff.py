@@ -73,12 +73,13 @@ FIGURES: tuple[tuple[str, str, str, str], ...] = (
     ("step_time_p90_ms", "p90", "Step time", "lower"),
     ("step_time_max_ms", "max", "Step time", "lower"),
     ("steps_count", "steps profiled", "Step time", ""),
-    ("attr_step_wall_mean_ms", "wall clock per step (start to next start)", "Step time", "lower"),
+    ("step_busy_mean_ms", "busy part (inside the step marker)", "Step time", ""),
     ("step_device_compute_pct", "device compute", "Breakdown (% of step)", ""),
     ("step_input_pct", "input", "Breakdown (% of step)", "lower"),
     ("step_host_compute_pct", "host compute", "Breakdown (% of step)", ""),
     ("step_kernel_launch_pct", "kernel launch", "Breakdown (% of step)", "lower"),
     ("step_collective_pct", "collectives", "Breakdown (% of step)", "lower"),
+    ("step_between_steps_pct", "between steps", "Breakdown (% of step)", "lower"),
     ("step_idle_pct", "idle", "Breakdown (% of step)", "lower"),
     ("step_other_pct", "other", "Breakdown (% of step)", ""),
     ("input_pct", "waiting for input", "Input", "lower"),
@@ -153,7 +154,7 @@ def _parts(mb: Any, ma: Any) -> list[dict]:
     wall clock per step): what got faster and where time moved. Parts under 1 % on both sides are left out."""
     from tfadvisor.report.attribution import LABELS
 
-    wb, wa = _num(mb.get("attr_step_wall_mean_ms")), _num(ma.get("attr_step_wall_mean_ms"))
+    wb, wa = _num(mb.get("step_time_mean_ms")), _num(ma.get("step_time_mean_ms"))
     if wb is None or wa is None:
         return []
     out = []
