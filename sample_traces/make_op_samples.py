@@ -147,7 +147,8 @@ def capture(name: str, out: Path) -> dict:
     m = {"case": name, "original_files": {host: f"plugins/profile/<run>/{host}.xplane.pb"}, **t,
          "tf_version": tf.__version__, "keras_version": keras.__version__, "host": platform.node(),
          "cpu_count": os.cpu_count(),
-         "clock": "time.perf_counter at the start of each training step (fit: on_train_batch_begin; loops: before "
+         "step_clock": "wall",  # start to the next start: wall clock per step
+        "clock": "time.perf_counter at the start of each training step (fit: on_train_batch_begin; loops: before "
                   "the step); each step lasts to the next one's start, the last to the end of training"}
     (logdir / "measured.json").write_text(json.dumps(m, indent=1) + "\n")
     return m

@@ -397,21 +397,22 @@ def test_scaling_report(scaling_runs):
     a, b = rep["runs"]
     assert rep["baseline_replicas"] == 2 and a["baseline"] and not b["baseline"]
     assert (a["replicas"], b["replicas"]) == (2, 4) and (a["global_batch"], b["global_batch"]) == (128, 256)
-    (step_a, period_a, ar_a), (step_b, period_b, ar_b) = _planted(0), _planted(1)
+    (_, period_a, ar_a), (_, period_b, ar_b) = _planted(0), _planted(1)
     assert (period_a, period_b) == pytest.approx((40.0, 48.0), rel=0.01)  # the planted 40 -> 48 ms
-    assert a["step_time_ms"] == pytest.approx(step_a, rel=0.01) and b["step_time_ms"] == pytest.approx(step_b, rel=0.01)
+    # the step time is the wall clock per step (start to next start): the generator's period
+    assert a["step_time_ms"] == pytest.approx(period_a, rel=0.01) and b["step_time_ms"] == pytest.approx(period_b, rel=0.01)
     assert a["allreduce_ms_per_step"] == pytest.approx(ar_a, rel=0.02)
     assert b["allreduce_ms_per_step"] == pytest.approx(ar_b, rel=0.02)
-    assert a["examples_per_s"] == pytest.approx(128 / (step_a / 1000), rel=0.01)
-    assert b["examples_per_s"] == pytest.approx(256 / (step_b / 1000), rel=0.01)
-    assert b["examples_per_s_per_replica"] == pytest.approx(256 / (step_b / 1000) / 4, rel=0.01)
+    assert a["examples_per_s"] == pytest.approx(128 / (period_a / 1000), rel=0.01)
+    assert b["examples_per_s"] == pytest.approx(256 / (period_b / 1000), rel=0.01)
+    assert b["examples_per_s_per_replica"] == pytest.approx(256 / (period_b / 1000) / 4, rel=0.01)
     # weak scaling, 64 examples per replica: efficiency = the 2-replica step / the 4-replica step
     assert a["scaling_efficiency_pct"] == pytest.approx(100.0)
-    assert b["scaling_efficiency_pct"] == pytest.approx(100 * step_a / step_b, rel=0.01)
+    assert b["scaling_efficiency_pct"] == pytest.approx(100 * period_a / period_b, rel=0.01)
     # the lost points add up to 100 - efficiency, and AllReduce's planted 8 ms is (nearly) all of it
     assert sum(b["loss_pct"].values()) == pytest.approx(100 - b["scaling_efficiency_pct"])
     assert b["loss_ms"]["allreduce"] == pytest.approx(ar_b - ar_a, rel=0.03)
-    assert b["loss_ms_per_step"] == pytest.approx(step_b - step_a, rel=0.03)
+    assert b["loss_ms_per_step"] == pytest.approx(period_b - period_a, rel=0.03)
 
 
 def test_scaling_flags_override_metadata(scaling_runs):

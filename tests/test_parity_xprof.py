@@ -1,16 +1,19 @@
 """Parity with xprof's overview page, run for real on a temporary copy of each sample.
 
-For every sample host where xprof's ``overview_page`` finds steps, our mean step time and
-input share agree with xprof's within 2 % relative (0.05 percentage points for tiny
+For every sample host where xprof's ``overview_page`` finds steps, the busy part of our mean step
+and our input share agree with xprof's within 2 % relative (0.05 percentage points for tiny
 input shares), and our statistics use the same steps xprof shows.
 
 What the figures are, on both sides:
 
-* Step time: the duration of the outermost step marker. Like xprof we leave the first and
-  last step out of the statistics when there are more than five.
+* Step time: xprof's is the duration of the outermost step marker, our ``step_busy_mean_ms``
+  (our headline step time is the wall clock, start to next start; it is checked against the
+  scripts' own clocks in test_truth). Like xprof we leave the first and last step out of the
+  statistics when there are more than five.
 * Input share: xprof sums, over its steps, the host's wait in ``IteratorGetNext*``
-  (HOST_WAIT_INPUT) and host-to-device time, over the sum of step times. CPU-only, our
-  ``input_pct`` is defined the same way, so both it and ``xprof_input_pct`` are compared.
+  (HOST_WAIT_INPUT) and host-to-device time, over the sum of step times: our
+  ``xprof_input_pct``. CPU-only, our ``input_pct`` counts the same waits over the steps' wall
+  time, so where nothing runs between the markers both are compared.
 * By design we differ where a device exists: xprof builds GPU steps from device events and
   leaves the host's wait for the next batch out (``xprof_input_pct`` follows it, but
   ``input_pct`` counts the wait), and it calls a kernel 16-bit only when its name says
@@ -99,7 +102,7 @@ def test_parity_with_xprof_overview(sample, path, tmp_path):
         assert ours_num == theirs_num, f"{sample}: steps differ: ours {ours_num}, xprof {theirs_num}"
 
     mean_x = sum(xp["step_ms"]) / n
-    mean_o = ctx.metric("step_time_mean_ms")
+    mean_o = ctx.metric("step_busy_mean_ms")  # xprof's step time is the marker's: our step's busy part
     if expected(SAMPLES / sample).get("capture_api") == "jax_profiler":
         # JAX on a GPU: xprof's step is its own grouping of the step's events, shorter than the step the script
         # timed (gpu_jax_eager_jit: xprof 0.27 ms, ours 0.70 ms, the script's clock 0.71 ms; mlp_bf16: 1.92 vs
@@ -111,7 +114,8 @@ def test_parity_with_xprof_overview(sample, path, tmp_path):
     input_x = 100.0 * sum(xp["input_ms"]) / sum(xp["step_ms"])
     xin = ctx.metric("xprof_input_pct")
     assert _close(xin, input_x, ABS_PCT), f"{sample}: xprof_input_pct {xin:.3f} vs xprof {input_x:.3f}"
-    if xp["hardware"] == "CPU_ONLY" or ctx.metric("input_h2d_pct") is None:
+    if (xp["hardware"] == "CPU_ONLY" or ctx.metric("input_h2d_pct") is None) and \
+            ctx.metric("step_between_steps_pct") < 0.5:  # nothing between the markers: the same base
         ip = ctx.metric("input_pct")
         assert _close(ip, input_x, ABS_PCT), f"{sample}: input_pct {ip:.3f} vs xprof {input_x:.3f}"
     else:

@@ -315,8 +315,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
 
 def _stats_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
-    """(start, end) of the steps the step statistics use (``in_stats``; all steps if the table has
-    no such column), so that per-step figures share the step time's denominator."""
+    """(start, wall end) of the steps the step statistics use (``in_stats``; all steps if the table has
+    no such column): each step from its start to the next one's, so that per-step figures share the step
+    time's denominator and an all-reduce between the markers still counts."""
     tbl = ctx.table("steps")
     windows = step_windows(ctx)
     if windows is None or tbl is None or "in_stats" not in tbl:
@@ -324,7 +325,7 @@ def _stats_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     keep = tbl["in_stats"] & (tbl["end_ps"] > tbl["start_ps"])
     if not keep.any():
         return windows
-    return tbl["start_ps"][keep], tbl["end_ps"][keep]
+    return tbl["start_ps"][keep], tbl["wall_end_ps"][keep]
 
 
 def _exposed(res: AnalysisResult, ctx: Context, where: str) -> None:

@@ -83,6 +83,16 @@ DECLARED = declare(
 )
 
 
+class _Minus:
+    """Set ``a`` less set ``b`` (``b`` inside ``a``), measured within spans."""
+
+    def __init__(self, a, b) -> None:
+        self.a, self.b = a, b
+
+    def within(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+        return self.a.within(s, e) - self.b.within(s, e)
+
+
 def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("input")
     act = activity(trace, ctx)
@@ -99,6 +109,13 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 
     def pct(v: np.ndarray) -> float | None:
         return 100.0 * float(np.asarray(v)[in_stats].sum()) / tot if tot > 0 else None
+
+    # xprof's figure is of its step time: inside the markers (the steps' busy part)
+    end = tbl["end_ps"]
+    busy = float((end - a)[in_stats].sum())
+
+    def xprof_pct(m) -> float | None:
+        return 100.0 * float(np.asarray(m.within(a, end))[in_stats].sum()) / busy if busy > 0 else None
 
     input_ms = tbl["input_ms"]
     res.add("input_pct", pct(input_ms * PS_PER_MS))
@@ -122,7 +139,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
             res.notes.append("xprof_input_pct is 0: xprof does not take these copies' names (e.g. TF 2.4's "
                              "MemcpyH2D) for host-to-device copies; input_h2d_pct counts them")
         else:
-            res.add("xprof_input_pct", pct(exposed))
+            res.add("xprof_input_pct", xprof_pct(_Minus(act.lazy("dev_compute", "dev_collective", "dev_h2d"),
+                                                         compute)))
         if has_wait:
             res.notes.append("xprof_input_pct leaves out the host's wait for the next batch (xprof builds GPU "
                              "steps from device events): input_pct counts it")
@@ -138,7 +156,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     else:
         res.missing(["input_h2d_pct", "input_device_wait_pct", "h2d_pageable_pct", "h2d_exposed_pct"],
                     "CPU-only trace: no device copies")
-        res.add("xprof_input_pct", pct(wait))
+        res.add("xprof_input_pct", xprof_pct(g("input_wait")))
     ip = res.metrics["input_pct"].value
     res.add("input_severity", severity(ip))
     if not has_wait and not act.has_device:

@@ -1,4 +1,5 @@
-"""Host overheads inside steps: kernel launches and Python.
+"""Host overheads inside steps (inside the step markers; shares are of the steps' wall time): kernel
+launches and Python.
 
 * ``kernel_launch_pct``: the steps analysis' ``kernel_launch`` category: time the host
   spends in CUDA launch calls (``cuLaunchKernel``, ``cudaLaunchKernel``, ...) while the
@@ -77,7 +78,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     if tbl is None:
         res.missing(names, "no steps found: overheads are measured per step")
         return res
-    a, b, in_stats, tot = step_spans(tbl)
+    a, _, in_stats, tot = step_spans(tbl)  # shares of the steps' wall time
+    b = tbl["end_ps"]  # measured inside the markers: between them is the gaps' time
     g = act.get
     _outlier_excess(res, tbl)
 

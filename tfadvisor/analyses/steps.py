@@ -12,6 +12,7 @@ never an outlier, and the time before it is no gap (see ``gaps``).
 
 Summary statistics follow xprof: with more than five steps the first and the last are left
 out (``in_stats`` False): they are often cut or slowed by the profiler starting and stopping.
+With two to five steps the last is left out: nothing after it marks where its wall time ends.
 Outliers are steps slower than median + k * MAD (``Options.outlier_k``), over all steps.
 
 Each step's wall time is split into exclusive categories by priority (interval arithmetic,
@@ -131,9 +132,12 @@ def step_layers(act: Activity, ctx: Context, steps: StepSet,
 
 
 def _stats_mask(n: int) -> np.ndarray:
+    """The steps the statistics use: with more than five, not the first and the last (as xprof); with two
+    to five, not the last: nothing after it marks where its wall time ends."""
     m = np.ones(n, bool)
     if n > 5:
         m[0] = False
+    if n > 1:
         m[-1] = False
     return m
 
@@ -148,7 +152,7 @@ DECLARED = declare(
     ("steps_per_execution_source", "", "where steps_per_execution came from (run_file, step_num_stride, "
                                        "loop_structure; none: one step each)"),
     ("steps_in_stats_count", "count", "steps the statistics use (with more than 5 markers the first and last are "
-                                      "left out, as in xprof)"),
+                                      "left out, as in xprof; with 2 to 5, the last)"),
     ("step_time_mean_ms", "ms", "mean step time: wall clock per training step, start to the next step's start "
                                 "(what Keras prints as ms/step)"),
     ("step_time_median_ms", "ms", "median step time (wall clock)"),

@@ -14,16 +14,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from tfadvisor.analyses.steps import CATEGORIES
+
 #: Step-time categories (metric ``step_<name>_pct``) in display order, with labels.
-BREAKDOWN = (
-    ("device_compute", "device compute"),
-    ("input", "input"),
-    ("host_compute", "host compute"),
-    ("kernel_launch", "kernel launch"),
-    ("collective", "collectives"),
-    ("idle", "idle"),
-    ("other", "other"),
-)
+BREAKDOWN = tuple((c, {"collective": "collectives"}.get(c, c.replace("_", " "))) for c in CATEGORIES)
 
 STEP_TIME_KEYS = ("mean", "median", "p90", "min", "max")
 

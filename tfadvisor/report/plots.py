@@ -30,11 +30,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfadvisor.analyses.steps import CATEGORIES
 from tfadvisor.report import get
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value, tick_labels
 
 #: Step-time categories in display order, with colours (colour-blind friendly-ish palette).
-CATEGORY_ORDER = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "idle", "other")
+CATEGORY_ORDER = CATEGORIES
 PALETTE = ("#4e79a7", "#e15759", "#f28e2b", "#76b7b2", "#59a14f", "#bab0ac", "#b07aa1", "#edc948",
            "#ff9da7", "#9c755f")
 CATEGORY_COLOURS = {
@@ -43,6 +44,7 @@ CATEGORY_COLOURS = {
     "host_compute": "#f28e2b",
     "kernel_launch": "#76b7b2",
     "collective": "#59a14f",
+    "between_steps": "#edc948",
     "idle": "#bab0ac",
     "other": "#b07aa1",
     "unattributed": "#e9e9e9",
@@ -166,11 +168,17 @@ def has_rows(df: Any) -> bool:
     return isinstance(df, pd.DataFrame) and len(df) > 0
 
 
+def step_wall_column(steps: pd.DataFrame) -> str:
+    """The steps table's column of each step's wall time (start to the next start: what its categories
+    sum to); ``duration_ms`` (the marker) in tables from before it."""
+    return "wall_ms" if "wall_ms" in steps.columns else "duration_ms"
+
+
 def step_categories(steps: pd.DataFrame) -> list[str]:
     """The ``<category>_ms`` columns of the steps table, in display order (names without _ms).
 
     Known categories first; another ``*_ms`` column counts as a category only if adding it keeps
-    the per-step sum within the step duration (so ``period_ms``, ``self_ms``... are left out).
+    the per-step sum within the step's wall time (so ``period_ms``, ``self_ms``... are left out).
     """
     skip = {"duration_ms", "start_ms", "end_ms", "time_ms", "period_ms", "self_ms", "wall_ms", "mean_ms",
             "total_ms", "step_time_ms"}
@@ -179,7 +187,7 @@ def step_categories(steps: pd.DataFrame) -> list[str]:
     cats = [c for c in CATEGORY_ORDER if f"{c}_ms" in numeric]
     if "duration_ms" not in steps.columns:
         return cats
-    dur = _num(steps, "duration_ms")
+    dur = _num(steps, step_wall_column(steps))
     total = sum((_num(steps, f"{c}_ms") for c in cats), np.zeros(len(steps)))
     for col in sorted(c for c in numeric if c[:-3] not in cats):
         cand = total + _num(steps, col)

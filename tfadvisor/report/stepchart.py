@@ -30,6 +30,7 @@ from tfadvisor.report.plots import (
     missing,
     nice_ticks,
     step_categories,
+    step_wall_column,
 )
 
 #: Most bars drawn; more steps are binned (the plot is ~680 px wide at its default size).
@@ -49,7 +50,7 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
         return missing(plot_id, title, why)
     steps = steps.reset_index(drop=True)
     n = len(steps)
-    dur = _num(steps, "duration_ms")
+    dur = _num(steps, step_wall_column(steps))
     # the categories with time in them: a legend lists only what is drawn
     cats = [c for c in step_categories(steps) if (_num(steps, f"{c}_ms") > 0).any()]
     parts = {c: _num(steps, f"{c}_ms") for c in cats}

@@ -496,12 +496,13 @@ def _steps(steps: Any, notes: list[str]) -> Steps:
     if not P.has_rows(steps) or "duration_ms" not in steps.columns:
         return Steps(absent=_absent(notes, "no training steps were found", "steps"))
     cats = P.step_categories(steps)
-    dur = pd.to_numeric(steps["duration_ms"], errors="coerce")
+    # wall clock per training step, start to the next start (the headline's definition)
+    dur = pd.to_numeric(steps["ms_per_step" if "ms_per_step" in steps.columns else "duration_ms"], errors="coerce")
     out = Steps(count=len(steps), figures=[
         Figure("step time (mean)", fmt_value(dur.mean(), "ms")), Figure("median", fmt_value(dur.median(), "ms")),
         Figure("p90", fmt_value(dur.quantile(0.9), "ms")),
         Figure("min .. max", f"{fmt_num(dur.min())} .. {fmt_num(dur.max())} ms")])
-    total = float(dur.sum()) or 1.0
+    total = float(pd.to_numeric(steps[P.step_wall_column(steps)], errors="coerce").sum()) or 1.0
     for c in cats:
         v = pd.to_numeric(steps[f"{c}_ms"], errors="coerce").fillna(0)
         out.breakdown.append((c.replace("_", " "), fmt_num(v.mean()), fmt_num(v.sum() / total * 100)))
