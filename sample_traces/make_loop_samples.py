@@ -81,7 +81,7 @@ def run_fit(name: str, out: Path) -> dict:
     desc = (f"Keras 3 model.fit of an MLP {in_dim}-" + "-".join([str(width)] * depth) + f"-10, batch {batch}, "
             f"Adam, with a callback sleeping {CALLBACK_MS:g} ms in on_train_batch_end; steps_per_execution={spe}; "
             f"tfadvisor.keras.AdvisorCallback with its default window (steps {first}-{last - 1})")
-    return {"description": desc, "batch_size": batch, "steps_per_execution": spe,
+    return {"description": desc, "batch_size": batch, "steps_per_execution": spe, "train_steps": k * spe,
             "measured_step_ms": [round(v / spe, 4) for v in per_ex], "capture_api": "tfadvisor_callback"}
 
 
