@@ -24,10 +24,12 @@ class RunResult:
     (each built when first read), those a trace allows; times ``*_ps`` are picoseconds on the trace's
     clock, ``*_ms`` milliseconds, ``*_us`` microseconds, ``pct`` percent:
 
-    * ``steps``: one row per step: ``step``, ``name``, ``start_ps``, ``end_ps``, ``duration_ms``,
-      ``period_ms`` (start to next start), ``in_stats`` (used by the statistics), ``outlier``, and
-      where its time went: ``device_compute_ms``, ``input_ms``, ``host_compute_ms``,
-      ``kernel_launch_ms``, ``collective_ms``, ``idle_ms``, ``other_ms``.
+    * ``steps``: one row per step: ``step``, ``name``, ``start_ps``, ``end_ps`` (the marker),
+      ``wall_end_ps`` (the next step's start), ``duration_ms`` (the marker), ``wall_ms`` (start to
+      next start), ``ms_per_step`` (the step time: wall clock per training step), ``busy_ms_per_step``,
+      ``period_ms``, ``in_stats`` (used by the statistics), ``outlier``, and where its wall time went
+      (they sum to ``wall_ms``): ``device_compute_ms``, ``input_ms``, ``host_compute_ms``,
+      ``kernel_launch_ms``, ``collective_ms``, ``between_steps_ms``, ``idle_ms``, ``other_ms``.
     * ``gaps``: the time between steps: ``start_ps``, ``end_ps``, ``duration_ms``, ``idle_ms``,
       ``between_steps``, ``host_activity`` (what the host ran: ``input``, ``python``, ``idle``, ...).
     * ``input_per_step``: ``step``, ``host_wait_ms``, ``input_ms``.
