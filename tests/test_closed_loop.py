@@ -68,7 +68,8 @@ def test_fix_makes_training_faster(problem, twin):
 
 #: Pairs whose scripts timed whole steps, start to start (measured.json ``step_clock`` "wall"): the clock the
 #: verdict is on. The others timed the busy part inside the marker.
-WALL_PAIRS = [(p, t) for p, t in PAIRS if json.loads((SAMPLES / p / "measured.json").read_text())["step_clock"] == "wall"]
+WALL_PAIRS = [(p, t) for p, t in PAIRS
+              if json.loads((SAMPLES / p / "measured.json").read_text())["step_clock"] == "wall"]
 
 
 @pytest.mark.parametrize("problem,twin", [pytest.param(p, t, id=p) for p, t in WALL_PAIRS])
