@@ -42,13 +42,29 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _string_targets(node: ast.AST, known: dict[str, Path], names: set[str]) -> list[str]:
+    """Modules named by a string, for ``importlib.import_module``/``__import__``: a constant that is a dotted
+    module name of ours, or an f-string whose constant head is a package's and whose rest is one of the
+    file's string constants (``f"tfadvisor.analyses.{name}"`` over ``ORDER``). A head of the root package
+    alone (``f"tfadvisor.{name}"``, the package's lazy attributes) names no particular module."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value and node.value in known:
+        return [node.value]
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        head = str(node.values[0].value)
+        if head.startswith("tfadvisor.") and head.endswith(".") and head.count(".") >= 2:
+            return [head + n for n in names if head + n in known]
+    return []
+
+
 def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """Every package module ``name`` imports, at any depth of the file (lazy imports count)."""
     if path.suffix != ".py":
         return set()
     found: set[str] = set()
     is_pkg = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    names = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    for node in ast.walk(tree):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -59,6 +75,7 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             else:
                 mod = node.module or ""
             targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
+        targets += _string_targets(node, known, names)
         for t in targets:
             while t and t not in known:
                 t = t.rpartition(".")[0]
@@ -138,3 +155,18 @@ def test_the_checker_sees_lazy_imports_and_cycles():
     planted["tfadvisor.io.wire"].add("tfadvisor.api")
     assert any("tfadvisor.io.wire" in c and "tfadvisor.api" in c for c in _cycles(planted))
     assert _layer("tfadvisor.io.wire") < _layer("tfadvisor.api")
+    # modules named by strings count: the metric registry imports its producers by name
+    assert {"tfadvisor.analyses.steps", "tfadvisor.analyses.hosts"} <= deps["tfadvisor.analyses"]
+
+
+def test_loading_rules_imports_no_executor():
+    """The metric registry is a leaf: validating the rules' metric names imports no multi-host executor, no
+    Dask, no worker pool (the registry reads ``tfadvisor.analyses.hosts``, not ``tfadvisor.multihost``)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from tfadvisor.advice.rules import load_rules; load_rules(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('tfadvisor.runtime', 'tfadvisor.multihost', "
+            "'dask', 'distributed'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

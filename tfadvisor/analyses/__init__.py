@@ -40,7 +40,7 @@ ORDER = (
 
 
 #: Producers of metrics that are not in :data:`ORDER`, as ``source: module``.
-OTHER_PRODUCERS = {"datafiles": "tfadvisor.analyses.datafiles", "multihost": "tfadvisor.multihost"}
+OTHER_PRODUCERS = {"datafiles": "tfadvisor.analyses.datafiles", "multihost": "tfadvisor.analyses.hosts"}
 
 
 def metric_registry() -> dict[str, Declarations]:
