@@ -269,3 +269,56 @@ def test_max_events_is_exact_over_several_planes(tmp_path):
     assert len(kept) == 5000
     assert {e["cat"] for e in kept} == {"host", "device"}
     assert doc["otherData"]["tfadvisor.dropped_events"] == info["events"] - 5000
+
+
+def _export_marks(tmp_path: Path, sample: str) -> tuple[list, Counter]:
+    """The sample's findings and, per rule id, the slices the export marks with it (not the findings track's)."""
+    res = tfadvisor.analyze(SAMPLES / sample)
+    doc = export(tmp_path, sample)
+    tracks = {(e["pid"], e["tid"]) for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"
+              and e["args"]["name"] == "findings"}
+    counts: Counter = Counter()
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X" and (e["pid"], e["tid"]) not in tracks:
+            counts.update(rules_on(e))
+    return res.findings, counts
+
+
+def test_every_rule_declares_what_it_marks():
+    """Rules own their presentation: each built-in rule says what its findings mark in the trace (a rule about
+    no profiled host, scope "none", marks nothing), and no rule id appears in tfadvisor/report/."""
+    from tfadvisor.advice import load_rules
+
+    from tfadvisor.analyses import known_metrics
+
+    rules = load_rules()
+    assert [r.id for r in rules if not r.marks and r.scope != "none"] == []
+    report = "\n".join(p.read_text() for p in (SAMPLES.parent / "tfadvisor" / "report").glob("*.py"))
+    # a metric of the same name (straggler_host: the host the rule is about) is read as a metric
+    named = [r.id for r in rules if (f'"{r.id}"' in report or f"'{r.id}'" in report) and r.id not in known_metrics()]
+    assert named == []
+
+
+FIRED_SAMPLES = ["step_gaps", "tfdata_repeat_map", "eager", "python_overhead", "keras_fit_callback",
+                 "multiworker_allreduce", "synthetic_gpu_input_bound", "synthetic_kernel_launch",
+                 "synthetic_multihost_straggler", "synthetic_gpu_fp32", "real_tf_gpu_multiworker",
+                 "loop_callback_slow", "ops_fit_fp32", "tfdata_generator"]
+
+
+@pytest.mark.parametrize("sample", FIRED_SAMPLES)
+def test_each_finding_marks_what_its_rule_declares(tmp_path, sample):
+    """On samples where rules of every mark fire: each finding whose marks select something in this trace marks
+    at least one slice with its rule id, and a finding marks no slice its rule did not declare."""
+    from tfadvisor.analyses.marks import EVENT_MARKS
+
+    findings, counts = _export_marks(tmp_path, sample)
+    declared = {f.rule for f in findings if f.marks}
+    assert set(counts) <= declared, (set(counts) - declared)
+    res = tfadvisor.analyze(SAMPLES / sample)
+    has_steps = "steps" in res.tables and len(res.tables["steps"]) > 0
+    for f in findings:
+        if f.scope == "none" or not f.marks:
+            continue
+        selects = any(m in EVENT_MARKS for m in f.marks) or has_steps
+        if selects:
+            assert counts[f.rule] > 0, (sample, f.rule, f.marks)

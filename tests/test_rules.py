@@ -289,3 +289,25 @@ def test_straggler_fix_names_the_hosts():
     assert f"RUN/{res.metrics['median_host']}.xplane.pb" in top.fix
     missing = next(f for f in res.findings if f.rule == "missing_host")
     assert "host4" in missing.fix
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ('marks = ["gapz"]', "unknown mark 'gapz' (did you mean 'gaps'?)"),
+    ('marks = "gaps"', "marks must be a list of mark names"),
+    ('scope = "host:no_such_metric"', "unknown metric 'no_such_metric' in scope"),
+    ('scope = "everyone"', "scope must be one of run, none or host:<metric>"),
+])
+def test_marks_and_scope_are_checked(tmp_path, extra, problem):
+    """What a rule marks is named from tfadvisor.analyses.marks, whose spans from its scope: a typo is a load
+    error, not a finding that silently marks nothing."""
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="marking", when="input_pct >= 5") + extra + "\n")
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    assert problem in str(info.value), str(info.value)
+
+
+def test_marks_and_scope_reach_the_finding(tmp_path):
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="marking", when="input_pct >= 5") +
+              'marks = ["input_wait", "steps"]\nscope = "host:straggler_host"\n')
+    rule = next(r for r in load_rules([d]) if r.id == "marking")
+    assert (rule.marks, rule.scope) == (["input_wait", "steps"], "host:straggler_host")

@@ -150,6 +150,7 @@ def rule_dict(rule: Rule) -> dict:
         "docs": [{"title": d.title, "url": d.url} for d in rule.docs],
         "cases": [{"when": c.when.source, "severity": c.severity, "title": c.title, "message": src(c.message),
                    "impact": src(c.impact)} for c in rule.cases],
+        "marks": list(rule.marks), "scope": rule.scope,
         "source": _where(rule),
     }
 

@@ -26,6 +26,8 @@ class Finding:
     fix: str = ""
     docs: list[str] = field(default_factory=list)  # URLs
     why: str = ""
+    marks: list[str] = field(default_factory=list)  # what it marks in the trace (its rule's marks)
+    scope: str = "run"  # whose spans: run, none, host:<metric> (its rule's scope)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,6 +40,8 @@ class Finding:
             "fix": self.fix,
             "why": self.why,
             "docs": list(self.docs),
+            "marks": list(self.marks),
+            "scope": self.scope,
         }
 
 
@@ -95,7 +99,8 @@ def evaluate_rule(rule: Rule, metrics: Mapping[str, Any]) -> Finding | None:
             continue
         ev[name] = v
     return Finding(rule=rule.id, severity=severity, title=title, message=text, evidence=ev, impact_pct=impact_pct,
-                   fix=fill_fix(fix, metrics), docs=[d.url for d in rule.docs], why=rule.why)
+                   fix=fill_fix(fix, metrics), docs=[d.url for d in rule.docs], why=rule.why,
+                   marks=list(rule.marks), scope=rule.scope)
 
 
 def fill_fix(fix: str, metrics: Mapping[str, Any]) -> str:

@@ -12,12 +12,11 @@ ui.perfetto.dev and chrome://tracing open:
   ``findings`` track of a ``tfadvisor run`` process instead;
 * the findings are those ``tfadvisor analyze`` reports (the same analysis, run-level findings of a
   multi-host run included); every slice a finding is about carries ``args["tfadvisor.rule"]``
-  (rule ids, comma-separated): the gaps ``step_gaps`` counts (idle of at least max(100 us, 5 %
-  of the median step)), the outlier steps for ``step_outliers``, the slow host's steps for
-  ``straggler_host``, the input waits for ``input_bound``, the collectives for the all-reduce
-  rules, and so on (:data:`RULE_EVENTS`). A finding of a multi-host run is about every host's
-  spans (the run's per-step figures are the median host's, every host runs the same program),
-  except those about one host (:data:`HOST_RULES`) and ``missing_host`` (no spans at all).
+  (rule ids, comma-separated): what its rule declares it marks (``marks``, from
+  :mod:`tfadvisor.analyses.marks`: the input waits, copies, collectives, launches, eager dispatches;
+  every step, the outlier steps, the gaps the gaps analysis counts). A finding of a multi-host run
+  is about every host's spans (the run's per-step figures are the median host's, every host runs the
+  same program), unless its rule's ``scope`` names one host (``host:<metric>``) or none (``none``).
 
 ``max_events`` bounds the size: beyond it the longest trace events are kept (all annotated
 slices and tfadvisor's tracks always are) and ``otherData`` says how many were left out.
@@ -27,70 +26,21 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.activity import DEVICE_H2D_RE, H2D_API_RE, HOST_COLLECTIVE_RE, LAUNCH_RE
-from tfadvisor.analyses.collectives import ALLREDUCE_KERNEL, COLLECTIVE_KERNEL
 from tfadvisor.analyses.gaps import GAP_MIN_FRACTION, GAP_MIN_PS
+from tfadvisor.analyses.marks import event_mask
 from tfadvisor.model.trace import Plane, Trace
 
 #: Default bound on the trace events written (about 100 bytes each).
 MAX_EVENTS = 1_000_000
 RULE_ARG = "tfadvisor.rule"
 PS_PER_US = 1_000_000
-
-_INPUT_RULES = ("input_bound", "tfdata_no_prefetch", "tfdata_sequential_map", "tfdata_no_cache",
-                "tfdata_expensive_map", "system_input_disk_bound", "system_input_network_bound",
-                "system_preprocessing_bound", "devices_idle")
-_COLLECTIVE_RULES = ("allreduce_overhead", "allreduce_share", "load_imbalance")
-#: Run-level rules about one host of a multi-host run -> the metric that names the host.
-HOST_RULES = {"straggler_host": "straggler_host"}
-#: Run-level rules about no profiled host (nothing of theirs is in the trace).
-NO_SPAN_RULES = ("missing_host",)
-#: Rules about every step of the hosts they are about.
-STEP_RULES = ("straggler_host",)
-
-
-def _input_wait(plane: Plane) -> np.ndarray:
-    return plane.meta_mask(prefix="IteratorGetNext") if plane.is_host else _none(plane)
-
-
-def _h2d(plane: Plane) -> np.ndarray:
-    return plane.meta_mask(DEVICE_H2D_RE if plane.is_device else H2D_API_RE)
-
-
-def _collective(plane: Plane) -> np.ndarray:
-    if plane.is_device:
-        return plane.meta_mask(ALLREDUCE_KERNEL) | plane.meta_mask(COLLECTIVE_KERNEL)
-    return plane.meta_mask(HOST_COLLECTIVE_RE)
-
-
-def _launch(plane: Plane) -> np.ndarray:
-    return plane.meta_mask(LAUNCH_RE) if plane.is_host else _none(plane)
-
-
-def _eager(plane: Plane) -> np.ndarray:
-    return plane.meta_mask("EagerExecute") if plane.is_host else _none(plane)
-
-
-def _none(plane: Plane) -> np.ndarray:
-    return np.zeros(len(plane.event_names), bool)
-
-
-#: rule id -> which trace events (by event metadata, per plane) the finding is about.
-RULE_EVENTS: dict[str, Callable[[Plane], np.ndarray]] = {
-    **{r: _input_wait for r in _INPUT_RULES},
-    **{r: _collective for r in _COLLECTIVE_RULES},
-    "h2d_pageable": _h2d,
-    "kernel_launch_bound": _launch,
-    "eager_execution": _eager,
-}
-
 
 def host_parts(result: Any) -> tuple[list[tuple[str, dict[str, pd.DataFrame], list]], list | None]:
     """``(hosts, run_findings)`` for :func:`write_export` from an ``analyze`` Result: per host its
@@ -104,11 +54,11 @@ def host_parts(result: Any) -> tuple[list[tuple[str, dict[str, pd.DataFrame], li
     metrics = result.metrics
 
     def about(f: Any, host: str) -> bool:
-        rule = _rule_of(f)
-        if rule in NO_SPAN_RULES:
+        scope = _scope(f)
+        if scope == "none":
             return False
-        if rule in HOST_RULES:
-            return str(metrics.get(HOST_RULES[rule])) == host
+        if scope.startswith("host:"):
+            return str(metrics.get(scope[len("host:"):])) == host
         return True
 
     return [(h.host, dict(h.tables), [f for f in findings if about(f, h.host)]) for h in hosts], findings
@@ -118,8 +68,27 @@ def _us(ps: Any, t0: int = 0) -> float:
     return round((int(ps) - t0) / PS_PER_US, 6)
 
 
+def _field(f: Any, name: str, default: Any) -> Any:
+    """A finding's field, from a Finding or its dict."""
+    v = getattr(f, name, None) if not isinstance(f, dict) else f.get(name)
+    return default if v is None else v
+
+
 def _rule_of(f: Any) -> str:
-    return str(f.rule if hasattr(f, "rule") else f.get("rule", ""))
+    return str(_field(f, "rule", ""))
+
+
+def _marks(f: Any) -> list[str]:
+    return [str(m) for m in _field(f, "marks", [])]
+
+
+def _scope(f: Any) -> str:
+    return str(_field(f, "scope", "run"))
+
+
+def _marking(findings: list, mark: str) -> list[str]:
+    """The rule ids of the findings that mark ``mark``, each once."""
+    return list(dict.fromkeys(_rule_of(f) for f in findings if mark in _marks(f)))
 
 
 class _Writer:
@@ -189,15 +158,15 @@ def _line_tids(plane: Plane) -> np.ndarray:
     return np.arange(1, len(plane.lines) + 1, dtype=np.int64)
 
 
-def _rules_by_meta(plane: Plane, rules: Iterable[str]) -> dict[int, str]:
-    """Event metadata index -> the comma-joined rule ids about events of that kind."""
+def _rules_by_meta(plane: Plane, findings: Iterable[Any]) -> dict[int, str]:
+    """Event metadata index -> the comma-joined rule ids whose findings mark events of that kind."""
     out: dict[int, list[str]] = {}
-    for rule in rules:
-        pick = RULE_EVENTS.get(rule)
-        if pick is None:
-            continue
-        for m in np.flatnonzero(pick(plane)).tolist():
-            out.setdefault(m, []).append(rule)
+    for f in findings:
+        rule = _rule_of(f)
+        for mark in _marks(f):
+            for m in np.flatnonzero(event_mask(plane, mark)).tolist():
+                if rule not in out.setdefault(m, []):
+                    out[m].append(rule)
     return {m: ",".join(r) for m, r in out.items()}
 
 
@@ -229,7 +198,7 @@ def _choose_rows(planes: list[Plane], annotated: list[np.ndarray], budget: int |
 
 
 def counted_gaps(gaps: pd.DataFrame, steps: Any) -> np.ndarray:
-    """Which gaps ``step_gaps`` (the gaps analysis' ``gaps_count``) is about: training gaps with at
+    """Which gaps the ``gaps`` mark selects (those the gaps analysis' ``gaps_count`` counts): training gaps with at
     least max(100 us, 5 % of the median step) idle."""
     idle = pd.to_numeric(gaps["idle_ms"] if "idle_ms" in gaps else gaps["duration_ms"], errors="coerce").fillna(0)
     med = 0.0
@@ -253,7 +222,6 @@ def _host_tracks(w: _Writer, pid: int, host: str, tables: dict[str, pd.DataFrame
                  t0: int, t1: int, findings_track: bool = True) -> tuple[int, Counter]:
     """The ``tfadvisor <host>`` process: steps, gaps and (``findings_track``) findings tracks.
     Returns the slices written and how many steps / gaps carry a rule."""
-    rules = [_rule_of(f) for f in findings]
     n = w.n
     marked: Counter = Counter()
     w.meta(pid, "process_name", f"tfadvisor {host}".strip())
@@ -262,11 +230,11 @@ def _host_tracks(w: _Writer, pid: int, host: str, tables: dict[str, pd.DataFrame
     for tid, label in tracks:
         w.meta(pid, "thread_name", label, tid)
     steps = tables.get("steps")
-    step_rules = [r for r in rules if r.startswith("capture_") or r in STEP_RULES]
+    step_rules, outlier_rules = _marking(findings, "steps"), _marking(findings, "outlier_steps")
     if steps is not None and len(steps):
         for row in steps.itertuples(index=False):
-            on = list(step_rules) + (["step_outliers"] if bool(getattr(row, "outlier", False))
-                                     and "step_outliers" in rules else [])
+            out = bool(getattr(row, "outlier", False))
+            on = step_rules + [r for r in outlier_rules if out and r not in step_rules]
             args: dict[str, Any] = {"step": int(row.step), "duration_ms": round(float(row.duration_ms), 4),
                                     "outlier": bool(getattr(row, "outlier", False))}
             if on:
@@ -276,13 +244,14 @@ def _host_tracks(w: _Writer, pid: int, host: str, tables: dict[str, pd.DataFrame
                     args)
     gaps = tables.get("gaps")
     if gaps is not None and len(gaps):
-        about = counted_gaps(gaps, steps) if "step_gaps" in rules else np.zeros(len(gaps), bool)
+        gap_rules = _marking(findings, "gaps")
+        about = counted_gaps(gaps, steps) if gap_rules else np.zeros(len(gaps), bool)
         for row, on in zip(gaps.itertuples(index=False), about.tolist()):
             args = {"duration_ms": round(float(row.duration_ms), 4), "host_activity": str(row.host_activity)}
             if "idle_ms" in gaps:
                 args["idle_ms"] = round(float(row.idle_ms), 4)
             if on:
-                args[RULE_ARG] = "step_gaps"
+                args[RULE_ARG] = ",".join(gap_rules)
                 marked["gaps"] += 1
             w.slice(pid, 2, "gap", _us(row.start_ps, t0), _us(row.end_ps, row.start_ps), args)
     if findings_track:
@@ -301,7 +270,7 @@ def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, dict[str, pd
     w = _Writer(out)
     by_host = {h: fs for h, _, fs in hosts}
     planes = [p for p in trace.planes if p.n_events]
-    rules_meta = [_rules_by_meta(p, [_rule_of(f) for f in by_host.get(p.host, [])]) for p in planes]
+    rules_meta = [_rules_by_meta(p, by_host.get(p.host, [])) for p in planes]
     annotated = []
     for p, rm in zip(planes, rules_meta):
         mm = np.zeros(len(p.event_names), bool)
@@ -351,5 +320,5 @@ def write_export(path: str | Path, trace: Trace, hosts: list[tuple[str, dict[str
     return counts
 
 
-__all__ = ["HOST_RULES", "MAX_EVENTS", "RULE_ARG", "RULE_EVENTS", "counted_gaps", "export_events", "host_parts",
+__all__ = ["MAX_EVENTS", "RULE_ARG", "counted_gaps", "export_events", "host_parts",
            "write_export"]

@@ -35,9 +35,9 @@ EVIDENCE_LANES = (
     (("tfdata_",), ("tf.data workers",)),
     (("idle_", "gap_"), ("idle",)),
     (("allreduce_", "collective"), ("device collectives", "host collectives")),
-    (("python_overhead", "eager_", "retrace"), ("python",)),
+    (("python_overhead_", "eager_", "retrace"), ("python",)),
     (("kernel_launch",), ("training threads",)),
-    (("step_time", "step_outlier", "straggler", "slowest_host", "load_imbalance"), ("steps",)),
+    (("step_time", "step_outlier", "straggler", "slowest_host", "load_imbalance_"), ("steps",)),
     (("device_busy", "devices_", "low_precision", "fp16", "bf16", "fp32", "matrix_", "tensor_core"),
      ("device compute",)),
 )

@@ -53,9 +53,9 @@ PLOT_IDS = ("plot-steps", "plot-busy", "plot-timeline", "plot-tfdata", "plot-pre
 
 #: Evidence metric name prefixes -> the plot that answers a finding citing them.
 PLOT_FOR_EVIDENCE = (
-    ("plot-hosts", ("straggler", "slowest_host", "load_imbalance", "hosts_", "missing_host")),
+    ("plot-hosts", ("straggler", "slowest_host", "load_imbalance_", "hosts_", "missing_hosts")),
     ("plot-busy", ("idle_", "gap_")),
-    ("plot-steps", ("step_time", "step_outlier", "input_", "kernel_launch", "python_overhead", "eager_")),
+    ("plot-steps", ("step_time", "step_outlier", "input_", "kernel_launch", "python_overhead_", "eager_")),
     ("plot-tfdata", ("tfdata_",)),
     ("plot-precision", ("fp16", "bf16", "fp32", "tf32", "int8", "low_precision", "matrix_", "tensor_core",
                         "xprof_16bit")),
