@@ -288,7 +288,6 @@ def test_every_rule_declares_what_it_marks():
     """Rules own their presentation: each built-in rule says what its findings mark in the trace (a rule about
     no profiled host, scope "none", marks nothing), and no rule id appears in tfadvisor/report/."""
     from tfadvisor.advice import load_rules
-
     from tfadvisor.analyses import known_metrics
 
     rules = load_rules()
