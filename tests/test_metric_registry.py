@@ -23,6 +23,16 @@ def test_readme_is_generated_from_the_declarations():
     assert committed == render(), "run: python -m tfadvisor.analyses.docs > tfadvisor/analyses/README.md"
 
 
+def test_rules_readme_is_generated_from_the_rules():
+    """rules/README.md: the rule format, then every built-in rule from its own declaration (as ruff's rule pages)."""
+    from tfadvisor.advice.readme import render_readme
+
+    committed = (ROOT / "rules" / "README.md").read_text(encoding="utf-8")
+    text = render_readme(load_rules())
+    assert committed == text, "run: python -m tfadvisor.advice.readme > rules/README.md"
+    assert all(f"### {r.id}\n" in text for r in load_rules())
+
+
 def test_names_are_unique_across_producers():
     counts = Counter(n for d in metric_registry().values() for n in d.names())
     assert not [n for n, k in counts.items() if k > 1]
