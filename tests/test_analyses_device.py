@@ -8,19 +8,20 @@ from conftest import SAMPLES, expected, load_sample, sample_dirs
 from tfadvisor.analyses import placement, precision
 from tfadvisor.analyses import steps as steps_analysis
 from tfadvisor.analyses.base import AnalysisResult, Context, Options
+from tfadvisor.analyses.inputs import run as run_analysis
 from tfadvisor.model.trace import Trace
 from tfadvisor_dev import synthetic as syn
 
 
 def _steps(trace) -> AnalysisResult:
-    return steps_analysis.analyze(trace, Context())
+    return run_analysis(steps_analysis.analyze, trace, Context())
 
 
 def run(module, trace, options: Options | None = None, steps: bool = True) -> AnalysisResult:
     ctx = Context(options=options or Options())
     if steps:
         ctx.results["steps"] = _steps(trace)
-    return module.analyze(trace, ctx)
+    return run_analysis(module.analyze, trace, ctx)
 
 
 def values(res: AnalysisResult) -> dict:

@@ -18,6 +18,7 @@ import pytest
 from conftest import SAMPLES, expected, load_sample, sample_dirs
 
 from tfadvisor.analyses.base import Context, Options
+from tfadvisor.analyses.inputs import run
 from tfadvisor.analyses.intervals import (
     LazyUnion,
     Measure,
@@ -42,7 +43,7 @@ def run_mine(name: str, host: str | None = None) -> Context:
             trace = trace.host(host)
         ctx = Context(options=Options())
         for m in MINE:
-            ctx.results[m] = importlib.import_module(f"tfadvisor.analyses.{m}").analyze(trace, ctx)
+            ctx.results[m] = run(importlib.import_module(f"tfadvisor.analyses.{m}").analyze, trace, ctx)
         _RUNS[key] = ctx
     return _RUNS[key]
 
@@ -254,7 +255,7 @@ def test_outermost_marker_and_profiled_batch_nesting(reverse):
     Events written out of time order give the same answer."""
     trace = _nested_marker_trace(reverse)
     ctx = Context(options=Options())
-    res = importlib.import_module("tfadvisor.analyses.steps").analyze(trace, ctx)
+    res = run(importlib.import_module("tfadvisor.analyses.steps").analyze, trace, ctx)
     tbl = res.tables["steps"]
     assert res.metrics["steps_source"].value == "trace_context"
     assert len(tbl) == 3
@@ -273,7 +274,7 @@ def test_trace_without_steps_reports_missing():
     trace = Trace(planes=[p for p in full.planes if p.name.startswith("/device:")], files=full.files)
     ctx = Context(options=Options())
     for m in MINE:
-        ctx.results[m] = importlib.import_module(f"tfadvisor.analyses.{m}").analyze(trace, ctx)
+        ctx.results[m] = run(importlib.import_module(f"tfadvisor.analyses.{m}").analyze, trace, ctx)
     steps = ctx.results["steps"]
     assert steps.metrics["steps_count"].value == 0
     assert steps.metrics["step_time_mean_ms"].value is None and steps.notes

@@ -1,8 +1,10 @@
-"""Analyses: one module per concern, each ``analyze(trace, ctx) -> AnalysisResult``.
+"""Analyses: one module per concern, each ``analyze(trace, ctx, *, <inputs>) -> AnalysisResult``.
 
 They run in the order of :data:`ORDER` (later ones may read earlier results through the
-context) and together give a :class:`Metrics` mapping that the rule engine reads, plus
-named tables for reports and notebooks (numpy columns, or functions, made pandas DataFrames
+context); the inputs an analysis reads besides the trace (the activity model, the steps, the step
+table, memory events) are keyword-only parameters of its ``analyze``, built once and passed by
+:mod:`tfadvisor.analyses.inputs`. Together they give a :class:`Metrics` mapping that the rule engine
+reads, plus named tables for reports and notebooks (numpy columns, or functions, made pandas DataFrames
 only when read: see :mod:`tfadvisor.model.table`).
 """
 
@@ -91,9 +93,11 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
     tables = Tables()
     notes: list[str] = [f"load: {n}" for h in trace.hosts for n in trace.load_notes.get(h, [])]
     tagged: list[tuple[str, str, bool]] = []
+    from tfadvisor.analyses.inputs import run  # the analyses' modules: imported when analysing
+
     for name in ORDER:
         module = importlib.import_module(f"tfadvisor.analyses.{name}")
-        res: AnalysisResult = module.analyze(trace, ctx)
+        res: AnalysisResult = run(module.analyze, trace, ctx)
         ctx.results[name] = res
         for mname, m in res.metrics.items():
             metrics.put(name, mname, m)

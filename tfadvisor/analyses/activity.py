@@ -125,6 +125,12 @@ class Activity:
     rows: dict[str, np.ndarray] = field(default_factory=dict)  # host event rows, ascending
     n_cores: int | None = None
     span: tuple[int, int] = (0, 0)
+    #: per device plane: what its activity lines showed (kernels, copies, busy and compute time)
+    per_device: list[dict] = field(default_factory=list)
+    #: (pageable, classified) H2D copy time, ps; None when no copy says its memory kinds
+    h2d_pageable_ps: tuple[int, int] | None = None
+    #: some H2D copy has a name xprof takes for one (``MemcpyH2D`` is TF 2.4's, which xprof does not)
+    h2d_xprof_named: bool = False
     order: np.ndarray | None = None  # host rows bucketed by class code
     bounds: np.ndarray | None = None
     line_cls: np.ndarray | None = None
@@ -349,10 +355,10 @@ def _is_memset(name: str) -> bool:
     return "memset" in name.lower()
 
 
-def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
+def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str, Measure]:
     """Device activity as wall-time sets (union over the devices of one host): compute, H2D copies,
     other copies, collectives; from each plane's activity lines only (streams, else XLA Ops, see
-    :mod:`tfadvisor.analyses.device_lines`). Per-device figures go to ``ctx.cache``."""
+    :mod:`tfadvisor.analyses.device_lines`). Per-device figures and the H2D copies' kinds go onto ``act``."""
     keys = ("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
     parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {k: [] for k in keys}
     pageable_ps, h2d_known_ps = 0, 0
@@ -415,29 +421,29 @@ def _device_sets(devices: list[Plane], ctx: Context) -> dict[str, Measure]:
         s, e = union_runs(parts[k])
         out[k] = Measure(s, e, disjoint=True)
     if h2d_known_ps:
-        ctx.cache["tfadvisor.h2d_pageable_ps"] = (pageable_ps, h2d_known_ps)
-    ctx.cache["tfadvisor.h2d_xprof_named"] = h2d_xprof_named
-    ctx.cache["tfadvisor.device_activity"] = per_device
+        act.h2d_pageable_ps = (pageable_ps, h2d_known_ps)
+    act.h2d_xprof_named = h2d_xprof_named
+    act.per_device = per_device
     return out
 
 
 def activity(trace: Trace, ctx: Context) -> Activity:
     """Classify the host's events (and its devices') once per analysis run."""
-    key = "tfadvisor.activity"
-    if key in ctx.cache:
-        return ctx.cache[key]
+    return ctx.once(_activity, trace, ctx)
+
+
+def _activity(trace: Trace, ctx: Context) -> Activity:
     trace, _ = host_trace(trace)
     host = _host_plane(trace)
     devices = [p for p in trace.device_planes if p.n_events]
     act = Activity(host=host, devices=devices, python_lines=EMPTY, tfdata_lines=EMPTY)
-    ctx.cache[key] = act
     lo, hi = None, None
     for p in ([host] if host is not None else []) + devices:
         a, b = int(p.ev_start_ps.min()), int(p.ev_end_ps.max())
         lo = a if lo is None else min(lo, a)
         hi = b if hi is None else max(hi, b)
     act.span = (lo or 0, hi or 0)
-    act.sets.update(_device_sets(devices, ctx))
+    act.sets.update(_device_sets(act, devices, ctx))
     if host is None:
         return act
     p = host

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfadvisor.analyses import device_lines as dl
-from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity, activity
+from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import EMPTY, Measure, complement, outermost, priority_split, run_bounds
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
-from tfadvisor.analyses.step_detect import detect_steps
-from tfadvisor.analyses.steps import python_host_activity, step_table, wall_ends
+from tfadvisor.analyses.step_detect import StepSet
+from tfadvisor.analyses.steps import python_host_activity, wall_ends
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 
@@ -61,8 +61,9 @@ DECLARED = declare(
     ("attr_top_part", "", "the part with the most time (idle and outside_steps aside)"),
     ("attr_top_part_pct", "%", "its share"),
     ("attr_top_items", "", "the items (ops, kernels, Python functions) with the most time in the top part"),
-    ("attr_python_top", "", "the Python functions with the most self time, with their share of the wall time"),
-    ("attr_python_top_pct", "%", "the first of them: its share of the wall time"),
+    ("attr_python_top", "", "the Python functions with the most self time, with their share of the Python threads' "
+                            "time (the window x the Python threads that ran them)"),
+    ("attr_python_top_pct", "%", "the first of them: its share of the Python threads' time"),
     ("attr_devices", "count", "devices with a lane of their own"),
     ("attr_device_busy_spread_pct", "%", "busy share of the busiest device less that of the least busy"),
     doc="The run's wall time split into parts that sum to 100 % (device work by op category, input, between "
@@ -254,14 +255,12 @@ def _split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[str, Measu
 # The analysis
 # ------------------------------------------------------------------------------------------
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("attribution")
-    act = activity(trace, ctx)
     lo, hi = act.span
     if hi <= lo:
         res.missing(list(DECLARED.names()), "an empty window: nothing to attribute")
         return res
-    steps = detect_steps(trace, ctx)
     items = _Items()
     host = act.host
 
@@ -311,7 +310,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     # the scopes: the window, and each step's wall time (the steps table's: start to the next start,
     # to its own end before a validation or an epoch end, which are outside the steps)
     n = int(steps.start.shape[0])
-    st = step_table(ctx)
+    st = step_table
     same = st is not None and len(st) == n
     if n:
         w_end = np.asarray(st["wall_end_ps"], np.int64) if same else wall_ends(steps.start, steps.end,
@@ -357,7 +356,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         _scope_rows(rows_out, "window", lane, dsplit, hi - lo)
 
     # Python functions by self time (Python tracer frames), inside steps or between them
-    _python_items(act, steps, w_end, items)
+    py_threads = _python_items(act, steps, w_end, items)
     _host_event_items(act, items)
 
     # the steps' split, and the basis of the metrics
@@ -389,7 +388,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(["attr_top_part", "attr_top_part_pct", "attr_top_items"], "nothing but idle time in the window")
     py_top = items.top("all", "python_self", 3)
     if py_top and py_top[0][1] > 0:
-        span = float(hi - lo)
+        span = float(hi - lo) * max(py_threads, 1)
         res.add("attr_python_top", ", ".join(f"{nm} {100.0 * v / span:.0f} %" for nm, v, _, _ in py_top))
         res.add("attr_python_top_pct", 100.0 * py_top[0][1] / span)
     else:
@@ -428,16 +427,17 @@ def _lane_busy(items: _Items, lane: str, part: str) -> float:
     return float(sum(v[0] for v in items.acc.get((lane, part), {}).values()))
 
 
-def _python_items(act: Activity, steps, w_end: np.ndarray, items: _Items) -> None:
+def _python_items(act: Activity, steps, w_end: np.ndarray, items: _Items) -> int:
     """Self time of every event on the Python threads; frames named as functions, the rest by name. Events
     starting between steps are items of ``between_steps``, the others of ``python`` (and all frames of the
-    ``python_self`` ranking)."""
+    ``python_self`` ranking). Returns how many Python threads ran the ranked frames (their self time adds up
+    over the threads: one thread's is at most the window)."""
     p = act.host
     if p is None or not act.python_lines.size:
-        return
+        return 0
     rows = np.flatnonzero(p.line_event_mask(act.python_lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
     if not rows.size:
-        return
+        return 0
     selft = self_time(p, rows)
     named = _named(p, rows)
     marker = np.isin(rows, act.rows.get("roots", EMPTY)) | np.isin(rows, act.rows.get("profiled_batch", EMPTY))
@@ -454,6 +454,7 @@ def _python_items(act: Activity, steps, w_end: np.ndarray, items: _Items) -> Non
     for part, sel in (("between_steps", keep & between), ("python", keep & ~between & frame),
                       ("python_self", keep & frame)):
         items.add("all", part, named, sel, selft[sel])
+    return int(np.unique(p.ev_line[rows[keep & frame]]).shape[0])
 
 
 def _host_event_items(act: Activity, items: _Items) -> None:

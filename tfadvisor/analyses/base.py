@@ -19,6 +19,7 @@ modules (:func:`tfadvisor.analyses.metric_registry`) are what rules are checked 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,7 +148,17 @@ class Context:
 
     options: Options = field(default_factory=Options)
     results: dict[str, AnalysisResult] = field(default_factory=dict)
-    cache: dict[str, Any] = field(default_factory=dict)
+    _once: dict[tuple, tuple] = field(default_factory=dict, repr=False)
+
+    def once(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, built once per analysis run: keyed by the function itself and its arguments'
+        identity (no names to collide; the arguments are kept so that their ids stay unique)."""
+        key = (fn, *((0, a) if isinstance(a, (str, int, float, bool)) else (1, id(a)) for a in args))
+        hit = self._once.get(key)
+        if hit is None:
+            hit = (args, fn(*args))
+            self._once[key] = hit
+        return hit[1]
 
     def result(self, name: str) -> AnalysisResult | None:
         return self.results.get(name)
@@ -170,14 +181,16 @@ class Context:
     def stats(self, plane: Plane, names: list[str] | tuple[str, ...]) -> dict[str, StatColumn]:
         """``plane.stat_columns(names)``: each column read once per analysis run (one pass for
         all the names not read yet)."""
-        key = ("tfadvisor.stats", id(plane))
-        if key not in self.cache:
-            self.cache[key] = (plane, {})  # the plane is kept so that its id stays unique
-        cache = self.cache[key][1]
+        cache = self.once(_stat_store, plane)
         want = [n for n in names if n not in cache]
         if want:
             cache.update(plane.stat_columns(want))
         return {n: cache[n] for n in names}
+
+
+def _stat_store(plane: Plane) -> dict[str, StatColumn]:
+    """A plane's stat columns read so far (filled by :meth:`Context.stats`)."""
+    return {}
 
 
 def _plain(value: Any) -> Any:

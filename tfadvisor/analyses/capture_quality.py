@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfadvisor.analyses.activity import activity, host_trace
+from tfadvisor.analyses.activity import Activity, host_trace
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.device_lines import short_name
 from tfadvisor.analyses.intervals import Measure
 from tfadvisor.analyses.step_detect import device_steps
-from tfadvisor.analyses.steps import step_table
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -94,13 +93,12 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("capture_quality")
-    act = activity(trace, ctx)
     host, _ = host_trace(trace)
     lo, hi = act.span
     window = hi - lo
-    per_dev = ctx.cache.get("tfadvisor.device_activity", [])
+    per_dev = act.per_device
     info = {d["plane"]: d for d in per_dev}
     names, active, idle, busy_pct = [], [], [], []
     for p in host.device_planes:
@@ -127,7 +125,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(["device_busy_pct", "device_busy_union_pct"],
                     "no device ran kernels in the window" if names else "no device plane (CPU-only trace)")
 
-    tbl = step_table(ctx)
+    tbl = step_table
     n_steps = 0 if tbl is None else int(len(tbl))
     res.add("complete_steps", n_steps)
     med_ms = None

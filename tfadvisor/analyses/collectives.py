@@ -224,7 +224,7 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("collectives")
 
     # Where the all-reduces are: device kernels first, else host TF ops.
@@ -258,7 +258,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         return res
     res.add("allreduce_source", where)
 
-    windows = _stats_windows(ctx)
+    windows = _stats_windows(step_table)
     per_plane_ms, per_plane_pct, per_plane_count, per_plane_total, ov_num, ov_den = [], [], [], [], 0, 0
     for p, rows, _, comp in ar:
         us, ue = union(p.ev_start_ps[rows], p.ev_end_ps[rows])
@@ -314,12 +314,11 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     return res
 
 
-def _stats_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
+def _stats_windows(tbl: Table | None) -> tuple[np.ndarray, np.ndarray] | None:
     """(start, wall end) of the steps the step statistics use (``in_stats``; all steps if the table has
     no such column): each step from its start to the next one's, so that per-step figures share the step
     time's denominator and an all-reduce between the markers still counts."""
-    tbl = ctx.table("steps")
-    windows = step_windows(ctx)
+    windows = step_windows(tbl)
     if windows is None or tbl is None or "in_stats" not in tbl:
         return windows
     keep = tbl["in_stats"] & (tbl["end_ps"] > tbl["start_ps"])

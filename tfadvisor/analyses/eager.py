@@ -22,10 +22,9 @@ import re
 
 import numpy as np
 
-from tfadvisor.analyses.activity import STEP_STATS, activity
+from tfadvisor.analyses.activity import STEP_STATS, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, union_of
-from tfadvisor.analyses.steps import step_table
 from tfadvisor.model.table import Table, factorize, group_sum
 from tfadvisor.model.trace import Trace
 
@@ -34,11 +33,10 @@ INPUT_OPS = frozenset({"OptionalGetValue", "OptionalHasValue", "IteratorGetNextA
                        "MultiDeviceIteratorGetNextFromShard"})
 
 
-def _windows(ctx: Context, act) -> tuple[np.ndarray, np.ndarray]:
+def _windows(tbl: Table | None, act) -> tuple[np.ndarray, np.ndarray]:
     """The profiled training wall time as disjoint windows (start_ps, end_ps): the first step's
     start to the last step's end less the intervals between steps that the steps analysis labels
     as not training (``preceded_by``: validation, epoch end); the trace span without steps."""
-    tbl = step_table(ctx)
     if tbl is None:
         lo, hi = act.span
         return np.array([lo], np.int64), np.array([hi], np.int64)
@@ -74,15 +72,14 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("eager")
-    act = activity(trace, ctx)
     p = act.host
     if p is None:
         res.missing(["eager_pct", "eager_op_count", "tf_function_calls", "retrace_count", "retraced_functions"],
                     "no host plane: eager execution and tf.function calls are host events")
         return res
-    w = _windows(ctx, act)
+    w = _windows(step_table, act)
     wall = int((w[1] - w[0]).sum())
     er = act.rows.get("eager", np.empty(0, np.int64))
     if not p.meta_mask("EagerExecute").any():
@@ -104,7 +101,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.add("eager_pct", 100.0 * eager_ps / wall if wall > 0 else None)
         res.add("eager_ms", eager_ps / PS_PER_MS)
 
-    _xla_executions(res, p, ctx)
+    _xla_executions(res, p, step_table)
     st = ctx.stats(p, STEP_STATS)
     call = st["tf_function_call"]
     tc = st["tracing_count"]
@@ -156,8 +153,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
 _EXECUTE_RE = re.compile(r"^PjRt\w*LoadedExecutable::Execute$")
 
 
-def _xla_executions(res: AnalysisResult, p, ctx: Context) -> None:
-    tbl = step_table(ctx)
+def _xla_executions(res: AnalysisResult, p, tbl: Table | None) -> None:
     mask = np.array([bool(_EXECUTE_RE.match(str(n))) for n in p.event_names], bool)
     if tbl is None or not mask.any():
         res.missing(["xla_executions_per_step"], "no steps" if tbl is None else

@@ -28,10 +28,9 @@ import re
 
 import numpy as np
 
-from tfadvisor.analyses.activity import activity
+from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import LazyUnion, Measure
-from tfadvisor.analyses.steps import step_table
 from tfadvisor.model.table import Table, group_sum
 from tfadvisor.model.trace import Trace
 
@@ -45,15 +44,13 @@ GAP_MIN_PS = 100 * 1_000_000  # 100 us
 
 def busy_set(act, ctx: Context) -> LazyUnion:
     """What keeps the device (CPU-only: the training threads) busy."""
-    key = "tfadvisor.busy"
-    if key in ctx.cache:
-        return ctx.cache[key]
+    return ctx.once(_busy, act)
+
+
+def _busy(act) -> LazyUnion:
     if act.has_device:
-        m = act.lazy("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
-    else:
-        m = act.lazy("train_threads", "func", "input_wait")
-    ctx.cache[key] = m
-    return m
+        return act.lazy("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
+    return act.lazy("train_threads", "func", "input_wait")
 
 
 def _host_classes(act, ctx: Context) -> dict[str, Measure]:
@@ -101,16 +98,15 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("gaps")
-    act = activity(trace, ctx)
     names = ["idle_pct", "idle_between_steps_pct", "idle_within_steps_pct", "gaps_count", "gap_mean_ms",
              "gap_max_ms", "gap_host_activity", "gap_host_python_pct"]
     if act.host is None and not act.devices:
         res.missing(names, "the trace has no host or device events")
         return res
     busy = busy_set(act, ctx)
-    tbl = step_table(ctx)
+    tbl = step_table
     what = "the device" if act.has_device else "the training threads"
     if tbl is None:
         lo, hi = act.span

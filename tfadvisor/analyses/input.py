@@ -30,10 +30,10 @@ from __future__ import annotations
 import numpy as np
 
 from tfadvisor.analyses import tfdata
-from tfadvisor.analyses.activity import activity
+from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, Runs, difference, line_rows, union
-from tfadvisor.analyses.steps import step_spans, step_table
+from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -93,10 +93,9 @@ class _Minus:
         return self.a.within(s, e) - self.b.within(s, e)
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("input")
-    act = activity(trace, ctx)
-    tbl = step_table(ctx)
+    tbl = step_table
     all_names = ["input_pct", "input_host_wait_pct", "input_h2d_pct", "input_device_wait_pct", "xprof_input_pct",
                  "input_severity", "tfdata_cpu_ratio", "tfdata_cpu_pct", "h2d_pageable_pct", "h2d_exposed_pct",
                  "tfdata_contention_pct", "tfdata_contention_ms_per_step", "tfdata_cost_ms_per_step", "tfdata_cost_pct",
@@ -134,7 +133,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         compute = act.lazy("dev_compute", "dev_collective")
         exposed = act.lazy("dev_compute", "dev_collective", "dev_h2d").within(a, b) - compute.within(a, b)
         res.add("h2d_exposed_pct", pct(exposed))
-        if len(g("dev_h2d")) and not ctx.cache.get("tfadvisor.h2d_xprof_named"):
+        if len(g("dev_h2d")) and not act.h2d_xprof_named:
             res.add("xprof_input_pct", 0.0 if tot > 0 else None)
             res.notes.append("xprof_input_pct is 0: xprof does not take these copies' names (e.g. TF 2.4's "
                              "MemcpyH2D) for host-to-device copies; input_h2d_pct counts them")
@@ -144,7 +143,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         if has_wait:
             res.notes.append("xprof_input_pct leaves out the host's wait for the next batch (xprof builds GPU "
                              "steps from device events): input_pct counts it")
-        pg = ctx.cache.get("tfadvisor.h2d_pageable_ps")
+        pg = act.h2d_pageable_ps
         if pg and pg[1] > 0:
             res.add("h2d_pageable_pct", 100.0 * pg[0] / pg[1])
         elif len(g("dev_h2d")):

@@ -24,8 +24,8 @@ import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.placement import step_windows
-from tfadvisor.analyses.steps import step_table
 from tfadvisor.analyses.tf_dtypes import DTYPE_NAMES
+from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 
 if TYPE_CHECKING:
@@ -50,10 +50,12 @@ def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame | No
     """One row per memory event of every plane, in time order (None when there is none; pandas is
     imported only when there are some).
 
-    Kept in ``ctx.cache`` so the analyses that read it (precision, memory) decode it once.
+    Built once per analysis run (:meth:`Context.once`) for the analyses that read it (precision, memory).
     """
-    if ctx is not None and "memory_events" in ctx.cache:
-        return ctx.cache["memory_events"]
+    return _memory_events(trace) if ctx is None else ctx.once(_memory_events, trace)
+
+
+def _memory_events(trace: Trace) -> pd.DataFrame | None:
     found = []
     for pi, p in enumerate(trace.planes):
         names = p.event_names
@@ -62,10 +64,7 @@ def memory_events(trace: Trace, ctx: Context | None = None) -> pd.DataFrame | No
         rows = np.flatnonzero(p.event_mask(p.meta_mask([ALLOC, DEALLOC])))
         if rows.size:
             found.append((pi, p, rows))
-    out = _events_frame(found) if found else None
-    if ctx is not None:
-        ctx.cache["memory_events"] = out
-    return out
+    return _events_frame(found) if found else None
 
 
 def _events_frame(found: list[tuple[int, Plane, np.ndarray]]) -> pd.DataFrame:
@@ -204,9 +203,9 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, memory: pd.DataFrame | None, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("memory")
-    ev = memory_events(trace, ctx)
+    ev = memory
     if ev is None:
         res.add("memory_present", False)
         res.missing(list(METRICS), "no MemoryAllocation/MemoryDeallocation events in the trace (on the CPU TF "
@@ -280,9 +279,9 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     else:
         res.missing(["memory_fragmentation"], "memory events carry no fragmentation stat")
 
-    windows = step_windows(ctx)
+    windows = step_windows(step_table)
     if windows is not None:
-        tbl = step_table(ctx)
+        tbl = step_table
         st = tbl.take(tbl["end_ps"] > tbl["start_ps"])
         s, e = st["start_ps"], st["end_ps"]
         inside = np.flatnonzero((s <= pick["peak_t_ps"]) & (pick["peak_t_ps"] < e))

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfadvisor.analyses.activity import L_PYTHON, M_FRAME, STEP_STATS, activity, union_rows
+from tfadvisor.analyses.activity import L_PYTHON, M_FRAME, STEP_STATS, Activity, union_rows
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import LazyUnion, Measure, contains_any
-from tfadvisor.analyses.steps import step_spans, step_table
+from tfadvisor.analyses.steps import step_spans
+from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
 
@@ -69,10 +70,9 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("overhead")
-    act = activity(trace, ctx)
-    tbl = step_table(ctx)
+    tbl = step_table
     names = ["kernel_launch_pct", "kernel_launch_host_pct", "python_overhead_pct", "python_overhead_ms_per_step",
              "function_call_overhead_pct", "step_outliers_excess_ms", "step_outliers_excess_pct"]
     if tbl is None:

@@ -24,7 +24,6 @@ from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.activity import TF_OP_RE
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, line_rows, outermost
-from tfadvisor.analyses.steps import step_table
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 
@@ -97,9 +96,8 @@ def tf_op_meta_mask(plane: Plane, *, exclude_wrappers: bool = True, eager: bool 
     return out
 
 
-def step_windows(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
-    """(start_ps, end_ps) of the steps found by the ``steps`` analysis, or None."""
-    tbl = step_table(ctx)
+def step_windows(tbl: Table | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start_ps, end_ps) of the steps of the ``steps`` analysis' table (its markers), or None."""
     if tbl is None or "start_ps" not in tbl or "end_ps" not in tbl:
         return None
     s = tbl["start_ps"]
@@ -115,14 +113,9 @@ def profile_window(trace: Trace) -> tuple[int, int]:
     return trace.time_span_ps()
 
 
-def memo(ctx: Context | None, plane: Plane, key: str, fn):
-    """Compute ``fn()`` once per plane and key for one analysis run (kept in ``ctx.cache``)."""
-    if ctx is None:
-        return fn()
-    k = ("device_helpers", id(plane), key)
-    if k not in ctx.cache:
-        ctx.cache[k] = (plane, fn())  # the plane is kept so that its id stays unique
-    return ctx.cache[k][1]
+def memo(ctx: Context | None, fn, *args):
+    """``fn(*args)``, once per analysis run when there is a context (:meth:`Context.once`)."""
+    return fn(*args) if ctx is None else ctx.once(fn, *args)
 
 
 def kernel_rows(plane: Plane, ctx: Context | None = None) -> np.ndarray:
@@ -130,7 +123,7 @@ def kernel_rows(plane: Plane, ctx: Context | None = None) -> np.ndarray:
 
     Stream lines when the plane has them, else every line that is not a derived one.
     """
-    return memo(ctx, plane, "kernel_rows", lambda: _kernel_rows(plane))
+    return memo(ctx, _kernel_rows, plane)
 
 
 def _kernel_rows(plane: Plane) -> np.ndarray:
@@ -152,12 +145,14 @@ def device_lines(plane: Plane) -> np.ndarray:
 def _meta_pass(plane: Plane, ctx: Context | None) -> tuple[np.ndarray, np.ndarray]:
     """(events, total duration ps as float) per event metadata: one pass over the plane (C), the same
     figures as ``np.bincount`` of the metadata without and with the durations (negative ones as 0)."""
-    def run():
-        cnt, tot = _native.meta_totals(plane.ev_meta, plane.ev_dur_ps, len(plane.event_names))
-        if not cnt.any() and not (plane.ev_meta >= 0).any():  # nothing to weigh: np.bincount gives int64
-            tot = np.zeros(tot.shape[0], np.int64)
-        return cnt, tot
-    return memo(ctx, plane, "meta_pass", run)
+    return memo(ctx, _meta_pass_of, plane)
+
+
+def _meta_pass_of(plane: Plane) -> tuple[np.ndarray, np.ndarray]:
+    cnt, tot = _native.meta_totals(plane.ev_meta, plane.ev_dur_ps, len(plane.event_names))
+    if not cnt.any() and not (plane.ev_meta >= 0).any():  # nothing to weigh: np.bincount gives int64
+        tot = np.zeros(tot.shape[0], np.int64)
+    return cnt, tot
 
 
 def meta_counts(plane: Plane, ctx: Context | None = None) -> np.ndarray:
@@ -177,20 +172,22 @@ def meta_totals(plane: Plane, ctx: Context | None = None) -> tuple[np.ndarray, n
 
 def kernel_meta_totals(plane: Plane, ctx: Context | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(count, total duration ps) per event metadata over the device-activity rows."""
-    def run():
-        rows = kernel_rows(plane, ctx)
-        nm = len(plane.event_names)
-        if rows.size == plane.n_events:
-            return meta_totals(plane, ctx)
-        m = plane.ev_meta[rows]
-        return (np.bincount(m, minlength=nm)[:nm],
-                np.bincount(m, weights=np.maximum(plane.ev_dur_ps[rows], 0), minlength=nm)[:nm])
-    return memo(ctx, plane, "kernel_meta_totals", run)
+    return memo(ctx, _kernel_meta_totals, plane, ctx)
+
+
+def _kernel_meta_totals(plane: Plane, ctx: Context | None) -> tuple[np.ndarray, np.ndarray]:
+    rows = kernel_rows(plane, ctx)
+    nm = len(plane.event_names)
+    if rows.size == plane.n_events:
+        return meta_totals(plane, ctx)
+    m = plane.ev_meta[rows]
+    return (np.bincount(m, minlength=nm)[:nm],
+            np.bincount(m, weights=np.maximum(plane.ev_dur_ps[rows], 0), minlength=nm)[:nm])
 
 
 def device_meta_classes(plane: Plane, ctx: Context | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per event metadata: (is memcpy/memset, is collective) by name."""
-    return memo(ctx, plane, "meta_classes", lambda: _device_meta_classes(plane, ctx))
+    return memo(ctx, _device_meta_classes, plane, ctx)
 
 
 def _device_meta_classes(plane: Plane, ctx: Context | None) -> tuple[np.ndarray, np.ndarray]:
@@ -221,7 +218,7 @@ def kernel_meta_counts(plane: Plane, ctx: Context | None = None) -> np.ndarray:
 
 def compute_kernel_rows(plane: Plane, ctx: Context | None = None) -> np.ndarray:
     """Kernel rows that are computation: not memcpy/memset, not collectives."""
-    return memo(ctx, plane, "compute_kernel_rows", lambda: _compute_kernel_rows(plane, ctx))
+    return memo(ctx, _compute_kernel_rows, plane, ctx)
 
 
 def _compute_kernel_rows(plane: Plane, ctx: Context | None) -> np.ndarray:
@@ -237,21 +234,23 @@ def _compute_kernel_rows(plane: Plane, ctx: Context | None) -> np.ndarray:
 
 def plane_stat_strings(plane: Plane, name: str, ctx: Context | None = None) -> list[str]:
     """Distinct string values of stat ``name`` on a plane (event- and metadata-level)."""
-    def run() -> list[str]:
-        sid = plane.stat_index.get(name)
-        if sid is None:
-            return []
-        col = plane.stat(name, metadata_level=False)
-        kind, raw = col.kind, col.raw
-        if raw.size and bool((kind == kinds.KIND_REF).all()) and len(plane.stat_names) < (1 << 24):
-            present = np.flatnonzero(np.bincount(raw, minlength=len(plane.stat_names)))
-            kind, raw = np.full(present.size, kinds.KIND_REF, np.uint8), present.astype(np.int64)
-        md = plane.metadata_stat_values(sid)
-        if md is not None:
-            kind = np.concatenate([kind, md[1]])
-            raw = np.concatenate([raw, md[2]])
-        return sorted(set(plane.value_codes(kind, raw)[1]))
-    return memo(ctx, plane, f"unique:{name}", run)
+    return memo(ctx, _stat_strings, plane, name)
+
+
+def _stat_strings(plane: Plane, name: str) -> list[str]:
+    sid = plane.stat_index.get(name)
+    if sid is None:
+        return []
+    col = plane.stat(name, metadata_level=False)
+    kind, raw = col.kind, col.raw
+    if raw.size and bool((kind == kinds.KIND_REF).all()) and len(plane.stat_names) < (1 << 24):
+        present = np.flatnonzero(np.bincount(raw, minlength=len(plane.stat_names)))
+        kind, raw = np.full(present.size, kinds.KIND_REF, np.uint8), present.astype(np.int64)
+    md = plane.metadata_stat_values(sid)
+    if md is not None:
+        kind = np.concatenate([kind, md[1]])
+        raw = np.concatenate([raw, md[2]])
+    return sorted(set(plane.value_codes(kind, raw)[1]))
 
 
 def gpu_planes(trace: Trace) -> list[Plane]:
@@ -303,6 +302,19 @@ def _op_line_names(p: Plane) -> set[str]:
     return {str(x) for x in p.event_names[m]}
 
 
+def _tf_op_names(p: Plane, ctx: Context | None) -> set[str]:
+    """The TF op names a device plane's events name (its op lines and its ``tf_op`` stats)."""
+    got = _op_line_names(p)
+    sid = p.stat_index.get("tf_op")
+    if sid is None:
+        return got
+    # The kind of the first tf_op value tells how they are stored.
+    first = int(np.argmax(p.st_stat == sid)) if p.n_stats else 0
+    if p.n_stats and p.st_stat[first] == sid and p.st_kind[first] == kinds.KIND_REF:
+        return got | set(str(x) for x in p.stat_names)
+    return got | set(plane_stat_strings(p, "tf_op", ctx))
+
+
 def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.ndarray:
     """For host op names, whether a device kernel carries it as ``tf_op`` or a device's
     framework-op line names it.
@@ -313,17 +325,7 @@ def _on_device(names: list[str], dev_planes: list[Plane], ctx: Context) -> np.nd
     """
     known: set[str] = set()
     for p in dev_planes:
-        def run(p=p):
-            got = _op_line_names(p)
-            sid = p.stat_index.get("tf_op")
-            if sid is None:
-                return got
-            # The kind of the first tf_op value tells how they are stored.
-            first = int(np.argmax(p.st_stat == sid)) if p.n_stats else 0
-            if p.n_stats and p.st_stat[first] == sid and p.st_kind[first] == kinds.KIND_REF:
-                return got | set(str(x) for x in p.stat_names)
-            return got | set(plane_stat_strings(p, "tf_op", ctx))
-        known |= memo(ctx, p, "tf_op_names", run)
+        known |= memo(ctx, _tf_op_names, p, ctx)
     out = np.zeros(len(names), bool)
     for i, n in enumerate(names):
         out[i] = (n in known or op_name(n) in known
@@ -385,7 +387,7 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("placement")
     hosts = trace.host_planes
     devices = trace.device_planes
@@ -417,7 +419,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                 res.add("device_op_time_ms", ms(busy), doc=DEVICE_OP_TIME_DOC)
         return res
 
-    windows = step_windows(ctx)
+    windows = step_windows(step_table)
     if device_present:
         dev_planes, has_tf_op, busy_ps, _ = _device_tf_ops(trace, ctx)
     else:

@@ -150,7 +150,8 @@ TOP_KERNELS = 30
 # dtypes from memory events
 # ----------------------------------------------------------------------------------------
 
-def op_dtypes(trace: Trace, ctx: Context | None = None) -> tuple[dict[str, int], pd.DataFrame | None]:
+def op_dtypes(trace: Trace, ctx: Context | None = None, memory: pd.DataFrame | None = None,
+              ) -> tuple[dict[str, int], pd.DataFrame | None]:
     """TF op name -> TF DataType of its largest output, from MemoryAllocation events.
 
     Also returns a table of allocated bytes per dtype (None when there are no such events).
@@ -159,7 +160,7 @@ def op_dtypes(trace: Trace, ctx: Context | None = None) -> tuple[dict[str, int],
     """
     from tfadvisor.analyses.memory import memory_events
 
-    ev = memory_events(trace, ctx)
+    ev = memory if memory is not None else memory_events(trace, ctx)
     if ev is None or "data_type" not in ev:
         return {}, None
     al = ev[ev["alloc"] & ev["data_type"].notna()]
@@ -651,9 +652,9 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, memory: pd.DataFrame | None) -> AnalysisResult:
     res = AnalysisResult("precision")
-    dtypes, mix = op_dtypes(trace, ctx)
+    dtypes, mix = op_dtypes(trace, ctx, memory)
     if mix is not None and len(mix):
         res.tables["dtype_mix"] = mix
     if gpu_planes(trace):

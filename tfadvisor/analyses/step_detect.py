@@ -103,9 +103,10 @@ def device_steps(act: Activity, ctx: Context) -> list[tuple[Plane, np.ndarray, n
     """Per device plane with a ``Steps`` line: (plane, event rows of its steps by start, step
     numbers). Step numbers come from ``step_num``/``group_id`` stats or numeric event names, so
     that the same step can be matched across devices; else they count from 0."""
-    key = "tfadvisor.device_steps"
-    if key in ctx.cache:
-        return ctx.cache[key]
+    return ctx.once(_device_steps, act)
+
+
+def _device_steps(act: Activity) -> list[tuple[Plane, np.ndarray, np.ndarray]]:
     out = []
     for d in act.devices:
         lr = device_lines.step_lines(d)
@@ -127,7 +128,6 @@ def device_steps(act: Activity, ctx: Context) -> list[tuple[Plane, np.ndarray, n
         if np.isnan(num).any() or np.unique(num).shape[0] != num.shape[0]:
             num = np.arange(rows.shape[0], dtype=np.float64)
         out.append((d, rows, num.astype(np.int64)))
-    ctx.cache[key] = out
     return out
 
 
@@ -175,7 +175,12 @@ def _clean_steps(steps: StepSet) -> StepSet:
 
 
 def detect_steps(trace: Trace, ctx: Context) -> StepSet:
-    """The run's steps (see the module docstring), as disjoint intervals of positive length."""
+    """The run's steps (see the module docstring), as disjoint intervals of positive length; found once
+    per analysis run."""
+    return ctx.once(_found_steps, trace, ctx)
+
+
+def _found_steps(trace: Trace, ctx: Context) -> StepSet:
     return _clean_steps(_detect_steps(trace, ctx))
 
 

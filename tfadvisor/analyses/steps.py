@@ -35,13 +35,12 @@ import numpy as np
 
 from tfadvisor.analyses.activity import (
     Activity,
-    activity,
     host_trace,
     union_rows,
 )
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import EMPTY, Measure, contained, contains_any, priority_split
-from tfadvisor.analyses.step_detect import StepSet, detect_steps, executions, preceded_by
+from tfadvisor.analyses.step_detect import StepSet, executions, preceded_by
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -77,13 +76,13 @@ CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "colle
 def python_host_activity(act: Activity, ctx: Context, steps: StepSet) -> Measure:
     """Python-thread events that are host work: not step markers, not wrappers around whole steps,
     not function-execution waits."""
-    key = "tfadvisor.python_host"
-    if key in ctx.cache:
-        return ctx.cache[key]
+    return ctx.once(_python_host, act, steps)
+
+
+def _python_host(act: Activity, steps: StepSet) -> Measure:
     p = act.host
     if p is None:
-        ctx.cache[key] = Measure.empty()
-        return ctx.cache[key]
+        return Measure.empty()
     rows = act.rows.get("python_all", EMPTY)
     s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
     drop = np.zeros(rows.shape[0], bool)
@@ -95,10 +94,7 @@ def python_host_activity(act: Activity, ctx: Context, steps: StepSet) -> Measure
     if len(func):
         drop |= contained(func, s, e)
     keep = rows[~drop & (e > s)]
-    m = Measure.of_rows(p, keep)
-    ctx.cache[key] = m
-    ctx.cache["tfadvisor.python_host_rows"] = keep
-    return m
+    return Measure.of_rows(p, keep)
 
 
 def step_layers(act: Activity, ctx: Context, steps: StepSet,
@@ -198,14 +194,11 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet) -> AnalysisResult:
     res = AnalysisResult("steps")
     _, note = host_trace(trace)
     if note:
         res.notes.append(note)
-    act = activity(trace, ctx)
-    steps = detect_steps(trace, ctx)
-    ctx.cache["tfadvisor.steps"] = steps
     res.add("steps_source", steps.source)
     if steps.note:
         res.notes.append(steps.note)
@@ -223,7 +216,6 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                                "Steps line and no repeating train function or IteratorGetNext calls")
         return res
     ex = executions(trace, act, steps)
-    ctx.cache["tfadvisor.executions"] = ex
     if ex.note:
         res.notes.append(ex.note)
     nsteps = ex.per_row

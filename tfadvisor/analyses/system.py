@@ -98,12 +98,12 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("system")
     samples = _load(trace, res)
     if samples is not None:
-        _utilisation(trace, ctx, samples, res)
-    _startup(trace, ctx, res)
+        _utilisation(trace, step_table, samples, res)
+    _startup(trace, ctx, step_table, res)
     for names in (UTIL_METRICS, GPU_METRICS, STARTUP_METRICS):
         for name, unit, doc in names:
             res.metrics.setdefault(name, _metric(None, unit, doc))
@@ -148,11 +148,10 @@ def _profile_start_s(trace: Trace, samples: Samples) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def _select(trace: Trace, ctx: Context, samples: Samples, t0: float | None) -> np.ndarray:
+def _select(trace: Trace, steps: Table | None, samples: Samples, t0: float | None) -> np.ndarray:
     """Indices of the samples whose interval overlaps the profiled steps (all, if too few)."""
     n = samples.n
     allrows = np.arange(n)
-    steps = ctx.table("steps")
     if t0 is None or steps is None or not len(steps):
         return allrows
     lo = t0 + float(steps["start_ps"].min()) / 1e12
@@ -178,7 +177,7 @@ def _rate(col: np.ndarray, t: np.ndarray, rows: np.ndarray) -> float | None:
     return max(float(d), 0.0) / float(t[b] - t[a])
 
 
-def _utilisation(trace: Trace, ctx: Context, s: Samples, res: AnalysisResult) -> None:
+def _utilisation(trace: Trace, steps: Table | None, s: Samples, res: AnalysisResult) -> None:
     meta = s.meta
     t0 = _profile_start_s(trace, s)
     c = s.columns
@@ -189,7 +188,7 @@ def _utilisation(trace: Trace, ctx: Context, s: Samples, res: AnalysisResult) ->
                          "utilisation figures")
         _gpu_sampler(s, res)
         return
-    rows = _select(trace, ctx, s, t0)
+    rows = _select(trace, steps, s, t0)
     t = s.t
     window = float(t[rows[-1]] - t[max(int(rows[0]) - 1, 0)])
     cpu = c["cpu_pct"][rows].astype(np.float64)
@@ -345,7 +344,7 @@ def _num(d: dict, key: str) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _startup(trace: Trace, ctx: Context, res: AnalysisResult) -> None:
+def _startup(trace: Trace, ctx: Context, steps: Table | None, res: AnalysisResult) -> None:
     st = (trace.run_metadata or {}).get("startup")
     if not isinstance(st, dict):
         res.notes.append("no start-up record (tfadvisor_run.json `startup`, written by the Keras callback)")
@@ -387,14 +386,13 @@ def _startup(trace: Trace, ctx: Context, res: AnalysisResult) -> None:
         put("startup_before_fit_read_mb", rb / MB)
     if cpu is not None and before > 0:
         put("startup_before_fit_cpu_pct", 100.0 * cpu / before)
-    _first_get_next(trace, ctx, st, put, res)
+    _first_get_next(trace, steps, st, put, res)
     res.tables["startup"] = Table({"phase": list(phases), "seconds": np.array(list(phases.values()), np.float64)},
                                   n=len(phases))
 
 
-def _first_get_next(trace: Trace, ctx: Context, st: dict, put, res: AnalysisResult) -> None:
+def _first_get_next(trace: Trace, steps: Table | None, st: dict, put, res: AnalysisResult) -> None:
     """Time in IteratorGetNext inside the first step, from the trace when that step was profiled."""
-    steps = ctx.table("steps")
     first = st.get("first_step_index")
     if not st.get("first_step_in_window") or steps is None or not len(steps) or not isinstance(first, int):
         res.notes.append("the first step was not profiled (profile from step 0, e.g. steps=(0, 20), to see its "

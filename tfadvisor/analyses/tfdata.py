@@ -41,10 +41,9 @@ import re
 
 import numpy as np
 
-from tfadvisor.analyses.activity import activity
+from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import union
-from tfadvisor.analyses.steps import step_table
 from tfadvisor.model.table import Table, factorize, group_last, group_sum, to_float
 from tfadvisor.model.trace import Plane, Trace
 
@@ -444,9 +443,8 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("tfdata")
-    act = activity(trace, ctx)
     p = act.host
     names = ["tfdata_has_prefetch", "tfdata_has_cache", "tfdata_sequential_map", "tfdata_map_element_us",
              "tfdata_expensive_map", "tfdata_repeated_source_no_cache", "tfdata_pipeline", "tfdata_cause"]
@@ -475,7 +473,7 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res.add("tfdata_has_cache", has_cache)
 
     # Reference: step time over the steps (else the traced span) and the number of steps.
-    tbl = step_table(ctx)
+    tbl = step_table
     if tbl is not None and len(tbl):
         ref_ms, n_steps = float(tbl["duration_ms"].sum()), len(tbl)
     else:

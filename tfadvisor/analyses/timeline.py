@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfadvisor.analyses.activity import activity
+from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
-from tfadvisor.analyses.intervals import Measure, complement, intersect, union, union_of
-from tfadvisor.analyses.steps import step_layers
+from tfadvisor.analyses.intervals import complement, intersect, union, union_of
+from tfadvisor.analyses.step_detect import StepSet
+from tfadvisor.analyses.steps import python_host_activity, step_layers
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -60,12 +61,11 @@ def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS, lane: str 
                   "covered_ps": lens[last + 1] - lens[first], "count": last - first + 1})
 
 
-def idle_set(act, ctx: Context, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def idle_set(act, ctx: Context, steps, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Idle time as the gaps analysis counts it: outside the steps the complement of its busy set,
     inside them the time no step-time layer but ``idle`` covers."""
     busy = busy_set(act, ctx).wall()
     out_s, out_e = complement(busy.s, busy.e, lo, hi)
-    steps = ctx.cache.get("tfadvisor.steps")
     if steps is None or not steps.start.shape[0]:
         return out_s, out_e
     ss, se = union(steps.start, steps.end)
@@ -97,9 +97,8 @@ DECLARED = declare(
 )
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet) -> AnalysisResult:
     res = AnalysisResult("timeline")
-    act = activity(trace, ctx)
     lo, hi = act.span
     if hi <= lo:
         res.notes.append("the trace has no events: no timeline")
@@ -112,16 +111,12 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         if names == ("@tfdata",):
             m = act.threads("tfdata").wall()
         elif names == ("@python",):  # the steps analysis' python host work (markers and waits left out)
-            m = ctx.cache.get("tfadvisor.python_host")
-            rows = act.rows.get("python_all")
-            if m is None:
-                m = Measure.of_rows(act.host, rows) if rows is not None and act.host is not None \
-                    else Measure.empty()
+            m = python_host_activity(act, ctx, steps)
         else:
             m = act.union(*names)
         if len(m):
             frames.append(coarsen(m.s, m.e, lane=lane))
-    gs, ge = idle_set(act, ctx, lo, hi)
+    gs, ge = idle_set(act, ctx, steps, lo, hi)
     if gs.shape[0]:
         frames.append(coarsen(gs, ge, lane="idle"))
     res.tables["timeline"] = Table.concat(frames)
