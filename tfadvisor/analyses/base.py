@@ -1,8 +1,9 @@
 """What every analysis returns, and the context analyses share.
 
-An analysis is a function ``analyze(trace, ctx) -> AnalysisResult``. It reads the
-columnar :class:`~tfadvisor.model.trace.Trace`, may read earlier results through ``ctx``
-(``ctx.result("steps")``), and returns named scalar metrics (with units) and tables
+An analysis is a function ``analyze(trace, ctx, *, <inputs>) -> AnalysisResult``. It reads the
+columnar :class:`~tfadvisor.model.trace.Trace` and the inputs its keyword-only parameters name
+(:mod:`tfadvisor.analyses.inputs`), may read earlier metrics through ``ctx`` (``ctx.metric(...)``),
+and returns named scalar metrics (with units) and tables
 (:class:`~tfadvisor.model.table.Table` columns, or a function building a pandas DataFrame when read).
 A metric whose data is absent from the trace is ``None`` with a note saying why; it is never
 invented as zero.
