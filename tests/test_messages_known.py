@@ -19,16 +19,24 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 BAD = re.compile(r"unknown\s*(?:ms|µs|us|s|%|x|B|KiB|MiB|GiB|GB/s|files|steps)\b|\bnan\b|\binf\b", re.I)
 
 
+#: Samples that are bad input on purpose: they must fail to load (and are checked to), never pass by it.
+BAD_INPUT = ("bad_input",)
+
+
 def _runs() -> list[Path]:
-    return sorted(p for p in SAMPLES.iterdir() if p.is_dir() and any(p.rglob("*.xplane.pb")))
+    return sorted(p for p in SAMPLES.iterdir() if p.is_dir() and any(p.rglob("*.xplane.pb"))
+                  and p.name not in BAD_INPUT)
+
+
+def test_bad_input_samples_fail_to_load():
+    for name in BAD_INPUT:
+        with pytest.raises(TraceError):
+            tfadvisor.analyze(SAMPLES / name / "tpu_inference_2_mangled")
 
 
 @pytest.mark.parametrize("sample", [p.name for p in _runs()])
 def test_no_finding_prints_an_unknown_number(sample):
-    try:
-        result = tfadvisor.analyze(SAMPLES / sample)
-    except TraceError:  # the bad-input samples: nothing to report
-        return
+    result = tfadvisor.analyze(SAMPLES / sample)  # a sample that stops loading fails here
     for f in result.findings:
         for part in ("title", "message", "fix"):
             text = getattr(f, part)
