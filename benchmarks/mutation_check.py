@@ -38,11 +38,15 @@ FIGURES: dict[str, tuple[str, str]] = {
     "idle_pct": ("analyses/gaps.py", "idle_pct"),
     "allreduce_ms": ("analyses/collectives.py", "allreduce_ms_per_step"),
     "memory_peak": ("analyses/memory.py", "memory_peak_bytes"),
+    "step_busy": ("analyses/steps.py", "step_busy_mean_ms"),  # the busy part inside the markers
+    "op_share": ("analyses/opcost.py", "op_top_category_pct"),  # the largest category's share of op time
+    "top_part": ("analyses/attribution.py", "attr_top_part_pct"),  # the attribution's largest part
 }
 
 #: the modules that hold truth checks (measured.json, generator bookkeeping, protobuf decodes)
 TESTS = ["tests/test_truth.py", "tests/test_analyses_steps.py", "tests/test_analyses_input.py",
-         "tests/test_analyses_misc.py", "tests/test_analyses_memory.py", "tests/test_analyses_collectives.py"]
+         "tests/test_analyses_misc.py", "tests/test_analyses_memory.py", "tests/test_analyses_collectives.py",
+         "tests/test_attribution.py"]
 
 _HELPER = f"""
 

@@ -49,6 +49,8 @@ def test_parts_sum_to_100(path):
     shares = [m[k] for k in m if k.startswith("attr_") and k.endswith("_pct") and k not in
               ("attr_top_part_pct", "attr_python_top_pct", "attr_device_busy_spread_pct")]
     assert sum(v for v in shares if v is not None) == pytest.approx(100.0, abs=0.01)
+    if m.get("attr_top_part"):  # the headline part is one of those that sum to 100
+        assert m["attr_top_part_pct"] == pytest.approx(m[f"attr_{m['attr_top_part']}_pct"], rel=1e-12)
     tbl = res.tables["attribution"]
     for (scope, lane), g in tbl.groupby(["scope", "lane"]):
         assert g["pct"].sum() == pytest.approx(100.0, abs=0.01), (scope, lane)
@@ -135,6 +137,11 @@ def test_host_offload_trace_per_chip():
         assert 96.0 <= share <= 97.5, (chip, share)
         row = items[(items["lane"] == chip) & (items["item"] == "copy-done")]
         assert float(row["ms"].iloc[0]) / sum(pb.values()) * 100 == pytest.approx(share, abs=1.0)
+    # the top category of op time over the chips: data movement (copy-start/done), as the protobuf sums it
+    moved = sum(v for pb in truth.values() for op, v in pb.items() if op.startswith("copy"))
+    every = sum(sum(pb.values()) for pb in truth.values())
+    assert res.metrics["op_top_category"] == "data_movement"
+    assert res.metrics["op_top_category_pct"] == pytest.approx(100 * moved / every, abs=0.1)
     # memory: the largest bytes_allocated per chip index, read here from the protobuf
     peaks: dict[int, float] = defaultdict(float)
     cap: dict[int, float] = {}
