@@ -41,6 +41,7 @@ from tfadvisor.analyses.activity import (
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import EMPTY, Measure, contained, contains_any, priority_split
 from tfadvisor.analyses.step_detect import StepSet, executions, preceded_by
+from tfadvisor.model.categories import STEP_CATEGORIES
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -69,8 +70,7 @@ def wall_ends(start: np.ndarray, end: np.ndarray, after: np.ndarray) -> np.ndarr
     return np.maximum(np.where(cut, end, w), end)
 
 
-CATEGORIES = ("device_compute", "input", "host_compute", "kernel_launch", "collective", "between_steps", "idle",
-              "other")
+CATEGORIES = STEP_CATEGORIES
 
 
 def python_host_activity(act: Activity, ctx: Context, steps: StepSet) -> Measure:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tfadvisor.analyses.steps import CATEGORIES
+from tfadvisor.model.categories import STEP_CATEGORIES as CATEGORIES
 
 #: Step-time categories (metric ``step_<name>_pct``) in display order, with labels.
 BREAKDOWN = tuple((c, {"collective": "collectives"}.get(c, c.replace("_", " "))) for c in CATEGORIES)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.steps import CATEGORIES
+from tfadvisor.model.categories import STEP_CATEGORIES as CATEGORIES
 from tfadvisor.report import get
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value, tick_labels
 
