@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_op_samples import StepClock, _mlp  # noqa: E402
+from make_op_samples import StepClock, _mlp, capture_pairs, write_measured  # noqa: E402
 
 #: problem -> twin.
 PAIRS = {"loop_callback_slow": "loop_callback_spe10", "loop_log_every_step": "loop_log_every_20"}
@@ -141,30 +140,14 @@ def run_loop(name: str, out: Path) -> dict:
             "measured_step_ms": clock.per_step_ms(0, STEPS), "capture_api": "tf_profiler_experimental"}
 
 
+#: What these scripts' clock measures (measured.json ``clock``).
+CLOCK = ("time.perf_counter at the start of each step marker (fit: on_train_batch_begin, once per execution under "
+         "steps_per_execution; loops: before the step); each lasts to the next one's start, divided by "
+         "steps_per_execution: wall clock per training step, callbacks and logging included")
+
+
 def capture(name: str, out: Path) -> dict:
-    import keras
-    import tensorflow as tf
-
-    t = (run_loop if name.startswith("loop_log") else run_fit)(name, out)
-    logdir = out / name
-    host = next(logdir.glob("plugins/profile/*/*.xplane.pb")).name.split(".xplane.pb")[0]
-    m = {"case": name, "original_files": {host: f"plugins/profile/<run>/{host}.xplane.pb"}, **t,
-         "tf_version": tf.__version__, "keras_version": keras.__version__, "host": platform.node(),
-         "cpu_count": os.cpu_count(),
-         "step_clock": "wall",  # start to the next start: wall clock per step
-        "clock": "time.perf_counter at the start of each step marker (fit: on_train_batch_begin, once per execution "
-                  "under steps_per_execution; loops: before the step); each lasts to the next one's start, divided by "
-                  "steps_per_execution: wall clock per training step, callbacks and logging included"}
-    (logdir / "measured.json").write_text(json.dumps(m, indent=1) + "\n")
-    return m
-
-
-def stats_mean(t: dict) -> float:
-    """The mean over the markers the step statistics use: with more than 5, not the first and last; else not
-    the last (tfadvisor/analyses/steps.py)."""
-    x = t["measured_step_ms"]
-    x = x[1:-1] if len(x) > 5 else x[:-1] if len(x) > 1 else x
-    return sum(x) / len(x)
+    return write_measured(name, out, (run_loop if name.startswith("loop_log") else run_fit)(name, out), CLOCK)
 
 
 def main() -> None:
@@ -176,21 +159,7 @@ def main() -> None:
     if a.one:
         capture(a.one, a.out)
         return
-    import subprocess
-
-    done = {}
-    for name in a.cases.split(","):
-        subprocess.run([sys.executable, __file__, str(a.out), "--one", name], check=True)
-        done[name] = json.loads((a.out / name / "measured.json").read_text())
-        print(f"{name}: mean {stats_mean(done[name]):.2f} ms/step over {len(done[name]['measured_step_ms'])} markers",
-              flush=True)
-    for problem, twin in PAIRS.items():
-        if problem in done and twin in done:
-            p, t = stats_mean(done[problem]), stats_mean(done[twin])
-            done[problem]["pair"] = {"closed": True, "problem": problem, "twin": twin, "problem_step_ms": round(p, 4),
-                                     "twin_step_ms": round(t, 4), "planted_cost_ms": round(p - t, 4),
-                                     "planted_cost_pct": round(100 * (p - t) / p, 1)}
-            (a.out / problem / "measured.json").write_text(json.dumps(done[problem], indent=1) + "\n")
+    capture_pairs(__file__, a.out, a.cases.split(","), PAIRS)
 
 
 if __name__ == "__main__":

@@ -137,27 +137,57 @@ def run_loop(name: str, out: Path) -> dict:
             "measured_step_ms": clock.per_step_ms(0, STEPS), "capture_api": "tfadvisor_profile"}
 
 
-def capture(name: str, out: Path) -> dict:
+#: What the ops scripts' clock measures (measured.json ``clock``).
+CLOCK = ("time.perf_counter at the start of each training step (fit: on_train_batch_begin; loops: before the step); "
+         "each step lasts to the next one's start, the last to the end of training")
+
+
+def write_measured(name: str, out: Path, t: dict, clock: str) -> dict:
+    """``OUT/<name>/measured.json``: the case's own figures ``t``, the versions and the machine; the clock
+    runs from one step's start to the next (``step_clock`` "wall")."""
     import keras
     import tensorflow as tf
 
-    t = (run_loop if name.startswith("ops_loop") else run_fit)(name, out)
     logdir = out / name
     host = next(logdir.glob("plugins/profile/*/*.xplane.pb")).name.split(".xplane.pb")[0]
     m = {"case": name, "original_files": {host: f"plugins/profile/<run>/{host}.xplane.pb"}, **t,
          "tf_version": tf.__version__, "keras_version": keras.__version__, "host": platform.node(),
-         "cpu_count": os.cpu_count(),
-         "step_clock": "wall",  # start to the next start: wall clock per step
-        "clock": "time.perf_counter at the start of each training step (fit: on_train_batch_begin; loops: before "
-                  "the step); each step lasts to the next one's start, the last to the end of training"}
+         "cpu_count": os.cpu_count(), "step_clock": "wall", "clock": clock}
     (logdir / "measured.json").write_text(json.dumps(m, indent=1) + "\n")
     return m
 
 
-def _mean(t: dict) -> float:
+def capture(name: str, out: Path) -> dict:
+    return write_measured(name, out, (run_loop if name.startswith("ops_loop") else run_fit)(name, out), CLOCK)
+
+
+def stats_mean(t: dict) -> float:
+    """The mean over the markers the step statistics use: with more than 5, not the first and last; else not
+    the last (tfadvisor/analyses/steps.py)."""
     x = t["measured_step_ms"]
-    x = x[1:-1] if len(x) > 5 else x
+    x = x[1:-1] if len(x) > 5 else x[:-1] if len(x) > 1 else x
     return sum(x) / len(x)
+
+
+def capture_pairs(script: str, out: Path, cases: list[str], pairs: dict[str, str]) -> dict[str, dict]:
+    """Capture each case in its own process (``script OUT --one NAME``: a dtype policy is global), then write
+    each problem's ``pair`` (both means, the planted cost) into its measured.json."""
+    import subprocess
+
+    done = {}
+    for name in cases:
+        subprocess.run([sys.executable, script, str(out), "--one", name], check=True)
+        done[name] = json.loads((out / name / "measured.json").read_text())
+        print(f"{name}: mean {stats_mean(done[name]):.2f} ms/step over {len(done[name]['measured_step_ms'])} "
+              "markers", flush=True)
+    for problem, twin in pairs.items():
+        if problem in done and twin in done:
+            p, t = stats_mean(done[problem]), stats_mean(done[twin])
+            done[problem]["pair"] = {"closed": True, "problem": problem, "twin": twin, "problem_step_ms": round(p, 4),
+                                     "twin_step_ms": round(t, 4), "planted_cost_ms": round(p - t, 4),
+                                     "planted_cost_pct": round(100 * (p - t) / p, 1)}
+            (out / problem / "measured.json").write_text(json.dumps(done[problem], indent=1) + "\n")
+    return done
 
 
 def main() -> None:
@@ -169,21 +199,7 @@ def main() -> None:
     if a.one:
         capture(a.one, a.out)
         return
-    import subprocess
-
-    done = {}
-    for name in a.cases.split(","):  # each in its own process: a dtype policy is global
-        subprocess.run([sys.executable, __file__, str(a.out), "--one", name], check=True)
-        done[name] = json.loads((a.out / name / "measured.json").read_text())
-        print(f"{name}: mean {_mean(done[name]):.2f} ms/step over {len(done[name]['measured_step_ms'])} steps",
-              flush=True)
-    for problem, twin in PAIRS.items():
-        if problem in done and twin in done:
-            p, t = _mean(done[problem]), _mean(done[twin])
-            done[problem]["pair"] = {"closed": True, "problem": problem, "twin": twin, "problem_step_ms": round(p, 4),
-                                     "twin_step_ms": round(t, 4), "planted_cost_ms": round(p - t, 4),
-                                     "planted_cost_pct": round(100 * (p - t) / p, 1)}
-            (a.out / problem / "measured.json").write_text(json.dumps(done[problem], indent=1) + "\n")
+    capture_pairs(__file__, a.out, a.cases.split(","), PAIRS)
 
 
 if __name__ == "__main__":
