@@ -29,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_op_samples import StepClock, _mlp, capture_pairs, write_measured  # noqa: E402
+from make_op_samples import StepClock, _mlp, capture_pairs, fit_setup, write_measured  # noqa: E402
 
 #: problem -> twin.
 PAIRS = {"loop_callback_slow": "loop_callback_spe10", "loop_log_every_step": "loop_log_every_20"}
@@ -41,27 +41,14 @@ FIRST, STEPS = 10, 60
 
 def run_fit(name: str, out: Path) -> dict:
     import keras
-    import numpy as np
 
     import tfadvisor.keras
 
     spe = 10 if name == "loop_callback_spe10" else 1
     width, depth, in_dim, batch = 256, 2, 128, 64
-    n = 200 * batch
-    rng = np.random.default_rng(0)
-    x = rng.random((n, in_dim), dtype=np.float32)
-    y = rng.integers(0, 10, n)
-    model = _mlp(keras, width, depth, in_dim)
-    model.compile(keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  steps_per_execution=spe)
+    x, y, model = fit_setup(keras, 200 * batch, width, depth, in_dim, steps_per_execution=spe)
     clock = StepClock()
-
-    class Clock(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch, logs=None):
-            clock.starts.append(time.perf_counter())
-
-        def on_train_end(self, logs=None):
-            clock.end = time.perf_counter()
+    Clock = clock.callback(keras)
 
     class SlowLogger(keras.callbacks.Callback):
         """A logger that spends CALLBACK_MS per call (writing to a slow sink)."""

@@ -41,6 +41,19 @@ class StepClock:
         self.starts: list[float] = []
         self.end = 0.0
 
+    def callback(self, keras):
+        """A Keras callback class that records each batch's start and the end of training on this clock."""
+        clock = self
+
+        class Clock(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                clock.starts.append(time.perf_counter())
+
+            def on_train_end(self, logs=None):
+                clock.end = time.perf_counter()
+
+        return Clock
+
     def per_step_ms(self, first: int, n: int) -> list[float]:
         s = self.starts[first:first + n + 1]
         if len(s) < n + 1:
@@ -57,9 +70,21 @@ def _mlp(keras, width: int, depth: int, in_dim: int):
     return keras.Model(inp, out)
 
 
+def fit_setup(keras, n: int, width: int, depth: int, in_dim: int, **compile_kw):
+    """``n`` random examples (seeded) and the MLP compiled with Adam and sparse cross-entropy."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.random((n, in_dim), dtype=np.float32)
+    y = rng.integers(0, 10, n)
+    model = _mlp(keras, width, depth, in_dim)
+    model.compile(keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  **compile_kw)
+    return x, y, model
+
+
 def run_fit(name: str, out: Path) -> dict:
     import keras
-    import numpy as np
 
     import tfadvisor.keras
 
@@ -68,21 +93,9 @@ def run_fit(name: str, out: Path) -> dict:
     eager = name == "ops_fit_run_eagerly"
     width, depth, in_dim, batch = (4096, 2, 1024, 512) if name.startswith("ops_fit_fp32") or \
         name == "ops_fit_bf16" else (256, 3, 128, 64)
-    n = (FIRST + STEPS + 4) * batch
-    rng = np.random.default_rng(0)
-    x = rng.random((n, in_dim), dtype=np.float32)
-    y = rng.integers(0, 10, n)
-    model = _mlp(keras, width, depth, in_dim)
-    model.compile(keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  run_eagerly=eager)
+    x, y, model = fit_setup(keras, (FIRST + STEPS + 4) * batch, width, depth, in_dim, run_eagerly=eager)
     clock = StepClock()
-
-    class Clock(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch, logs=None):
-            clock.starts.append(time.perf_counter())
-
-        def on_train_end(self, logs=None):
-            clock.end = time.perf_counter()
+    Clock = clock.callback(keras)
 
     logdir = out / name
     cb = tfadvisor.keras.AdvisorCallback(str(logdir), steps=(FIRST, FIRST + STEPS), analyze=False)
