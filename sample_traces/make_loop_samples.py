@@ -19,7 +19,6 @@ over the steps the statistics use).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_op_samples import StepClock, _mlp, capture_pairs, fit_setup, write_measured  # noqa: E402
+from make_op_samples import StepClock, _mlp, fit_setup, pairs_main, write_measured  # noqa: E402
 
 #: problem -> twin.
 PAIRS = {"loop_callback_slow": "loop_callback_spe10", "loop_log_every_step": "loop_log_every_20"}
@@ -138,15 +137,7 @@ def capture(name: str, out: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--cases", default=",".join(k for p in PAIRS.items() for k in p))
-    ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: capture one case in this process
-    a = ap.parse_args()
-    if a.one:
-        capture(a.one, a.out)
-        return
-    capture_pairs(__file__, a.out, a.cases.split(","), PAIRS)
+    pairs_main(__file__, capture, PAIRS)
 
 
 if __name__ == "__main__":

@@ -203,16 +203,21 @@ def capture_pairs(script: str, out: Path, cases: list[str], pairs: dict[str, str
     return done
 
 
-def main() -> None:
+def pairs_main(script: str, capture_one, pairs: dict[str, str]) -> None:
+    """The command line of a pair-capturing script: ``OUT [--cases a,b]``, each case in its own process."""
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
-    ap.add_argument("--cases", default=",".join(k for p in PAIRS.items() for k in p))
+    ap.add_argument("--cases", default=",".join(k for p in pairs.items() for k in p))
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: capture one case in this process
     a = ap.parse_args()
     if a.one:
-        capture(a.one, a.out)
+        capture_one(a.one, a.out)
         return
-    capture_pairs(__file__, a.out, a.cases.split(","), PAIRS)
+    capture_pairs(script, a.out, a.cases.split(","), pairs)
+
+
+def main() -> None:
+    pairs_main(__file__, capture, PAIRS)
 
 
 if __name__ == "__main__":
