@@ -28,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_op_samples import StepClock, _mlp, fit_setup, pairs_main, write_measured  # noqa: E402
+from make_op_samples import LOOP_SHAPE, StepClock, fit_setup, loop_setup, pairs_main, write_measured  # noqa: E402
 
 #: problem -> twin.
 PAIRS = {"loop_callback_slow": "loop_callback_spe10", "loop_log_every_step": "loop_log_every_20"}
@@ -71,18 +71,11 @@ def run_fit(name: str, out: Path) -> dict:
 
 
 def run_loop(name: str, out: Path) -> dict:
-    import keras
-    import numpy as np
     import tensorflow as tf
 
     every = 20 if name == "loop_log_every_20" else 1
-    width, depth, in_dim, batch = 256, 3, 128, 64
-    model = _mlp(keras, width, depth, in_dim)
-    opt = keras.optimizers.Adam(1e-4)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.random((batch, in_dim), dtype=np.float32))
-    y = tf.constant(rng.integers(0, 10, batch))
+    width, depth, in_dim, batch = LOOP_SHAPE
+    model, opt, loss_fn, x, y = loop_setup()
 
     @tf.function
     def step(x, y):

@@ -83,6 +83,25 @@ def fit_setup(keras, n: int, width: int, depth: int, in_dim: int, **compile_kw):
     return x, y, model
 
 
+#: The custom loops' MLP and batch: width, depth, input size, batch size.
+LOOP_SHAPE = (256, 3, 128, 64)
+
+
+def loop_setup():
+    """A custom loop's parts: the MLP (LOOP_SHAPE), Adam, sparse cross-entropy, and one seeded batch on the
+    device (x, y)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    width, depth, in_dim, batch = LOOP_SHAPE
+    model = _mlp(keras, width, depth, in_dim)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.random((batch, in_dim), dtype=np.float32))
+    y = tf.constant(rng.integers(0, 10, batch))
+    return model, keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True), x, y
+
+
 def run_fit(name: str, out: Path) -> dict:
     import keras
 
@@ -109,19 +128,12 @@ def run_fit(name: str, out: Path) -> dict:
 
 
 def run_loop(name: str, out: Path) -> dict:
-    import keras
-    import numpy as np
     import tensorflow as tf
 
     import tfadvisor
 
-    width, depth, in_dim, batch = 256, 3, 128, 64
-    model = _mlp(keras, width, depth, in_dim)
-    opt = keras.optimizers.Adam(1e-4)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.random((batch, in_dim), dtype=np.float32))
-    y = tf.constant(rng.integers(0, 10, batch))
+    width, depth, in_dim, batch = LOOP_SHAPE
+    model, opt, loss_fn, x, y = loop_setup()
 
     def step(x, y):
         with tf.GradientTape() as tape:
