@@ -36,6 +36,7 @@ import pandas as pd
 from tfadvisor.analyses.gaps import GAP_MIN_FRACTION, GAP_MIN_PS
 from tfadvisor.analyses.marks import event_mask
 from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.report import get
 
 #: Default bound on the trace events written (about 100 bytes each).
 MAX_EVENTS = 1_000_000
@@ -69,8 +70,8 @@ def _us(ps: Any, t0: int = 0) -> float:
 
 
 def _field(f: Any, name: str, default: Any) -> Any:
-    """A finding's field, from a Finding or its dict."""
-    v = getattr(f, name, None) if not isinstance(f, dict) else f.get(name)
+    """A finding's field, from a Finding or its dict (:func:`tfadvisor.report.get`), ``default`` for None."""
+    v = get(f, name)
     return default if v is None else v
 
 
