@@ -10,10 +10,9 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from tfadvisor.analyses import Options, analyze_trace, options_from
+from tfadvisor.analyses import Options
 from tfadvisor.io.discovery import Run, resolve
-from tfadvisor.io.reader import load_run
-from tfadvisor.model.table import Tables
+from tfadvisor.multihost import analyze_run
 from tfadvisor.result import RunResult
 
 
@@ -55,16 +54,7 @@ def analyze(
     ``trace``: the run's :class:`~tfadvisor.model.trace.Trace`, when the caller has loaded it already
     (``tfadvisor export``); a one-host run is then not read twice."""
     chosen = path if isinstance(path, Run) else resolve(path, run=run)
-    if len(chosen.files) > 1:
-        from tfadvisor.multihost import analyze_hosts
-
-        result = Result.of(analyze_hosts(chosen, options=options, progress=progress, jobs=jobs, dask=dask))
-    else:
-        trace = trace if trace is not None else load_run(chosen, progress=progress)
-        opts = options_from(trace, options)
-        host = analyze_trace(trace, opts, host=trace.hosts[0] if trace.hosts else "")
-        result = Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=Tables(host.tables),
-                        notes=list(host.notes), hosts=[host], options=opts)
+    result = Result.of(analyze_run(chosen, options=options, progress=progress, jobs=jobs, dask=dask, trace=trace))
     if data:
         from tfadvisor.analyses.datafiles import check_data_files
 

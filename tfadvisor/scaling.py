@@ -12,28 +12,20 @@ import dataclasses
 from typing import Any
 
 from tfadvisor._version import schema_fields
-from tfadvisor.analyses import Options, analyze_trace, options_from
+from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import resolve
-from tfadvisor.io.reader import load_run, read_run_metadata
-from tfadvisor.multihost import CATEGORIES, analyze_hosts
+from tfadvisor.io.reader import read_run_metadata
+from tfadvisor.multihost import CATEGORIES, analyze_run
 from tfadvisor.runmeta import positive as _positive
 from tfadvisor.units import finite_number
 
 
 def _analyze_for_scaling(path: str, options: Options | None, jobs: int | None, dask: str | None):
-    """Metrics of one run (no rules needed): multi-host runs through :func:`analyze_hosts`."""
-    from tfadvisor.result import RunResult as Result
-
+    """Metrics of one run (no rules needed), through the one path every analysis takes."""
     chosen = resolve(path)
     opts = dataclasses.replace(options) if options is not None else None
-    if len(chosen.files) > 1:
-        return chosen, analyze_hosts(chosen, options=opts, jobs=jobs, dask=dask)
-    trace = load_run(chosen)
-    o = options_from(trace, opts)
-    host = analyze_trace(trace, o, host=trace.hosts[0] if trace.hosts else "")
-    return chosen, Result(run=chosen, summary=trace.summary(), metrics=host.metrics, tables=dict(host.tables),
-                          notes=list(host.notes), hosts=[host], options=o)
+    return chosen, analyze_run(chosen, options=opts, jobs=jobs, dask=dask)
 
 
 def _int_list(text: str | None, flag: str, n: int) -> list[int] | None:

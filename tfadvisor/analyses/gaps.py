@@ -84,6 +84,7 @@ DECLARED = declare(
     ("idle_between_steps_pct", "%", "idle time between steps (the training threads idle), % of wall time"),
     ("idle_within_steps_pct", "%", "idle time inside steps (nothing traced), % of wall time"),
     ("gaps_count", "count", "gaps between steps with at least max(100 us, 5% of the median step) idle"),
+    ("gap_threshold_ms", "ms", "the idle a gap between steps needs to count: max(100 us, 5% of the median step)"),
     ("gap_mean_ms", "ms", "mean idle time of the gaps between steps (none)"),
     ("gap_max_ms", "ms", "longest idle gap between steps (none)"),
     ("gap_host_python_pct", "%", "share of the time between steps with python-thread events"),
@@ -94,14 +95,14 @@ DECLARED = declare(
         "category. Shares of `profile_wall_ms`. `gap_host_activity` values: `python`, `callbacks`, `input`, `ops`, "
         "`idle`",
     tables="`gaps` (start_ps, end_ps, duration_ms, between_steps, kind (`between_steps`, `validation`, `epoch_end`), "
-           "host_activity); `gaps` also has `idle_ms`",
+           "host_activity); `gaps` also has `idle_ms` and `counted` (the gaps `gaps_count` counts)",
 )
 
 
 def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("gaps")
-    names = ["idle_pct", "idle_between_steps_pct", "idle_within_steps_pct", "gaps_count", "gap_mean_ms",
-             "gap_max_ms", "gap_host_activity", "gap_host_python_pct"]
+    names = ["idle_pct", "idle_between_steps_pct", "idle_within_steps_pct", "gaps_count", "gap_threshold_ms",
+             "gap_mean_ms", "gap_max_ms", "gap_host_activity", "gap_host_python_pct"]
     if act.host is None and not act.devices:
         res.missing(names, "the trace has no host or device events")
         return res
@@ -153,6 +154,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     sig = (gap_idle >= thr) & train
     src = ctx.metric("steps_source")
     cadence = src is not None and str(src).endswith("_cadence")
+    res.add("gap_threshold_ms", thr / PS_PER_MS)
     res.add("gaps_count", int(sig.sum()))
     if sig.any():
         res.add("gap_mean_ms", float(gap_idle[sig].mean() / PS_PER_MS))
@@ -194,6 +196,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         "duration_ms": gap_len / PS_PER_MS,
         "idle_ms": gap_idle / PS_PER_MS if gs.shape[0] else np.empty(0),
         "between_steps": np.ones(gs.shape[0], bool),
+        "counted": sig,
         "kind": kind,
         "host_activity": activity_col,
     })

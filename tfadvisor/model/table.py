@@ -153,29 +153,38 @@ Lazy = Callable[[], "pd.DataFrame | None"]
 
 
 class Tables(MutableMapping):
-    """``{name: DataFrame}``, built on first read from a :class:`Table` or a function (then kept)."""
+    """``{name: DataFrame}``, built on first read from a :class:`Table` or a function (then kept).
+
+    What was stored stays as it was (:meth:`raw` gives it: a :class:`Table`, a DataFrame or the
+    function, whatever has been read); a read always gives a DataFrame (or the function's None)."""
 
     def __init__(self, items: Mapping[str, Any] | None = None):
         self._raw: dict[str, Any] = {}
+        self._built: dict[str, Any] = {}
         if isinstance(items, Tables):
             self._raw.update(items._raw)
+            self._built.update(items._built)
         elif items:
             self._raw.update(items)
 
     def __getitem__(self, name: str) -> pd.DataFrame:
+        if name in self._built:
+            return self._built[name]
         v = self._raw[name]
         if isinstance(v, Table):
             v = v.to_pandas()
         elif callable(v):
             v = v()
-        self._raw[name] = v
+        self._built[name] = v
         return v
 
     def __setitem__(self, name: str, value: Any) -> None:
         self._raw[name] = value
+        self._built.pop(name, None)
 
     def __delitem__(self, name: str) -> None:
         del self._raw[name]
+        self._built.pop(name, None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._raw)
@@ -191,8 +200,13 @@ class Tables(MutableMapping):
         return self._raw[name]
 
     def update_raw(self, other: Tables | Mapping[str, Any]) -> None:
-        """Add ``other``'s entries as they are stored (nothing is built)."""
-        self._raw.update(other._raw if isinstance(other, Tables) else other)
+        """Add ``other``'s entries as they are stored (nothing is built; what ``other`` built is kept)."""
+        items = other._raw if isinstance(other, Tables) else other
+        for name in items:
+            self._built.pop(name, None)
+        self._raw.update(items)
+        if isinstance(other, Tables):
+            self._built.update(other._built)
 
     def __repr__(self) -> str:
         return f"<Tables: {', '.join(self._raw) or 'none'}>"

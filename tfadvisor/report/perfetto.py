@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -43,7 +43,7 @@ MAX_EVENTS = 1_000_000
 RULE_ARG = "tfadvisor.rule"
 PS_PER_US = 1_000_000
 
-def host_parts(result: Any) -> tuple[list[tuple[str, dict[str, pd.DataFrame], list]], list | None]:
+def host_parts(result: Any) -> tuple[list[tuple[str, Mapping[str, pd.DataFrame], list]], list | None]:
     """``(hosts, run_findings)`` for :func:`write_export` from an ``analyze`` Result: per host its
     tables and the findings about it; ``run_findings`` is every finding, once, for a multi-host run
     (None for one host: its findings go on its own track)."""
@@ -51,7 +51,7 @@ def host_parts(result: Any) -> tuple[list[tuple[str, dict[str, pd.DataFrame], li
     hosts = list(getattr(result, "hosts", None) or [])
     if len(hosts) <= 1:
         name = hosts[0].host if hosts else ""
-        return [(name, dict(result.tables), findings)], None
+        return [(name, result.tables, findings)], None
     metrics = result.metrics
 
     def about(f: Any, host: str) -> bool:
@@ -62,7 +62,7 @@ def host_parts(result: Any) -> tuple[list[tuple[str, dict[str, pd.DataFrame], li
             return str(metrics.get(scope[len("host:"):])) == host
         return True
 
-    return [(h.host, dict(h.tables), [f for f in findings if about(f, h.host)]) for h in hosts], findings
+    return [(h.host, h.tables, [f for f in findings if about(f, h.host)]) for h in hosts], findings
 
 
 def _us(ps: Any, t0: int = 0) -> float:
@@ -219,7 +219,7 @@ def _finding_slice(w: _Writer, pid: int, f: Any, t0: int, t1: int, hosts: list[s
     w.slice(pid, 3, f"{d.get('severity', '')}: {d.get('title', '')}", 0.0, _us(t1, t0), args)
 
 
-def _host_tracks(w: _Writer, pid: int, host: str, tables: dict[str, pd.DataFrame], findings: list,
+def _host_tracks(w: _Writer, pid: int, host: str, tables: Mapping[str, pd.DataFrame], findings: list,
                  t0: int, t1: int, findings_track: bool = True) -> tuple[int, Counter]:
     """The ``tfadvisor <host>`` process: steps, gaps and (``findings_track``) findings tracks.
     Returns the slices written and how many steps / gaps carry a rule."""
@@ -261,7 +261,7 @@ def _host_tracks(w: _Writer, pid: int, host: str, tables: dict[str, pd.DataFrame
     return w.n - n, marked
 
 
-def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, dict[str, pd.DataFrame], list]],
+def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, Mapping[str, pd.DataFrame], list]],
                   max_events: int | None = MAX_EVENTS, run_findings: list | None = None) -> dict[str, int]:
     """Write the trace's events (the ``traceEvents`` array's elements) to ``out``; returns counts.
     ``hosts`` is ``(host, tables, findings about that host)`` per host; ``run_findings`` (a
@@ -306,7 +306,7 @@ def export_events(out: TextIO, trace: Trace, hosts: list[tuple[str, dict[str, pd
             "marked_steps": marked["steps"], "marked_gaps": marked["gaps"]}
 
 
-def write_export(path: str | Path, trace: Trace, hosts: list[tuple[str, dict[str, pd.DataFrame], list]],
+def write_export(path: str | Path, trace: Trace, hosts: list[tuple[str, Mapping[str, pd.DataFrame], list]],
                  max_events: int | None = MAX_EVENTS, run_findings: list | None = None) -> dict[str, int]:
     """Write the JSON trace to ``path``; returns counts (events written, left out, annotated).
     ``otherData["tfadvisor.findings"]`` lists the findings' rule ids, most important first."""

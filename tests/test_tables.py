@@ -1,0 +1,38 @@
+"""``Tables``: a read gives a DataFrame, what was stored keeps its type, each table is built once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tfadvisor.model.table import Table, Tables
+
+
+def test_reading_builds_once_and_keeps_what_was_stored():
+    calls = []
+
+    def lazy():
+        calls.append(1)
+        return pd.DataFrame({"b": [1.0]})
+
+    t = Tables({"a": Table({"x": np.arange(3)}), "lazy": lazy})
+    first = t["a"]
+    assert isinstance(first, pd.DataFrame) and first["x"].tolist() == [0, 1, 2]
+    assert t["a"] is first  # built once
+    assert isinstance(t.raw("a"), Table)  # the stored entry is still the Table after the read
+    t["lazy"], t["lazy"]
+    assert calls == [1] and callable(t.raw("lazy"))
+
+
+def test_a_copy_shares_what_was_built_and_a_new_value_replaces_it():
+    t = Tables({"a": Table({"x": np.arange(2)})})
+    built = t["a"]
+    copy = Tables(t)
+    assert copy["a"] is built
+    copy["a"] = Table({"x": np.arange(5)})
+    assert len(copy["a"]) == 5 and len(t["a"]) == 2
+    other = Tables({"a": Table({"x": np.arange(7)})})
+    t.update_raw(other)
+    assert len(t["a"]) == 7 and isinstance(t.raw("a"), Table)
+    del t["a"]
+    assert "a" not in t and len(t) == 0
