@@ -18,7 +18,9 @@ import pytest
 from conftest import ROOT
 
 import tfadvisor
+from tfadvisor.interconnects import LINKS
 from tfadvisor.report.json_report import result_to_dict
+from tfadvisor_dev.synthetic import _samples, build_xspaces
 
 SAMPLES = ROOT / "sample_traces"
 
@@ -47,25 +49,32 @@ def test_collective_share_is_the_breakdowns(reports):
     f = _finding(doc, "allreduce_share")
     assert f.get("message").startswith(f"Collectives take {share:.0f} % of step time")
     assert f["evidence"]["step_collective_pct"] == share
-    # the impact is the part not hidden behind compute: the share less the overlapped all-reduce time
-    exposed = share - m["allreduce_pct"] * m["allreduce_overlap_pct"] / 100
-    assert f["impact_pct"] == pytest.approx(exposed, abs=0.01)
     assert f"{f['impact_pct']:.0f} % of step time is not hidden" in f["message"]
-    # per-step and percent forms of the all-reduce time are one figure over the same steps
-    assert m["allreduce_ms_per_step"] == pytest.approx(m["allreduce_pct"] * m["step_time_mean_ms"] / 100, rel=1e-9)
-    # planted: the run is dominated by its all-reduces; the collectives (ops + their runtime) hold them
-    assert m["allreduce_ms_per_step"] <= share * m["step_time_mean_ms"] / 100 * 1.05
+    # Truth counted from the protobuf outside the tool (measured.json): the median host's CollectiveReduceV2
+    # time, % of its steps (53.1 %). The tool's share is 54.2 %: 2 % apart, as the two clocks differ (the
+    # steps' wall time against the markers'); 10 % is allowed.
+    truth = json.loads((SAMPLES / "multiworker_allreduce" / "measured.json").read_text())
+    median = truth["files"][m["median_host"]]["collective_reduce_pct_of_steps"]
+    assert share == pytest.approx(median, rel=0.10)
+    # The impact is the part not hidden behind compute: at most the share, and the tool finds 20 % of the
+    # all-reduce overlapped; a hidden part of more than 30 % of the truth (a 1.4x error) fails.
+    assert 0.7 * median <= f["impact_pct"] <= 1.05 * median
     # the bandwidth question claims no share of its own
     assert _finding(doc, "allreduce_overhead")["impact_pct"] is None
 
 
-def test_allreduce_excess_is_its_own_smaller_share(reports):
+def test_allreduce_excess_is_the_planted_one(reports):
+    """The generator's bookkeeping (the sample regenerated: same seed, same trace) against the AllReduce
+    check's expectation from the run's own facts: ring all-reduce of param_count x 4 bytes over the link."""
     _, doc = reports["synthetic_gpu_allreduce"]
-    m = doc["metrics"]
+    sample = _samples()["synthetic_gpu_allreduce"]
+    truth = next(iter(build_xspaces(sample.specs)[1]["hosts"].values()))
+    n, params = sample.run_meta["replicas"], sample.run_meta["param_count"]
+    ring_ms = 2 * (n - 1) / n * params * 4 / (LINKS[sample.run_meta["link"]].gbps * 1e9) * 1e3
+    planted = 100 * (truth["allreduce_ms"] - ring_ms) / truth["step_time_ms"]
     f = _finding(doc, "allreduce_overhead")
-    expected = m["allreduce_expected_ring_ms"]
-    excess = 100 * (m["allreduce_ms_per_step"] - expected) / m["step_time_mean_ms"]
-    assert f["impact_pct"] == pytest.approx(min(excess, m["collective_exposed_pct"]), abs=0.01)
+    # measured: 1.08 against 1.07 (0.7 %); the trace's kernels differ from the bookkeeping by <1 %
+    assert f["impact_pct"] == pytest.approx(planted, rel=0.05)
     assert f["impact_pct"] <= doc["summary"]["breakdown_pct"]["collective"]
 
 
@@ -79,9 +88,13 @@ def test_median_host_is_not_the_slowest_and_straggler_impact_is_the_wait(reports
     assert m["straggler_ratio"] == pytest.approx(hosts.loc["host2", "work_ms"] / med["work_ms"])
     # planted: host2's kernels are slower, the others wait for it inside the all-reduce; that wait
     # (their all-reduce time beyond host2's own) is what the run would gain
-    wait = med["allreduce_ms_per_step"] - hosts.loc["host2", "allreduce_ms_per_step"]
+    # (their all-reduce time beyond host2's own), from the generator's bookkeeping: 34.1 % of the step;
+    # the tool says 35.8 % (5 % apart: it divides by the steps it uses, 1.7 % shorter than the period)
+    sample = _samples()["synthetic_multihost_straggler"]
+    truth = build_xspaces(sample.specs)[1]["hosts"]
+    wait = truth[m["median_host"]]["allreduce_ms"] - truth["host2"]["allreduce_ms"]
     f = _finding(doc, "straggler_host")
-    assert f["impact_pct"] == pytest.approx(100 * wait / med["step_time_used_ms"], rel=0.1)
+    assert f["impact_pct"] == pytest.approx(100 * wait / truth[m["median_host"]]["step_time_ms"], rel=0.1)
     assert f"{f['impact_pct']:.0f} % of the step" in f["message"]
 
 
@@ -97,16 +110,20 @@ def test_input_causes_do_not_each_claim_the_input_share(reports):
     _, doc = reports["input_bound_defaults_off"]
     m = doc["metrics"]
     main = _finding(doc, "input_bound")
-    assert main["impact_pct"] == pytest.approx(m["input_pct"], abs=0.01)
     assert round(doc["summary"]["breakdown_pct"]["input"]) == round(m["input_pct"])
+    # Truth from the script's clock (measured.json): time in next() over the step, 80.8 %; the tool reads
+    # 77.0 % (5 % apart: the script's timer calls are inside its step); 10 % is allowed.
+    truth = json.loads((SAMPLES / "input_bound_defaults_off" / "measured.json").read_text())["input_pct"]
+    assert main["impact_pct"] == pytest.approx(truth, rel=0.10)
     others = [f for f in doc["findings"] if f["rule"] != "input_bound"]
     assert len(others) >= 2  # the planted causes: no prefetch, a sequential expensive map, no cache
     for f in others:
         assert f["impact_pct"] is None or f["impact_pct"] < main["impact_pct"], f["rule"]
         if f["impact_pct"] is None:  # a cause of the input wait cites input_bound's figure
             assert f"{m['input_pct']:.0f} % of step time" in f["message"], f["rule"]
-    # prefetching overlaps input with the rest of the step: at most that rest is recovered
-    assert _finding(doc, "tfdata_no_prefetch")["impact_pct"] == pytest.approx(100 - m["input_pct"], abs=0.01)
+    # Prefetching overlaps input with the rest of the step: at most that rest (19.2 % by the script's clock)
+    # is recovered. The tool says 23.0 %; 5 points are allowed (a 1.5x error, 12.8 or 28.8, fails).
+    assert _finding(doc, "tfdata_no_prefetch")["impact_pct"] == pytest.approx(100 - truth, abs=5.0)
 
 
 CAPTURE = textwrap.dedent('''
