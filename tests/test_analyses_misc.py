@@ -58,6 +58,8 @@ def test_step_gaps_sample_gaps():
     ctx = run_mine("step_gaps")
     n = ctx.metric("steps_count")
     assert ctx.metric("gaps_count") == n - 1  # one sleep after every step but the last inside the window
+    # measured: 100.18 ms against the planted 100 ms sleep (0.2 %); 15 % leaves room for a sleep that
+    # oversleeps on a loaded host when the sample is captured again
     assert ctx.metric("gap_mean_ms") == pytest.approx(m["sleep_ms"], rel=0.15)
     assert ctx.metric("gap_host_activity") == "idle"  # time.sleep: nothing traced
     assert ctx.metric("idle_between_steps_pct") > ctx.metric("idle_within_steps_pct")
@@ -95,6 +97,7 @@ def test_python_overhead_matches_xprof_other_time(sample):
     """Host time inside steps with no TF work: xprof's 'All Others' per step, recorded at capture time."""
     xprof = _measured(sample)["xprof_overview"]
     ctx = run_mine(sample)
+    # measured: 0.026 and 0.049 ms apart; xprof prints its figure to 0.1 ms (rounding: up to 0.05)
     assert ctx.metric("python_overhead_ms_per_step") == pytest.approx(xprof["other_ms_avg"], abs=0.06)
     assert ctx.metric("python_overhead_pct") == pytest.approx(
         100 * xprof["other_ms_avg"] / xprof["rows_step_time_ms_mean"], rel=0.01)
@@ -112,6 +115,7 @@ def test_python_overhead_against_wall_clock(sample):
     m = _measured(sample)
     py, st = m["python_ms"][1:-1], m["measured_step_ms"][1:-1]
     ctx = run_mine(sample)
+    # measured: 3.4 % apart on custom_loop_python (12 % on python_overhead: the xfail above says why)
     assert ctx.metric("python_overhead_pct") == pytest.approx(100 * sum(py) / sum(st), rel=0.05)
 
 

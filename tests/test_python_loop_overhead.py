@@ -34,9 +34,11 @@ def test_python_overhead_fires_with_the_measured_size(result):
     f = next((f for f in result.findings if f.rule == "python_overhead"), None)
     assert f is not None, [x.rule for x in result.findings]
     assert result.findings[0].rule == "python_overhead"
+    # measured: 18.5 % against 19.7 % by perf_counter (6 % apart) and 24.4 % by removal (24 % apart: removing
+    # the work also removes its knock-on costs, allocation and GIL hand-offs, which the trace puts elsewhere)
     for truth in (MEASURED["python_pct"], MEASURED["python_pct_by_removal"]):
         assert f.impact_pct == pytest.approx(truth, rel=0.25)
-    # xprof's overview puts the same time in "All Others"
+    # xprof's overview puts the same time in "All Others" (measured: 18.54 against 18.6, 0.3 %)
     assert f.impact_pct == pytest.approx(MEASURED["xprof_overview"]["conclusion_pct"], rel=0.25)
     # one number: the message and the evidence say what the impact says
     assert f"{f.impact_pct:.0f} % of step time" in f.message
@@ -49,6 +51,7 @@ def test_per_step_python_time_matches_perf_counter(result):
     used = steps["in_stats"].to_numpy(bool)
     python_ms = [v for v, u in zip(MEASURED["python_ms"], used) if u]
     assert len(steps) == len(MEASURED["python_ms"]) == 14
+    # measured: 14.15 ms against 14.64 ms by perf_counter (3.3 %); the removal figure (24 % apart) bounds it
     assert m["python_overhead_ms_per_step"] == pytest.approx(sum(python_ms) / len(python_ms), rel=0.25)
 
 

@@ -293,7 +293,9 @@ def test_straggler_fix_names_the_hosts():
 
 @pytest.mark.parametrize("extra, problem", [
     ('marks = ["gapz"]', "unknown mark 'gapz' (did you mean 'gaps'?)"),
-    ('marks = "gaps"', "marks must be a list of mark names"),
+    ('marks = "gaps"', "marks must be a list of names"),
+    ('plots = ["stepz"]', "unknown plot 'stepz' (did you mean 'steps'?)"),
+    ('plots = "steps"', "plots must be a list of names"),
     ('scope = "host:no_such_metric"', "unknown metric 'no_such_metric' in scope"),
     ('scope = "everyone"', "scope must be one of run, none or host:<metric>"),
 ])
@@ -308,6 +310,6 @@ def test_marks_and_scope_are_checked(tmp_path, extra, problem):
 
 def test_marks_and_scope_reach_the_finding(tmp_path):
     d = write(tmp_path, "r.toml", GOOD_RULE.format(id="marking", when="input_pct >= 5") +
-              'marks = ["input_wait", "steps"]\nscope = "host:straggler_host"\n')
+              'marks = ["input_wait", "steps"]\nscope = "host:straggler_host"\nplots = ["hosts"]\n')
     rule = next(r for r in load_rules([d]) if r.id == "marking")
-    assert (rule.marks, rule.scope) == (["input_wait", "steps"], "host:straggler_host")
+    assert (rule.marks, rule.scope, rule.plots) == (["input_wait", "steps"], "host:straggler_host", ["hosts"])

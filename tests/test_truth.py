@@ -161,13 +161,16 @@ def test_synthetic_against_the_generator(name):
         assert m["steps_count"] == n
         assert m["step_period_mean_ms"] == pytest.approx(period, rel=0.01), (name, host)
         # the step time is the wall clock, start to next start (the period); the busy part, the marker's
+        # (measured on the 10 hosts of the synthetic samples: at most 0.09 % apart)
         assert m["step_time_mean_ms"] == pytest.approx(period, rel=0.02), (name, host)
         assert m["step_busy_mean_ms"] == pytest.approx(duration, rel=0.02), (name, host)
-        # idle over first start .. last end: the gap after the last step lies outside
+        # idle over first start .. last end: the gap after the last step lies outside (measured: at most
+        # 0.036 points apart, 3.8 % of a 1 % idle share: the edges of the window)
         gap = gaps_pct / 100 * period  # mean gap per step
         idle = 100 * gap * (n - 1) / (period * n - gap)
         assert m["idle_pct"] == pytest.approx(idle, rel=0.03, abs=0.1), (name, host)
-        # input: the planted wait + H2D per step, as a share of the step time (the period)
+        # input: the planted wait + H2D per step, as a share of the step time (the period; measured: at most
+        # 1.3 % apart); precision: at most 0 points apart; all-reduce: at most 0.75 %
         assert m["input_pct"] == pytest.approx(t["input_pct"], rel=0.03, abs=0.05), (name, host)
         assert m["low_precision_pct"] == pytest.approx(t["fp16_pct"], abs=0.5), (name, host)
         if t["allreduce_ms"]:

@@ -9,10 +9,8 @@ from tfadvisor.advice.docs import _where
 from tfadvisor.advice.rules import Rule
 
 
-def _marks_list() -> str:
-    from tfadvisor.analyses.marks import MARKS
-
-    return "\n".join(f"- `{name}`: {what}" for name, what in MARKS.items())
+def _names_list(vocabulary: dict[str, str]) -> str:
+    return "\n".join(f"- `{name}`: {what}" for name, what in vocabulary.items())
 
 
 #: The head of ``rules/README.md``: the rule format (the rules' own pages follow, generated).
@@ -47,6 +45,7 @@ example = "What triggers it."
 docs = [{ title = "tf.data performance", url = "https://www.tensorflow.org/guide/data_performance" }]
 marks = ["input_wait"]                # what its findings mark in the trace (below)
 scope = "run"                         # whose spans: run | none | host:<metric>
+plots = ["steps", "tfdata"]           # the report's plots that show its evidence (below)
 
 [[rule.case]]                         # optional; the first case whose `when` holds
 when = "input_pct >= 20"              # overrides severity, title, message, impact,
@@ -54,15 +53,20 @@ severity = "critical"                 # fix and evidence of the finding
 ```
 
 Required: `id`, `title`, `severity`, `when`, `message`, `fix`. Unknown keys, unknown metric
-names, unknown marks and bad expressions are errors when the file is loaded, reported as
+names, unknown marks or plots and bad expressions are errors when the file is loaded, reported as
 `file:line: ...`.
 
 `marks` says what a finding of the rule marks in the trace (`tfadvisor export`, the HTML timeline):
 {MARKS}
 
 `scope` says whose spans: `run` (every host's, the default), `none` (no profiled host's: a missing
-host) or `host:<metric>` (the host that metric names, e.g. `host:straggler_host`). The report layer
-reads these; it knows no rule id.
+host) or `host:<metric>` (the host that metric names, e.g. `host:straggler_host`).
+
+`plots` names the plots of the HTML report and notebook view that show a finding's evidence (shown beside
+the finding; the timeline also lights up their lanes):
+{PLOTS}
+
+The report layer reads these; it knows no rule id.
 
 The `message` is a template (`{input_pct:.1f}`); the `fix` is shown as written (its code keeps
 its braces), except that `{{metric}}` is replaced by that metric's value on the run, e.g.
@@ -99,15 +103,19 @@ def _cell(text: str) -> str:
 def render_readme(rules: list[Rule]) -> str:
     """``rules/README.md``: the rule format, then every built-in rule from its own declaration
     (``python -m tfadvisor.advice.readme > rules/README.md``)."""
-    out = [README_HEAD.replace("{MARKS}", _marks_list()).rstrip("\n"), "", "## The rules", "",
+    from tfadvisor.analyses.marks import MARKS, PLOTS
+
+    head = README_HEAD.replace("{MARKS}", _names_list(MARKS)).replace("{PLOTS}", _names_list(PLOTS))
+    out = [head.rstrip("\n"), "", "## The rules", "",
            "Generated from the rule files by `python -m tfadvisor.advice.readme > rules/README.md`; "
            "`tfadvisor rules explain ID` prints one in full.", "",
-           "| rule | severity | title | marks | defined in |", "|---|---|---|---|---|"]
+           "| rule | severity | title | marks | plots | defined in |", "|---|---|---|---|---|---|"]
     for r in rules:
         marks = ", ".join(f"`{m}`" for m in r.marks) or "nothing"
         scope = "" if r.scope == "run" else f" (scope `{r.scope}`)"
+        plots = ", ".join(f"`{p}`" for p in r.plots) or "none"
         out.append(f"| [`{r.id}`](#{r.id}) | {'/'.join(r.severities)} | {_cell(r.title)} | {marks}{scope} | "
-                   f"`{_where(r)}` |")
+                   f"{plots} | `{_where(r)}` |")
     for r in rules:
         out += ["", f"### {r.id}", "", f"**{_cell(r.title)}** ({'/'.join(r.severities)}; `{_where(r)}`)", "",
                 "Fires when:", "", "```", r.when.source.strip(), "```"]

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tfadvisor.advice.expr import Expr, ExprError, Template, pointer
-from tfadvisor.analyses.marks import MARKS, scope_problem
+from tfadvisor.analyses.marks import MARKS, PLOTS, scope_problem
 from tfadvisor.errors import TraceError
 
 if sys.version_info >= (3, 11):
@@ -48,7 +48,7 @@ SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
 
 _RULE_KEYS_REQUIRED = ("id", "title", "severity", "when", "message", "fix")
 _RULE_KEYS = set(_RULE_KEYS_REQUIRED) | {"impact", "evidence", "why", "example", "docs", "case", "enabled", "marks",
-                                         "scope"}
+                                         "scope", "plots"}
 #: ``{{metric}}`` in a fix is replaced by that metric's value in the finding.
 FIX_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
 _CASE_KEYS = {"when", "severity", "title", "message", "impact", "fix", "evidence"}
@@ -118,6 +118,7 @@ class Rule:
     docs: list[Doc] = field(default_factory=list)
     cases: list[Case] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)  # what its findings mark (tfadvisor.analyses.marks)
+    plots: list[str] = field(default_factory=list)  # the plots that show its evidence (marks.PLOTS)
     scope: str = "run"  # whose spans: run, none, host:<metric>
     path: str = ""
     line: int | None = None
@@ -313,13 +314,13 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
                                 f"{_did_you_mean(name, known)}", rule_id)
         return list(v)
 
-    def marks(v: Any, where: int | None) -> list[str]:
+    def names(key: str, vocabulary: dict[str, str], v: Any, where: int | None) -> list[str]:
         if not isinstance(v, list) or any(not isinstance(x, str) for x in v):
-            raise RuleError(path, where, f"rule {rule_id!r}: marks must be a list of mark names", rule_id)
+            raise RuleError(path, where, f"rule {rule_id!r}: {key} must be a list of names", rule_id)
         for name in v:
-            if name not in MARKS:
-                raise RuleError(path, where, f"rule {rule_id!r}: marks: unknown mark {name!r}"
-                                f"{_did_you_mean(name, MARKS)} (one of {', '.join(MARKS)})", rule_id)
+            if name not in vocabulary:
+                raise RuleError(path, where, f"rule {rule_id!r}: {key}: unknown {key[:-1]} {name!r}"
+                                f"{_did_you_mean(name, vocabulary)} (one of {', '.join(vocabulary)})", rule_id)
         return list(v)
 
     def scope(v: Any, where: int | None) -> str:
@@ -340,7 +341,8 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         why=string("why", required=False),
         example=string("example", required=False),
         docs=_docs(t.get("docs", []), lambda p: RuleError(path, key_line("docs"), f"rule {rule_id!r}: {p}", rule_id)),
-        marks=marks(t.get("marks", []), key_line("marks")),
+        marks=names("marks", MARKS, t.get("marks", []), key_line("marks")),
+        plots=names("plots", PLOTS, t.get("plots", []), key_line("plots")),
         scope=scope(t.get("scope", "run"), key_line("scope")),
         path=str(path),
         line=line,

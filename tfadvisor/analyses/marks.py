@@ -1,5 +1,6 @@
-"""What a finding can mark in a trace, named once: a rule declares its marks (``marks = [...]`` in its
-TOML) and the export and timeline read them; no layer after this one knows a rule id.
+"""What a finding can mark in a trace and which plots show it, named once: a rule declares its marks
+(``marks = [...]`` in its TOML) and its plots (``plots = [...]``, :data:`PLOTS`), and the export,
+timeline and reports read them; no layer after this one knows a rule id.
 
 * Event marks select trace events by their metadata, per plane, with the classifications the analyses
   use (:data:`EVENT_MARKS`): the input waits, host-to-device copies, collectives, kernel launch calls,
@@ -62,6 +63,17 @@ SPAN_MARKS: dict[str, str] = {
     "outlier_steps": "the outlier steps (the steps table's outlier column)",
     "gaps": "the gaps between steps the gaps analysis counts (idle of at least max(100 us, 5 % of the median step))",
 }
+#: name -> what it shows: the report's plots a rule may point its findings at (``plots = [...]``).
+PLOTS: dict[str, str] = {
+    "steps": "each step's wall time split into its parts",
+    "busy": "the device (or training threads) busy and idle, and the gaps between steps",
+    "tfdata": "the tf.data stages' cost per batch",
+    "precision": "device compute time by precision",
+    "memory": "memory in use over the window, and what is live at the peak",
+    "allreduce": "the all-reduce time measured against the expected",
+    "hosts": "each host's step time and work",
+    "datafiles": "the sizes of the training data files",
+}
 #: Every mark a rule may declare.
 MARKS: dict[str, str] = {**{k: d for k, (d, _) in EVENT_MARKS.items()}, **SPAN_MARKS}
 #: Scopes without a metric.
@@ -84,4 +96,4 @@ def scope_problem(scope: str, known_metrics: frozenset[str] | set[str]) -> str |
     return f"scope must be one of {', '.join(SCOPES)} or host:<metric>, not {scope!r}"
 
 
-__all__ = ["EVENT_MARKS", "MARKS", "SCOPES", "SPAN_MARKS", "event_mask", "scope_problem"]
+__all__ = ["EVENT_MARKS", "MARKS", "PLOTS", "SCOPES", "SPAN_MARKS", "event_mask", "scope_problem"]

@@ -103,6 +103,8 @@ def _finding(metric_names: list[str]) -> dict[str, Any]:
         "marks": dict(STRINGS, description="what the finding marks in the trace (its rule's `marks`: "
                                            "tfadvisor.analyses.marks)"),
         "scope": dict(STRING, description="whose spans: run, none, or host:<metric>"),
+        "plots": dict(STRINGS, description="the plots that show its evidence (its rule's `plots`: "
+                                           "tfadvisor.analyses.marks.PLOTS)"),
     })
 
 
@@ -268,7 +270,7 @@ def rules_schema() -> dict[str, Any]:
         "when": dict(STRING, description="condition over metric names"),
         "impact": STRING_OR_NULL, "message": STRING, "evidence": STRINGS, "fix": STRING, "why": STRING,
         "example": STRING, "docs": {"type": "array", "items": _obj({"title": STRING, "url": STRING})},
-        "marks": STRINGS, "scope": STRING,
+        "marks": STRINGS, "scope": STRING, "plots": STRINGS,
         "cases": {"type": "array", "items": _obj({"when": STRING, "severity": STRING_OR_NULL,
                                                   "title": STRING_OR_NULL, "message": STRING_OR_NULL,
                                                   "impact": STRING_OR_NULL})},
