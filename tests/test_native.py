@@ -17,6 +17,7 @@ from tfadvisor import _native
 from tfadvisor.analyses.intervals import intersect
 from tfadvisor.analyses.placement import meta_counts, meta_durations
 from tfadvisor.io import wire
+from tfadvisor.model.table import factorize
 from tfadvisor.model.trace import _fnv1a
 
 I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -129,3 +130,223 @@ def test_thread_knob():
         assert wire.get_num_threads() >= 1
     finally:
         wire.set_num_threads(before)
+
+
+# -------------------------------------------------------------------------- bucket_kernel: class codes
+
+def _bucket_args(line_cls, meta_cls, unknown=4, stride=8, ncodes=16):
+    ev_line = np.array([0, 1, 5, -1, 0], np.int32)  # 5 and -1: no such line -> the overflow bucket
+    ev_meta = np.array([0, 1, 0, 0, 99], np.int32)  # 99: no such metadata -> unknown
+    return (ev_line, ev_meta, np.asarray(line_cls, np.int64), np.asarray(meta_cls, np.int64), unknown, stride,
+            ncodes)
+
+
+def test_bucket_kernel_codes_in_range():
+    order, counts = _native.bucket_kernel(*_bucket_args([0, 1, 1], [2, 3, 4]))
+    rows = {c: order[counts[c]:counts[c + 1]].tolist() for c in range(17) if counts[c + 1] > counts[c]}
+    assert rows == {2: [0], 4: [4], 8 + 3: [1], 16: [2, 3]}
+
+
+@pytest.mark.parametrize("line_cls, meta_cls, unknown, stride, ncodes", [
+    ([0, -1, 1], [2, 3, 4], 4, 8, 16),  # a negative line class
+    ([0, 2, 1], [2, 3, 4], 4, 8, 16),  # line class 2: codes 16..23, past ncodes
+    ([0, 1, 1], [2, 3, 4], 4, 8, 12),  # line class 1: codes 8..15, past ncodes=12
+    ([0, 2**61, 1], [2, 3, 4], 4, 8, 16),  # 2**61 * 8 wraps int64 to a negative code
+    ([0, 1, 1], [2, -3, 4], 4, 8, 16),  # a negative metadata class
+    ([0, 1, 1], [2, 3, 8], 4, 8, 16),  # a metadata class of stride: the next line class's codes
+    ([0, 1, 1], [2, 3, 4], -1, 8, 16),  # unknown negative
+    ([0, 1, 1], [2, 3, 4], 8, 8, 16),  # unknown of stride
+    ([0, 0, 0], [0, 0, 0], 0, 0, 16),  # stride 0
+    ([0, 0, 0], [0, 0, 0], 0, 8, -1),  # ncodes negative
+    ([0, 0, 0], [0, 0, 0], 0, 8, 2**63 - 1),  # ncodes + 2 past int64
+])
+def test_bucket_kernel_refuses_a_bad_code(line_cls, meta_cls, unknown, stride, ncodes):
+    """A class whose codes would fall outside [0, ncodes) is refused before any event is bucketed (the
+    kernel counts events into counts[code + 1]: a bad code would write outside that array)."""
+    with pytest.raises(ValueError):
+        _native.bucket_kernel(*_bucket_args(line_cls, meta_cls, unknown, stride, ncodes))
+
+
+# -------------------------------------------------------------------------- str_groups: strings by bytes
+
+def _pool(strings: list[bytes]):
+    ln = np.array([len(s) for s in strings], np.int64)
+    off = np.concatenate([[0], np.cumsum(ln)[:-1]]).astype(np.int64)
+    return np.frombuffer(b"".join(strings) or b"\0", np.uint8), off, ln
+
+
+def test_str_groups_equal_factorize_of_the_bytes():
+    rng = np.random.default_rng(5)
+    for it in range(200):
+        n = int(rng.integers(0, 300))
+        words = [b"", b"a", b"ab", b"ba", b"tf_op", b"tf_op\0", b"\xff\xfe"] + [
+            bytes(rng.integers(0, 256, int(rng.integers(0, 12))).astype(np.uint8)) for _ in range(5)]
+        strings = [words[int(i)] for i in rng.integers(0, len(words), n)]
+        pool, off, ln = _pool(strings)
+        if it % 3 == 0:  # the same bytes anywhere in the pool: offsets into one copy
+            pool = np.frombuffer(b"".join(words), np.uint8)
+            at = np.cumsum([0] + [len(w) for w in words])
+            pick = rng.integers(0, len(words), n)
+            strings = [words[int(i)] for i in pick]
+            off, ln = at[pick].astype(np.int64), np.array([len(s) for s in strings], np.int64)
+        codes, first = _native.str_groups(pool, off, ln, _fnv1a(pool, off, ln))
+        want, uniq = factorize(np.array(strings + [b""], object)[:n])
+        assert codes.tolist() == want.tolist() and len(first) == len(uniq)
+        assert [strings[i] for i in first] == list(uniq)
+
+
+def test_str_groups_keeps_colliding_strings_apart():
+    """Two different strings of the same hash stay two groups: the hash only places a string, its bytes
+    decide. A real 64-bit FNV-1a collision is not at hand (about 2**32 strings to hash for one), so the
+    hashes are given: every string hashes alike, the worst case (or a low-bits collision, that lands strings
+    in the same slot with different hashes)."""
+    strings = [b"kernel_a", b"kernel_b", b"kernel_a", b"", b"kernel_b", b"kernel_ab", b"", b"a"]
+    pool, off, ln = _pool(strings)
+    want = [0, 1, 0, 2, 1, 3, 2, 4]
+    for hashes in (np.zeros(len(strings), np.int64), np.full(len(strings), -1, np.int64),
+                   np.array([0, 1 << 40, 0, 2 << 40, 1 << 40, 3 << 40, 2 << 40, 4 << 40], np.int64),
+                   _fnv1a(pool, off, ln)):
+        codes, first = _native.str_groups(pool, off, ln, hashes)
+        assert codes.tolist() == want and first.tolist() == [0, 1, 3, 5, 7]
+
+
+def test_str_groups_refuses_a_string_outside_the_pool():
+    pool, off, ln = _pool([b"abc", b"de"])
+    with pytest.raises(IndexError):
+        _native.str_groups(pool, np.array([0, 4], np.int64), ln, np.zeros(2, np.int64))
+    with pytest.raises(ValueError):  # hashes of another length
+        _native.str_groups(pool, off, ln, np.zeros(3, np.int64))
+
+
+def test_value_codes_keep_colliding_strings_apart(tmp_path, monkeypatch):
+    """Stat values coded by a plane (StatColumn.codes, strings_at): with every string hashing alike (the
+    hash replaced for this test), different values still get different codes and their own strings."""
+    import tfadvisor
+    import tfadvisor.model.trace as trace_mod
+    from tfadvisor.proto import xplane_pb2
+
+    space = xplane_pb2.XSpace(hostnames=["h"])
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.event_metadata[1].id, p.event_metadata[1].name = 1, "ev"
+    p.stat_metadata[7].id, p.stat_metadata[7].name = 7, "payload"
+    p.stat_metadata[9].id, p.stat_metadata[9].name = 9, "ref_target"
+    line = p.lines.add(id=3, name="python", timestamp_ns=1000)
+    values = ["conv", "matmul", "conv", b"\x00\x01", "", "matmul", "conv2", 7, "ref"]
+    for k, v in enumerate(values):
+        s = line.events.add(metadata_id=1, offset_ps=10 * k, duration_ps=5).stats.add(metadata_id=7)
+        if isinstance(v, bytes):
+            s.bytes_value = v
+        elif isinstance(v, int):
+            s.int64_value = v
+        elif v == "ref":
+            s.ref_value = 9
+        else:
+            s.str_value = v
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(space.SerializeToString())
+    plane = tfadvisor.load(str(f)).planes[0]
+    col = plane.stat("payload")
+    codes, strings = col.codes()
+    got = [strings[c] for c in codes]
+    assert got == ["conv", "matmul", "conv", "\x00\x01", "", "matmul", "conv2", "7", "ref_target"]
+    monkeypatch.setattr(trace_mod, "_fnv1a", lambda pool, off, ln: np.zeros(len(off), np.int64))
+    codes2, strings2 = col.codes()
+    assert codes2.tolist() == codes.tolist() and strings2 == strings
+    assert len(set(codes.tolist())) == 7
+
+
+# -------------------------------------------------------------------------- int32 index columns
+
+def _huge(tmp_path, name: str, dtype, n: int, mode: str = "r+"):
+    """An n-item array backed by a sparse file: no memory or disk is used until it is written."""
+    path = tmp_path / name
+    with open(path, "wb") as fh:
+        fh.truncate(n * np.dtype(dtype).itemsize)
+    return np.memmap(path, dtype=dtype, mode=mode, shape=(n,))
+
+
+def _fill_args(**big):
+    """fill_chunks arguments for no chunk at all, with the given arrays in place of the empty ones."""
+    i64, i32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
+    args = dict(buf=np.zeros(4, np.uint8), ch_line=i64, ch_start=i64, ch_end=i64, ch_ev=i64, ch_st=i64, ch_str=i64,
+                line_ts=i64, ev_lookup=i32, ev_sorted=i64, st_lookup=i32, st_sorted=i64, ev_line=i32.copy(),
+                ev_meta=i32.copy(), ev_start=i64.copy(), ev_dur=i64.copy(), st_event=i32.copy(), st_stat=i32.copy(),
+                st_kind=np.zeros(0, np.uint8), st_value=i64.copy(), str_off=i64.copy(), str_len=i64.copy(),
+                out_err=i64.copy(), out_err_at=i64.copy())
+    args.update(big)
+    return list(args.values())
+
+
+I32_MAX = int(np.iinfo(np.int32).max)
+
+
+@pytest.mark.parametrize("what", ["line_ts", "ev_sorted", "st_sorted", "events"])
+def test_fill_chunks_refuses_counts_past_int32(tmp_path, what):
+    """Line rows, event rows and metadata positions are stored in int32 columns: a count past int32 is
+    refused (OverflowError naming it) before anything is decoded, instead of wrapping; a count of
+    exactly int32's maximum is accepted."""
+    fill = wire.fill_chunks_serial
+    for n, ok in ((I32_MAX, True), (I32_MAX + 1, False)):
+        if what == "events":
+            big = {k: _huge(tmp_path, f"{k}{n}", dt, n) for k, dt in
+                   (("ev_line", np.int32), ("ev_meta", np.int32), ("ev_start", np.int64), ("ev_dur", np.int64))}
+            word = "events"
+        else:
+            big = {what: _huge(tmp_path, f"{what}{n}", np.int64, n, "r")}
+            word = {"line_ts": "lines", "ev_sorted": "event metadata ids", "st_sorted": "stat metadata ids"}[what]
+        if ok:
+            fill(*_fill_args(**big))
+        else:
+            with pytest.raises(OverflowError, match=f"{n} {word}"):
+                fill(*_fill_args(**big))
+        del big
+
+
+def test_fill_chunks_int32_check_is_on_the_columns_it_bounds():
+    """Longer stat and string columns are fine: their indexes are stored as int64 (st_value)."""
+    args = _fill_args()
+    assert wire.fill_chunks_serial(*args) is None
+
+
+# -------------------------------------------------------------------------- constants: one definition
+
+KINDS = ("KIND_NONE", "KIND_DOUBLE", "KIND_UINT64", "KIND_INT64", "KIND_STR", "KIND_BYTES", "KIND_REF", "KIND_GZIP")
+WIRE = ("OK", "ERR_TRUNCATED", "ERR_WIRE_TYPE", "ERR_VARINT", "ERR_FIELD", "L_ID", "L_DISPLAY_ID", "L_TS_NS",
+        "L_DUR_PS", "L_NAME_OFF", "L_NAME_LEN", "L_DNAME_OFF", "L_DNAME_LEN", "L_FIRST_EVENT", "L_N_EVENTS",
+        "N_LINE_COLS", "START_OVERFLOW", "MAX_TS_NS")
+
+
+def test_constants_are_the_kernels():
+    """The Python modules use the very values the C kernels write (exported by _native, not copied)."""
+    from tfadvisor.model import kinds
+
+    for name in KINDS:
+        assert getattr(kinds, name) == getattr(_native, name), name
+    for name in WIRE:
+        assert getattr(wire, name) == getattr(_native, name), name
+    assert sorted(getattr(kinds, k) for k in KINDS) == [0, 1, 2, 3, 4, 5, 6, 8]
+    assert len({getattr(kinds, k) for k in KINDS}) == len(KINDS)
+    assert (wire.OK, wire.ERR_TRUNCATED, wire.ERR_WIRE_TYPE, wire.ERR_VARINT, wire.ERR_FIELD) == (0, 1, 2, 3, 4)
+    assert set(wire.ERROR_TEXT) == {wire.ERR_TRUNCATED, wire.ERR_WIRE_TYPE, wire.ERR_VARINT, wire.ERR_FIELD}
+    cols = [getattr(wire, n) for n in WIRE if n.startswith("L_")]
+    assert sorted(cols) == list(range(wire.N_LINE_COLS))
+    assert wire.START_OVERFLOW == I64_MIN and wire.MAX_TS_NS == I64_MAX // 1000
+
+
+def test_constants_are_not_copied_by_hand():
+    """kinds.py and wire.py take each shared constant from _native: none is a literal there."""
+    import ast
+    import inspect
+
+    from tfadvisor.model import kinds
+
+    for module, names in ((kinds, KINDS), (wire, WIRE)):
+        tree = ast.parse(inspect.getsource(module))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Assign):
+                continue
+            targets = [t for tgt in node.targets for t in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt])]
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for t, v in zip(targets, values):
+                if isinstance(t, ast.Name) and t.id in names:
+                    assert ast.unparse(v) == f"_native.{t.id}", f"{module.__name__}.{t.id} = {ast.unparse(v)}"

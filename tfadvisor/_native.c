@@ -29,9 +29,12 @@
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
-/* Constants shared with wire.py                                                              */
+/* Constants                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Defined here only: the module exports each under its C name (add_constants, at import) and the
+ * Python side takes them from there (tfadvisor/io/wire.py: OK, ERR_*, L_*, N_LINE_COLS,
+ * START_OVERFLOW, MAX_TS_NS; tfadvisor/model/kinds.py: KIND_*), so the two cannot drift apart. */
 enum { KIND_NONE = 0, KIND_DOUBLE = 1, KIND_UINT64 = 2, KIND_INT64 = 3, KIND_STR = 4, KIND_BYTES = 5,
        KIND_REF = 6, KIND_GZIP = 8 };
 enum { OK = 0, ERR_TRUNCATED = 1, ERR_WIRE_TYPE = 2, ERR_VARINT = 3, ERR_FIELD = 4 };
@@ -597,7 +600,7 @@ static inline int32_t dense(const int32_t *lookup, int64_t n_lookup, const int64
             hi = mid;
     }
     if (lo < n_sorted && sorted[lo] == key)
-        return (int32_t)lo;
+        return (int32_t)lo; /* lo < n_sorted <= INT32_MAX (fill_chunks checks) */
     return -1;
 }
 
@@ -666,7 +669,7 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
                 if (p < 0 || sl > (uint64_t)(sub_end - p)) { *err_at = t_at; return ERR_TRUNCATED; }
                 if (si >= n_st) { *err_at = t_at; return ERR_TRUNCATED; }
                 int64_t s_end = p + (int64_t)sl;
-                c->st_event[si] = (int32_t)ei;
+                c->st_event[si] = (int32_t)ei; /* ei < n_ev <= INT32_MAX (fill_chunks checks) */
                 c->st_stat[si] = -1;
                 c->st_kind[si] = KIND_NONE;
                 c->st_value[si] = 0;
@@ -730,7 +733,7 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
             if (p == -2) { *err_at = t_at; return ERR_WIRE_TYPE; }
             if (p < 0) { *err_at = t_at; return ERR_TRUNCATED; }
         }
-        c->ev_line[ei] = (int32_t)li;
+        c->ev_line[ei] = (int32_t)li; /* li < n_lines <= INT32_MAX (fill_chunks checks) */
         c->ev_meta[ei] = dense(c->ev_lookup, c->n_ev_lookup, c->ev_sorted, c->n_ev_sorted, meta);
         c->ev_start[ei] = start_ps(base_ok, base, offset);
         c->ev_dur[ei] = dur;
@@ -795,6 +798,26 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
         if (!ok) {
             PyErr_SetString(PyExc_ValueError, "fill_chunks: arrays of inconsistent lengths");
             goto done;
+        }
+        /* The int32 columns hold indexes below these counts (every write checks the index against its
+         * count): an event row (st_event), a line row (ev_line), a position in ev_sorted / st_sorted
+         * (ev_meta, st_stat, from dense()). Checked once here, so that no index is ever narrowed to
+         * int32 with wrapping. */
+        {
+            const struct { const char *what; int64_t n; } counts[] = {
+                {"events (the rows of ev_line, ev_meta, ev_start, ev_dur)", n_ev},
+                {"lines (the rows of line_ts)", LEN(a[7])},
+                {"event metadata ids (ev_sorted)", LEN(a[9])},
+                {"stat metadata ids (st_sorted)", LEN(a[11])},
+            };
+            for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+                if (counts[i].n > INT32_MAX) {
+                    PyErr_Format(PyExc_OverflowError,
+                                 "fill_chunks: %lld %s do not fit the int32 index columns (at most %lld)",
+                                 (long long)counts[i].n, counts[i].what, (long long)INT32_MAX);
+                    goto done;
+                }
+            }
         }
         FillCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), I64P(a[4]), I64P(a[5]), I64P(a[6]),
                      I64P(a[7]), LEN(a[7]), I32P(a[8]), LEN(a[8]), I64P(a[9]), LEN(a[9]), I32P(a[10]), LEN(a[10]),
@@ -907,6 +930,136 @@ static PyObject *py_fnv1a(PyObject *self, PyObject *args)
 fail:
     Py_XDECREF(pool); Py_XDECREF(off); Py_XDECREF(len); Py_XDECREF(out);
     return NULL;
+}
+
+/* The slots of str_groups' open-addressing table: a string's hash and its group (-1: empty). */
+typedef struct {
+    uint64_t h;
+    int64_t k;
+} StrSlot;
+
+static inline uint64_t mix64(uint64_t h) /* the finalizer of MurmurHash3: spreads the hash over the slots */
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Replace the table by one of twice the slots, its entries re-inserted: 0, or -1 when out of memory (the
+ * table then left as it was). Called without the GIL (PyMem_Raw*). */
+static int str_table_grow(StrSlot **tab, int64_t *mask)
+{
+    int64_t cap = (*mask + 1) * 2;
+    StrSlot *old = *tab, *t = (StrSlot *)PyMem_RawMalloc((size_t)cap * sizeof(StrSlot));
+    if (t == NULL)
+        return -1;
+    for (int64_t s = 0; s < cap; s++)
+        t[s].k = -1;
+    for (int64_t s = 0; s <= *mask; s++) {
+        if (old[s].k < 0)
+            continue;
+        int64_t x = (int64_t)(mix64(old[s].h) & (uint64_t)(cap - 1));
+        while (t[x].k >= 0)
+            x = (x + 1) & (cap - 1);
+        t[x] = old[s];
+    }
+    PyMem_RawFree(old);
+    *tab = t;
+    *mask = cap - 1;
+    return 0;
+}
+
+/* str_groups(pool, off, ln, hashes) -> (codes, first): the strings pool[off[i]:off[i] + ln[i]] (a length <= 0:
+ * the empty string, as fnv1a reads it) grouped by their bytes. codes[i] numbers the distinct strings by first
+ * appearance (as pandas.factorize); first[k] is the index of the first string of code k (ascending).
+ * hashes[i] (fnv1a's, or any function of the bytes) only picks where string i is looked up: strings of
+ * equal hashes are compared byte for byte, so a hash collision never merges two different strings. The
+ * table holds one slot per distinct string (at most half full, grown by doubling). */
+static PyObject *py_str_groups(PyObject *self, PyObject *args)
+{
+    PyObject *op, *oo, *ol, *oh;
+    if (!PyArg_ParseTuple(args, "OOOO", &op, &oo, &ol, &oh))
+        return NULL;
+    PyArrayObject *pool = in_arr(op, NPY_UINT8, "pool");
+    PyArrayObject *off = pool ? in_arr(oo, NPY_INT64, "off") : NULL;
+    PyArrayObject *len = off ? in_arr(ol, NPY_INT64, "ln") : NULL;
+    PyArrayObject *hsh = len ? in_arr(oh, NPY_INT64, "hashes") : NULL;
+    PyArrayObject *codes = NULL, *first = NULL;
+    PyObject *res = NULL;
+    if (!hsh)
+        goto done;
+    {
+        int64_t n = LEN(off);
+        if (LEN(len) != n || LEN(hsh) != n) {
+            PyErr_SetString(PyExc_ValueError, "str_groups: off, ln and hashes of different lengths");
+            goto done;
+        }
+        codes = new_i64(n);
+        first = new_i64(n);
+        if (!codes || !first)
+            goto done;
+        int64_t mask = 15, nk = 0, bad = -1;
+        int nomem = 0;
+        StrSlot *tab = (StrSlot *)PyMem_RawMalloc((size_t)(mask + 1) * sizeof(StrSlot));
+        if (tab == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (int64_t s = 0; s <= mask; s++)
+            tab[s].k = -1;
+        const uint8_t *b = U8P(pool);
+        const int64_t *so = I64P(off), *sl = I64P(len), *hh = I64P(hsh);
+        int64_t *cd = I64P(codes), *fi = I64P(first), np_ = LEN(pool);
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            int64_t o = so[i], k = sl[i] > 0 ? sl[i] : 0;
+            if (k > 0 && (o < 0 || k > np_ - o)) {
+                bad = i;
+                break;
+            }
+            uint64_t h = (uint64_t)hh[i];
+            int64_t x = (int64_t)(mix64(h) & (uint64_t)mask), code = -1;
+            while (tab[x].k >= 0) {
+                if (tab[x].h == h) {
+                    int64_t j = fi[tab[x].k], kj = sl[j] > 0 ? sl[j] : 0;
+                    if (kj == k && (k == 0 || memcmp(b + so[j], b + o, (size_t)k) == 0)) {
+                        code = tab[x].k;
+                        break;
+                    }
+                }
+                x = (x + 1) & mask;
+            }
+            if (code < 0) { /* a new string: a new group, in the empty slot the probe ended at */
+                code = nk++;
+                fi[code] = i;
+                tab[x].h = h;
+                tab[x].k = code;
+                if (2 * nk > mask + 1 && str_table_grow(&tab, &mask) < 0) {
+                    nomem = 1;
+                    break;
+                }
+            }
+            cd[i] = code;
+        }
+        PyMem_RawFree(tab);
+        Py_END_ALLOW_THREADS
+        if (nomem) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (bad >= 0) {
+            PyErr_Format(PyExc_IndexError, "str_groups: string %lld lies outside the pool", (long long)bad);
+            goto done;
+        }
+        if (shrink(first, nk) < 0)
+            goto done;
+        res = Py_BuildValue("OO", codes, first);
+    }
+done:
+    Py_XDECREF(pool); Py_XDECREF(off); Py_XDECREF(len); Py_XDECREF(hsh);
+    Py_XDECREF(codes); Py_XDECREF(first);
+    return res;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1200,15 +1353,31 @@ done:
     return res;
 }
 
-/* _bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes) -> (order, counts). */
+/* _bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes) -> (order, counts).
+ *
+ * An event's code is line_cls[line] * stride + (meta_cls[meta], or `unknown` when meta is outside
+ * meta_cls); an event whose line is outside line_cls goes to the overflow bucket ncodes. The classes
+ * are checked once, before any event: every metadata class and `unknown` in [0, stride), every line
+ * class in [0, ncodes / stride) (so that each code lies in [0, ncodes) and the arithmetic cannot
+ * overflow); a class outside its range raises ValueError (nothing is written). */
 static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
 {
     PyObject *ol, *om, *olc, *omc;
     long long unknown, stride, ncodes;
     if (!PyArg_ParseTuple(args, "OOOOLLL", &ol, &om, &olc, &omc, &unknown, &stride, &ncodes))
         return NULL;
-    if (ncodes < 0) {
-        PyErr_SetString(PyExc_ValueError, "_bucket_kernel: ncodes < 0");
+    if (ncodes < 0 || ncodes > (long long)NPY_MAX_INTP - 2) {
+        PyErr_Format(PyExc_ValueError, "_bucket_kernel: ncodes %lld outside [0, %lld]", ncodes,
+                     (long long)NPY_MAX_INTP - 2);
+        return NULL;
+    }
+    if (stride < 1) {
+        PyErr_Format(PyExc_ValueError, "_bucket_kernel: stride %lld < 1", stride);
+        return NULL;
+    }
+    if (unknown < 0 || unknown >= stride) {
+        PyErr_Format(PyExc_ValueError, "_bucket_kernel: unknown metadata class %lld outside [0, stride=%lld)",
+                     unknown, stride);
         return NULL;
     }
     IdxArr line = {0}, meta = {0};
@@ -1220,6 +1389,25 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
         goto done;
     {
         int64_t n = min64(line.n, meta.n), nl = LEN(lc), nm = LEN(mc);
+        const int64_t *lcl = I64P(lc), *mcl = I64P(mc);
+        const int64_t n_line_cls = ncodes / stride; /* line class c: codes [c * stride, (c + 1) * stride) */
+        for (int64_t i = 0; i < nl; i++) {
+            if (lcl[i] < 0 || lcl[i] >= n_line_cls) {
+                PyErr_Format(PyExc_ValueError,
+                             "_bucket_kernel: line class %lld (line_cls[%lld]) outside [0, %lld): its codes would "
+                             "fall outside [0, ncodes=%lld)", (long long)lcl[i], (long long)i,
+                             (long long)n_line_cls, ncodes);
+                goto done;
+            }
+        }
+        for (int64_t i = 0; i < nm; i++) {
+            if (mcl[i] < 0 || mcl[i] >= stride) {
+                PyErr_Format(PyExc_ValueError,
+                             "_bucket_kernel: metadata class %lld (meta_cls[%lld]) outside [0, stride=%lld)",
+                             (long long)mcl[i], (long long)i, stride);
+                goto done;
+            }
+        }
         codes = new_i64(n);
         counts = (PyArrayObject *)PyArray_ZEROS(1, (npy_intp[]){(npy_intp)(ncodes + 2)}, NPY_INT64, 0);
         pos = new_i64(ncodes + 1);
@@ -1227,20 +1415,12 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
         if (!codes || !counts || !pos || !order)
             goto done;
         int64_t *cd = I64P(codes), *ct = I64P(counts), *ps = I64P(pos), *od = I64P(order);
-        const int64_t *lcl = I64P(lc), *mcl = I64P(mc);
         Py_BEGIN_ALLOW_THREADS
         for (int64_t i = 0; i < n; i++) {
             int64_t ln = idx_get(&line, i), m = idx_get(&meta, i);
             int64_t mcv = (0 <= m && m < nm) ? mcl[m] : unknown;
-            int64_t c = ncodes;
-            if (0 <= ln && ln < nl && 0 <= mcv && mcv < stride) {
-                int64_t lcv = lcl[ln];
-                if (lcv >= 0) {
-                    c = lcv * stride + mcv;
-                    if (c >= ncodes)
-                        c = ncodes;
-                }
-            }
+            /* in [0, ncodes) by the checks above; the overflow bucket ncodes for a line of no class */
+            int64_t c = (0 <= ln && ln < nl) ? lcl[ln] * stride + mcv : ncodes;
             cd[i] = c;
             ct[c + 1]++;
         }
@@ -1454,6 +1634,7 @@ static PyMethodDef methods[] = {
     {"fill_chunks_serial", py_fill_chunks_serial, METH_VARARGS, "Pass 2 over every chunk, in this thread."},
     {"gather_strings", py_gather_strings, METH_VARARGS, "Copy string values into one pool; rewrite offsets."},
     {"fnv1a", py_fnv1a, METH_VARARGS, "64-bit FNV-1a hash of each string of a pool."},
+    {"str_groups", py_str_groups, METH_VARARGS, "Strings of a pool grouped by their bytes (hashed, then compared)."},
     {"merge_sorted", py_merge_sorted, METH_VARARGS, "Union of start-sorted intervals."},
     {"union2_linear", py_union2_linear, METH_VARARGS, "Union of two disjoint sorted interval sets."},
     {"union_small", py_union_small, METH_VARARGS, "Union of a big and a small disjoint sorted interval set."},
@@ -1474,8 +1655,45 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native",
                                        "tfadvisor's compiled kernels (wire decoding, hashing, intervals).", -1,
                                        methods};
 
+/* The constants of the top of this file, exported under their C names (see "Constants"). */
+#define CONST(name) {#name, (long long)(name)}
+static const struct {
+    const char *name;
+    long long value;
+} constants[] = {
+    CONST(KIND_NONE), CONST(KIND_DOUBLE), CONST(KIND_UINT64), CONST(KIND_INT64), CONST(KIND_STR), CONST(KIND_BYTES),
+    CONST(KIND_REF), CONST(KIND_GZIP),
+    CONST(OK), CONST(ERR_TRUNCATED), CONST(ERR_WIRE_TYPE), CONST(ERR_VARINT), CONST(ERR_FIELD),
+    CONST(L_ID), CONST(L_DISPLAY_ID), CONST(L_TS_NS), CONST(L_DUR_PS), CONST(L_NAME_OFF), CONST(L_NAME_LEN),
+    CONST(L_DNAME_OFF), CONST(L_DNAME_LEN), CONST(L_FIRST_EVENT), CONST(L_N_EVENTS), CONST(N_LINE_COLS),
+    CONST(START_OVERFLOW), CONST(MAX_TS_NS),
+};
+#undef CONST
+
+static int add_constants(PyObject *m)
+{
+    for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++) {
+        /* PyLong_FromLongLong, not PyModule_AddIntConstant: a C long is 32 bits on Windows */
+        PyObject *v = PyLong_FromLongLong(constants[i].value);
+        if (v == NULL)
+            return -1;
+        if (PyModule_AddObject(m, constants[i].name, v) < 0) { /* steals v on success only */
+            Py_DECREF(v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__native(void)
 {
     import_array();
-    return PyModule_Create(&moduledef);
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL)
+        return NULL;
+    if (add_constants(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

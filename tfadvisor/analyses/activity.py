@@ -35,9 +35,10 @@ from tfadvisor.model.trace import Plane, Trace
 
 #: ``_bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes)``: Class code per event (line
 #: class * stride + metadata class) and the rows of each code. Every index is checked: an event whose line is out of
-#: range, or whose code falls outside [0, ncodes), goes to the overflow bucket ``ncodes``; metadata out of range
-#: counts as ``unknown``. Returns the rows ordered by code (ascending within a code) and the bounds of each code's
-#: run (length ncodes + 2).
+#: range goes to the overflow bucket ``ncodes``; metadata out of range counts as ``unknown``. The classes are checked
+#: before any event (ValueError): metadata classes and ``unknown`` in [0, stride), line classes in
+#: [0, ncodes // stride), so that every code lies in [0, ncodes). Returns the rows ordered by code (ascending within a
+#: code) and the bounds of each code's run (length ncodes + 2).
 _bucket_kernel = _native.bucket_kernel
 
 

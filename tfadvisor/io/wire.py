@@ -18,12 +18,15 @@ import numpy as np
 
 import tfadvisor._native as _native
 
+# The constants the kernels share with this module are defined once, in tfadvisor/_native.c, and exported
+# by it: taken from there, never copied.
+
 # Error codes returned by the decoders.
-OK = 0
-ERR_TRUNCATED = 1
-ERR_WIRE_TYPE = 2
-ERR_VARINT = 3
-ERR_FIELD = 4
+OK = _native.OK
+ERR_TRUNCATED = _native.ERR_TRUNCATED
+ERR_WIRE_TYPE = _native.ERR_WIRE_TYPE
+ERR_VARINT = _native.ERR_VARINT
+ERR_FIELD = _native.ERR_FIELD
 
 ERROR_TEXT = {
     # Raised inside a record that the file holds in full: the wire format is corrupt, not cut short.
@@ -34,15 +37,17 @@ ERROR_TEXT = {
 }
 
 # Line columns (int64 matrix, one row per line).
-L_ID, L_DISPLAY_ID, L_TS_NS, L_DUR_PS = 0, 1, 2, 3
-L_NAME_OFF, L_NAME_LEN, L_DNAME_OFF, L_DNAME_LEN = 4, 5, 6, 7
-L_FIRST_EVENT, L_N_EVENTS = 8, 9
-N_LINE_COLS = 10
+L_ID, L_DISPLAY_ID, L_TS_NS, L_DUR_PS = _native.L_ID, _native.L_DISPLAY_ID, _native.L_TS_NS, _native.L_DUR_PS
+L_NAME_OFF, L_NAME_LEN = _native.L_NAME_OFF, _native.L_NAME_LEN
+L_DNAME_OFF, L_DNAME_LEN = _native.L_DNAME_OFF, _native.L_DNAME_LEN
+L_FIRST_EVENT, L_N_EVENTS = _native.L_FIRST_EVENT, _native.L_N_EVENTS
+N_LINE_COLS = _native.N_LINE_COLS
 
 #: Event starts are ``timestamp_ns * 1000 + offset_ps`` in int64 ps; a start that does not fit is
-#: stored as this value (the reader drops such events with a note).
-START_OVERFLOW = np.iinfo(np.int64).min
-MAX_TS_NS = np.iinfo(np.int64).max // 1000
+#: stored as this value (int64's minimum; the reader drops such events with a note).
+START_OVERFLOW = _native.START_OVERFLOW
+#: The largest line timestamp (ns) whose start in ps fits int64 (int64's maximum // 1000).
+MAX_TS_NS = _native.MAX_TS_NS
 _I64_MAX = np.iinfo(np.int64).max
 
 

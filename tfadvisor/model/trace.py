@@ -72,8 +72,9 @@ class StatColumn:
 
         Values stored as references to stat metadata (the usual case for ``tf_op``,
         ``kernel_details``, ``allocator_name``...) are coded by their reference; inline strings
-        by a hash of their bytes (FNV-1a), so that no Python loop runs per value. Only one
-        value per code is formatted (numbers as text).
+        by their bytes (grouped in C on their FNV-1a hash, compared byte for byte where hashes
+        are equal, so a collision never merges two strings), so that no Python loop runs per
+        value. Only one value per code is formatted (numbers as text).
         """
         return self.plane.value_codes(self.kind, self.raw)
 
@@ -380,10 +381,7 @@ class Plane:
             return np.empty(0, np.int64), []
         is_ref = kind == kinds.KIND_REF
         is_str = (kind == kinds.KIND_STR) | (kind == kinds.KIND_BYTES)
-        key = raw.astype(np.int64, copy=True)
-        if is_str.any():
-            idx = raw[is_str]
-            key[is_str] = _fnv1a(self.str_pool, self.str_off[idx], self.str_len[idx])
+        key = raw.astype(np.int64, copy=False)
         # Factorise each key space separately: references, inline strings, numbers of each kind.
         space = np.where(is_ref, 0, np.where(is_str, 1, 2 + kind.astype(np.int64)))
         codes = np.empty(n, np.int64)
@@ -391,13 +389,18 @@ class Plane:
         offset = 0
         for sp in np.unique(space):
             sel = np.flatnonzero(space == sp)
-            c, uniq = factorize(key[sel])
+            if sp == 1:  # inline strings, by their bytes: the hash places them, equal hashes are compared
+                off, ln = self.str_off[key[sel]], self.str_len[key[sel]]
+                c, first = _str_groups(self.str_pool, off, ln, _fnv1a(self.str_pool, off, ln))
+            else:
+                c, _ = factorize(key[sel])
+                # factorize numbers codes by first appearance: a code is new where it exceeds all before.
+                new = np.ones(sel.size, bool)
+                new[1:] = c[1:] > np.maximum.accumulate(c)[:-1]
+                first = np.flatnonzero(new)
             codes[sel] = c + offset
-            # factorize numbers codes by first appearance: a code is new where it exceeds all before.
-            new = np.ones(sel.size, bool)
-            new[1:] = c[1:] > np.maximum.accumulate(c)[:-1]
-            first_parts.append(sel[np.flatnonzero(new)])
-            offset += len(uniq)
+            first_parts.append(sel[first])
+            offset += len(first)
         first = np.concatenate(first_parts)
         return codes, list(self._stat_strings(kind[first], raw[first]))
 
@@ -438,6 +441,11 @@ class Plane:
 
 #: ``_fnv1a(pool, off, ln)``: the 64-bit FNV-1a hash (int64) of each string ``pool[off[i]:off[i] + ln[i]]``.
 _fnv1a = _native.fnv1a
+#: ``_str_groups(pool, off, ln, hashes) -> (codes, first)``: the strings ``pool[off[i]:off[i] + ln[i]]`` grouped by
+#: their bytes: ``codes`` numbered by first appearance (as :func:`factorize`), ``first[k]`` the index of code ``k``'s
+#: first string. ``hashes`` (:func:`_fnv1a`'s) only place the strings in the lookup table: strings of equal hashes
+#: are compared byte for byte, so a collision keeps two different strings apart.
+_str_groups = _native.str_groups
 
 
 @dataclass
