@@ -248,6 +248,26 @@ def test_inflated_bytes_capped_per_file(tmp_path: Path, monkeypatch):
         tfadvisor.load(str(_write(tmp_path, _gzip_plane(3, 400_000), "big")))
 
 
+def test_plane_beyond_the_index_columns_is_a_trace_error(tmp_path: Path, monkeypatch):
+    """A plane with more events than the int32 index columns hold (2^31 - 1) is refused before its columns are
+    made, as one line naming the file; the bound lowered to 5 here stands in for 2^31 events."""
+    from tfadvisor.io import reader
+
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.event_metadata[1].name = "op"
+    line = p.lines.add(id=1, name="tf_Compute")
+    for i in range(6):
+        line.events.add(metadata_id=1, offset_ps=10 * i, duration_ps=5)
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(space.SerializeToString())
+    assert [p.name for p in tfadvisor.load(str(f)).planes] == ["/host:CPU"]  # 6 events: within the bound
+    monkeypatch.setattr(reader, "INDEX_MAX", 5)
+    with pytest.raises(tfadvisor.TraceError, match="one plane holds 6 events") as info:
+        tfadvisor.load(str(f))
+    assert str(f) in str(info.value)
+
+
 def test_byte_identical_planes_read_once(tmp_path: Path):
     space = xplane_pb2.XSpace()
     p = space.planes.add(id=1, name="/device:GPU:0")

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import site
 import subprocess
 import sys
 import tarfile
@@ -476,9 +477,16 @@ def _run_replicas(gcs, job: dict, work: Path, fuse: Path, log: dict) -> None:
         path = pkgs / name.rsplit("/", 1)[1]
         gcs.bucket(bucket).blob(name).download_to_filename(str(path))
         local.append(f"{path}[vertex]" if path.suffix == ".whl" else str(path))
-    venv = work / "venv"  # TensorFlow from this environment, not downloaded again
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
+    # TensorFlow and the SDKs from this environment, not downloaded again: its site-packages (a venv's, when the
+    # suite runs in one; --system-site-packages would give the base interpreter's) on the new venv's path.
+    # A path line in a .pth runs none of that directory's own .pth files: this checkout's editable install
+    # stays out, and the installed wheel is what runs.
+    own = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    Path(own, "parent_env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     pip = subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", *local],
                          capture_output=True, text=True, timeout=300)
     log["pip"] = pip.returncode, pip.stderr[-2000:]

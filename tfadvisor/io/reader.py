@@ -198,7 +198,7 @@ def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = 
         if now_size != size or now_mtime != mtime:
             why = f"it grew from {size:,} to {now_size:,} bytes while being read"
         elif age is not None and age < WRITING_RECENT_S:
-            why = f"it was modified {max(age, 0):.0f} s ago"
+            why = f"it was modified in the last {WRITING_RECENT_S:.0f} s"  # not its age: the same file, the same line
         else:
             raise
         raise TraceError(path, f"incomplete file, it may still be being written: {why} ({err.problem}); the "
@@ -437,6 +437,8 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     )
 
 
+#: The most events (or lines) one plane may hold: its index columns are int32.
+INDEX_MAX = 2**31 - 1
 #: Pass 2 splits lines into chunks of about this many bytes, filled in parallel.
 CHUNK_BYTES = 4 << 20
 
@@ -475,6 +477,10 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     last = within == n_chunks[line_of] - 1
     end = np.where(last, (line_off + line_len)[line_of], np.append(start[1:], 0))
     n_ev, n_st, n_str = int(ev_base[-1]), int(st_base[-1]), int(str_base[-1])
+    if max(n_ev, n_lines) > INDEX_MAX:  # the int32 index columns (the kernels refuse it too, later)
+        what = f"{n_ev:,} events" if n_ev > INDEX_MAX else f"{n_lines:,} lines"
+        raise TraceError(path, f"one plane holds {what}: more than tfadvisor's index columns hold "
+                               f"({INDEX_MAX:,}); split the capture into shorter windows")
     ev_line = np.empty(n_ev, np.int32)
     ev_meta = np.empty(n_ev, np.int32)
     ev_start = np.empty(n_ev, np.int64)
