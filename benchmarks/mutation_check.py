@@ -42,6 +42,7 @@ FIGURES: dict[str, tuple[str, str]] = {
     "step_busy": ("analyses/steps.py", "step_busy_mean_ms"),  # the busy part inside the markers
     "op_share": ("analyses/opcost.py", "op_top_category_pct"),  # the largest category's share of op time
     "top_part": ("analyses/attribution.py", "attr_top_part_pct"),  # the attribution's largest part
+    "device_memory": ("analyses/memory.py", "column:peak_bytes"),  # each allocator's (each chip's) peak
 }
 
 #: the modules that hold truth checks (measured.json, generator bookkeeping, protobuf decodes)
@@ -49,7 +50,8 @@ TESTS = ["tests/test_truth.py", "tests/test_analyses_steps.py", "tests/test_anal
          "tests/test_analyses_misc.py", "tests/test_analyses_memory.py", "tests/test_analyses_collectives.py"]
 #: figures whose truth checks are in one module: only that runs for them
 OWN_TESTS: dict[str, list[str]] = {"step_busy": ["tests/test_truth.py"], "op_share": ["tests/test_attribution.py"],
-                                   "top_part": ["tests/test_attribution.py"]}
+                                   "top_part": ["tests/test_attribution.py"],
+                                   "device_memory": ["tests/test_attribution.py"]}
 
 _HELPER = f"""
 
@@ -60,14 +62,20 @@ def _mutation_scaled(value):
 
 
 def mutate_source(src: str, metric: str) -> tuple[str, int]:
-    """Wrap the value argument of every ``<x>.add("<metric>", value, ...)`` call; returns (source, count)."""
+    """Wrap the value argument of every ``<x>.add("<metric>", value, ...)`` call, or for ``column:<name>`` the
+    value of every ``"<name>": value`` entry of a dict literal (a table's row or column); returns (source, count)."""
     tree = ast.parse(src)
     spans = []
+    column = metric[len("column:"):] if metric.startswith("column:") else None
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
-                and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value == metric):
-            v = node.args[1]
-            spans.append((v.lineno, v.col_offset, v.end_lineno, v.end_col_offset))
+        values = []
+        if column is not None and isinstance(node, ast.Dict):
+            values = [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == column]
+        elif (column is None and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "add" and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant)
+              and node.args[0].value == metric):
+            values = [node.args[1]]
+        spans += [(v.lineno, v.col_offset, v.end_lineno, v.end_col_offset) for v in values]
     lines = src.splitlines(keepends=True)
     starts = [0]
     for ln in lines:

@@ -1,5 +1,6 @@
 """The mutation check runs in CI: each headline figure (step time, input %, idle %, AllReduce ms,
-memory peak, the step's busy part, the top op category's share, the attribution's top part) scaled by
+memory peak, each device's memory peak, the step's busy part, the top op category's share, the attribution's
+top part) scaled by
 1.5x in a copy of the package must fail at least one truth test, with xprof made unimportable (so parity
 with xprof cannot be what catches it)."""
 
@@ -21,6 +22,6 @@ def test_every_headline_figure_scaled_by_1_5_fails_a_test():
     # the control run is clean: nothing counted as caught was failing anyway
     assert "fails anyway" not in out, out[-4000:]
     for metric in ("step_time_mean_ms", "input_pct", "idle_pct", "allreduce_ms_per_step", "memory_peak_bytes",
-                   "step_busy_mean_ms", "op_top_category_pct", "attr_top_part_pct"):
+                   "step_busy_mean_ms", "op_top_category_pct", "attr_top_part_pct", "column:peak_bytes"):
         row = next(ln for ln in out.splitlines() if len(ln.split()) == 4 and ln.split()[1] == metric)
         assert int(row.split()[-1]) >= 1, row
