@@ -16,7 +16,8 @@ loops. Nothing raises into training: problems are :class:`CaptureWarning` warnin
 
 The code lives in :mod:`tfadvisor.capture`: ``session`` (start/stop, run facts, system samples),
 ``markers`` (step markers), ``analysis`` (the analysis at the end of the window), ``options``
-(tracer levels, memory events), ``rundirs``, ``runfacts``, ``signals``.
+(``CaptureOptions``, what a capture is asked for, which ``profile`` and the Keras callback share;
+tracer levels, memory events), ``rundirs``, ``runfacts``, ``signals``.
 """
 
 from __future__ import annotations

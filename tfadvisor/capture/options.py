@@ -8,15 +8,22 @@ service`` passes them through xprof to a profiler server, which does apply them.
 Memory events on the CPU: TensorFlow records allocations of the host allocator only when
 ``TF_CPU_ALLOCATOR_USE_BFC=true`` was in the environment before TF created its allocator
 (its first op). :func:`enable_memory_events` sets it and warns when it is already too late.
+
+What a capture is asked for is one :class:`CaptureOptions`, checked when it is made: a
+:class:`~tfadvisor.capture.session.ProfileSession` (``tfadvisor.profile``) is made from one, and the
+Keras callback keeps one and makes each window's session from it. :class:`CaptureOptionsView` gives
+both their attributes (``logdir``, ``options``, ``top`` ...), read from that one object.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, TextIO
 
 from tfadvisor.capture.base import warn
 
@@ -49,6 +56,118 @@ def profiler_options(
         if value is not None:
             out[key] = int(value)
     return out
+
+
+def whole(value: Any) -> int | None:
+    """``value`` as a whole number (an int, a whole float or its text, a numpy integer), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    try:  # numpy integers
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def whole_at_least(name: str, value: Any, minimum: int) -> int:
+    """``value`` as a whole number ``>= minimum``; a ``ValueError`` naming ``name`` otherwise."""
+    n = whole(value)
+    if n is None or n < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return n
+
+
+@dataclass
+class CaptureOptions:
+    """What one capture is asked for, checked here, once, when it is made.
+
+    ``logdir``: where the profiler writes (local or ``gs://``). ``profiler``: the profiler's options,
+    :func:`profiler_options`' dict (tracer levels, ``delay_ms``; a ``ProfilerOptions`` or a partial dict is
+    completed); :meth:`make` takes them as ``tfadvisor.profile`` and the callback do. ``memory``: CPU memory
+    events (:func:`enable_memory_events`, when the profiler starts). ``analyze``: analyse the profile when the
+    capture ends (``report_json``/``report_html``, also written, imply it) and print the ``top`` findings.
+    ``verbose``: print ``tfadvisor: ...`` lines on ``stream`` (default stdout); ``hint``: when not analysing,
+    print how to. ``metadata``: extra keys for ``tfadvisor_run.json``; ``source``: who captured (its
+    ``capture.by``). ``system``: system samples: None for ``TFADVISOR_SYSTEM`` or 10 Hz, False for none, a
+    number for that rate.
+    """
+
+    logdir: str
+    profiler: Any = None
+    memory: bool = False
+    analyze: bool = False
+    report_json: str | os.PathLike | None = None
+    report_html: str | os.PathLike | None = None
+    top: int = 3
+    verbose: bool = True
+    stream: TextIO | None = None
+    hint: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source: str = "tfadvisor.profile"
+    system: bool | float | None = None
+
+    def __post_init__(self) -> None:
+        self.logdir = os.fspath(self.logdir)
+        self.top = whole_at_least("top", self.top, 1)
+        self.profiler = profiler_options(self.profiler)
+        self.analyze = self.analyze or bool(self.report_json) or bool(self.report_html)
+        self.metadata = dict(self.metadata or {})
+
+    @classmethod
+    def make(
+        cls,
+        logdir: str | os.PathLike,
+        options: Any = None,
+        *,
+        host_tracer_level: int | None = None,
+        python_tracer_level: int | None = None,
+        device_tracer_level: int | None = None,
+        delay_ms: int | None = None,
+        **fields: Any,
+    ) -> CaptureOptions:
+        """From the arguments ``tfadvisor.profile`` and the Keras callback take: the profiler's options as a
+        ``ProfilerOptions`` or dict and as explicit levels (the levels win), the other fields by name."""
+        profiler = profiler_options(options, host_tracer_level=host_tracer_level,
+                                    python_tracer_level=python_tracer_level,
+                                    device_tracer_level=device_tracer_level, delay_ms=delay_ms)
+        return cls(os.fspath(logdir), profiler, **fields)
+
+
+def _view(name: str, doc: str) -> property:
+    def get(self: Any) -> Any:
+        return getattr(self.capture, name)
+
+    def put(self: Any, value: Any) -> None:
+        setattr(self.capture, name, value)
+
+    return property(get, put, doc=doc)
+
+
+class CaptureOptionsView:
+    """The attributes of a holder of a :class:`CaptureOptions` (``self.capture``), read from it and written to it:
+    a :class:`~tfadvisor.capture.session.ProfileSession` and the Keras callback that made it see the same values."""
+
+    capture: CaptureOptions
+
+    logdir = _view("logdir", "Where the profiler writes.")
+    options = _view("profiler", "The profiler's options (:func:`profiler_options`' dict).")
+    memory = _view("memory", "Record CPU memory events.")
+    analyze = _view("analyze", "Analyse the profile when the capture ends.")
+    report_json = _view("report_json", "Also write the JSON report here.")
+    report_html = _view("report_html", "Also write the HTML report here.")
+    top = _view("top", "How many findings to print.")
+    verbose = _view("verbose", "Print ``tfadvisor: ...`` lines.")
+    stream = _view("stream", "Where those lines go (None: stdout).")
+    hint = _view("hint", "When not analysing, print how to analyse the profile.")
+    source = _view("source", "Who captured (``tfadvisor_run.json`` ``capture.by``).")
 
 
 def tf_options(tf: ModuleType, opts: dict[str, Any]) -> Any:

@@ -20,7 +20,14 @@ from tfadvisor.capture import signals
 from tfadvisor.capture.analysis import analyze_run
 from tfadvisor.capture.base import TensorFlowMissing, import_tf, logger, say, warn
 from tfadvisor.capture.markers import MARKER_LOCK, clear_active, set_active
-from tfadvisor.capture.options import MEMORY_ENV, check_levels, enable_memory_events, profiler_options, tf_options
+from tfadvisor.capture.options import (
+    MEMORY_ENV,
+    CaptureOptions,
+    CaptureOptionsView,
+    check_levels,
+    enable_memory_events,
+    tf_options,
+)
 from tfadvisor.capture.rundirs import (
     Snapshot,
     changed_files,
@@ -42,13 +49,16 @@ from tfadvisor.system_sampler import DEFAULT_HZ, SystemSampler, env_hz
 ON_START: list[Callable[[ProfileSession], None]] = []
 
 
-class ProfileSession:
+class ProfileSession(CaptureOptionsView):
     """One profiler start/stop, its run directory, metadata file and (optional) analysis.
 
     Use as a context manager (``with tfadvisor.profile(...) as p:``) or call
     :meth:`start` and :meth:`stop`. After the stop: ``run_dir`` (None when nothing was
     written), ``metadata_path``, ``steps`` (steps marked with ``tfadvisor.step`` while it ran),
     ``result`` (when ``analyze=True``) and ``error`` (why it did not profile, if so).
+
+    What it is asked for is one :class:`~tfadvisor.capture.options.CaptureOptions` (``capture``), made from
+    these arguments, or given to :meth:`from_options`; ``logdir``, ``options``, ``top`` ... read it.
     """
 
     def __init__(
@@ -73,8 +83,29 @@ class ProfileSession:
         stream: TextIO | None = None,
         system: bool | float | None = None,
     ) -> None:
-        self.logdir = os.fspath(logdir)
+        capture = CaptureOptions.make(
+            logdir, options, host_tracer_level=host_tracer_level, python_tracer_level=python_tracer_level,
+            device_tracer_level=device_tracer_level, delay_ms=delay_ms, memory=memory, metadata=metadata,
+            analyze=analyze, report_json=report_json, report_html=report_html, top=top, verbose=verbose,
+            source=source, stream=stream, system=system)
+        self._setup(capture, model=model, batch_size=batch_size)
+
+    @classmethod
+    def from_options(cls, capture: CaptureOptions, *, model: Any = None, batch_size: int | None = None,
+                     owner: Any = None, quiet_busy: bool = False) -> ProfileSession:
+        """A session for options already made and checked (the Keras callback's: one session per window, all
+        reading the callback's options). ``owner``: the callback that opens it (it saves its window on a signal
+        itself, with its step counts); ``quiet_busy``: say nothing when the profiler cannot start because another
+        one is running (the owner says it, once, and tries again)."""
+        session = cls.__new__(cls)
+        session._setup(capture, model=model, batch_size=batch_size, owner=owner, quiet_busy=quiet_busy)
+        return session
+
+    def _setup(self, capture: CaptureOptions, *, model: Any = None, batch_size: int | None = None,
+               owner: Any = None, quiet_busy: bool = False) -> None:
+        self.capture = capture
         # system samples (tfadvisor/system_sampler.py): None -> TFADVISOR_SYSTEM or 10 Hz; False: off; a number: Hz
+        system = capture.system
         if system is None:
             self.system_hz = env_hz()
         elif system is True:
@@ -83,25 +114,13 @@ class ProfileSession:
             self.system_hz = float(system) if system else None
         self.sampler: SystemSampler | None = None
         self.system_path: str | None = None
-        self.options = profiler_options(options, host_tracer_level=host_tracer_level,
-                                        python_tracer_level=python_tracer_level,
-                                        device_tracer_level=device_tracer_level, delay_ms=delay_ms)
-        self.memory = memory
         self.model = model
         self.batch_size = batch_size
-        self.extra = dict(metadata or {})
-        self.analyze = analyze or bool(report_json) or bool(report_html)
-        self.report_json = report_json
-        self.report_html = report_html
-        self.top = top
-        self.verbose = verbose
-        self.source = source
-        self.stream = stream
+        self.extra = dict(capture.metadata)  # the keys written into tfadvisor_run.json over the facts
         self.label = ""  # e.g. "steps 10-19", for the printed line
-        self.owner: Any = None  # the Keras callback that opened this session, if one did
+        self.owner: Any = owner  # the Keras callback that opened this session, if one did
         self.interrupted: str | None = None  # the signal that stopped it ("SIGTERM"), if one did
         self.asked_s: float | None = None  # time mode: the seconds asked for
-        self.hint = True  # print how to analyse it (when not analysing here)
         self.run_dir: str | None = None
         self.metadata_path: str | None = None
         self.result = None
@@ -113,7 +132,7 @@ class ProfileSession:
         self.started_at: float | None = None
         self.stopped_at: float | None = None
         self.busy = False  # the last start failed because another profiler was running
-        self.quiet_busy = False  # then say nothing (the caller says it, e.g. the Keras callback's retries)
+        self.quiet_busy = quiet_busy  # then say nothing (the caller says it, e.g. the Keras callback's retries)
         self.pid: int | None = None  # the process whose profiler this session started
         self._before: Snapshot = {}
         self._stage: str | None = None  # a local logdir: where this process's profiler writes (rundirs.publish)
@@ -188,9 +207,22 @@ class ProfileSession:
             say(f"tfadvisor: {name} while profiling: saving the profile first", sys.stderr)
             self.stop()
 
-    def stop(self) -> str | None:
-        """Stop the profiler, write the metadata file, analyse if asked; the run directory."""
+    def stop(self, *, label: str | None = None, facts: dict[str, Any] | None = None,
+             interrupted: str | None = None) -> str | None:
+        """Stop the profiler, write the metadata file, analyse if asked; the run directory.
+
+        What only whoever ends the window knows (the Keras callback's window): ``label``, what the profile
+        holds (``"steps 10-19"``, for the printed line); ``facts``, keys for ``tfadvisor_run.json`` (the
+        ``metadata`` the session was given wins over them); ``interrupted``, the signal that cut it short
+        (then it is not analysed).
+        """
         with self._state_lock:
+            if label is not None:
+                self.label = label
+            if facts:
+                self.extra = {**facts, **self.extra}
+            if interrupted:
+                self.interrupted = interrupted
             if not self.started:
                 return self.run_dir
             self.started = False
