@@ -17,7 +17,7 @@ import tfadvisor
 from tfadvisor.analyses.opcost import INPUT_OPS, display_type
 from tfadvisor.analyses.placement import WRAPPER_TYPES
 from tfadvisor.proto import xplane_pb2
-from tfadvisor.report.plots import finding_rule
+from tfadvisor.report.findings import finding_rule
 
 pytestmark = CAPTURE_MARKS
 

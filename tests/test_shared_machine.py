@@ -11,7 +11,7 @@ import pytest
 from conftest import CAPTURE_MARKS, run_capture_script
 
 import tfadvisor
-from tfadvisor.report.plots import finding_rule
+from tfadvisor.report.findings import finding_rule
 
 pytestmark = CAPTURE_MARKS
 

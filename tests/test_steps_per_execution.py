@@ -24,7 +24,7 @@ from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import Context, Options
 from tfadvisor.analyses.step_detect import _loop_counts, detect_steps, executions
 from tfadvisor.report.diff import diff_results
-from tfadvisor.report.plots import finding_rule
+from tfadvisor.report.findings import finding_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from conftest import CAPTURE_MARKS, run_capture_script
 
 import tfadvisor
-from tfadvisor.report.plots import finding_rule
+from tfadvisor.report.findings import finding_rule
 
 pytestmark = CAPTURE_MARKS
 

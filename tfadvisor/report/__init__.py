@@ -4,8 +4,9 @@
 shape), ``markdown.render_markdown`` and ``html.write_html``. Reporters may import
 ``tfadvisor.advice``; nothing in the pipeline imports them.
 
-The helpers below are shared by the reporters: the step-time summary and breakdown read from the
-metrics, JSON-safe values. Numbers are written by :mod:`tfadvisor.report.formatting` alone.
+The helpers below are shared by the reporters: the headline figures, the step-time summary and
+breakdown read from the metrics, the analyses' notes, JSON-safe values. Numbers are written by
+:mod:`tfadvisor.report.formatting` alone.
 """
 
 from __future__ import annotations
@@ -20,6 +21,25 @@ from tfadvisor.model.categories import STEP_CATEGORIES as CATEGORIES
 BREAKDOWN = tuple((c, {"collective": "collectives"}.get(c, c.replace("_", " "))) for c in CATEGORIES)
 
 STEP_TIME_KEYS = ("mean", "median", "p90", "min", "max")
+
+#: The headline figures of the summary, in order: (metric, label).
+KEY_METRICS = (
+    ("steps_count", "Steps"),
+    ("step_time_mean_ms", "Step time (mean)"),
+    ("step_time_median_ms", "Step time (median)"),
+    ("step_time_p90_ms", "Step time (p90)"),
+    ("input_pct", "Waiting for input"),
+    ("idle_pct", "Idle"),
+    ("step_device_compute_pct", "Device compute"),
+    ("step_host_compute_pct", "Host compute"),
+    ("eager_pct", "Eager execution"),
+    ("python_overhead_pct", "Python overhead"),
+    ("low_precision_pct", "16-bit device compute"),
+    ("memory_peak_bytes", "Memory peak"),
+    ("allreduce_ms_per_step", "AllReduce per step"),
+    ("data_files_count", "Data files"),
+    ("data_small_files_pct", "Data files under 1 MiB"),
+)
 
 
 def plain(value: Any) -> Any:
@@ -57,6 +77,15 @@ def run_label(result: Any) -> str:
         return str(getattr(run, "directory", None) or getattr(run, "name", run))
 
 
+def notes_for(notes: list[str], *analyses: str) -> str | None:
+    """The first note an analysis left (``"memory: no allocation events ..."``), without the prefix."""
+    for n in notes or []:
+        for a in analyses:
+            if str(n).startswith(f"{a}: "):
+                return str(n)[len(a) + 2:]
+    return None
+
+
 def step_time(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     """``{mean, median, p90, min, max}`` in ms from the steps analysis (None where unknown)."""
     return {k: plain(metrics.get(f"step_time_{k}_ms")) for k in STEP_TIME_KEYS}
@@ -72,4 +101,5 @@ def breakdown(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-__all__ = ["BREAKDOWN", "STEP_TIME_KEYS", "breakdown", "get", "plain", "run_label", "step_time"]
+__all__ = ["BREAKDOWN", "KEY_METRICS", "STEP_TIME_KEYS", "breakdown", "get", "notes_for", "plain", "run_label",
+           "step_time"]

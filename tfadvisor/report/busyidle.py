@@ -15,24 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfadvisor.report import svg
 from tfadvisor.report.formatting import fmt_num
-from tfadvisor.report.plots import (
-    BUSY,
-    IDLE_BETWEEN,
-    IDLE_WITHIN,
-    W,
-    _legend,
-    _num,
-    _rect,
-    _svg_open,
-    _text,
-    _x_axis,
-    esc,
-    gap_threshold_ms,
-    has_rows,
-    missing,
-    nice_ticks,
-)
+from tfadvisor.report.plots import BUSY, IDLE_BETWEEN, IDLE_WITHIN, as_floats, gap_threshold_ms, has_rows
+from tfadvisor.report.svg import W, esc, missing, nice_ticks
 
 COLUMNS = 600
 MAX_MARKERS = 300
@@ -99,26 +85,26 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
         ("idle between steps", IDLE_BETWEEN, pct_b), ("idle inside a step", IDLE_WITHIN, pct_w)) if pct > 0]
     if marks:
         items.append((f"gap with {fmt_num(gap_threshold_ms(steps))} ms or more idle", "tri:" + IDLE_BETWEEN))
-    legend, ly = _legend(items, x0, 206)
-    out = [_svg_open(plot_id, int(ly + 6), title).replace(
+    legend, ly = svg.legend(items, x0, 206)
+    out = [svg.begin(plot_id, int(ly + 6), title).replace(
         ' class="plot"', f' class="plot" data-idle-pct="{pct_b + pct_w:.4f}" data-idle-between-pct="{pct_b:.4f}"', 1)]
     # the proportion bar: the shares as numbers
-    out.append(_text(x0 - 6, 30, "share of time", "end"))
+    out.append(svg.text(x0 - 6, 30, "share of time", "end"))
     x = x0
     for cls, pct, colour, label in (("busy", pct_busy, BUSY, f"{who} busy"),
                                     ("between", pct_b, IDLE_BETWEEN, "idle between steps"),
                                     ("within", pct_w, IDLE_WITHIN, "idle inside steps")):
         w = pw * pct / 100
-        out.append(_rect(x, 14, w, 24, colour, f"{label}: {fmt_num(pct)} %",
+        out.append(svg.rect(x, 14, w, 24, colour, f"{label}: {fmt_num(pct)} %",
                          f'class="share share-{cls}" data-pct="{pct:.4f}"'))
         if w > 60:
-            out.append(_text(x + w / 2, 30, f"{fmt_num(pct, 2)} %", "middle", 'fill="#fff" font-weight="bold"'))
+            out.append(svg.text(x + w / 2, 30, f"{fmt_num(pct, 2)} %", "middle", 'fill="#fff" font-weight="bold"'))
         x += w
-    out.append(_text(x0, 52, f"{who} busy {fmt_num(pct_busy, 3)} %, idle between steps {fmt_num(pct_b, 3)} %, "
+    out.append(svg.text(x0, 52, f"{who} busy {fmt_num(pct_busy, 3)} %, idle between steps {fmt_num(pct_b, 3)} %, "
                              f"idle inside steps {fmt_num(pct_w, 3)} %", "start"))
     # the steps row
     row1, row2, rh = 70, 112, 44
-    out.append(_text(x0 - 6, row1 + 19, "steps", "end"))
+    out.append(svg.text(x0 - 6, row1 + 19, "steps", "end"))
     if has_rows(steps) and {"start_ps", "end_ps"} <= set(steps.columns):
         st = pd.to_numeric(steps["start_ps"]).to_numpy(float)
         en = pd.to_numeric(steps["end_ps"]).to_numpy(float)
@@ -127,15 +113,15 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
             for i in range(len(st)):
                 xa = x0 + (st[i] - lo) / span * pw
                 tip = f"step {sid[i]}: {fmt_num((en[i] - st[i]) / 1e9)} ms, at {fmt_num((st[i] - lo) / 1e9)} ms"
-                out.append(_rect(xa, row1, max((en[i] - st[i]) / span * pw, 0.5), 28,
+                out.append(svg.rect(xa, row1, max((en[i] - st[i]) / span * pw, 0.5), 28,
                                  "#4e79a7" if i % 2 == 0 else "#a0cbe8", tip))
         else:
-            out.append(_rect(x0, row1, pw, 28, "#a0cbe8", f"{fmt_num(len(st))} steps (too many to draw one by one)"))
+            out.append(svg.rect(x0, row1, pw, 28, "#a0cbe8", f"{fmt_num(len(st))} steps (too many to draw one by one)"))
     else:
-        out.append(_text(x0 + 4, row1 + 19, "(no step markers: the whole traced window)"))
+        out.append(svg.text(x0 + 4, row1 + 19, "(no step markers: the whole traced window)"))
     # the time row: busy background, idle per column as a share of the height
-    out.append(_text(x0 - 6, row2 + rh / 2 + 4, f"{who}", "end"))
-    out.append(_rect(x0, row2, pw, rh, BUSY, f"{who} busy {fmt_num(pct_busy)} % of the time", 'class="busy-row"'))
+    out.append(svg.text(x0 - 6, row2 + rh / 2 + 4, f"{who}", "end"))
+    out.append(svg.rect(x0, row2, pw, rh, BUSY, f"{who} busy {fmt_num(pct_busy)} % of the time", 'class="busy-row"'))
     cw = pw / n
     colw = span / n
     for cls, vals, colour, base in (("idle-between", bet, IDLE_BETWEEN, np.zeros(n)),
@@ -152,11 +138,11 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
                 where = "between steps" if cls == "idle-between" else "inside a step"
                 tip = (f"{fmt_num(100 * frac[i])} % idle {where} at"
                        f" {fmt_num((i * colw) / 1e9)}-{fmt_num((j * colw) / 1e9)} ms")
-                out.append(_rect(x0 + i * cw, y, (j - i) * cw, h, colour, tip, f'class="{cls}"'))
+                out.append(svg.rect(x0 + i * cw, y, (j - i) * cw, h, colour, tip, f'class="{cls}"'))
             i = j
     out.append(marks)
     ticks = [t for t in nice_ticks(0, span / 1e9) if t <= span / 1e9 * 1.0001]
-    out.append(_x_axis(x0, row2 + rh + 4, pw, ticks, 0, span / 1e9, "ms", "time since the first step's start (ms)"))
+    out.append(svg.x_axis(x0, row2 + rh + 4, pw, ticks, 0, span / 1e9, "ms", "time since the first step's start (ms)"))
     out.append(legend)
     out.append("</svg>")
     return "".join(out)
@@ -165,7 +151,7 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
 def _marks(gaps: Any, steps: Any, lo: int, span: int, x0: float, pw: float, row: float) -> str:
     if not has_rows(gaps) or not {"start_ps", "end_ps"} <= set(gaps.columns):
         return ""
-    idle = _num(gaps, "idle_ms") if "idle_ms" in gaps.columns else _num(gaps, "duration_ms")
+    idle = as_floats(gaps, "idle_ms") if "idle_ms" in gaps.columns else as_floats(gaps, "duration_ms")
     big = np.flatnonzero(idle >= gap_threshold_ms(steps))
     big = big[np.argsort(-idle[big], kind="stable")][:MAX_MARKERS]
     gs = pd.to_numeric(gaps["start_ps"]).to_numpy(float)

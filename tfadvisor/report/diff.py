@@ -28,6 +28,7 @@ from typing import Any
 
 from tfadvisor._version import schema_fields
 from tfadvisor.report import get, run_label
+from tfadvisor.report.findings import finding_rule
 
 NOISE_PCT = 1.0
 
@@ -171,8 +172,6 @@ def _parts(mb: Any, ma: Any) -> list[dict]:
 
 
 def diff_results(before: Any, after: Any) -> dict:
-    from tfadvisor.report.plots import finding_rule  # pandas and numpy: not before a diff is asked for
-
     """The two results side by side: figures with changes, the verdict, findings fixed/new/remaining."""
     mb = getattr(before, "metrics", None) or {}
     ma = getattr(after, "metrics", None) or {}

@@ -9,35 +9,31 @@ Why hand-written SVG rather than matplotlib, plotly or a JS charting library:
   shapes; tfadvisor's analysis path needs only numpy/pandas. Rasterised PNGs would also lose
   per-element ``<title>`` tooltips (hover a bar to see the step, its categories, the op).
 * The charts here are deliberately few and simple (horizontal bars, a memory line, per-host
-  bars; the step chart is in ``stepchart.py``, the zoomable timeline in ``timeline.py``), with
-  exact control of escaping: every trace-derived string goes through :func:`esc` (op names
-  contain ``<``, ``>`` and ``&``).
+  bars; the step chart is in ``stepchart.py``, the zoomable timeline in ``timeline.py``), drawn
+  with the primitives of ``svg.py``, with exact control of escaping: every trace-derived string
+  goes through :func:`svg.esc` (op names contain ``<``, ``>`` and ``&``).
 
 Each ``*_svg`` function returns an ``<svg id=...>`` string or, when its data is absent,
-:func:`missing` -- a ``<div>`` with the same id saying what is not in this trace and why.
+:func:`svg.missing` -- a ``<div>`` with the same id saying what is not in this trace and why.
 Large inputs are thinned (memory samples reduced keeping each bucket's max) so a report of
 a million-event trace stays small.
 """
 
 from __future__ import annotations
 
-import html as _html
 import math
-import re
-import textwrap
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tfadvisor.model.categories import STEP_CATEGORIES as CATEGORIES
-from tfadvisor.report import get
-from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value, tick_labels
+from tfadvisor.report import svg
+from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
+from tfadvisor.report.svg import PALETTE, W, byte_ticks, esc, missing, nice_ticks
 
-#: Step-time categories in display order, with colours (colour-blind friendly-ish palette).
+#: Step-time categories in display order, with colours.
 CATEGORY_ORDER = CATEGORIES
-PALETTE = ("#4e79a7", "#e15759", "#f28e2b", "#76b7b2", "#59a14f", "#bab0ac", "#b07aa1", "#edc948",
-           "#ff9da7", "#9c755f")
 CATEGORY_COLOURS = {
     "device_compute": "#4e79a7",
     "input": "#e15759",
@@ -53,112 +49,8 @@ BUSY = "#59a14f"
 IDLE_BETWEEN = "#e15759"
 IDLE_WITHIN = "#f28e2b"
 
-W = 760  # viewBox width of every plot
-FONT = 11
 MAX_MEMORY_POINTS = 2000
 MAX_BARS = 25
-
-
-# --------------------------------------------------------------------------- escaping and axes
-
-
-def esc(value: Any) -> str:
-    """HTML/SVG-escape any value (quotes too, so it is safe inside attributes)."""
-    return _html.escape("" if value is None else str(value), quote=True)
-
-
-def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """Round tick values covering [lo, hi]."""
-    if not math.isfinite(lo) or not math.isfinite(hi):
-        return [0.0, 1.0]
-    if hi <= lo:
-        hi = lo + (abs(lo) or 1.0)
-    raw = (hi - lo) / max(n, 1)
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks = []
-    t = start
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 12))
-        t += step
-    if ticks[-1] < hi:
-        ticks.append(round(t, 12))
-    return ticks
-
-
-def byte_ticks(hi: float, n: int = 4) -> list[float]:
-    """Round ticks in binary units (0, 1 GiB, 2 GiB, ...) covering [0, hi]."""
-    scale = 1.0
-    while hi / scale >= 1024 and scale < 1024**4:
-        scale *= 1024
-    return [t * scale for t in nice_ticks(0, hi / scale, n)]
-
-
-# --------------------------------------------------------------------------- SVG pieces
-
-
-def missing(plot_id: str, title: str, why: str) -> str:
-    """The box shown instead of a plot whose data this trace does not have."""
-    return (f'<div class="missing" id="{esc(plot_id)}" role="note"><strong>{esc(title)}</strong>: '
-            f"not in this trace: {esc(why)}</div>")
-
-
-def _svg_open(plot_id: str, height: int, title: str) -> str:
-    return (f'<svg id="{esc(plot_id)}" class="plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {height}" '
-            f'width="100%" role="img" aria-label="{esc(title)}" font-family="sans-serif" font-size="{FONT}">'
-            f"<title>{esc(title)}</title>")
-
-
-def _text(x: float, y: float, s: str, anchor: str = "start", extra: str = "") -> str:
-    if "fill=" not in extra:
-        extra += ' fill="#333"'
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {extra}>{esc(s)}</text>'
-
-
-def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str | None = None, extra: str = "") -> str:
-    tip_el = f"<title>{esc(tip)}</title>" if tip else ""
-    return (f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0):.2f}" height="{max(h, 0):.2f}" fill="{fill}" {extra}>'
-            f"{tip_el}</rect>")
-
-
-def _legend(items: list[tuple[str, str]], x: float, y: float, width: float = W - 20) -> tuple[str, float]:
-    """Swatches in rows; returns (svg, y below the legend)."""
-    out = []
-    cx, cy = x, y
-    for label, colour in items:
-        w = 18 + 7 * len(label)
-        if cx + w > width and cx > x:
-            cx, cy = x, cy + 16
-        if colour.startswith("tri:"):  # a marker, not a swatch
-            out.append(f'<path d="M{cx},{cy - 9} L{cx + 11},{cy - 9} L{cx + 5.5},{cy + 1} Z" fill="{colour[4:]}"/>'
-                       + _text(cx + 15, cy, label))
-        else:
-            out.append(_rect(cx, cy - 9, 11, 11, colour) + _text(cx + 15, cy, label))
-        cx += w + 10
-    return "".join(out), cy + 8
-
-
-def _y_axis(x0: float, y0: float, h: float, ticks: list[float], lo: float, hi: float, unit: str,
-            x1: float, label: str) -> str:
-    """Left axis with gridlines from x0 to x1; y0 is the bottom."""
-    out = [f'<line x1="{x0}" y1="{y0 - h}" x2="{x0}" y2="{y0}" stroke="#333"/>']
-    for t, tick in zip(ticks, tick_labels(ticks, unit)):
-        y = y0 - (t - lo) / (hi - lo) * h
-        out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#e3e3e3"/>')
-        out.append(_text(x0 - 4, y + 4, tick, "end"))
-    out.append(_text(14, y0 - h / 2, label, "middle", f'transform="rotate(-90 14 {y0 - h / 2:.1f})"'))
-    return "".join(out)
-
-
-def _x_axis(x0: float, y0: float, w: float, ticks: list[float], lo: float, hi: float, unit: str, label: str) -> str:
-    out = [f'<line x1="{x0}" y1="{y0}" x2="{x0 + w}" y2="{y0}" stroke="#333"/>']
-    for t, tick in zip(ticks, tick_labels(ticks, unit)):
-        x = x0 + (t - lo) / (hi - lo) * w
-        out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y0 + 4}" stroke="#333"/>')
-        out.append(_text(x, y0 + 15, tick, "middle"))
-    out.append(_text(x0 + w / 2, y0 + 30, label, "middle"))
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------- data helpers
@@ -187,10 +79,10 @@ def step_categories(steps: pd.DataFrame) -> list[str]:
     cats = [c for c in CATEGORY_ORDER if f"{c}_ms" in numeric]
     if "duration_ms" not in steps.columns:
         return cats
-    dur = _num(steps, step_wall_column(steps))
-    total = sum((_num(steps, f"{c}_ms") for c in cats), np.zeros(len(steps)))
+    dur = as_floats(steps, step_wall_column(steps))
+    total = sum((as_floats(steps, f"{c}_ms") for c in cats), np.zeros(len(steps)))
     for col in sorted(c for c in numeric if c[:-3] not in cats):
-        cand = total + _num(steps, col)
+        cand = total + as_floats(steps, col)
         if (cand <= dur * 1.02 + 1e-9).all():
             cats.append(col[:-3])
             total = cand
@@ -201,7 +93,8 @@ def category_colour(cat: str, i: int) -> str:
     return CATEGORY_COLOURS.get(cat, PALETTE[i % len(PALETTE)])
 
 
-def _num(df: pd.DataFrame, col: str) -> np.ndarray:
+def as_floats(df: pd.DataFrame, col: str) -> np.ndarray:
+    """Column ``col`` as floats (what is not a number: 0)."""
     return pd.to_numeric(df[col], errors="coerce").fillna(0.0).to_numpy(dtype=float)
 
 
@@ -216,7 +109,7 @@ def precision_shares(tables: dict, metrics: dict) -> list[tuple[str, float]]:
         val_col = next((c for c in ("time_ms", "ms", "total_ms", "duration_ms", "time_ps", "time_us")
                         if c in df.columns), None)
         if label_col is not None and (pct_col or val_col):
-            vals = _num(df, pct_col or val_col)
+            vals = as_floats(df, pct_col or val_col)
             total = vals.sum()
             if pct_col is None and total > 0:
                 vals = vals / total * 100
@@ -298,7 +191,7 @@ def hbar_svg(plot_id: str, title: str, labels: list[str], values: list[float], u
     vmax = max([*values, *(m[0] for m in marks or [])], default=0) or 1.0
     ticks = nice_ticks(0, vmax)
     hi = ticks[-1]
-    out = [_svg_open(plot_id, height, title)]
+    out = [svg.begin(plot_id, height, title)]
     for t in ticks:
         x = x0 + t / hi * pw
         out.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{y_axis}" stroke="#e3e3e3"/>')
@@ -306,14 +199,14 @@ def hbar_svg(plot_id: str, title: str, labels: list[str], values: list[float], u
         y = top + i * (bh + gap)
         colour = colours[i] if colours else PALETTE[0]
         tip = tips[i] if tips else f"{labels[i]}: {fmt_value(v, unit)}"
-        out.append(_text(x0 - 6, y + bh / 2 + 4, lb, "end"))
-        out.append(_rect(x0, y, v / hi * pw, bh, colour, tip))
-        out.append(_text(x0 + v / hi * pw + 4, y + bh / 2 + 4, fmt_value(v, unit)))
+        out.append(svg.text(x0 - 6, y + bh / 2 + 4, lb, "end"))
+        out.append(svg.rect(x0, y, v / hi * pw, bh, colour, tip))
+        out.append(svg.text(x0 + v / hi * pw + 4, y + bh / 2 + 4, fmt_value(v, unit)))
     for value, label, colour in marks or []:
         x = x0 + value / hi * pw
         out.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{y_axis}" stroke="{colour}" '
                    f'stroke-dasharray="4 3" stroke-width="1.5"><title>{esc(label)}</title></line>')
-    out.append(_x_axis(x0, y_axis, pw, ticks, 0, hi, unit, xlabel))
+    out.append(svg.x_axis(x0, y_axis, pw, ticks, 0, hi, unit, xlabel))
     out.append("</svg>")
     return "".join(out)
 
@@ -327,7 +220,7 @@ def tfdata_svg(stages: Any, plot_id: str = "plot-tfdata", why: str = "no tf.data
     val_col = next((c for c in ("self_ms", "total_ms", "time_ms", "mean_us") if c in df.columns), None)
     if val_col is None:
         return missing(plot_id, title, "the stage table has no timing column")
-    vals = _num(df, val_col)
+    vals = as_floats(df, val_col)
     order = np.argsort(-vals, kind="stable")
     labels, values, tips = [], [], []
     for i in order[:MAX_BARS]:
@@ -353,17 +246,17 @@ def precision_svg(shares: list[tuple[str, float]], plot_id: str = "plot-precisio
     total = sum(v for _, v in shares) or 1.0
     items = [(f"{k}: {fmt_num(v)} %", colours.get(k.lower(), PALETTE[(i + 5) % len(PALETTE)]))
              for i, (k, v) in enumerate(shares)]
-    legend, ly = _legend(items, x0, y + bh + 46)
-    out = [_svg_open(plot_id, int(ly + 6), title)]
+    legend, ly = svg.legend(items, x0, y + bh + 46)
+    out = [svg.begin(plot_id, int(ly + 6), title)]
     x = x0
     for (k, v), (_, colour) in zip(shares, items, strict=False):
         w = v / total * pw
-        out.append(_rect(x, y, w, bh, colour, f"{k}: {fmt_num(v)} % of device compute time"))
+        out.append(svg.rect(x, y, w, bh, colour, f"{k}: {fmt_num(v)} % of device compute time"))
         if w > 40:
-            out.append(_text(x + w / 2, y + bh / 2 + 4, f"{k} {fmt_num(v, 2)}%", "middle", 'fill="#fff"'))
+            out.append(svg.text(x + w / 2, y + bh / 2 + 4, f"{k} {fmt_num(v, 2)}%", "middle", 'fill="#fff"'))
         x += w
     ticks = [0, 25, 50, 75, 100]
-    out.append(_x_axis(x0, y + bh, pw, ticks, 0, 100, "%", "% of device compute time"))
+    out.append(svg.x_axis(x0, y + bh, pw, ticks, 0, 100, "%", "% of device compute time"))
     out.append(legend)
     out.append("</svg>")
     return "".join(out)
@@ -378,12 +271,12 @@ def memory_svg(timeline: Any, peak_bytes: Any = None, capacity: Any = None, plot
     series = []  # (label, t, b) per allocator, the one with the highest peak first
     if "allocator" in timeline.columns and timeline["allocator"].nunique() > 1:
         for name, g in timeline.groupby("allocator", sort=False):
-            series.append((str(name), _num(g, "time_ms"), _num(g, "bytes_in_use")))
+            series.append((str(name), as_floats(g, "time_ms"), as_floats(g, "bytes_in_use")))
         series.sort(key=lambda x: -x[2].max())
         series = series[:5]
     else:
         label = str(timeline["allocator"].iloc[0]) if "allocator" in timeline.columns else "bytes in use"
-        series.append((label, _num(timeline, "time_ms"), _num(timeline, "bytes_in_use")))
+        series.append((label, as_floats(timeline, "time_ms"), as_floats(timeline, "bytes_in_use")))
     thinned = []
     for label, t, b in series:
         order = np.argsort(t, kind="stable")
@@ -415,11 +308,11 @@ def memory_svg(timeline: Any, peak_bytes: Any = None, capacity: Any = None, plot
     yhi = yt[-1]
     x0, y0, pw, ph = 80, 190, W - 100, 160
     colours = [PALETTE[0], PALETTE[2], PALETTE[4], PALETTE[6], PALETTE[9]]
-    legend, ly = _legend([(lbl if len(thinned) > 1 else f"bytes in use ({lbl})" if lbl != "bytes in use" else lbl,
+    legend, ly = svg.legend([(lbl if len(thinned) > 1 else f"bytes in use ({lbl})" if lbl != "bytes in use" else lbl,
                            colours[k]) for k, (lbl, _, _) in enumerate(thinned)] + [("peak", "#d62728")]
                          + ([("capacity", "#555")] if cap is not None and cap <= yhi else []), x0, y0 + 48)
-    out = [_svg_open(plot_id, int(ly + 6), title)]
-    out.append(_y_axis(x0, y0, ph, yt, 0, yhi, "bytes", x0 + pw, "in use"))
+    out = [svg.begin(plot_id, int(ly + 6), title)]
+    out.append(svg.y_axis(x0, y0, ph, yt, 0, yhi, "bytes", x0 + pw, "in use"))
 
     def px(tv: float) -> float:
         return x0 + (tv - tlo) / (thi - tlo) * pw
@@ -445,9 +338,9 @@ def memory_svg(timeline: Any, peak_bytes: Any = None, capacity: Any = None, plot
                f"</title></circle>")
     anchor = "end" if px(t_pk) > x0 + pw * 0.7 else "start"
     dx = -8 if anchor == "end" else 8
-    out.append(_text(px(t_pk) + dx, max(py(b_pk) - 6, 12), pk_tip, anchor, 'fill="#d62728" font-weight="bold"'))
+    out.append(svg.text(px(t_pk) + dx, max(py(b_pk) - 6, 12), pk_tip, anchor, 'fill="#d62728" font-weight="bold"'))
     xt = [v for v in nice_ticks(tlo, thi) if tlo <= v <= thi]
-    out.append(_x_axis(x0, y0, pw, xt, tlo, thi, "ms", "time (ms)"))
+    out.append(svg.x_axis(x0, y0, pw, xt, tlo, thi, "ms", "time (ms)"))
     out.append(legend)
     out.append("</svg>")
     return "".join(out)
@@ -506,11 +399,11 @@ def hosts_svg(hosts: list, hosts_table: Any = None, plot_id: str = "plot-hosts",
     df = df[pd.to_numeric(df["step_time_mean_ms"], errors="coerce").notna()].head(40)
     if not len(df):
         return missing(plot_id, title, "no host has step times")
-    mean = _num(df, "step_time_mean_ms")
-    cats = [c for c in CATEGORY_ORDER if f"{c}_ms" in df.columns and (_num(df, f"{c}_ms") > 0).any()]
-    parts = {c: _num(df, f"{c}_ms") for c in cats}
-    mn = _num(df, "step_time_min_ms") if "step_time_min_ms" in df.columns else None
-    mx = _num(df, "step_time_max_ms") if "step_time_max_ms" in df.columns else None
+    mean = as_floats(df, "step_time_mean_ms")
+    cats = [c for c in CATEGORY_ORDER if f"{c}_ms" in df.columns and (as_floats(df, f"{c}_ms") > 0).any()]
+    parts = {c: as_floats(df, f"{c}_ms") for c in cats}
+    mn = as_floats(df, "step_time_min_ms") if "step_time_min_ms" in df.columns else None
+    mx = as_floats(df, "step_time_max_ms") if "step_time_max_ms" in df.columns else None
     names = [str(h) for h in df["host"]]
     x0 = 20 + min(28, max(len(nm) for nm in names)) * 6.4
     pw = W - x0 - 100
@@ -525,8 +418,8 @@ def hosts_svg(hosts: list, hosts_table: Any = None, plot_id: str = "plot-hosts",
              if parts[c].sum() >= 0.001 * total] if cats else [("mean step time", PALETTE[0])]
     if mx is not None:
         items.append(("min..max", "#333"))
-    legend, ly = _legend(items, x0, y_axis + 48)
-    out = [_svg_open(plot_id, int(ly + 6), title)]
+    legend, ly = svg.legend(items, x0, y_axis + 48)
+    out = [svg.begin(plot_id, int(ly + 6), title)]
     for t in ticks:
         x = x0 + t / hi * pw
         out.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{y_axis}" stroke="#e3e3e3"/>')
@@ -543,16 +436,16 @@ def hosts_svg(hosts: list, hosts_table: Any = None, plot_id: str = "plot-hosts",
                 lines.append(f"{extra}: {fmt_num(df[extra].iloc[i])}")
         tip = "\n".join(lines)
         weight = ' font-weight="bold"' if i == slowest else ""
-        out.append(_text(x0 - 6, y + bh / 2 + 4, shown, "end", weight))
+        out.append(svg.text(x0 - 6, y + bh / 2 + 4, shown, "end", weight))
         if cats:
             x = x0
             for j, c in enumerate(cats):
                 w = parts[c][i] / hi * pw
                 if w > 0:
-                    out.append(_rect(x, y, w, bh, category_colour(c, j), tip))
+                    out.append(svg.rect(x, y, w, bh, category_colour(c, j), tip))
                     x += w
         else:
-            out.append(_rect(x0, y, mean[i] / hi * pw, bh, PALETTE[0], tip))
+            out.append(svg.rect(x0, y, mean[i] / hi * pw, bh, PALETTE[0], tip))
         end = mean[i]
         if mx is not None and mn is not None and mx[i] > 0:
             xa, xb = x0 + mn[i] / hi * pw, x0 + mx[i] / hi * pw
@@ -560,8 +453,8 @@ def hosts_svg(hosts: list, hosts_table: Any = None, plot_id: str = "plot-hosts",
                        f'stroke="#333"><title>{esc(tip)}</title></line>')
             out.append(f'<line x1="{xb:.1f}" y1="{y + 4}" x2="{xb:.1f}" y2="{y + bh - 4}" stroke="#333"/>')
             end = max(end, mx[i])
-        out.append(_text(x0 + end / hi * pw + 6, y + bh / 2 + 4, f"{fmt_num(mean[i])} ms"))
-    out.append(_x_axis(x0, y_axis, pw, ticks, 0, hi, "ms", "mean step time (ms), split by category; slowest "
+        out.append(svg.text(x0 + end / hi * pw + 6, y + bh / 2 + 4, f"{fmt_num(mean[i])} ms"))
+    out.append(svg.x_axis(x0, y_axis, pw, ticks, 0, hi, "ms", "mean step time (ms), split by category; slowest "
                        "host in bold"))
     out.append(legend)
     out.append("</svg>")
@@ -575,119 +468,8 @@ def datafiles_svg(sizes: Any, plot_id: str = "plot-datafiles",
         return missing(plot_id, title, why)
     label_col = "bucket" if "bucket" in sizes.columns else sizes.columns[0]
     labels = [str(v) for v in sizes[label_col]]
-    values = [float(v) for v in _num(sizes, "files")]
+    values = [float(v) for v in as_floats(sizes, "files")]
     tips = ["\n".join(f"{c}: {sizes.iloc[i][c]}" for c in sizes.columns) for i in range(len(sizes))]
     colours = [PALETTE[1] if "small" in str(sizes.iloc[i].get("class", "")) else
                PALETTE[2] if "huge" in str(sizes.iloc[i].get("class", "")) else PALETTE[0] for i in range(len(sizes))]
     return hbar_svg(plot_id, title, labels, values, "", "files", tips, colours)
-
-
-# --------------------------------------------------------------------------- content both reports share
-
-#: The headline figures of the summary, in order: (metric, label).
-KEY_METRICS = (
-    ("steps_count", "Steps"),
-    ("step_time_mean_ms", "Step time (mean)"),
-    ("step_time_median_ms", "Step time (median)"),
-    ("step_time_p90_ms", "Step time (p90)"),
-    ("input_pct", "Waiting for input"),
-    ("idle_pct", "Idle"),
-    ("step_device_compute_pct", "Device compute"),
-    ("step_host_compute_pct", "Host compute"),
-    ("eager_pct", "Eager execution"),
-    ("python_overhead_pct", "Python overhead"),
-    ("low_precision_pct", "16-bit device compute"),
-    ("memory_peak_bytes", "Memory peak"),
-    ("allreduce_ms_per_step", "AllReduce per step"),
-    ("data_files_count", "Data files"),
-    ("data_small_files_pct", "Data files under 1 MiB"),
-)
-
-SEVERITY_RANK = {"critical": 0, "high": 0, "error": 0, "warning": 1, "medium": 1, "info": 2, "low": 2}
-
-
-def finding_rule(f: Any) -> str:
-    return str(get(f, "rule", None) or get(f, "id", None) or get(f, "title", "") or "")
-
-
-def notes_for(notes: list[str], *analyses: str) -> str | None:
-    """The first note an analysis left (``"memory: no allocation events ..."``), without the prefix."""
-    for n in notes or []:
-        for a in analyses:
-            if str(n).startswith(f"{a}: "):
-                return str(n)[len(a) + 2:]
-    return None
-
-
-def finding_fix(f: Any) -> list[tuple[str, str, str]]:
-    """A finding's fix as :func:`split_fix` parts, its ``code`` (or ``example``) last as Python."""
-    parts = split_fix(get(f, "fix"))
-    code = get(f, "code") or get(f, "example")
-    if code:
-        parts.append(("code", str(code).strip("\n"), "python"))
-    return parts
-
-
-def split_fix(fix: Any) -> list[tuple[str, str, str]]:
-    """A fix as [(kind, text, lang)], kind ``text`` or ``code``.
-
-    Accepts a string with Markdown fences (```python ... ```), indented code paragraphs, a
-    dict (``text``/``description`` and ``code``/``example``) or a list of strings.
-    """
-    if fix is None:
-        return []
-    if isinstance(fix, dict):
-        out: list[tuple[str, str, str]] = []
-        text = fix.get("text") or fix.get("description") or fix.get("summary")
-        if text:
-            out += split_fix(str(text))
-        code = fix.get("code") or fix.get("example")
-        if code:
-            out.append(("code", str(code).strip("\n"), str(fix.get("lang", fix.get("language", "python")))))
-        return out
-    if isinstance(fix, (list, tuple)):
-        return [part for item in fix for part in split_fix(item)]
-    s = str(fix).replace("\r\n", "\n")
-    out = []
-    pos = 0
-    for m in _FENCE.finditer(s):
-        out += _text_or_indented(s[pos:m.start()])
-        out.append(("code", m.group(2).strip("\n"), m.group(1).strip()))
-        pos = m.end()
-    out += _text_or_indented(s[pos:])
-    return out
-
-
-_FENCE = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
-
-
-def _text_or_indented(s: str) -> list[tuple[str, str, str]]:
-    out = []
-    for para in re.split(r"\n[ \t]*\n", s):
-        if not para.strip():
-            continue
-        lines = para.split("\n")
-        if all(ln.startswith(("    ", "\t")) or not ln.strip() for ln in lines):
-            out.append(("code", textwrap.dedent(para).strip("\n"), ""))
-        else:
-            out.append(("text", para.strip(), ""))
-    return out
-
-
-def docs_links(docs: Any) -> list[tuple[str, str]]:
-    """[(title, url)] from a list of URLs, of {title, url} dicts, or one string."""
-    if not docs:
-        return []
-    if isinstance(docs, str):
-        return [(d, d) for d in re.split(r"[\s,]+", docs) if d]
-    if isinstance(docs, dict):
-        docs = [docs] if "url" in docs else [{"title": k, "url": v} for k, v in docs.items()]
-    out = []
-    for d in docs:
-        if isinstance(d, dict):
-            url = str(d.get("url") or d.get("href") or "")
-            if url:
-                out.append((str(d.get("title") or url), url))
-        elif d:
-            out.append((str(d), str(d)))
-    return out

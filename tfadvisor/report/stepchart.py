@@ -14,24 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from tfadvisor.report import svg
 from tfadvisor.report.formatting import fmt_num
-from tfadvisor.report.plots import (
-    PALETTE,
-    W,
-    _legend,
-    _num,
-    _rect,
-    _svg_open,
-    _text,
-    _y_axis,
-    category_colour,
-    esc,
-    has_rows,
-    missing,
-    nice_ticks,
-    step_categories,
-    step_wall_column,
-)
+from tfadvisor.report.plots import as_floats, category_colour, has_rows, step_categories, step_wall_column
+from tfadvisor.report.svg import PALETTE, W, esc, missing, nice_ticks
 
 #: Most bars drawn; more steps are binned (the plot is ~680 px wide at its default size).
 MAX_BARS = 340
@@ -50,10 +36,10 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
         return missing(plot_id, title, why)
     steps = steps.reset_index(drop=True)
     n = len(steps)
-    dur = _num(steps, step_wall_column(steps))
+    dur = as_floats(steps, step_wall_column(steps))
     # the categories with time in them: a legend lists only what is drawn
-    cats = [c for c in step_categories(steps) if (_num(steps, f"{c}_ms") > 0).any()]
-    parts = {c: _num(steps, f"{c}_ms") for c in cats}
+    cats = [c for c in step_categories(steps) if (as_floats(steps, f"{c}_ms") > 0).any()]
+    parts = {c: as_floats(steps, f"{c}_ms") for c in cats}
     rest = np.clip(dur - (sum(parts.values()) if parts else 0.0), 0, None)
     if (rest > 0.01 * np.maximum(dur, 1e-12)).any():
         parts["unattributed"] = rest
@@ -77,10 +63,10 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
         items.append(("slowest step of the bin", "#222"))
     if outl.any():
         items.append(("outlier step", "tri:" + OUTLIER))
-    legend, ly = _legend(items, x0, y0 + 48)
-    head = _svg_open(plot_id, int(ly + 6), title)
+    legend, ly = svg.legend(items, x0, y0 + 48)
+    head = svg.begin(plot_id, int(ly + 6), title)
     out = [head.replace(' class="plot"', f' class="plot" data-steps="{n}" data-per-bar="{per}"', 1)]
-    out.append(_y_axis(x0, y0, ph, ticks, 0, hi, "ms", x0 + pw, "step time (ms)"))
+    out.append(svg.y_axis(x0, y0, ph, ticks, 0, hi, "ms", x0 + pw, "step time (ms)"))
     slot = pw / m
     bw = max(slot * (0.8 if slot > 3 else 1.0), 0.5)
 
@@ -102,9 +88,9 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
             if h <= 0:
                 continue
             ybase -= h
-            out.append(_rect(x, ybase, bw, h, category_colour(c, j), tip, f'class="seg" data-cat="{esc(c)}"'))
+            out.append(svg.rect(x, ybase, bw, h, category_colour(c, j), tip, f'class="seg" data-cat="{esc(c)}"'))
         if not cats:
-            out.append(_rect(x, py(mean[i]), bw, mean[i] / hi * ph, PALETTE[0], tip, 'class="seg" data-cat="step"'))
+            out.append(svg.rect(x, py(mean[i]), bw, mean[i] / hi * ph, PALETTE[0], tip, 'class="seg" data-cat="step"'))
         if a != b:
             out.append(f'<line class="bin-max" x1="{x:.2f}" x2="{x + bw:.2f}" y1="{py(mx[i]):.2f}" '
                        f'y2="{py(mx[i]):.2f}" stroke="#222" stroke-width="1.5"><title>{esc(tip)}</title></line>')
@@ -118,10 +104,10 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
     out.append(f'<line x1="{x0}" y1="{y0}" x2="{x0 + pw}" y2="{y0}" stroke="#333"/>')
     every = max(1, math.ceil(m / 10))
     for i in range(0, m, every):
-        out.append(_text(x0 + (i + 0.5) * slot, y0 + 14, str(ids[int(edges[i])]), "middle"))
+        out.append(svg.text(x0 + (i + 0.5) * slot, y0 + 14, str(ids[int(edges[i])]), "middle"))
     xlabel = ("step (every step is one bar)" if per == 1 else
               f"step: {fmt_num(n)} steps, each bar the mean of {per} consecutive steps, the tick above it the slowest")
-    out.append(_text(x0 + pw / 2, y0 + 30, xlabel, "middle"))
+    out.append(svg.text(x0 + pw / 2, y0 + 30, xlabel, "middle"))
     out.append(legend)
     out.append("</svg>")
     return "".join(out)

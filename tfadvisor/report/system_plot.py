@@ -11,8 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from tfadvisor.report import notes_for, svg
 from tfadvisor.report.formatting import fmt_num
-from tfadvisor.report.plots import W, _svg_open, _text, _x_axis, esc, has_rows, missing, nice_ticks, notes_for
+from tfadvisor.report.plots import has_rows
+from tfadvisor.report.svg import W, esc, missing, nice_ticks
 from tfadvisor.report.system import ROWS
 
 
@@ -46,7 +48,7 @@ def timeline_svg(result: Any, plot_id: str = "plot-system") -> str:
     x0, pw, rh, gap = 130, W - 150, 46, 14
     rows = [r for r in ROWS if r[0] != "GPU" or "gpu_util_pct" in tl.columns]
     height = 16 + len(rows) * (rh + gap) + 40
-    out = [_svg_open(plot_id, height, title)]
+    out = [svg.begin(plot_id, height, title)]
 
     def xs(ps: np.ndarray) -> np.ndarray:
         return x0 + (ps - lo) / (hi - lo) * pw
@@ -57,8 +59,8 @@ def timeline_svg(result: Any, plot_id: str = "plot-system") -> str:
         top = fixed or max([float(np.nanmax(v)) for v in vals if np.isfinite(v).any()] + [0.0])
         top = top if top > 0 else 1.0
         out.append(f'<rect x="{x0}" y="{y:.1f}" width="{pw}" height="{rh}" fill="#f7f7f7"/>')
-        out.append(_text(x0 - 6, y + rh / 2, label, "end"))
-        out.append(_text(x0 - 6, y + rh / 2 + 12, f"0-{fmt_num(top)} {unit}", "end", 'fill="#777" font-size="9"'))
+        out.append(svg.text(x0 - 6, y + rh / 2, label, "end"))
+        out.append(svg.text(x0 - 6, y + rh / 2 + 12, f"0-{fmt_num(top)} {unit}", "end", 'fill="#777" font-size="9"'))
         for (c, colour), v in zip(cols, vals):
             keep = np.isfinite(v) & (t >= lo - (hi - lo) * 0.05) & (t <= hi + (hi - lo) * 0.05)
             if keep.sum() < 1:
@@ -71,7 +73,7 @@ def timeline_svg(result: Any, plot_id: str = "plot-system") -> str:
                        f"<title>{esc(c)}: mean {fmt_num(mean)} {esc(unit)}</title></polyline>")
         y += rh + gap
     ticks = [tk for tk in nice_ticks(0, span_ms) if tk <= span_ms * 1.0001]
-    out.append(_x_axis(x0, y - gap + 4, pw, ticks, 0, span_ms, "ms", "time since window start (ms)"))
+    out.append(svg.x_axis(x0, y - gap + 4, pw, ticks, 0, span_ms, "ms", "time since window start (ms)"))
     out.append("</svg>")
     return "".join(out)
 

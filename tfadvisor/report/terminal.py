@@ -18,7 +18,6 @@ from tfadvisor.report import BREAKDOWN, STEP_TIME_KEYS, breakdown, get, plain, r
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
-_FENCE = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
 
 
 def _out(console: Console, text: str | Text, indent: int = 0, style: str = "", hang: int = 0) -> None:
@@ -126,14 +125,15 @@ def _summary(console: Console, result: Any) -> None:
 
 
 def _fix_parts(fix: str) -> list[tuple[str, str]]:
-    """[(kind, text)]: prose paragraphs and fenced code blocks."""
+    """[(kind, text)]: prose paragraphs and code blocks (read by :func:`advice.docs.markdown_blocks`)."""
+    from tfadvisor.advice.docs import markdown_blocks  # loaded with the rules that made the finding
+
     out: list[tuple[str, str]] = []
-    pos = 0
-    for m in _FENCE.finditer(fix):
-        out += [("text", p) for p in _paragraphs(fix[pos : m.start()])]
-        out.append(("code", m.group(2).rstrip("\n")))
-        pos = m.end()
-    out += [("text", p) for p in _paragraphs(fix[pos:])]
+    for block in markdown_blocks(fix):
+        if block.kind == "code":
+            out.append(("code", block.body.rstrip("\n")))
+        else:
+            out += [("text", p) for p in _paragraphs(block.body)]
     return out
 
 

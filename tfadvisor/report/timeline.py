@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfadvisor.report import get
+from tfadvisor.report.findings import finding_rule
 from tfadvisor.report.formatting import fmt_num
-from tfadvisor.report.plots import finding_rule, gap_threshold_ms, get, has_rows
+from tfadvisor.report.plots import gap_threshold_ms, has_rows
 
 #: Spans kept per lane in the page (the analysis keeps up to 3000; fewer for many hosts).
 MAX_SPANS = 2500

@@ -9,7 +9,7 @@ template reads it, once. Every number is written here, by :mod:`report.formattin
 
 Text stays text: escaping is the renderers' (HTML autoescape, Markdown's filters). The SVG plots and
 the timeline's data and script are built by our own code (every trace-derived string in them escaped
-by ``plots.esc``) and come as :class:`markupsafe.Markup`, the one kind of value the HTML template
+by ``svg.esc``) and come as :class:`markupsafe.Markup`, the one kind of value the HTML template
 writes as it is.
 
 HTML plots, in page order; each sits beside the first finding whose evidence names its data
@@ -44,8 +44,9 @@ import pandas as pd
 from markupsafe import Markup
 
 from tfadvisor._version import __version__
-from tfadvisor.report import busyidle, run_label, stepchart, system, system_plot, timeline
+from tfadvisor.report import KEY_METRICS, busyidle, get, notes_for, run_label, stepchart, system, system_plot, timeline
 from tfadvisor.report import plots as P
+from tfadvisor.report.findings import docs_links, finding_fix, finding_rule
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
 PLOT_IDS = ("plot-steps", "plot-busy", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory",
@@ -210,7 +211,7 @@ class Summary:
     time_span: str
     trace_size: str
     steps_source: Figure | None
-    figures: list[Figure]  # the headline figures (plots.KEY_METRICS)
+    figures: list[Figure]  # the headline figures (report.KEY_METRICS)
     findings: int
     first: str  # the first finding's title
 
@@ -402,7 +403,7 @@ def build(result: Any) -> View:
 
 
 def is_missing(content: str) -> bool:
-    """A 'not in this trace' box (plots.missing)."""
+    """A 'not in this trace' box (svg.missing)."""
     return content.lstrip().startswith('<div class="missing"')
 
 
@@ -450,7 +451,7 @@ def table(df: Any, table_id: str = "", limit: int = 25, columns: list[str] | tup
 
 
 def _absent(notes: list[str], default: str, *analyses: str) -> str:
-    return P.notes_for(notes, *analyses) or default
+    return notes_for(notes, *analyses) or default
 
 
 def _summary(result: Any, metrics: Any, findings: list) -> Summary:
@@ -467,27 +468,27 @@ def _summary(result: Any, metrics: Any, findings: list) -> Summary:
         trace_size=fmt_bytes(summ["file_bytes"]) if summ.get("file_bytes") else "",
         steps_source=Figure("Steps found by", fmt_value(source), isinstance(source, str)) if source is not None
         else None,
-        figures=figures(metrics, P.KEY_METRICS),
+        figures=figures(metrics, KEY_METRICS),
         findings=len(findings),
-        first=_str(P.get(findings[0], "title", "")) if findings else "",
+        first=_str(get(findings[0], "title", "")) if findings else "",
     )
 
 
 def _finding(n: int, f: Any, units: Any) -> Finding:
-    rule = P.finding_rule(f)
-    impact = P.get(f, "impact_pct")
-    evidence = P.get(f, "evidence") or {}
+    rule = finding_rule(f)
+    impact = get(f, "impact_pct")
+    evidence = get(f, "evidence") or {}
     items = evidence.items() if isinstance(evidence, dict) else enumerate(evidence)
-    msg, why = P.get(f, "message"), P.get(f, "why")
+    msg, why = get(f, "message"), get(f, "why")
     return Finding(
-        n=n, rule=rule, severity=str(P.get(f, "severity", "info") or "info").lower(),
-        title=_str(P.get(f, "title", rule)),
+        n=n, rule=rule, severity=str(get(f, "severity", "info") or "info").lower(),
+        title=_str(get(f, "title", rule)),
         impact=fmt_num(impact, 2) if isinstance(impact, (int, float)) and not isinstance(impact, bool) else "",
         message=str(msg) if msg else "",
         evidence=[Figure(str(k), fmt_value(v, name=str(k), units=units), isinstance(v, str)) for k, v in items],
-        fix=P.finding_fix(f),
+        fix=finding_fix(f),
         why=str(why) if why else "",
-        docs=P.docs_links(P.get(f, "docs")),
+        docs=docs_links(get(f, "docs")),
         plot_ids=_plots_for(f),
     )
 
@@ -639,7 +640,7 @@ def _gaps_lines(metrics: Any, steps: Any = None) -> list[Line]:
 
 
 def _svg(content: str) -> Markup:
-    """A plot our code drew (every trace-derived string in it escaped by plots.esc)."""
+    """A plot our code drew (every trace-derived string in it escaped by svg.esc)."""
     return Markup(content)
 
 
@@ -714,7 +715,7 @@ def _hosts_why(result: Any) -> str:
 
 def _plots_for(finding: Any) -> list[str]:
     """The plot ids a finding's evidence names, in PLOT_FOR_EVIDENCE order."""
-    ev = P.get(finding, "evidence") or {}
+    ev = get(finding, "evidence") or {}
     keys = [str(k) for k in (ev.keys() if isinstance(ev, dict) else [])]
     return [pid for pid, prefixes in PLOT_FOR_EVIDENCE if any(k.startswith(prefixes) for k in keys)]
 
