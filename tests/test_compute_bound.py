@@ -70,8 +70,10 @@ def test_the_dominant_ops_are_named_with_shares_that_match_protobuf(cnn_run):
     r = tfadvisor.analyze(cnn_run)
     rules = [finding_rule(f) for f in r.findings]
     assert "compute_bound_matrix" in rules, rules  # never "no findings" on a compute-bound run
-    # nothing about the input pipeline or the runtime outranks it (step outliers may, on a loaded machine)
-    assert all(x in ("compute_bound_matrix", "step_outliers") for x in rules[:rules.index("compute_bound_matrix")])
+    # nothing about the input pipeline or the runtime outranks it (on a loaded machine the findings about the
+    # load may: step outliers, other processes taking the cores)
+    assert all(x in ("compute_bound_matrix", "step_outliers", "system_competing_load")
+               for x in rules[:rules.index("compute_bound_matrix")]), rules
     found = r.findings[rules.index("compute_bound_matrix")]
     assert "Conv2DBackprop" in found.message
     table = r.tables["op_types"]
