@@ -298,6 +298,18 @@ def test_every_rule_declares_what_it_marks():
     assert named == []
 
 
+def test_the_vocabularies_are_what_the_reports_draw():
+    """A rule's ``plots`` name the HTML report's plots, its ``lanes`` the timeline's lanes: the vocabularies
+    (tfadvisor.analyses.marks) are exactly what the report and the timeline analysis draw, so a rule cannot point
+    at a plot or lane that is not there, and none is out of reach of the rules."""
+    from tfadvisor.analyses.marks import LANES, PLOTS
+    from tfadvisor.analyses.timeline import LANES as ACTIVITY_LANES
+    from tfadvisor.report.view import PLOT_IDS
+
+    assert {f"plot-{p}" for p in PLOTS} == set(PLOT_IDS) - {"plot-timeline"}
+    assert set(LANES) == {name for name, _, _ in ACTIVITY_LANES} | {"steps", "idle"}
+
+
 #: One sample per kind of mark, each where a rule of it fires: gaps, input waits, eager dispatches,
 #: collectives, one host's steps (scope host:), launches, H2D copies, outlier steps, every step.
 FIRED_SAMPLES = ["step_gaps", "tfdata_repeat_map", "eager", "multiworker_allreduce", "synthetic_multihost_straggler",

@@ -9,8 +9,6 @@ import pytest
 from test_html_dom import chromium, many_steps, probe, reports  # noqa: F401 - shared fixtures
 from test_report_html import _console_errors
 
-from tfadvisor.report.plots import gap_threshold_ms
-
 STATE_JS = """
 function state() {
   var svg = document.getElementById("plot-timeline"), lanes = {};
@@ -81,7 +79,14 @@ def test_timeline_draws_the_steps_and_idle_where_they_are(chromium, reports, tmp
     # the step_gaps finding's evidence: one mark per gap it counts
     marks = out["lanes"]["findings"]["spans"]
     gaps = res.tables["gaps"]
-    assert len(marks) == int((gaps.idle_ms >= gap_threshold_ms(res.tables["steps"])).sum()) == res.metrics["gaps_count"]
+    counted = gaps.idle_ms >= _threshold_ms(res)
+    assert counted.tolist() == gaps["counted"].tolist()
+    assert len(marks) == int(counted.sum()) == res.metrics["gaps_count"]
+
+
+def _threshold_ms(res) -> float:
+    """The gaps analysis' definition, written out: idle of at least max(100 us, 5 % of the median step)."""
+    return max(0.1, 0.05 * float(res.tables["steps"]["duration_ms"].median()))
 
 
 def test_timeline_zooms_and_pans(chromium, reports, tmp_path):  # noqa: F811
@@ -101,7 +106,7 @@ def test_timeline_zooms_and_pans(chromium, reports, tmp_path):  # noqa: F811
     # the finding's chip zooms to its first gap and says so
     c = out["chip"]
     gaps = res.tables["gaps"]
-    g = gaps[gaps.idle_ms >= gap_threshold_ms(res.tables["steps"])].iloc[0]
+    g = gaps[gaps.idle_ms >= _threshold_ms(res)].iloc[0]
     t0, _ = _window_ms(res)
     a, z = (g.start_ps - t0) / 1e9, (g.end_ps - t0) / 1e9
     assert c["v0"] <= a and c["v1"] >= z and c["v1"] - c["v0"] < span / 4

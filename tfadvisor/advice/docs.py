@@ -195,7 +195,7 @@ def rule_dict(rule: Rule) -> dict:
         "docs": [{"title": d.title, "url": d.url} for d in rule.docs],
         "cases": [{"when": c.when.source, "severity": c.severity, "title": c.title, "message": src(c.message),
                    "impact": src(c.impact)} for c in rule.cases],
-        "marks": list(rule.marks), "scope": rule.scope, "plots": list(rule.plots),
+        "marks": list(rule.marks), "scope": rule.scope, "plots": list(rule.plots), "lanes": list(rule.lanes),
         "source": _where(rule),
     }
 

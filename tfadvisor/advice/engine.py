@@ -29,6 +29,7 @@ class Finding:
     marks: list[str] = field(default_factory=list)  # what it marks in the trace (its rule's marks)
     scope: str = "run"  # whose spans: run, none, host:<metric> (its rule's scope)
     plots: list[str] = field(default_factory=list)  # the plots that show its evidence (its rule's plots)
+    lanes: list[str] = field(default_factory=list)  # the timeline lanes it lights up (its rule's lanes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +45,7 @@ class Finding:
             "marks": list(self.marks),
             "scope": self.scope,
             "plots": list(self.plots),
+            "lanes": list(self.lanes),
         }
 
 
@@ -102,7 +104,7 @@ def evaluate_rule(rule: Rule, metrics: Mapping[str, Any]) -> Finding | None:
         ev[name] = v
     return Finding(rule=rule.id, severity=severity, title=title, message=text, evidence=ev, impact_pct=impact_pct,
                    fix=fill_fix(fix, metrics), docs=[d.url for d in rule.docs], why=rule.why,
-                   marks=list(rule.marks), scope=rule.scope, plots=list(rule.plots))
+                   marks=list(rule.marks), scope=rule.scope, plots=list(rule.plots), lanes=list(rule.lanes))
 
 
 def fill_fix(fix: str, metrics: Mapping[str, Any]) -> str:

@@ -46,6 +46,7 @@ docs = [{ title = "tf.data performance", url = "https://www.tensorflow.org/guide
 marks = ["input_wait"]                # what its findings mark in the trace (below)
 scope = "run"                         # whose spans: run | none | host:<metric>
 plots = ["steps", "tfdata"]           # the report's plots that show its evidence (below)
+lanes = ["input wait", "tf.data workers"]  # the timeline lanes its findings light up (below)
 
 [[rule.case]]                         # optional; the first case whose `when` holds
 when = "input_pct >= 20"              # overrides severity, title, message, impact,
@@ -53,7 +54,7 @@ severity = "critical"                 # fix and evidence of the finding
 ```
 
 Required: `id`, `title`, `severity`, `when`, `message`, `fix`. Unknown keys, unknown metric
-names, unknown marks or plots and bad expressions are errors when the file is loaded, reported as
+names, unknown marks, plots or lanes and bad expressions are errors when the file is loaded, reported as
 `file:line: ...`.
 
 `marks` says what a finding of the rule marks in the trace (`tfadvisor export`, the HTML timeline):
@@ -63,8 +64,11 @@ names, unknown marks or plots and bad expressions are errors when the file is lo
 host) or `host:<metric>` (the host that metric names, e.g. `host:straggler_host`).
 
 `plots` names the plots of the HTML report and notebook view that show a finding's evidence (shown beside
-the finding; the timeline also lights up their lanes):
+the finding):
 {PLOTS}
+
+`lanes` names the lanes of the HTML report's timeline that a finding lights up:
+{LANES}
 
 The report layer reads these; it knows no rule id.
 
@@ -103,9 +107,10 @@ def _cell(text: str) -> str:
 def render_readme(rules: list[Rule]) -> str:
     """``rules/README.md``: the rule format, then every built-in rule from its own declaration
     (``python -m tfadvisor.advice.readme > rules/README.md``)."""
-    from tfadvisor.analyses.marks import MARKS, PLOTS
+    from tfadvisor.analyses.marks import LANES, MARKS, PLOTS
 
-    head = README_HEAD.replace("{MARKS}", _names_list(MARKS)).replace("{PLOTS}", _names_list(PLOTS))
+    head = README_HEAD.replace("{MARKS}", _names_list(MARKS)).replace("{PLOTS}", _names_list(PLOTS)) \
+        .replace("{LANES}", _names_list(LANES))
     out = [head.rstrip("\n"), "", "## The rules", "",
            "Generated from the rule files by `python -m tfadvisor.advice.readme > rules/README.md`; "
            "`tfadvisor rules explain ID` prints one in full.", "",
@@ -127,6 +132,8 @@ def render_readme(rules: list[Rule]) -> str:
             out += ["", f"Impact: `{_cell(r.impact.source)}`"]
         if r.evidence:
             out += ["", "Evidence: " + ", ".join(f"`{e}`" for e in r.evidence)]
+        if r.lanes:
+            out += ["", "Timeline lanes: " + ", ".join(f"`{e}`" for e in r.lanes)]
         if r.why:
             out += ["", _cell(r.why)]
         if r.docs:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tfadvisor.advice.expr import Expr, ExprError, Template, pointer
-from tfadvisor.analyses.marks import MARKS, PLOTS, scope_problem
+from tfadvisor.analyses.marks import LANES, MARKS, PLOTS, scope_problem
 from tfadvisor.errors import TraceError
 
 if sys.version_info >= (3, 11):
@@ -48,7 +48,7 @@ SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
 
 _RULE_KEYS_REQUIRED = ("id", "title", "severity", "when", "message", "fix")
 _RULE_KEYS = set(_RULE_KEYS_REQUIRED) | {"impact", "evidence", "why", "example", "docs", "case", "enabled", "marks",
-                                         "scope", "plots"}
+                                         "scope", "plots", "lanes"}
 #: ``{{metric}}`` in a fix is replaced by that metric's value in the finding.
 FIX_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
 _CASE_KEYS = {"when", "severity", "title", "message", "impact", "fix", "evidence"}
@@ -119,6 +119,7 @@ class Rule:
     cases: list[Case] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)  # what its findings mark (tfadvisor.analyses.marks)
     plots: list[str] = field(default_factory=list)  # the plots that show its evidence (marks.PLOTS)
+    lanes: list[str] = field(default_factory=list)  # the timeline lanes its findings light up (marks.LANES)
     scope: str = "run"  # whose spans: run, none, host:<metric>
     path: str = ""
     line: int | None = None
@@ -343,6 +344,7 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         docs=_docs(t.get("docs", []), lambda p: RuleError(path, key_line("docs"), f"rule {rule_id!r}: {p}", rule_id)),
         marks=names("marks", MARKS, t.get("marks", []), key_line("marks")),
         plots=names("plots", PLOTS, t.get("plots", []), key_line("plots")),
+        lanes=names("lanes", LANES, t.get("lanes", []), key_line("lanes")),
         scope=scope(t.get("scope", "run"), key_line("scope")),
         path=str(path),
         line=line,

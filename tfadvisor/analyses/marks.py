@@ -1,6 +1,7 @@
 """What a finding can mark in a trace and which plots show it, named once: a rule declares its marks
-(``marks = [...]`` in its TOML) and its plots (``plots = [...]``, :data:`PLOTS`), and the export,
-timeline and reports read them; no layer after this one knows a rule id.
+(``marks = [...]`` in its TOML), its plots (``plots = [...]``, :data:`PLOTS`) and its timeline lanes
+(``lanes = [...]``, :data:`LANES`), and the export, timeline and reports read them; no layer after this one
+knows a rule id.
 
 * Event marks select trace events by their metadata, per plane, with the classifications the analyses
   use (:data:`EVENT_MARKS`): the input waits, host-to-device copies, collectives, kernel launch calls,
@@ -74,6 +75,20 @@ PLOTS: dict[str, str] = {
     "hosts": "each host's step time and work",
     "datafiles": "the sizes of the training data files",
 }
+#: name -> what it draws: the lanes of the report's timeline a rule's findings light up (``lanes = [...]``):
+#: ``steps``, the activity lanes of the ``timeline`` table (:data:`tfadvisor.analyses.timeline.LANES`) and ``idle``.
+LANES: dict[str, str] = {
+    "steps": "each step of the window (outliers in red)",
+    "device compute": "device kernels and ops",
+    "device copies": "device copies (host to device and others)",
+    "device collectives": "collective kernels on the devices",
+    "training threads": "the TF ops on the training threads",
+    "input wait": "the host's waits for the next batch",
+    "tf.data workers": "tf.data's worker threads",
+    "host collectives": "collective ops on the host",
+    "python": "the python thread's host work",
+    "idle": "idle time as the analyses count it",
+}
 #: Every mark a rule may declare.
 MARKS: dict[str, str] = {**{k: d for k, (d, _) in EVENT_MARKS.items()}, **SPAN_MARKS}
 #: Scopes without a metric.
@@ -96,4 +111,4 @@ def scope_problem(scope: str, known_metrics: frozenset[str] | set[str]) -> str |
     return f"scope must be one of {', '.join(SCOPES)} or host:<metric>, not {scope!r}"
 
 
-__all__ = ["EVENT_MARKS", "MARKS", "PLOTS", "SCOPES", "SPAN_MARKS", "event_mask", "scope_problem"]
+__all__ = ["EVENT_MARKS", "LANES", "MARKS", "PLOTS", "SCOPES", "SPAN_MARKS", "event_mask", "scope_problem"]

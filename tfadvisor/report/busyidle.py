@@ -17,7 +17,7 @@ import pandas as pd
 
 from tfadvisor.report import svg
 from tfadvisor.report.formatting import fmt_num
-from tfadvisor.report.plots import BUSY, IDLE_BETWEEN, IDLE_WITHIN, as_floats, gap_threshold_ms, has_rows
+from tfadvisor.report.plots import BUSY, IDLE_BETWEEN, IDLE_WITHIN, as_floats, has_rows
 from tfadvisor.report.svg import W, esc, missing, nice_ticks
 
 COLUMNS = 600
@@ -64,9 +64,11 @@ def idle_columns(timeline: pd.DataFrame, steps: Any, columns: int = COLUMNS) -> 
             "within": np.bincount(col, weights=np.where(between, 0.0, amount), minlength=columns)}
 
 
-def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plot_id: str = "plot-busy",
+def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, metrics: Any, plot_id: str = "plot-busy",
                   why: str = "no activity timeline") -> str:
-    """The proportion bar and the time row (see the module docstring)."""
+    """The proportion bar and the time row (see the module docstring); ``metrics``: the host's (whether it
+    has a device, the gaps analysis' threshold)."""
+    device_present = metrics.get("device_present")
     title = "Busy vs idle over the steps' wall time"
     cols = idle_columns(timeline, steps) if isinstance(timeline, pd.DataFrame) else None
     if cols is None:
@@ -79,12 +81,12 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
     who = "device" if device_present else "training threads"
     x0, pw = 130, W - 150
     row2 = 112
-    marks = _marks(gaps, steps, lo, span, x0, pw, row2)
+    marks = _marks(gaps, lo, span, x0, pw, row2)
     # the legend names what is drawn: no swatch for a share that is zero, no marker when none is
     items = [(f"{who} busy", BUSY)] + [(label, colour) for label, colour, pct in (
         ("idle between steps", IDLE_BETWEEN, pct_b), ("idle inside a step", IDLE_WITHIN, pct_w)) if pct > 0]
     if marks:
-        items.append((f"gap with {fmt_num(gap_threshold_ms(steps))} ms or more idle", "tri:" + IDLE_BETWEEN))
+        items.append((f"gap with {fmt_num(metrics.get('gap_threshold_ms'))} ms or more idle", "tri:" + IDLE_BETWEEN))
     legend, ly = svg.legend(items, x0, 206)
     out = [svg.begin(plot_id, int(ly + 6), title).replace(
         ' class="plot"', f' class="plot" data-idle-pct="{pct_b + pct_w:.4f}" data-idle-between-pct="{pct_b:.4f}"', 1)]
@@ -148,11 +150,11 @@ def busy_idle_svg(timeline: Any, steps: Any, gaps: Any, device_present: Any, plo
     return "".join(out)
 
 
-def _marks(gaps: Any, steps: Any, lo: int, span: int, x0: float, pw: float, row: float) -> str:
-    if not has_rows(gaps) or not {"start_ps", "end_ps"} <= set(gaps.columns):
+def _marks(gaps: Any, lo: int, span: int, x0: float, pw: float, row: float) -> str:
+    if not has_rows(gaps) or not {"start_ps", "end_ps", "counted"} <= set(gaps.columns):
         return ""
     idle = as_floats(gaps, "idle_ms") if "idle_ms" in gaps.columns else as_floats(gaps, "duration_ms")
-    big = np.flatnonzero(idle >= gap_threshold_ms(steps))
+    big = np.flatnonzero(gaps["counted"].to_numpy(bool))  # the gaps the gaps analysis counts
     big = big[np.argsort(-idle[big], kind="stable")][:MAX_MARKERS]
     gs = pd.to_numeric(gaps["start_ps"]).to_numpy(float)
     ge = pd.to_numeric(gaps["end_ps"]).to_numpy(float)

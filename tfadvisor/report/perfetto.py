@@ -33,7 +33,6 @@ from typing import Any, TextIO
 import numpy as np
 import pandas as pd
 
-from tfadvisor.analyses.gaps import GAP_MIN_FRACTION, GAP_MIN_PS
 from tfadvisor.analyses.marks import event_mask
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.report import get
@@ -198,18 +197,6 @@ def _choose_rows(planes: list[Plane], annotated: list[np.ndarray], budget: int |
     return rows, total - sum(r.shape[0] for r in rows)
 
 
-def counted_gaps(gaps: pd.DataFrame, steps: Any) -> np.ndarray:
-    """Which gaps the ``gaps`` mark selects (those the gaps analysis' ``gaps_count`` counts): training gaps with at
-    least max(100 us, 5 % of the median step) idle."""
-    idle = pd.to_numeric(gaps["idle_ms"] if "idle_ms" in gaps else gaps["duration_ms"], errors="coerce").fillna(0)
-    med = 0.0
-    if steps is not None and len(steps) and "duration_ms" in steps:
-        med = float(pd.to_numeric(steps["duration_ms"], errors="coerce").median() or 0.0)
-    thr_ms = max(GAP_MIN_PS / 1e9, GAP_MIN_FRACTION * med)
-    train = gaps["between_steps"].astype(bool) if "between_steps" in gaps else pd.Series(True, index=gaps.index)
-    return ((idle.to_numpy() >= thr_ms) & train.to_numpy()).astype(bool)
-
-
 def _finding_slice(w: _Writer, pid: int, f: Any, t0: int, t1: int, hosts: list[str] | None = None) -> None:
     d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
     args = {RULE_ARG: d.get("rule"), "severity": d.get("severity"), "message": d.get("message"),
@@ -246,7 +233,7 @@ def _host_tracks(w: _Writer, pid: int, host: str, tables: Mapping[str, pd.DataFr
     gaps = tables.get("gaps")
     if gaps is not None and len(gaps):
         gap_rules = _marking(findings, "gaps")
-        about = counted_gaps(gaps, steps) if gap_rules else np.zeros(len(gaps), bool)
+        about = gaps["counted"].to_numpy(bool) if gap_rules else np.zeros(len(gaps), bool)  # what gaps_count counts
         for row, on in zip(gaps.itertuples(index=False), about.tolist()):
             args = {"duration_ms": round(float(row.duration_ms), 4), "host_activity": str(row.host_activity)}
             if "idle_ms" in gaps:
@@ -321,5 +308,5 @@ def write_export(path: str | Path, trace: Trace, hosts: list[tuple[str, Mapping[
     return counts
 
 
-__all__ = ["MAX_EVENTS", "RULE_ARG", "counted_gaps", "export_events", "host_parts",
+__all__ = ["MAX_EVENTS", "RULE_ARG", "export_events", "host_parts",
            "write_export"]

@@ -127,14 +127,6 @@ def precision_shares(tables: dict, metrics: dict) -> list[tuple[str, float]]:
 # --------------------------------------------------------------------------- the plots
 
 
-def gap_threshold_ms(steps: Any) -> float:
-    """The gaps analysis' threshold: idle of at least max(100 us, 5 % of the median step)."""
-    med = 0.0
-    if has_rows(steps) and "duration_ms" in steps.columns:
-        med = float(pd.to_numeric(steps["duration_ms"], errors="coerce").median() or 0.0)
-    return max(0.1, 0.05 * med)
-
-
 def _named(df: pd.DataFrame, col: str) -> pd.Series:
     """Rows whose ``col`` names something (not empty, ``(null)`` or ``invalid``)."""
     if col not in df.columns:

@@ -105,6 +105,8 @@ def _finding(metric_names: list[str]) -> dict[str, Any]:
         "scope": dict(STRING, description="whose spans: run, none, or host:<metric>"),
         "plots": dict(STRINGS, description="the plots that show its evidence (its rule's `plots`: "
                                            "tfadvisor.analyses.marks.PLOTS)"),
+        "lanes": dict(STRINGS, description="the timeline lanes it lights up (its rule's `lanes`: "
+                                           "tfadvisor.analyses.marks.LANES)"),
     })
 
 
@@ -270,7 +272,7 @@ def rules_schema() -> dict[str, Any]:
         "when": dict(STRING, description="condition over metric names"),
         "impact": STRING_OR_NULL, "message": STRING, "evidence": STRINGS, "fix": STRING, "why": STRING,
         "example": STRING, "docs": {"type": "array", "items": _obj({"title": STRING, "url": STRING})},
-        "marks": STRINGS, "scope": STRING, "plots": STRINGS,
+        "marks": STRINGS, "scope": STRING, "plots": STRINGS, "lanes": STRINGS,
         "cases": {"type": "array", "items": _obj({"when": STRING, "severity": STRING_OR_NULL,
                                                   "title": STRING_OR_NULL, "message": STRING_OR_NULL,
                                                   "impact": STRING_OR_NULL})},

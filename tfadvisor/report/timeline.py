@@ -2,13 +2,13 @@
 
 Lanes per host: the steps (outliers in red), the ``timeline`` table's activity lanes (device
 compute, copies, collectives, training threads, input waits, tf.data workers, python, idle), and
-on top one lane of the findings' evidence: the spans each finding is about (idle gaps, outlier
-steps, the memory peak); a finding whose evidence is a kind of activity tags that lane with its
-rule id instead. Data goes into the page as JSON (times in ms since the earliest window start,
-each span with the share of it that was active); the report's template writes the viewer's toolbar
-and inlines ``timeline.js`` (next to this module), which draws it as SVG, coalescing spans narrower
-than a pixel so that a bar's height is the active share of its time, and zooms with the wheel,
-drag, buttons and the finding chips.
+on top one lane of the findings: the spans each finding's rule marks (the counted idle gaps, the
+outlier steps, the memory peak); the lanes a rule declares (``lanes``) are tagged with its rule id.
+Data goes into the page as JSON (times in ms since the earliest window start, each span with the
+share of it that was active); the report's template writes the viewer's toolbar and inlines
+``timeline.js`` (next to this module), which draws it as SVG, coalescing spans narrower than a pixel
+so that a bar's height is the active share of its time, and zooms with the wheel, drag, buttons and
+the finding chips.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pandas as pd
 from tfadvisor.report import get
 from tfadvisor.report.findings import finding_rule
 from tfadvisor.report.formatting import fmt_num
-from tfadvisor.report.plots import gap_threshold_ms, has_rows
+from tfadvisor.report.plots import has_rows
 
 #: Spans kept per lane in the page (the analysis keeps up to 3000; fewer for many hosts).
 MAX_SPANS = 2500
@@ -30,19 +30,6 @@ MAX_SPANS = 2500
 #: host draws next to nothing at full view: it is left out on all hosts (and named under the
 #: viewer), unless a finding is about it. One host's lanes are left out only when empty.
 MIN_LANE_SHARE = 0.01
-
-#: Evidence metric name prefixes -> the lanes they are about.
-EVIDENCE_LANES = (
-    (("input_", "h2d_"), ("input wait", "device copies")),
-    (("tfdata_",), ("tf.data workers",)),
-    (("idle_", "gap_"), ("idle",)),
-    (("allreduce_", "collective"), ("device collectives", "host collectives")),
-    (("python_overhead_", "eager_", "retrace"), ("python",)),
-    (("kernel_launch",), ("training threads",)),
-    (("step_time", "step_outlier", "straggler", "slowest_host", "load_imbalance_"), ("steps",)),
-    (("device_busy", "devices_", "low_precision", "fp16", "bf16", "fp32", "matrix_", "tensor_core"),
-     ("device compute",)),
-)
 
 JS = (Path(__file__).with_name("timeline.js")).read_text(encoding="utf-8")
 
@@ -78,34 +65,29 @@ def _ms(ps: np.ndarray) -> list[float]:
 
 
 def _findings_marks(findings: list, tables: dict, metrics: Any) -> list[dict]:
-    """Per finding: rule, title, severity, the lanes its evidence is about, its own spans (ps)."""
+    """Per finding: rule, title, severity, the lanes its rule lights up, its own spans (ps): what its rule
+    declares (``lanes``, ``marks``, ``plots``, ``scope``: :mod:`tfadvisor.analyses.marks`)."""
     out = []
-    steps, gaps = tables.get("steps"), tables.get("gaps")
+    steps, gaps, mem = tables.get("steps"), tables.get("gaps"), tables.get("memory_timeline")
     for f in findings or []:
-        ev = get(f, "evidence") or {}
-        keys = [str(k) for k in (ev.keys() if isinstance(ev, dict) else [])]
-        lanes: list[str] = []
-        for prefixes, names in EVIDENCE_LANES:
-            if any(k.startswith(prefixes) for k in keys):
-                lanes += [n for n in names if n not in lanes]
+        marks, plots = set(get(f, "marks") or ()), set(get(f, "plots") or ())
         spans: list[tuple[float, float, str]] = []
-        if any(k.startswith(("idle_", "gap_")) for k in keys) and has_rows(gaps):
-            idle = pd.to_numeric(gaps.get("idle_ms", gaps.get("duration_ms")), errors="coerce").fillna(0)
-            for r in gaps[idle >= gap_threshold_ms(steps)].itertuples():
+        if "gaps" in marks and has_rows(gaps) and "counted" in gaps.columns:  # the gaps gaps_count counts
+            for r in gaps[gaps["counted"].to_numpy(bool)].itertuples():
                 spans.append((float(r.start_ps), float(r.end_ps), f"idle gap: {fmt_num(getattr(r, 'idle_ms', 0))} ms"))
-        if any(k.startswith(("step_outlier", "step_time")) for k in keys) and has_rows(steps) \
-                and "outlier" in steps.columns:
+        if "outlier_steps" in marks and has_rows(steps) and "outlier" in steps.columns:
             for r in steps[steps["outlier"].fillna(False).astype(bool)].itertuples():
                 label = f"outlier step {r.step}: {fmt_num(r.duration_ms, 4)} ms"
                 spans.append((float(r.start_ps), float(r.end_ps), label))
-        mem = tables.get("memory_timeline")
-        if any(k.startswith("memory_") for k in keys) and has_rows(mem) and "time_ps" in mem.columns:
+        if "memory" in plots and has_rows(mem) and "time_ps" in mem.columns:
             t = float(mem["time_ps"].iloc[int(np.argmax(pd.to_numeric(mem["bytes_in_use"]).to_numpy()))])
             spans.append((t, t, "memory peak"))
-        host = next((str(ev[k]) for k in ("straggler_host", "slowest_host") if isinstance(ev, dict)
-                     and isinstance(ev.get(k), str) and ev.get(k)), None)  # a host finding: that host's lanes
-        out.append({"rule": finding_rule(f), "title": str(get(f, "title", "") or ""), "host": host,
-                    "sev": str(get(f, "severity", "info") or "info").lower(), "lanes": lanes, "spans": spans})
+        scope = str(get(f, "scope", "run") or "run")
+        host = metrics.get(scope[len("host:"):]) if scope.startswith("host:") else None  # that host's lanes
+        out.append({"rule": finding_rule(f), "title": str(get(f, "title", "") or ""),
+                    "host": str(host) if isinstance(host, str) and host else None,
+                    "sev": str(get(f, "severity", "info") or "info").lower(), "lanes": list(get(f, "lanes") or ()),
+                    "spans": spans})
     return out
 
 
@@ -184,4 +166,4 @@ def lane_kinds(names: list[str]) -> str:
     return ", ".join(kinds) + (" (every host)" if any(": " in n for n in names) else "")
 
 
-__all__ = ["EVIDENCE_LANES", "JS", "lane_kinds", "timeline_data"]
+__all__ = ["JS", "lane_kinds", "timeline_data"]

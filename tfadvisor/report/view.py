@@ -12,8 +12,8 @@ the timeline's data and script are built by our own code (every trace-derived st
 by ``svg.esc``) and come as :class:`markupsafe.Markup`, the one kind of value the HTML template
 writes as it is.
 
-HTML plots, in page order; each sits beside the first finding whose evidence names its data
-(:data:`PLOT_FOR_EVIDENCE`); one whose data the trace lacks is a box with the same id saying why:
+HTML plots, in page order; each sits beside the first finding whose rule names it (the rule's
+``plots``); one whose data the trace lacks is a box with the same id saying why:
 
 =================  ======================================================  ===================
 id                 what                                                    data
@@ -52,18 +52,6 @@ from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 PLOT_IDS = ("plot-steps", "plot-busy", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory",
             "plot-allreduce", "plot-hosts", "plot-datafiles")
 
-#: Evidence metric name prefixes -> the plot that answers a finding citing them.
-PLOT_FOR_EVIDENCE = (
-    ("plot-hosts", ("straggler", "slowest_host", "load_imbalance_", "hosts_", "missing_hosts")),
-    ("plot-busy", ("idle_", "gap_")),
-    ("plot-steps", ("step_time", "step_outlier", "input_", "kernel_launch", "python_overhead_", "eager_")),
-    ("plot-tfdata", ("tfdata_",)),
-    ("plot-precision", ("fp16", "bf16", "fp32", "tf32", "int8", "low_precision", "matrix_", "tensor_core",
-                        "xprof_16bit")),
-    ("plot-memory", ("memory_",)),
-    ("plot-allreduce", ("allreduce_", "collective")),
-    ("plot-datafiles", ("data_",)),
-)
 
 #: A table with more columns than this (after the empty ones are dropped) and few rows is drawn
 #: turned on its side in HTML (one column per row), so that it fits the page without scrolling.
@@ -199,7 +187,7 @@ class Finding:
     fix: list[tuple[str, str, str]]  # (text | code, body, language)
     why: str
     docs: list[tuple[str, str]]  # (title, url)
-    plot_ids: list[str]  # the plots its evidence names (PLOT_FOR_EVIDENCE order)
+    plot_ids: list[str]  # the plots its rule declares (``plots``)
 
 
 @dataclass
@@ -515,7 +503,7 @@ def _steps(steps: Any, notes: list[str]) -> Steps:
 
 
 def _gaps(gaps: Any, steps: Any, metrics: Any, notes: list[str]) -> Gaps:
-    out = Gaps(figures=figures(metrics, BUSY_FIGURES), threshold=fmt_num(P.gap_threshold_ms(steps)))
+    out = Gaps(figures=figures(metrics, BUSY_FIGURES), threshold=fmt_num(metrics.get("gap_threshold_ms")))
     if not isinstance(gaps, pd.DataFrame) and not out.figures:
         out.absent = _absent(notes, "no step or idle-gap data", "gaps")
         return out
@@ -621,14 +609,14 @@ def _safe_id(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in str(text))
 
 
-def _gaps_lines(metrics: Any, steps: Any = None) -> list[Line]:
+def _gaps_lines(metrics: Any) -> list[Line]:
     """What the busy/idle plot draws, in words: the idle total, then the gaps the findings count
     (idle of at least the threshold); shorter idle is in the total, not a gap."""
     out = [Line(figures(metrics, BUSY_LINE))]
     n = metrics.get("gaps_count")
     if n is None:
         return out
-    thr = fmt_num(P.gap_threshold_ms(steps))
+    thr = fmt_num(metrics.get("gap_threshold_ms"))
     if n:
         head = Figure(f"gaps between steps with {thr} ms or more idle", fmt_num(n))
         out.append(Line([head, *figures(metrics, (("gap_max_ms", "longest"), ("gap_host_activity", "the host ran")))],
@@ -656,22 +644,21 @@ def _plots(result: Any, view: View, metrics: Any, tables: dict, notes: list[str]
                  "Each bar is one step (or, with many steps, the mean of a few, as the axis says), split into where "
                  "its time went; the axis reaches the slowest step. Hover a bar for its numbers.")
     busy = Plot("plot-busy", "busy", f"Busy vs idle{of_host}",
-                _svg(busyidle.busy_idle_svg(tables.get("timeline"), tables.get("steps"), tables.get("gaps"),
-                                            metrics.get("device_present"),
+                _svg(busyidle.busy_idle_svg(tables.get("timeline"), tables.get("steps"), tables.get("gaps"), metrics,
                                             why=_absent(notes, "no activity timeline", "timeline", "gaps"))),
                 "Top: the shares of the steps' wall time. Row: time runs left to right; in each pixel column the "
                 f"red height is the share the {who} had no work between steps, the orange the share inside a step "
                 "with nothing traced at all, so their area is the idle time. Triangles mark the gaps the findings "
-                "count.", lines=_gaps_lines(metrics, tables.get("steps")))
+                "count.", lines=_gaps_lines(metrics))
     for host, what, h in extra:
         t, m = getattr(h, "tables", {}) or {}, getattr(h, "metrics", {}) or {}
         svg = _svg(stepchart.steps_svg(t.get("steps"), plot_id=f"plot-steps-{_safe_id(host)}"))
         if not steps.missing and not is_missing(svg):
             steps.hosts.append(HostView(host, what, svg))
-        svg = _svg(busyidle.busy_idle_svg(t.get("timeline"), t.get("steps"), t.get("gaps"), m.get("device_present"),
+        svg = _svg(busyidle.busy_idle_svg(t.get("timeline"), t.get("steps"), t.get("gaps"), m,
                                           plot_id=f"plot-busy-{_safe_id(host)}"))
         if not busy.missing and not is_missing(svg):
-            busy.hosts.append(HostView(host, what, svg, _gaps_lines(m, t.get("steps"))))
+            busy.hosts.append(HostView(host, what, svg, _gaps_lines(m)))
     mem = view.memory
     return [
         steps, busy,
@@ -714,10 +701,8 @@ def _hosts_why(result: Any) -> str:
 
 
 def _plots_for(finding: Any) -> list[str]:
-    """The plot ids a finding's evidence names, in PLOT_FOR_EVIDENCE order."""
-    ev = get(finding, "evidence") or {}
-    keys = [str(k) for k in (ev.keys() if isinstance(ev, dict) else [])]
-    return [pid for pid, prefixes in PLOT_FOR_EVIDENCE if any(k.startswith(prefixes) for k in keys)]
+    """The plot ids of the plots a finding's rule declares (``plots``), in the rule's order."""
+    return [f"plot-{name}" for name in get(finding, "plots") or () if f"plot-{name}" in PLOT_IDS]
 
 
 def _timeline(result: Any, notes: list[str]) -> Timeline:
@@ -730,5 +715,5 @@ def _timeline(result: Any, notes: list[str]) -> Timeline:
                     script=Markup(timeline.JS))
 
 
-__all__ = ["MAX_COLUMNS", "PLOT_FOR_EVIDENCE", "PLOT_IDS", "Cell", "Figure", "Finding", "Plot", "Table", "View",
+__all__ = ["MAX_COLUMNS", "PLOT_IDS", "Cell", "Figure", "Finding", "Plot", "Table", "View",
            "build", "figures", "is_missing", "table"]
