@@ -58,6 +58,8 @@ class _Capture:
         self.fit_calls = 0
         self.keras_loaded = False
         self.session = None
+        self.stretch = None  # time mode: what the window holds, for the printed line
+        self.duration_s = float(cfg.get("duration_s", 5.0))
         self.timer_note = None
         self.lock = threading.Lock()
         self.exiting = threading.Event()
@@ -100,6 +102,14 @@ class _Capture:
                 ON_START.append(self.window_opened)
         except Exception as err:  # noqa: BLE001
             _say(f"cannot watch the profiling window ({type(err).__name__}: {err})")
+
+    def new_session(self, source):
+        """A session of the parent's options (it prints on stderr; the parent analyses the profile)."""
+        from tfadvisor.capture.options import CaptureOptions
+        from tfadvisor.capture.session import ProfileSession
+
+        return ProfileSession.from_options(CaptureOptions.make(self.logdir, self.options, source=source, verbose=True,
+                                                               stream=sys.stderr, hint=False))
 
     # --- Keras ---------------------------------------------------------------------------
     def make_callback(self):
@@ -199,13 +209,9 @@ class _Capture:
         if self.loop_state is not None or n < start:
             return
         try:
-            from tfadvisor.capture.session import ProfileSession
-
             self.watch_windows()
             self.loop_first = n
-            session = ProfileSession(self.logdir, self.options, source="tfadvisor capture run (step markers)",
-                                     verbose=True, stream=sys.stderr)
-            session.hint = False  # the parent analyses it
+            session = self.new_session("tfadvisor capture run (step markers)")
             self.loop_session = session
             if not session.start():
                 self.loop_state = "failed"
@@ -232,16 +238,13 @@ class _Capture:
         try:
             start, steps = int(self.cfg.get("start_step", 10)), int(self.cfg.get("steps", 10))
             first, last = self.loop_first, self.loop_last
-            session.label = f"steps {first}-{last}" if last is not None else "no steps"
-            session.extra["steps"] = {"start": first, "stop": (last + 1) if last is not None else first,
-                                      "count": self.loop_count, "markers": self.loop_count,
-                                      "requested": [start, start + steps], "by": "step markers"}
+            window = {"start": first, "stop": (last + 1) if last is not None else first, "count": self.loop_count,
+                      "markers": self.loop_count, "requested": [start, start + steps], "by": "step markers"}
             if note:
-                session.extra["steps"]["note"] = note
+                window["note"] = note
                 _say(note)
-            if self.signal_name:
-                session.interrupted = self.signal_name
-            session.stop()
+            session.stop(label=f"steps {first}-{last}" if last is not None else "no steps", facts={"steps": window},
+                         interrupted=self.signal_name)
         except Exception as err:  # noqa: BLE001
             _say(f"the step window did not close cleanly ({type(err).__name__}: {err})")
 
@@ -255,7 +258,7 @@ class _Capture:
     def _timer(self):
         try:
             start = float(self.cfg.get("start_after_s", 0.0))
-            duration = float(self.cfg.get("duration_s", 5.0))
+            duration = self.duration_s
             if self.exiting.wait(start):
                 return
             while "tensorflow" not in sys.modules:
@@ -265,17 +268,12 @@ class _Capture:
             import importlib
 
             importlib.import_module("tensorflow")  # waits for an import in progress to finish
-            from tfadvisor.capture.session import ProfileSession
-
             self.watch_windows()
             with self.lock:
                 if self.exiting.is_set():
                     return
-                self.session = ProfileSession(self.logdir, self.options, source="tfadvisor capture run", verbose=True,
-                                              stream=sys.stderr)
-                self.session.label = f"the stretch from {time.time() - self.t0:.1f} s after start"
-                self.session.asked_s = duration
-                self.session.hint = False
+                self.session = self.new_session("tfadvisor capture run")
+                self.stretch = f"the stretch from {time.time() - self.t0:.1f} s after start"
                 if not self.session.start():
                     return
             _say(f"profiling for {duration:g} s into {self.logdir}")
@@ -284,7 +282,7 @@ class _Capture:
                 if self.session.started:
                     if self.exiting.is_set():
                         self.timer_note = "the script ended before the capture did"
-                    self.session.stop()
+                    self.session.stop(label=self.stretch, asked_s=duration)
         except Exception as err:  # noqa: BLE001
             self.timer_note = f"{type(err).__name__}: {err}"
             _say(f"timed capture failed ({self.timer_note})")
@@ -342,9 +340,7 @@ class _Capture:
                 with self.lock:
                     if self.session is not None and self.session.started:
                         self.timer_note = "the script ended before the capture did"
-                        if self.signal_name:
-                            self.session.interrupted = self.signal_name
-                        self.session.stop()
+                        self.session.stop(label=self.stretch, asked_s=self.duration_s, interrupted=self.signal_name)
                 if self.session is not None:
                     status["run_dir"] = self.session.run_dir
                     status["error"] = self.session.error

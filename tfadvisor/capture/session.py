@@ -208,17 +208,19 @@ class ProfileSession(CaptureOptionsView):
             self.stop()
 
     def stop(self, *, label: str | None = None, facts: dict[str, Any] | None = None,
-             interrupted: str | None = None) -> str | None:
+             interrupted: str | None = None, asked_s: float | None = None) -> str | None:
         """Stop the profiler, write the metadata file, analyse if asked; the run directory.
 
         What only whoever ends the window knows (the Keras callback's window): ``label``, what the profile
         holds (``"steps 10-19"``, for the printed line); ``facts``, keys for ``tfadvisor_run.json`` (the
         ``metadata`` the session was given wins over them); ``interrupted``, the signal that cut it short
-        (then it is not analysed).
+        (then it is not analysed); ``asked_s``, the seconds a timed capture was asked for.
         """
         with self._state_lock:
             if label is not None:
                 self.label = label
+            if asked_s is not None:
+                self.asked_s = asked_s
             if facts:
                 self.extra = {**facts, **self.extra}
             if interrupted:
