@@ -76,13 +76,11 @@ class _Cli:
         from tfadvisor import cli
 
         self.cli = cli
-        self.groups = len(cli.app.registered_groups)
-        self.commands = len(cli.app.registered_commands)
+        self.commands = dict(cli.app.commands)
 
     def __call__(self, args: list[str]) -> int:
         app = self.cli.app
-        del app.registered_groups[self.groups:]  # main() registers its optional commands each call
-        del app.registered_commands[self.commands:]
+        app.commands = dict(self.commands)  # each call as the first: main() registers the optional commands
         sys.argv = ["tfadvisor", *args]
         try:
             self.cli.main()

@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import free_port
-from typer.testing import CliRunner
 
 from tfadvisor.capture import runner, service
 from tfadvisor.capture.cli import app

@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
-import typer
+from click.testing import CliRunner
 from conftest import capture_env
-from typer.testing import CliRunner
 
 from tfadvisor.cli import app, parse_count
 
@@ -37,7 +37,7 @@ def test_parse_count(text, value):
 
 @pytest.mark.parametrize("text", ["12x", "", "0", "1.5", "M", "-3"])
 def test_parse_count_rejects(text):
-    with pytest.raises(typer.BadParameter):
+    with pytest.raises(click.BadParameter):
         parse_count(text)
 
 
@@ -75,10 +75,7 @@ def test_help_at_80_columns(command):
     assert res.returncode == 0, res.stderr
     assert "<bool>" not in res.stdout and "…" not in res.stdout
     assert all(len(line) <= 80 for line in res.stdout.splitlines()), res.stdout
-    from typer.main import get_command
-
-    group = get_command(app)
-    cmd = group.commands[command[0]]
+    cmd = app.commands[command[0]]
     if len(command) > 1:
         cmd = cmd.commands[command[1]]
     for p in cmd.params:
@@ -89,8 +86,6 @@ def test_help_at_80_columns(command):
 
 def _all_commands():
     """Every command and subcommand of the full app (the optional ones too), as argument paths."""
-    from typer.main import get_command
-
     from tfadvisor.cli import _register_optional
 
     _register_optional()
@@ -98,14 +93,14 @@ def _all_commands():
 
     def walk(cmd, path):
         out.append(path)
-        for name, sub in (getattr(cmd, "commands", None) or {}).items():  # a group (typer's own click)
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():  # a group
             walk(sub, [*path, name])
 
-    walk(get_command(app), [])
+    walk(app, [])
     return out
 
 
-#: typer's type tags (``<list[str]>``, ``<int>``, ``<text|json>``) and usage braces (``{PATH}``).
+#: type tags (``<list[str]>``, ``<int>``, ``<text|json>``) and usage braces (``{PATH}``), as typer wrote them.
 TYPE_TAG = re.compile(r"<[^<>\s]+>|\{[A-Z_.]+\}")
 
 

@@ -8,8 +8,8 @@ import re
 import sys
 
 import pytest
+from click.testing import CliRunner
 from rich.console import Console
-from typer.testing import CliRunner
 
 from tfadvisor.advice import evaluate, load_rules
 from tfadvisor.analyses import Metric, Metrics, Options

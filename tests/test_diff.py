@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
+from click.testing import CliRunner
 from rich.console import Console
 from test_report_html import FakeFinding, make_result
-from typer.testing import CliRunner
 
 from tfadvisor.analyses import Metric
 from tfadvisor.diff_cli import diff_command
@@ -86,12 +85,6 @@ def test_render_text_fits_80_columns():
         assert label in out
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    app.command()(diff_command)
-    return app
-
-
 def test_diff_command_with_fake_analyze(monkeypatch):
     before, after = _pair()
     calls = []
@@ -102,16 +95,16 @@ def test_diff_command_with_fake_analyze(monkeypatch):
 
     monkeypatch.setattr("tfadvisor.api.analyze", fake)
     runner = CliRunner()
-    r = runner.invoke(_app(), ["b", "a", "--format", "json", "--run-before", "r1", "--fail-on-regression", "5"])
+    r = runner.invoke(diff_command, ["b", "a", "--format", "json", "--run-before", "r1", "--fail-on-regression", "5"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["verdict"] == "faster"
     assert calls == [("b", "r1"), ("a", None)]
-    r = runner.invoke(_app(), ["a", "b", "--fail-on-regression", "5"])  # swapped: slower
+    r = runner.invoke(diff_command, ["a", "b", "--fail-on-regression", "5"])  # swapped: slower
     assert r.exit_code == 1
     assert "slower by" in r.stdout
-    r = runner.invoke(_app(), ["a", "b", "--fail-on-regression", "1000"])  # slower, but within budget
+    r = runner.invoke(diff_command, ["a", "b", "--fail-on-regression", "1000"])  # slower, but within budget
     assert r.exit_code == 0
-    r = runner.invoke(_app(), ["a", "b", "--format", "yaml"])
+    r = runner.invoke(diff_command, ["a", "b", "--format", "yaml"])
     assert r.exit_code == 2
 
 

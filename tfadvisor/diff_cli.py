@@ -7,37 +7,35 @@ from __future__ import annotations
 
 import json
 
-import typer
+import click
 
+from tfadvisor.errors import Argument, Command, fail
 from tfadvisor.report.diff import diff_results, render_text
 
 
-def diff_command(
-    before: str = typer.Argument(..., metavar="BEFORE",
-                                 help="The profile before the change (logdir, run dir or .xplane.pb)."),
-    after: str = typer.Argument(..., metavar="AFTER", help="The profile after the change."),
-    fmt: str = typer.Option("text", "--format", "-f", metavar="text|json", help="Output format: text or json."),
-    fail_on_regression: float | None = typer.Option(
-        None, "--fail-on-regression", metavar="PCT",
-        help="Exit 1 when the step time got significantly slower (beyond the steps' noise) by more than PCT %; 2 "
-             "when a profile has no step time."),
-    run_before: str | None = typer.Option(None, "--run-before", metavar="NAME",
-                                          help="Run to use in BEFORE (default: newest)."),
-    run_after: str | None = typer.Option(None, "--run-after", metavar="NAME",
-                                         help="Run to use in AFTER (default: newest)."),
-    rules: list[str] = typer.Option([], "--rules", metavar="DIR", help="Extra rules directory (repeatable)."),
-) -> None:
+@click.command("diff", cls=Command, short_help="Compare two profiles: step time, breakdown, input, gaps.")
+@click.argument("before", cls=Argument, metavar="BEFORE",
+                help="The profile before the change (logdir, run dir or .xplane.pb).")
+@click.argument("after", cls=Argument, metavar="AFTER", help="The profile after the change.")
+@click.option("--format", "-f", "fmt", default="text", metavar="text|json", help="Output format: text or json.")
+@click.option("--fail-on-regression", type=float, metavar="PCT",
+              help="Exit 1 when the step time got significantly slower (beyond the steps' noise) by more than PCT %; "
+                   "2 when a profile has no step time.")
+@click.option("--run-before", metavar="NAME", help="Run to use in BEFORE (default: newest).")
+@click.option("--run-after", metavar="NAME", help="Run to use in AFTER (default: newest).")
+@click.option("--rules", multiple=True, metavar="DIR", help="Extra rules directory (repeatable).")
+def diff_command(before: str, after: str, fmt: str, fail_on_regression: float | None, run_before: str | None,
+                 run_after: str | None, rules: tuple[str, ...]) -> None:
     """Compare two profiles: step time, breakdown, input, gaps, precision, memory, AllReduce, findings."""
     from tfadvisor.api import analyze
 
     if fmt not in ("text", "json"):
-        typer.echo(f"tfadvisor: --format must be text or json, not {fmt!r}", err=True)
-        raise typer.Exit(2)
-    rb = analyze(before, run=run_before, rules_dirs=rules)
-    ra = analyze(after, run=run_after, rules_dirs=rules)
+        fail(f"--format must be text or json, not {fmt!r}")
+    rb = analyze(before, run=run_before, rules_dirs=list(rules))
+    ra = analyze(after, run=run_after, rules_dirs=list(rules))
     d = diff_results(rb, ra)
     if fmt == "json":
-        typer.echo(json.dumps(d, indent=2, default=str))
+        click.echo(json.dumps(d, indent=2, default=str))
     else:
         render_text(d)
     if fail_on_regression is not None:
@@ -46,12 +44,9 @@ def diff_command(
             st = d["step_time"]
             side = "before" if st["before_ms"] is None or st["before_ms"] <= 0 else "after"
             where = d[side].get("directory") or d[side]["run"]
-            typer.echo(f"tfadvisor: {where}: no step time in the {side} profile: --fail-on-regression cannot "
-                       "judge it", err=True)
-            raise typer.Exit(2)
+            fail(f"{where}: no step time in the {side} profile: --fail-on-regression cannot judge it")
         if d["verdict"] == "slower" and pct > fail_on_regression:  # within the noise is no regression
-            typer.echo(f"tfadvisor: step time regressed by {pct:.1f} % (> {fail_on_regression:g} %)", err=True)
-            raise typer.Exit(1)
+            fail(f"step time regressed by {pct:.1f} % (> {fail_on_regression:g} %)", code=1)
 
 
 __all__ = ["diff_command"]

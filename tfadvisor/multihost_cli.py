@@ -4,31 +4,23 @@ importing numpy, pandas and the analyses."""
 
 from __future__ import annotations
 
-from enum import Enum
+import click
 
-import typer
-
-
-class ScalingFormat(str, Enum):
-    text = "text"
-    json = "json"
+from tfadvisor.errors import Argument, Command
 
 
-def scaling_command(
-    runs: list[str] = typer.Argument(..., metavar="RUN",
-                                     help="Two or more runs (logdirs, run directories) of the same model at "
-                                          "different replica counts."),
-    replicas: str | None = typer.Option(None, "--replicas", metavar="N[,N...]",
-                                        help="Replica count of each run, e.g. 2,4,8 "
-                                             "(default: each run's tfadvisor_run.json)."),
-    batch_size: str | None = typer.Option(None, "--batch-size", metavar="N[,N...]",
-                                          help="Global batch size: one value, or one per "
-                                               "run (default: tfadvisor_run.json)."),
-    fmt: ScalingFormat = typer.Option(ScalingFormat.text, "--format", "-f", help="Output format."),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", metavar="N", help="Worker processes for multi-host runs."),
-    dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
-                                    help="Dask scheduler address for multi-host parsing."),
-) -> None:
+@click.command("scaling", cls=Command, short_help="Scaling efficiency across runs at different replica counts.")
+@click.argument("runs", cls=Argument, nargs=-1, required=True, metavar="RUN",
+                help="Two or more runs (logdirs, run directories) of the same model at different replica counts.")
+@click.option("--replicas", metavar="N[,N...]",
+              help="Replica count of each run, e.g. 2,4,8 (default: each run's tfadvisor_run.json).")
+@click.option("--batch-size", metavar="N[,N...]",
+              help="Global batch size: one value, or one per run (default: tfadvisor_run.json).")
+@click.option("--format", "-f", "fmt", type=click.Choice(("text", "json")), default="text", help="Output format.")
+@click.option("--jobs", "-j", type=int, metavar="N", help="Worker processes for multi-host runs.")
+@click.option("--dask", metavar="ADDRESS", help="Dask scheduler address for multi-host parsing.")
+def scaling_command(runs: tuple[str, ...], replicas: str | None, batch_size: str | None, fmt: str,
+                    jobs: int | None, dask: str | None) -> None:
     """Scaling efficiency across runs at different replica counts: throughput per replica, and where
     the efficiency is lost (AllReduce, input, other)."""
     import json
@@ -36,8 +28,8 @@ def scaling_command(
     from tfadvisor.report.scaling import render_scaling
     from tfadvisor.scaling import scaling_report
 
-    report = scaling_report(runs, replicas, batch_size, jobs=jobs, dask=dask)
-    if fmt is ScalingFormat.json:
-        typer.echo(json.dumps(report, indent=2, default=str))
+    report = scaling_report(list(runs), replicas, batch_size, jobs=jobs, dask=dask)
+    if fmt == "json":
+        click.echo(json.dumps(report, indent=2, default=str))
     else:
         render_scaling(report)

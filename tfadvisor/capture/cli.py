@@ -16,29 +16,23 @@ pipe changes neither the capture nor the exit code.
 from __future__ import annotations
 
 import os
-from enum import Enum
 
-import typer
+import click
 
 from tfadvisor.capture.base import say, say_err
-from tfadvisor.errors import fail
+from tfadvisor.errors import Argument, Group, fail
 
-app = typer.Typer(
-    help="Capture a profile: from a running program's profiler server, or by running a training script.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+
+@click.group("capture", cls=Group, no_args_is_help=True, context_settings={"show_default": True},
+             short_help="Capture a profile: from a profiler server, or run a script.")
+def app() -> None:
+    """Capture a profile: from a running program's profiler server, or by running a training script."""
+
 
 HOST_LEVEL_HELP = "Host (CPU) tracer level: 1 critical, 2 info, 3 verbose."
 DEVICE_LEVEL_HELP = "Device (GPU/TPU) tracer level: 0 off, 1 on."
 PYTHON_LEVEL_HELP = "Python tracer level: 1 traces Python function calls (slow), 0 off."
-
-
-class Backend(str, Enum):
-    auto = "auto"
-    xprof = "xprof"
-    tf = "tf"
+BACKENDS = ("auto", "xprof", "tf")
 
 
 def _levels(host: int | None, device: int | None, python: int | None, delay_ms: int | None = None):
@@ -78,22 +72,23 @@ def _report(run_dir: str, logdir: str, *, analyze: bool, no_steps: str | None = 
     say(f"tfadvisor: analyse it again with: tfadvisor analyze {logdir}")
 
 
-@app.command("service")
-def service(
-    address: str = typer.Argument(..., metavar="HOST:PORT[,HOST:PORT...]",
-                                  help="Profiler server(s) of the running program (grpc:// optional)."),
-    logdir: str = typer.Option(..., "--logdir", help="Where to write the profile (the server writes it too: "
-                                                     "use shared storage such as gs:// for remote hosts)."),
-    duration_ms: int = typer.Option(2000, "--duration-ms", help="How long to trace, in milliseconds."),
-    retries: int = typer.Option(2, "--retries", help="Tries again this many times when nothing was traced."),
-    host_tracer_level: int | None = typer.Option(None, "--host-tracer-level", help=HOST_LEVEL_HELP),
-    device_tracer_level: int | None = typer.Option(None, "--device-tracer-level", help=DEVICE_LEVEL_HELP),
-    python_tracer_level: int | None = typer.Option(None, "--python-tracer-level", help=PYTHON_LEVEL_HELP),
-    delay_ms: int | None = typer.Option(None, "--delay-ms", help="Start tracing this much later (all hosts)."),
-    backend: Backend = typer.Option(Backend.auto, "--backend",
-                                    help="Client: xprof (passes tracer levels on) or tf; auto prefers xprof."),
-    analyze: bool = typer.Option(True, "--analyze/--no-analyze", help="Analyse the capture and print the result."),
-) -> None:
+@app.command("service", short_help="Capture from a running program's profiler server(s).")
+@click.argument("address", cls=Argument, metavar="HOST:PORT[,HOST:PORT...]",
+                help="Profiler server(s) of the running program (grpc:// optional).")
+@click.option("--logdir", required=True, help="Where to write the profile (the server writes it too: use shared "
+                                              "storage such as gs:// for remote hosts).")
+@click.option("--duration-ms", type=int, default=2000, help="How long to trace, in milliseconds.")
+@click.option("--retries", type=int, default=2, help="Tries again this many times when nothing was traced.")
+@click.option("--host-tracer-level", type=int, help=HOST_LEVEL_HELP)
+@click.option("--device-tracer-level", type=int, help=DEVICE_LEVEL_HELP)
+@click.option("--python-tracer-level", type=int, help=PYTHON_LEVEL_HELP)
+@click.option("--delay-ms", type=int, help="Start tracing this much later (all hosts).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto",
+              help="Client: xprof (passes tracer levels on) or tf; auto prefers xprof.")
+@click.option("--analyze/--no-analyze", default=True, help="Analyse the capture and print the result.")
+def service(address: str, logdir: str, duration_ms: int, retries: int, host_tracer_level: int | None,
+            device_tracer_level: int | None, python_tracer_level: int | None, delay_ms: int | None, backend: str,
+            analyze: bool) -> None:
     """Capture DURATION ms from a program that runs tf.profiler.experimental.server.start(PORT).
 
     Memory events on the CPU need the program itself to run with TF_CPU_ALLOCATOR_USE_BFC=true.
@@ -104,7 +99,7 @@ def service(
         fail(f"--retries must be >= 0, got {retries}")
     opts = _levels(host_tracer_level, device_tracer_level, python_tracer_level, delay_ms)
     try:
-        got = capture_service(address, logdir, duration_ms, retries=retries, options=opts, backend=backend.value)
+        got = capture_service(address, logdir, duration_ms, retries=retries, options=opts, backend=backend)
     except CaptureError as err:
         fail(str(err))
         return
@@ -115,29 +110,31 @@ def service(
                      f"{got.run_dir}): capture while the program trains, or use a longer --duration-ms")
 
 
-@app.command("run", context_settings={"allow_interspersed_args": False})
-def run(
-    command: list[str] = typer.Argument(..., metavar="-- COMMAND [ARGS]...",
-                                        help="The training command, e.g. python train.py --epochs 3."),
-    logdir: str = typer.Option(..., "--logdir", help="Where the profiler writes."),
-    start_step: int | None = typer.Option(None, "--start-step",
-                                             help="First profiled step of keras Model.fit (global, from 0; "
-                                                  "default 10)."),
-    steps: int | None = typer.Option(None, "--steps", help="How many steps to profile (default 10)."),
-    start_after_s: float | None = typer.Option(None, "--start-after-s",
-                                                  help="Time mode: start the profiler this many seconds after the "
-                                                       "script starts (any TensorFlow program)."),
-    duration_s: float | None = typer.Option(None, "--duration-s", help="Time mode: profile this long (default 5)."),
-    host_tracer_level: int | None = typer.Option(None, "--host-tracer-level", help=HOST_LEVEL_HELP),
-    device_tracer_level: int | None = typer.Option(None, "--device-tracer-level", help=DEVICE_LEVEL_HELP),
-    python_tracer_level: int | None = typer.Option(None, "--python-tracer-level", help=PYTHON_LEVEL_HELP),
-    memory: bool = typer.Option(False, "--memory", help="Record CPU memory events (TF_CPU_ALLOCATOR_USE_BFC=true)."),
-    system: bool = typer.Option(True, "--system/--no-system",
-                                help="Sample CPU, memory, disk, network and GPU use during the window "
-                                     "(tfadvisor_system.<host>.npz beside the profile)."),
-    system_hz: float = typer.Option(10.0, "--system-hz", help="System sampling rate, samples per second (1-50)."),
-    analyze: bool = typer.Option(True, "--analyze/--no-analyze", help="Analyse the capture and print the result."),
-) -> None:
+@app.command("run", context_settings={"allow_interspersed_args": False},
+             short_help="Run a training script with the profiler armed, then analyse.")
+@click.argument("command", cls=Argument, nargs=-1, required=True, metavar="-- COMMAND [ARGS]...",
+                help="The training command, e.g. python train.py --epochs 3.")
+@click.option("--logdir", required=True, help="Where the profiler writes.")
+@click.option("--start-step", type=int,
+              help="First profiled step of keras Model.fit (global, from 0; default 10).")
+@click.option("--steps", type=int, help="How many steps to profile (default 10).")
+@click.option("--start-after-s", type=float,
+              help="Time mode: start the profiler this many seconds after the script starts (any TensorFlow "
+                   "program).")
+@click.option("--duration-s", type=float, help="Time mode: profile this long (default 5).")
+@click.option("--host-tracer-level", type=int, help=HOST_LEVEL_HELP)
+@click.option("--device-tracer-level", type=int, help=DEVICE_LEVEL_HELP)
+@click.option("--python-tracer-level", type=int, help=PYTHON_LEVEL_HELP)
+@click.option("--memory", is_flag=True, help="Record CPU memory events (TF_CPU_ALLOCATOR_USE_BFC=true).")
+@click.option("--system/--no-system", default=True,
+              help="Sample CPU, memory, disk, network and GPU use during the window (tfadvisor_system.<host>.npz "
+                   "beside the profile).")
+@click.option("--system-hz", type=float, default=10.0, help="System sampling rate, samples per second (1-50).")
+@click.option("--analyze/--no-analyze", default=True, help="Analyse the capture and print the result.")
+def run(command: tuple[str, ...], logdir: str, start_step: int | None, steps: int | None,
+        start_after_s: float | None, duration_s: float | None, host_tracer_level: int | None,
+        device_tracer_level: int | None, python_tracer_level: int | None, memory: bool, system: bool,
+        system_hz: float, analyze: bool) -> None:
     """Run a training script with the profiler armed, then analyse what it captured.
 
     Step mode (default) profiles steps START..START+STEPS-1 of keras Model.fit.
@@ -176,7 +173,7 @@ def run(
         lost = lost_window(done)
         where = f"; what it captured is in {run_dir}" if run_dir else f"; {lost}" if lost else ""
         say_err(f"tfadvisor: the script exited with code {done.returncode}{where}")
-        raise typer.Exit(done.returncode if done.returncode > 0 else 128 - done.returncode)
+        raise click.exceptions.Exit(done.returncode if done.returncode > 0 else 128 - done.returncode)
     if not run_dir:
         fail(explain_no_profile(done))
         return
@@ -192,7 +189,7 @@ def _terminated(done, run_dir: str | None) -> None:
             f"{done.returncode}{kept}")
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
-    raise typer.Exit(143)
+    raise click.exceptions.Exit(143)
 
 
 def _register_vertex() -> None:
@@ -204,7 +201,6 @@ def _register_vertex() -> None:
 
 
 _register_vertex()
-
 
 
 def main() -> None:
