@@ -432,8 +432,9 @@ def test_finding_to_dict():
     f = fire("eager_execution", {**STEP, "eager_pct": 85.0, "eager_op_count": 2980})
     d = f.to_dict()
     assert set(d) == {"rule", "severity", "title", "message", "impact_pct", "evidence", "fix", "why", "docs",
-                      "marks", "scope"}
-    assert d["marks"] == ["eager"] and d["scope"] == "run"  # what its rule declares
+                      "marks", "scope", "plots", "lanes"}
+    # what its rule declares
+    assert (d["marks"], d["scope"], d["plots"], d["lanes"]) == (["eager"], "run", ["steps"], ["python", "steps"])
     assert d["docs"] and all(u.startswith("https://") for u in d["docs"])
     assert d["evidence"]["eager_op_count"] == 2980
 

@@ -293,9 +293,9 @@ def test_straggler_fix_names_the_hosts():
 
 @pytest.mark.parametrize("extra, problem", [
     ('marks = ["gapz"]', "unknown mark 'gapz' (did you mean 'gaps'?)"),
-    ('marks = "gaps"', "marks must be a list of names"),
+    ('marks = "gaps"', "marks must be a list of mark names"),
     ('plots = ["stepz"]', "unknown plot 'stepz' (did you mean 'steps'?)"),
-    ('plots = "steps"', "plots must be a list of names"),
+    ('plots = "steps"', "plots must be a list of plot names"),
     ('scope = "host:no_such_metric"', "unknown metric 'no_such_metric' in scope"),
     ('scope = "everyone"', "scope must be one of run, none or host:<metric>"),
 ])

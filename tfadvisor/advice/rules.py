@@ -306,22 +306,15 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
                                 f"{_did_you_mean(name, known)}", rule_id)
         return text
 
-    def evidence(v: Any, where: int | None) -> list[str]:
+    def names(key: str, what: str, vocabulary: Any, v: Any, where: int | None) -> list[str]:
+        """A list of ``what`` names from ``vocabulary`` (the metrics, or a vocabulary of marks.py, listed)."""
         if not isinstance(v, list) or any(not isinstance(x, str) for x in v):
-            raise RuleError(path, where, f"rule {rule_id!r}: evidence must be a list of metric names", rule_id)
-        for name in v:
-            if name not in known:
-                raise RuleError(path, where, f"rule {rule_id!r}: evidence: unknown metric {name!r}"
-                                f"{_did_you_mean(name, known)}", rule_id)
-        return list(v)
-
-    def names(key: str, vocabulary: dict[str, str], v: Any, where: int | None) -> list[str]:
-        if not isinstance(v, list) or any(not isinstance(x, str) for x in v):
-            raise RuleError(path, where, f"rule {rule_id!r}: {key} must be a list of names", rule_id)
+            raise RuleError(path, where, f"rule {rule_id!r}: {key} must be a list of {what} names", rule_id)
         for name in v:
             if name not in vocabulary:
-                raise RuleError(path, where, f"rule {rule_id!r}: {key}: unknown {key[:-1]} {name!r}"
-                                f"{_did_you_mean(name, vocabulary)} (one of {', '.join(vocabulary)})", rule_id)
+                listed = f" (one of {', '.join(vocabulary)})" if isinstance(vocabulary, dict) else ""
+                raise RuleError(path, where, f"rule {rule_id!r}: {key}: unknown {what} {name!r}"
+                                f"{_did_you_mean(name, vocabulary)}{listed}", rule_id)
         return list(v)
 
     def scope(v: Any, where: int | None) -> str:
@@ -338,13 +331,13 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         message=template(t["message"], key_line("message"), "message"),
         fix=fix_names(string("fix"), key_line("fix")),
         impact=expr(t["impact"], "impact", key_line("impact"), "impact") if "impact" in t else None,
-        evidence=evidence(t.get("evidence", []), key_line("evidence")),
+        evidence=names("evidence", "metric", known, t.get("evidence", []), key_line("evidence")),
         why=string("why", required=False),
         example=string("example", required=False),
         docs=_docs(t.get("docs", []), lambda p: RuleError(path, key_line("docs"), f"rule {rule_id!r}: {p}", rule_id)),
-        marks=names("marks", MARKS, t.get("marks", []), key_line("marks")),
-        plots=names("plots", PLOTS, t.get("plots", []), key_line("plots")),
-        lanes=names("lanes", LANES, t.get("lanes", []), key_line("lanes")),
+        marks=names("marks", "mark", MARKS, t.get("marks", []), key_line("marks")),
+        plots=names("plots", "plot", PLOTS, t.get("plots", []), key_line("plots")),
+        lanes=names("lanes", "lane", LANES, t.get("lanes", []), key_line("lanes")),
         scope=scope(t.get("scope", "run"), key_line("scope")),
         path=str(path),
         line=line,
@@ -383,7 +376,7 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
                                 rule_id)
             case.fix = fix_names(c["fix"].strip("\n"), cline_of("fix"))
         if "evidence" in c:
-            case.evidence = evidence(c["evidence"], cline_of("evidence"))
+            case.evidence = names("evidence", "metric", known, c["evidence"], cline_of("evidence"))
         rule.cases.append(case)
     return rule_id, rule
 
