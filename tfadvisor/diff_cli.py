@@ -10,7 +10,6 @@ import json
 import click
 
 from tfadvisor.errors import Argument, Command, fail
-from tfadvisor.report.diff import diff_results, render_text
 
 
 @click.command("diff", cls=Command, short_help="Compare two profiles: step time, breakdown, input, gaps.")
@@ -28,6 +27,7 @@ def diff_command(before: str, after: str, fmt: str, fail_on_regression: float | 
                  run_after: str | None, rules: tuple[str, ...]) -> None:
     """Compare two profiles: step time, breakdown, input, gaps, precision, memory, AllReduce, findings."""
     from tfadvisor.api import analyze
+    from tfadvisor.report.diff import diff_results, render_text
 
     if fmt not in ("text", "json"):
         fail(f"--format must be text or json, not {fmt!r}")

@@ -38,7 +38,6 @@ import click
 from tfadvisor._version import __version__
 from tfadvisor.errors import Command, fail, one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
-from tfadvisor.keras import parse_window
 from tfadvisor.vertex import DEFAULT_STEPS, STEPS_ENV
 
 # TensorFlow's own public images (Docker Hub), run as custom containers: no end-of-availability date,
@@ -244,6 +243,8 @@ def vertex(ctx: click.Context, project: str | None, region: str | None, script: 
 
     Arguments after `--` go to the script.
     """
+    from tfadvisor.keras import parse_window  # not for --help: the callback's module (logging, dataclasses)
+
     try:
         window = parse_window(steps)
     except ValueError as err:
