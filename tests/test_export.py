@@ -308,6 +308,10 @@ def test_the_vocabularies_are_what_the_reports_draw():
 
     assert {f"plot-{p}" for p in PLOTS} == set(PLOT_IDS) - {"plot-timeline"}
     assert set(LANES) == {name for name, _, _ in ACTIVITY_LANES} | {"steps", "idle"}
+    # a finding from elsewhere (JSON, a user's dict) naming no plot of the vocabulary places none
+    from tfadvisor.report.view import _plots_for
+
+    assert _plots_for({"plots": ["timeline", "steps", "nope"]}) == ["plot-steps"]
 
 
 #: One sample per kind of mark, each where a rule of it fires: gaps, input waits, eager dispatches,

@@ -24,6 +24,18 @@ def test_reading_builds_once_and_keeps_what_was_stored():
     assert calls == [1] and callable(t.raw("lazy"))
 
 
+def test_tables_pickle_with_their_built_frames():
+    """A result's tables pickle (a notebook's cache) even when a table is made by a local function, once it was
+    read; one never read stays the function and does not pickle."""
+    import pickle
+
+    t = Tables({"a": Table({"x": np.arange(3)}), "lazy": lambda: pd.DataFrame({"b": [1.0]})})
+    t["lazy"]
+    back = pickle.loads(pickle.dumps(t))
+    assert back["lazy"]["b"].tolist() == [1.0] and back["a"]["x"].tolist() == [0, 1, 2]
+    assert isinstance(back.raw("a"), Table)
+
+
 def test_a_copy_shares_what_was_built_and_a_new_value_replaces_it():
     t = Tables({"a": Table({"x": np.arange(2)})})
     built = t["a"]

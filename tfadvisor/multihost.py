@@ -442,4 +442,4 @@ def _plain(v: Any) -> Any:
     return v
 
 
-__all__ = ["CATEGORIES", "COMPUTE", "DECLARED", "STRAGGLER_RATIO", "analyze_hosts", "combine_hosts"]
+__all__ = ["CATEGORIES", "COMPUTE", "DECLARED", "STRAGGLER_RATIO", "analyze_hosts", "analyze_run", "combine_hosts"]

@@ -58,8 +58,6 @@ class _Capture:
         self.fit_calls = 0
         self.keras_loaded = False
         self.session = None
-        self.stretch = None  # time mode: what the window holds, for the printed line
-        self.duration_s = float(cfg.get("duration_s", 5.0))
         self.timer_note = None
         self.lock = threading.Lock()
         self.exiting = threading.Event()
@@ -103,13 +101,14 @@ class _Capture:
         except Exception as err:  # noqa: BLE001
             _say(f"cannot watch the profiling window ({type(err).__name__}: {err})")
 
-    def new_session(self, source):
+    def new_session(self, source, label=None, asked_s=None):
         """A session of the parent's options (it prints on stderr; the parent analyses the profile)."""
         from tfadvisor.capture.options import CaptureOptions
         from tfadvisor.capture.session import ProfileSession
 
         return ProfileSession.from_options(CaptureOptions.make(self.logdir, self.options, source=source, verbose=True,
-                                                               stream=sys.stderr, hint=False))
+                                                               stream=sys.stderr, hint=False),
+                                           label=label, asked_s=asked_s)
 
     # --- Keras ---------------------------------------------------------------------------
     def make_callback(self):
@@ -258,7 +257,7 @@ class _Capture:
     def _timer(self):
         try:
             start = float(self.cfg.get("start_after_s", 0.0))
-            duration = self.duration_s
+            duration = float(self.cfg.get("duration_s", 5.0))
             if self.exiting.wait(start):
                 return
             while "tensorflow" not in sys.modules:
@@ -272,8 +271,9 @@ class _Capture:
             with self.lock:
                 if self.exiting.is_set():
                     return
-                self.session = self.new_session("tfadvisor capture run")
-                self.stretch = f"the stretch from {time.time() - self.t0:.1f} s after start"
+                # what the window is, known from its start: a stop by the session's own signal handler says it too
+                self.session = self.new_session("tfadvisor capture run", asked_s=duration,
+                                                label=f"the stretch from {time.time() - self.t0:.1f} s after start")
                 if not self.session.start():
                     return
             _say(f"profiling for {duration:g} s into {self.logdir}")
@@ -282,7 +282,7 @@ class _Capture:
                 if self.session.started:
                     if self.exiting.is_set():
                         self.timer_note = "the script ended before the capture did"
-                    self.session.stop(label=self.stretch, asked_s=duration)
+                    self.session.stop()
         except Exception as err:  # noqa: BLE001
             self.timer_note = f"{type(err).__name__}: {err}"
             _say(f"timed capture failed ({self.timer_note})")
@@ -340,7 +340,7 @@ class _Capture:
                 with self.lock:
                     if self.session is not None and self.session.started:
                         self.timer_note = "the script ended before the capture did"
-                        self.session.stop(label=self.stretch, asked_s=self.duration_s, interrupted=self.signal_name)
+                        self.session.stop(interrupted=self.signal_name)
                 if self.session is not None:
                     status["run_dir"] = self.session.run_dir
                     status["error"] = self.session.error

@@ -92,13 +92,15 @@ class ProfileSession(CaptureOptionsView):
 
     @classmethod
     def from_options(cls, capture: CaptureOptions, *, model: Any = None, batch_size: int | None = None,
-                     owner: Any = None, quiet_busy: bool = False) -> ProfileSession:
+                     owner: Any = None, quiet_busy: bool = False, label: str | None = None,
+                     asked_s: float | None = None) -> ProfileSession:
         """A session for options already made and checked (the Keras callback's: one session per window, all
         reading the callback's options). ``owner``: the callback that opens it (it saves its window on a signal
         itself, with its step counts); ``quiet_busy``: say nothing when the profiler cannot start because another
         one is running (the owner says it, once, and tries again)."""
         session = cls.__new__(cls)
         session._setup(capture, model=model, batch_size=batch_size, owner=owner, quiet_busy=quiet_busy)
+        session.label, session.asked_s = label or session.label, asked_s  # what the window is, if known at start
         return session
 
     def _setup(self, capture: CaptureOptions, *, model: Any = None, batch_size: int | None = None,

@@ -208,6 +208,16 @@ class Tables(MutableMapping):
         if isinstance(other, Tables):
             self._built.update(other._built)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickles: a built table as its frame (the function that made it may be a local lambda)."""
+        raw = {k: self._built.get(k, v) if callable(v) and not isinstance(v, Table) else v
+               for k, v in self._raw.items()}
+        return {"_raw": raw, "_built": dict(self._built)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._raw = state.get("_raw", {})
+        self._built = state.get("_built", {})
+
     def __repr__(self) -> str:
         return f"<Tables: {', '.join(self._raw) or 'none'}>"
 

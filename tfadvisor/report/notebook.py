@@ -39,7 +39,7 @@ def scoped_css(css: str, scope: str = SCOPE) -> str:
 
 
 def result_html(result: Any) -> str:
-    """Summary, findings (each with the plots its evidence names) and the step chart, as one ``div``."""
+    """Summary, findings (each with the plots its rule names) and the step chart, as one ``div``."""
     page = report_html.env().get_template("notebook.html.j2").render(
         v=view.build(result), css=Markup(scoped_css(report_html.CSS)), scope=SCOPE)
     return page.strip()

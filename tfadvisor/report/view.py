@@ -44,6 +44,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from tfadvisor._version import __version__
+from tfadvisor.analyses.marks import PLOTS
 from tfadvisor.report import KEY_METRICS, busyidle, get, notes_for, run_label, stepchart, system, system_plot, timeline
 from tfadvisor.report import plots as P
 from tfadvisor.report.findings import docs_links, finding_fix, finding_rule
@@ -349,7 +350,7 @@ class View:
     @cached_property
     def plots(self) -> list[Plot]:
         """The HTML plots in page order, each drawn one placed beside the first (most important)
-        finding whose evidence names it; a 'not in this trace' box stays in its section."""
+        finding whose rule names it; a 'not in this trace' box stays in its section."""
         plots = _plots(self.result, self, self._metrics, self._tables, self.notes)
         by_id = {p.id: p for p in plots}
         for i, f in enumerate(self.findings):
@@ -378,7 +379,7 @@ class View:
         return [p for pid in f.plot_ids if (p := self.plot(pid)) is not None and p.placed == f.n - 1]
 
     def see_also(self, f: Finding) -> list[Plot]:
-        """The plots ``f``'s evidence names that sit beside an earlier finding."""
+        """The plots ``f``'s rule names that sit beside an earlier finding."""
         return [p for pid in f.plot_ids if (p := self.plot(pid)) is not None and p.placed not in (None, f.n - 1)]
 
 
@@ -702,7 +703,7 @@ def _hosts_why(result: Any) -> str:
 
 def _plots_for(finding: Any) -> list[str]:
     """The plot ids of the plots a finding's rule declares (``plots``), in the rule's order."""
-    return [f"plot-{name}" for name in get(finding, "plots") or () if f"plot-{name}" in PLOT_IDS]
+    return [f"plot-{name}" for name in get(finding, "plots") or () if name in PLOTS]
 
 
 def _timeline(result: Any, notes: list[str]) -> Timeline:
