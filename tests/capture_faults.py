@@ -410,6 +410,9 @@ import keras
 from tfadvisor.keras import AdvisorCallback
 x, y = data()
 m = model()
+# A notebook kernel turns SIGINT into KeyboardInterrupt whatever it inherited (a suite started in the
+# background of a non-interactive shell inherits SIGINT ignored, and so would this script)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Ctrl-C / "interrupt the kernel" in a notebook, at the 5th batch
 ctrl_c = at_batch(5, lambda: os.kill(os.getpid(), signal.SIGINT))
