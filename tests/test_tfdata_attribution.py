@@ -42,9 +42,11 @@ def test_fused_stage_holds_the_time(heavy):
     t = res.tables["tfdata_stages"].set_index("stage")
     assert "MapAndBatch" in t.index
     mab = t.loc["MapAndBatch"]
-    # the fused map+batch stage, not its TensorSlice source, is where the work is
+    # the fused map+batch stage, not its TensorSlice source, is where the work is. The bug this guards put the
+    # map's work in the source (ratio below 1); on a loaded 2-core host preemption inflates the source's own
+    # time: 14.9x in one CI run (25.4 against 1.70 ms), so 5x is asked
     assert mab["self_ms"] == t["self_ms"].max()
-    assert mab["self_ms"] > 20 * t.loc["TensorSlice", "self_ms"]
+    assert mab["self_ms"] > 5 * t.loc["TensorSlice", "self_ms"]
     assert "MapDataset" in str(mab["name"])  # what the user wrote
     assert mab["function_runs"] > 0 and mab["elements"] == mab["function_runs"]
     assert res.metrics["tfdata_hot_stage"].startswith("MapAndBatch")
