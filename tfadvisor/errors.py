@@ -89,16 +89,19 @@ def _click_classes() -> dict[str, type]:
                 text = f"{text}  [{'; '.join(extra)}]" if text else f"[{'; '.join(extra)}]"
             return self.make_metavar(ctx), text
 
-    class Command(click.Command):
-        """Plain click help with the arguments' help under "Arguments:" (click has no help for arguments),
-        and a "no such option" error that suggests only the options spelled much like the one typed."""
+    class CloseOptions:
+        """A "no such option" error that suggests only the options spelled much like the one typed."""
 
         def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
             try:
-                return super().parse_args(ctx, args)
+                return super().parse_args(ctx, args)  # type: ignore[misc]
             except click.NoSuchOption as err:
                 _only_close_options(err)
                 raise
+
+    class Command(CloseOptions, click.Command):
+        """Plain click help with the arguments' help under "Arguments:" (click has no help for arguments),
+        and a "no such option" error that suggests only the options spelled much like the one typed."""
 
         def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
             rows: dict[str, list[tuple[str, str]]] = {"argument": [], "option": []}
@@ -111,7 +114,7 @@ def _click_classes() -> dict[str, type]:
                     with formatter.section(title):
                         formatter.write_dl(rows[kind])
 
-    class Group(click.Group):
+    class Group(CloseOptions, click.Group):
         """A group whose commands are :class:`Command` (its subgroups this class), listed commands first,
         then groups, each in the order they were added; "no such option" as :class:`Command` says it, "no such
         command" with the close names (whatever click's version); Ctrl-C ends it with exit code 130, no
@@ -119,13 +122,6 @@ def _click_classes() -> dict[str, type]:
 
         command_class = Command
         group_class = type
-
-        def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-            try:
-                return super().parse_args(ctx, args)
-            except click.NoSuchOption as err:
-                _only_close_options(err)
-                raise
 
         def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
             name = str(args[0]) if args else ""
