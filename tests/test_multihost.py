@@ -155,6 +155,32 @@ def test_worker_returns_no_trace(straggler_dir):
     assert len(blob) < 2_000_000
 
 
+def test_above_the_limit_hosts_send_back_only_their_own_tables(straggler_dir, tmp_path, monkeypatch):
+    """Past ``ALL_TABLES_UP_TO`` hosts each worker sends back the per-host tables only; the median host's
+    full set is built again: the run's tables are those of a run where every host sent all of them."""
+    import tfadvisor.multihost as mh
+    from tfadvisor.multihost_worker import HOST_TABLES
+
+    run = resolve(straggler_dir)
+    few = analyze_hosts(run, jobs=1)
+    monkeypatch.setattr(mh, "ALL_TABLES_UP_TO", 2)  # the 4 hosts are now "many"
+    many = analyze_hosts(run, jobs=2)
+    assert dict(many.metrics) == dict(few.metrics)
+    assert sorted(many.tables) == sorted(few.tables)
+    for name in few.tables:
+        pd.testing.assert_frame_equal(many.tables[name], few.tables[name], check_dtype=False, obj=name)
+    median = many.metrics["median_host"]
+    for h in many.hosts:
+        if h.host != median:
+            assert set(h.tables) <= set(HOST_TABLES) and "steps" in h.tables, (h.host, sorted(h.tables))
+    assert len(next(h for h in few.hosts if h.host != median).tables) > len(HOST_TABLES)
+
+
+def test_worker_table_choice_is_checked(straggler_dir):
+    with pytest.raises(ValueError, match="tables must be"):
+        analyze_host(resolve(straggler_dir), "host1", tables="some")
+
+
 # ------------------------------------------------------------------------------------------------
 # Bounded memory: at most `jobs` hosts' events held at once
 # ------------------------------------------------------------------------------------------------

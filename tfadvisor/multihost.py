@@ -61,6 +61,11 @@ if TYPE_CHECKING:
 #: Categories that count as compute (work that is not input and not waiting).
 COMPUTE = ("device_compute", "host_compute", "kernel_launch", "other")
 
+#: Up to this many hosts every host sends back all its tables. Above it each sends back only the
+#: tables read per host (:data:`tfadvisor.multihost_worker.HOST_TABLES`; building the others is a
+#: third of a small host's analysis), and the median host's are built again once it is known.
+ALL_TABLES_UP_TO = 16
+
 Progress = Callable[[int, int], None]
 
 
@@ -113,7 +118,9 @@ def analyze_hosts(
     if progress is not None:
         progress(0, total)
     payloads: dict[str, dict] = {}
-    stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe)
+    tables = "all" if len(hosts) <= ALL_TABLES_UP_TO else "host"
+    stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe,
+                                 tables=tables)
     try:
         for host, payload in stream:
             if "error" in payload:
@@ -126,7 +133,18 @@ def analyze_hosts(
     finally:
         stream.close()  # on an error: cancel what has not started, stop the workers
     ordered = [payloads[h] for h in hosts]
-    return combine_hosts(run, ordered, metadata=metadata, executor=executor)
+
+    def all_tables(host: str) -> dict:
+        stream, _ = run_hosts(run, [host], options, jobs=1, dask=dask, tables="all")
+        try:
+            _, payload = next(stream)
+        finally:
+            stream.close()
+        if "error" in payload:
+            raise TraceError(payload["error"]["path"], payload["error"]["problem"])
+        return payload["tables"]
+
+    return combine_hosts(run, ordered, metadata=metadata, executor=executor, all_tables=all_tables)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,8 +311,12 @@ def _merge_summaries(run: Run, payloads: list[dict], executor: dict) -> dict[str
     }
 
 
-def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None):
-    """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result."""
+def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None,
+                  all_tables: Callable[[str], dict] | None = None):
+    """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result.
+
+    ``all_tables(host)``: every table of ``host``, for a median host whose payload kept only the
+    per-host tables."""
     from tfadvisor.result import RunResult as Result
 
     metadata = metadata or {}
@@ -307,6 +329,8 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
 
     mi = _median_host(rows)
     median = has[mi]
+    if payloads[mi].get("tables_kept") == "host" and all_tables is not None:
+        median.tables = Tables(all_tables(median.host))
     # what loading fixed on the other hosts (the median host's own notes are shown as they are)
     for h in has:
         if h is not median:
@@ -442,4 +466,4 @@ def _plain(v: Any) -> Any:
     return v
 
 
-__all__ = ["CATEGORIES", "COMPUTE", "DECLARED", "STRAGGLER_RATIO", "analyze_hosts", "analyze_run", "combine_hosts"]
+__all__ = ["ALL_TABLES_UP_TO", "CATEGORIES", "COMPUTE", "DECLARED", "STRAGGLER_RATIO", "analyze_hosts", "analyze_run", "combine_hosts"]

@@ -6,7 +6,7 @@ module-level function so that both pickle it by reference; a Dask worker needs t
 and the profile files readable (a shared file system or ``gs://``).
 
 What comes back is a plain dict: the host's metrics (with units and meanings), its notes, the
-small tables (the steps table with the per-step category times, collective ops, ...), the trace's
+small tables (all of them, or with ``tables="host"`` only :data:`HOST_TABLES`), the trace's
 ``summary()``, the options used, and ``held``: the wall-clock interval (``time.time()``) from the
 start of the load until the trace was dropped, which the executors report to their observer
 (:mod:`tfadvisor.runtime.inflight`). The :class:`~tfadvisor.model.trace.Trace` itself never leaves the
@@ -29,6 +29,14 @@ from typing import Any
 #: e.g. a long memory timeline); the per-host note says which were left out.
 MAX_TABLE_ROWS = 200_000
 
+#: After a host file at least this large, cycles are collected and freed heap is given back to the
+#: OS before the next host (~20 ms: below this size a host's memory is too small to matter).
+COLLECT_ABOVE_BYTES = 16_000_000
+
+#: The tables read for every host of a multi-host run (the cross-host comparison, each host's step and
+#: busy/idle charts, its timeline and Perfetto tracks); the other tables are read for one host only.
+HOST_TABLES = ("steps", "gaps", "timeline", "memory_timeline")
+
 
 def _set_threads(threads: int | None) -> None:
     """Share the machine's cores between the worker processes (the decoder's threads)."""
@@ -49,9 +57,11 @@ def _trim() -> None:
         pass
 
 
-def _small_tables(tables: dict, notes: list[str]) -> dict:
+def _small_tables(tables: dict, notes: list[str], keep: str) -> dict:
     out = {}
-    for name, df in tables.items():
+    names = list(tables) if keep == "all" else [n for n in HOST_TABLES if n in tables]
+    for name in names:
+        df = tables[name]
         if df is None:
             continue
         if len(df) > MAX_TABLE_ROWS:
@@ -62,11 +72,14 @@ def _small_tables(tables: dict, notes: list[str]) -> dict:
     return out
 
 
-def analyze_host(run, host: str, options=None, threads: int | None = None) -> dict[str, Any]:
+def analyze_host(run, host: str, options=None, threads: int | None = None, tables: str = "all") -> dict[str, Any]:
     """Load host ``host`` of ``run`` (a :class:`~tfadvisor.io.discovery.Run`), analyse it, and return
     the small per-host result (see the module docstring).
 
-    ``threads``: decoding threads for this task (None: the decoder's default, every CPU)."""
+    ``threads``: decoding threads for this task (None: the decoder's default, every CPU). ``tables``:
+    ``"all"``, or ``"host"`` for :data:`HOST_TABLES` only (the others are never built)."""
+    if tables not in ("all", "host"):
+        raise ValueError(f"tables must be 'all' or 'host', not {tables!r}")
     from tfadvisor.analyses import Options, analyze_trace, options_from
     from tfadvisor.errors import TraceError
     from tfadvisor.io.reader import load_run
@@ -82,14 +95,15 @@ def analyze_host(run, host: str, options=None, threads: int | None = None) -> di
         ha = analyze_trace(trace, opts, host=host)
         summary = trace.summary()
         notes = list(ha.notes)
-        tables = _small_tables(ha.tables, notes)
+        kept = _small_tables(ha.tables, notes, tables)
         # Drop the trace and everything that may point into its columns before the held interval
         # ends: the analyses' own objects and the original tables.
         ha.results = {}
         ha.tables = {}
         del trace
-        gc.collect()
-        _trim()
+        if int(summary.get("file_bytes") or 0) >= COLLECT_ABOVE_BYTES:
+            gc.collect()
+            _trim()
         held = (held_from, time.time())
     except TraceError as err:
         return {"host": host, "error": {"path": err.path, "problem": err.problem}}
@@ -100,7 +114,8 @@ def analyze_host(run, host: str, options=None, threads: int | None = None) -> di
         "units": dict(m.units),
         "docs": dict(m.docs),
         "source": dict(m.source),
-        "tables": tables,
+        "tables": kept,
+        "tables_kept": tables,
         "notes": notes,
         "summary": summary,
         "options": dataclasses.asdict(opts),
@@ -111,4 +126,4 @@ def analyze_host(run, host: str, options=None, threads: int | None = None) -> di
     }
 
 
-__all__ = ["MAX_TABLE_ROWS", "analyze_host"]
+__all__ = ["COLLECT_ABOVE_BYTES", "HOST_TABLES", "MAX_TABLE_ROWS", "analyze_host"]

@@ -19,6 +19,7 @@ import numpy as np
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import Context
+from tfadvisor.analyses.names import name_mask, name_test
 from tfadvisor.analyses.intervals import (
     EMPTY,
     LazyUnion,
@@ -273,42 +274,45 @@ def _meta_classes(plane: Plane) -> np.ndarray:
     out = np.zeros(len(names) + 1, np.int64)
     out[-1] = M_UNKNOWN
     for i, nm in enumerate(names):
-        nm = str(nm)
-        cuda = nm.startswith("cu") or nm.startswith("hip")
-        if nm.startswith("IteratorGetNext"):
-            c = M_INPUT
-        elif cuda and LAUNCH_RE.match(nm):
-            c = M_LAUNCH
-        elif cuda and H2D_API_RE.match(nm):
-            c = M_H2D_API
-        elif nm == "EagerExecute":
-            c = M_EAGER
-        elif nm == "EagerKernelExecute":
-            c = M_EAGER_KERNEL
-        elif nm.startswith("EagerLocalExecute: __inference_") or nm.startswith("__inference_"):
-            c = M_FUNC_CALL
-        elif nm in ("FunctionRun", "SessionRun", "RunGraph"):
-            c = M_FUNC_RUN
-        elif nm == "Profiled batch":
-            c = M_PROFILED_BATCH
-        elif nm == "TraceContext":
-            c = M_TRACE_CONTEXT
-        elif nm.startswith("Iterator::"):
-            c = M_ITERATOR
-        elif nm.endswith("Produce") and _PRODUCE_RE.match(nm):
-            c = M_PRODUCE
-        elif nm == "InstantiatedCapturedFunction::Run":
-            c = M_CAPTURED_FN
-        elif nm.startswith(PYTHON_FRAME_PREFIX):
-            c = M_FRAME
-        elif _maybe_collective(nm) and HOST_COLLECTIVE_RE.search(nm):
-            c = M_COLL
-        elif ":" in nm and TF_OP_RE.match(nm):
-            c = M_WRAPPER if nm[nm.rfind(":") + 1:] in WRAPPER_OP_TYPES else M_OP
-        else:
-            c = M_NONE
-        out[i] = c
+        out[i] = _meta_class(str(nm))
     return out
+
+
+@name_test
+def _meta_class(nm: str) -> int:
+    """The class (``M_*``) of a host event name."""
+    cuda = nm.startswith("cu") or nm.startswith("hip")
+    if nm.startswith("IteratorGetNext"):
+        return M_INPUT
+    if cuda and LAUNCH_RE.match(nm):
+        return M_LAUNCH
+    if cuda and H2D_API_RE.match(nm):
+        return M_H2D_API
+    if nm == "EagerExecute":
+        return M_EAGER
+    if nm == "EagerKernelExecute":
+        return M_EAGER_KERNEL
+    if nm.startswith("EagerLocalExecute: __inference_") or nm.startswith("__inference_"):
+        return M_FUNC_CALL
+    if nm in ("FunctionRun", "SessionRun", "RunGraph"):
+        return M_FUNC_RUN
+    if nm == "Profiled batch":
+        return M_PROFILED_BATCH
+    if nm == "TraceContext":
+        return M_TRACE_CONTEXT
+    if nm.startswith("Iterator::"):
+        return M_ITERATOR
+    if nm.endswith("Produce") and _PRODUCE_RE.match(nm):
+        return M_PRODUCE
+    if nm == "InstantiatedCapturedFunction::Run":
+        return M_CAPTURED_FN
+    if nm.startswith(PYTHON_FRAME_PREFIX):
+        return M_FRAME
+    if _maybe_collective(nm) and HOST_COLLECTIVE_RE.search(nm):
+        return M_COLL
+    if ":" in nm and TF_OP_RE.match(nm):
+        return M_WRAPPER if nm[nm.rfind(":") + 1:] in WRAPPER_OP_TYPES else M_OP
+    return M_NONE
 
 
 def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -322,8 +326,7 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray) -> tuple[np.
     """
     h2d = by_name.copy()
     names = p.event_names
-    no_dir = np.array([DEVICE_DIRECTION_RE.search(str(n)[:96]) is None and not _is_memset(str(n)) for n in names]
-                      + [False], bool)
+    no_dir = name_mask(names, _no_direction, extra=False)
     lnames = [str(n) + " " + str(r) for n, r in zip(p.line_names, p.lines["name"])]
     line_h2d = np.array([DEVICE_H2D_RE.search(n) is not None and DEVICE_OTHER_COPY_RE.search(n) is None
                          for n in lnames] + [False], bool)
@@ -356,6 +359,20 @@ def _is_memset(name: str) -> bool:
     return "memset" in name.lower()
 
 
+@name_test
+def _device_class(name: str) -> int:
+    """A device event's class by name: 0 compute, 1 H2D copy, 2 other copy, 3 collective."""
+    nm = name[:96]  # kernel names are long C++ signatures: the kind is in the head
+    if DEVICE_MEMCPY_RE.search(nm):
+        return 1 if DEVICE_H2D_RE.search(nm) else 2
+    return 3 if DEVICE_COLLECTIVE_RE.search(nm) else 0
+
+
+@name_test
+def _no_direction(name: str) -> bool:
+    return DEVICE_DIRECTION_RE.search(name[:96]) is None and not _is_memset(name)
+
+
 def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str, Measure]:
     """Device activity as wall-time sets (union over the devices of one host): compute, H2D copies,
     other copies, collectives; from each plane's activity lines only (streams, else XLA Ops, see
@@ -378,14 +395,7 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
         line_cls = np.ones(len(p.lines) + 1, np.int64)  # 1: not activity
         line_cls[act_lines] = 0
         names = p.event_names
-        mc = np.zeros(len(names) + 1, np.int64)
-        for i, nm in enumerate(names):
-            nm = str(nm)[:96]  # kernel names are long C++ signatures: the kind is in the head
-            if DEVICE_MEMCPY_RE.search(nm):
-                mc[i] = 1 if DEVICE_H2D_RE.search(nm) else 2
-            elif DEVICE_COLLECTIVE_RE.search(nm):
-                mc[i] = 3
-        mc[-1] = 4  # unknown metadata: skip
+        mc = np.array([_device_class(str(nm)) for nm in names] + [4], np.int64)  # 4: unknown metadata, skipped
         order, bounds = _bucket(p.ev_line, p.ev_meta, line_cls, mc, 4, 8, 2)
         klass = {k: order[bounds[i]:bounds[i + 1]] for i, k in enumerate(keys)}
         # copies: direction from memcpy_details where it says, else from the names

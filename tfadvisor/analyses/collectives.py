@@ -37,6 +37,7 @@ import numpy as np
 import tfadvisor.interconnects as links
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
 from tfadvisor.analyses.intervals import Measure, intersect, rows_touching, union
+from tfadvisor.analyses.names import name_test
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
     device_lines,
@@ -84,6 +85,7 @@ def _op_kind(name: str) -> str | None:
     return None
 
 
+@name_test
 def _kernel_kind(name: str) -> str | None:
     if ALLREDUCE_KERNEL.search(name):
         return "allreduce"

@@ -21,6 +21,7 @@ import re
 import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.names import name_test
 from tfadvisor.analyses.placement import TF_OP_RE, device_op_rows, meta_durations, op_type, tf_op_meta_mask
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
@@ -48,6 +49,7 @@ TOP_OPS = 3
 FAST_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
+@name_test
 def category(op_type_name: str) -> str:
     """The category of an op type (see the module docs)."""
     for name, pattern in CATEGORY_PATTERNS:
@@ -56,6 +58,7 @@ def category(op_type_name: str) -> str:
     return "elementwise"
 
 
+@name_test
 def display_type(op_type_name: str) -> str:
     """An op type as a user wrote it: oneDNN's ``_MklNative``/``_Mkl`` prefix and XLA's ``.N`` suffix dropped."""
     t = re.sub(r"^_(MklNative|Mkl)", "", op_type_name)
@@ -98,6 +101,7 @@ def _kernel_parts(trace: Trace, ctx: Context) -> tuple[list[str], np.ndarray, np
     return names, np.concatenate(dur), np.concatenate(cnt)
 
 
+@name_test
 def kernel_type(name: str) -> str:
     """A kernel's name without its C++ signature and namespaces (``void at::native::foo<...>(...)`` -> ``foo``)."""
     base = re.sub(r"^void\s+", "", name).split("(", 1)[0]

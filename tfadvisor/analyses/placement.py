@@ -24,6 +24,7 @@ from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.activity import TF_OP_RE
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, line_rows, outermost
+from tfadvisor.analyses.names import name_mask, name_test
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 
@@ -192,8 +193,8 @@ def device_meta_classes(plane: Plane, ctx: Context | None = None) -> tuple[np.nd
 
 def _device_meta_classes(plane: Plane, ctx: Context | None) -> tuple[np.ndarray, np.ndarray]:
     names = plane.event_names
-    memcpy = np.fromiter((_MEMCPY_RE.search(n) is not None for n in names), bool, len(names))
-    coll = np.fromiter((_COLLECTIVE_KERNEL_RE.search(n) is not None for n in names), bool, len(names))
+    memcpy = name_mask(names, _is_memcpy)
+    coll = name_mask(names, _is_collective_kernel)
     if plane.has_stat("memcpy_details"):
         # Names that never matched the memcpy pattern but carry memcpy_details: one event
         # per such name is enough (memcpy_details marks a kind of activity, not an instance).
@@ -209,6 +210,16 @@ def _device_meta_classes(plane: Plane, ctx: Context | None) -> tuple[np.ndarray,
             if len(col):
                 memcpy[plane.ev_meta[col.rows]] = True
     return memcpy, coll
+
+
+@name_test
+def _is_memcpy(name: str) -> bool:
+    return _MEMCPY_RE.search(name) is not None
+
+
+@name_test
+def _is_collective_kernel(name: str) -> bool:
+    return _COLLECTIVE_KERNEL_RE.search(name) is not None
 
 
 def kernel_meta_counts(plane: Plane, ctx: Context | None = None) -> np.ndarray:

@@ -28,6 +28,7 @@ import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.hlo_dtypes import MODULE_KEY, hlo_classes
+from tfadvisor.analyses.names import name_test
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
     compute_kernel_rows,
@@ -96,17 +97,20 @@ _NOT_MATRIX = re.compile(r"bn_fw|bn_bw|batch_?norm|im2col|im3d2col|col2im|redzon
 _AUX = re.compile(r"fillbuffer|copybuffer|memset|rng_state|philox|random")
 
 
+@name_test
 def is_aux_kernel(name: str) -> bool:
     """True for a buffer-fill/copy or RNG helper kernel."""
     return _AUX.search(name.lower()) is not None
 
 
+@name_test
 def is_matrix_kernel(name: str) -> bool:
     """True for a GEMM / convolution / attention kernel, by its name."""
     n = _strip_args(name).lower()
     return _MATRIX.search(n) is not None and _NOT_MATRIX.search(n) is None and _AUX.search(n) is None
 
 
+@name_test
 def kernel_class(name: str) -> str:
     """Precision class of a GPU kernel from its name (one of :data:`CLASSES`)."""
     m = _TENSILE.match(name.strip())
@@ -506,6 +510,7 @@ def _matrix_metrics(res: AnalysisResult, matrix_ps: np.ndarray, sources: set[str
 _TC = re.compile(r"16816|884|1688|hmma|imma|xmma|i8816|i16832|tensorop|wgmma|gmma")
 
 
+@name_test
 def _tensor_core(name: str) -> bool:
     return _TC.search(name.lower()) is not None
 

@@ -41,18 +41,20 @@ INLINE_BELOW_BYTES = 32_000_000
 
 def run_hosts(run: Run, hosts: list[str], options: Options | None, *, jobs: int | None = None,
               dask: str | None = None, total_bytes: int = 0,
-              observe: Observer | None = None) -> tuple[Iterator[tuple[str, dict]], dict[str, Any]]:
+              observe: Observer | None = None,
+              tables: str = "all") -> tuple[Iterator[tuple[str, dict]], dict[str, Any]]:
     """The executor for these arguments, started lazily: its ``(host, payload)`` stream (close it to
     cancel what has not started and stop the workers) and how it runs (``executor``, ``jobs``, ...:
-    they go into the run's summary)."""
+    they go into the run's summary). ``tables``: which tables each host sends back
+    (:func:`~tfadvisor.multihost_worker.analyze_host`)."""
     if dask:
-        return run_dask(run, hosts, options, dask, jobs, observe), {"executor": "dask", "scheduler": dask}
+        return run_dask(run, hosts, options, dask, jobs, observe, tables), {"executor": "dask", "scheduler": dask}
     n = min(jobs or os.cpu_count() or 1, len(hosts))
     if jobs is None and total_bytes < INLINE_BELOW_BYTES:
         n = 1  # starting worker processes costs more than analysing small files here
     if n <= 1:
-        return run_inline(run, hosts, options, observe), {"executor": "in-process", "jobs": 1}
-    return run_pool(run, hosts, options, n, observe=observe), {"executor": "processes", "jobs": n,
+        return run_inline(run, hosts, options, observe, tables), {"executor": "in-process", "jobs": 1}
+    return run_pool(run, hosts, options, n, observe=observe, tables=tables), {"executor": "processes", "jobs": n,
                                                                "worker_processes": n - 1}
 
 

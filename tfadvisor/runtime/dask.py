@@ -23,7 +23,7 @@ def absolute(run: Run) -> Run:
 
 
 def run_dask(run: Run, hosts: list[str], options: Options | None, address: str, jobs: int | None,
-             observe: Observer | None = None) -> Iterator[tuple[str, dict]]:
+             observe: Observer | None = None, tables: str = "all") -> Iterator[tuple[str, dict]]:
     """The same per-host tasks on the Dask scheduler at ``address``; results as they complete."""
     try:
         from distributed import Client, as_completed
@@ -43,7 +43,7 @@ def run_dask(run: Run, hosts: list[str], options: Options | None, address: str, 
         dispatch = Dispatch(observe)
 
         def submit(h: str):
-            fut = client.submit(analyze_host, target, h, options, None, key=f"tfadvisor-host-{h}-{token}", pure=False)
+            fut = client.submit(analyze_host, target, h, options, None, tables, key=f"tfadvisor-host-{h}-{token}", pure=False)
             names[fut.key] = h
             dispatch.started(h, "dask")
             return fut

@@ -15,19 +15,20 @@ from tfadvisor.runtime.spawn import main_module_hidden, mp_context
 
 
 def run_inline(run: Run, hosts: list[str], options: Options | None,
-               observe: Observer | None = None) -> Iterator[tuple[str, dict]]:
+               observe: Observer | None = None, tables: str = "all") -> Iterator[tuple[str, dict]]:
     """In this process, one host after the other."""
     dispatch = Dispatch(observe)
     for h in hosts:
         dispatch.started(h, "in-process")
-        payload = analyze_host(run, h, options)
+        payload = analyze_host(run, h, options, None, tables)
         dispatch.finished(h, payload)
         yield h, payload
 
 
 def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, local_slot: bool = True,
-             observe: Observer | None = None) -> Iterator[tuple[str, dict]]:
-    """At most ``jobs`` hosts in flight; results as they complete.
+             observe: Observer | None = None, tables: str = "all") -> Iterator[tuple[str, dict]]:
+    """At most ``jobs`` hosts in flight; results as they complete (``tables``: as
+    :func:`~tfadvisor.multihost_worker.analyze_host`'s).
 
     With ``local_slot`` one of the ``jobs`` slots is a thread of this process (which has
     tfadvisor imported already and would otherwise only wait) and ``jobs - 1`` are worker
@@ -48,12 +49,12 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
             kinds = [k for _, k in pending.values()]
             if local is not None and queue and "thread" not in kinds:
                 h = queue.pop(0)
-                pending[local.submit(analyze_host, run, h, options, threads)] = (h, "thread")
+                pending[local.submit(analyze_host, run, h, options, threads, tables)] = (h, "thread")
                 dispatch.started(h, "thread")
             while procs is not None and queue and kinds.count("process") < n_proc:
                 h = queue.pop(0)
                 with main_module_hidden():  # workers start on the first submits
-                    pending[procs.submit(analyze_host, run, h, options, threads)] = (h, "process")
+                    pending[procs.submit(analyze_host, run, h, options, threads, tables)] = (h, "process")
                 dispatch.started(h, "process")
                 kinds.append("process")
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
