@@ -466,4 +466,5 @@ def _plain(v: Any) -> Any:
     return v
 
 
-__all__ = ["ALL_TABLES_UP_TO", "CATEGORIES", "COMPUTE", "DECLARED", "STRAGGLER_RATIO", "analyze_hosts", "analyze_run", "combine_hosts"]
+__all__ = ["ALL_TABLES_UP_TO", "CATEGORIES", "COMPUTE", "DECLARED", "STRAGGLER_RATIO", "analyze_hosts", "analyze_run",
+           "combine_hosts"]

@@ -19,7 +19,6 @@ import numpy as np
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import Context
-from tfadvisor.analyses.names import name_mask, name_test
 from tfadvisor.analyses.intervals import (
     EMPTY,
     LazyUnion,
@@ -31,6 +30,7 @@ from tfadvisor.analyses.intervals import (
     union_of,
     union_runs,
 )
+from tfadvisor.analyses.names import name_mask, name_test
 from tfadvisor.model.table import factorize
 from tfadvisor.model.trace import Plane, Trace
 

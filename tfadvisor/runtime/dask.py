@@ -43,7 +43,8 @@ def run_dask(run: Run, hosts: list[str], options: Options | None, address: str, 
         dispatch = Dispatch(observe)
 
         def submit(h: str):
-            fut = client.submit(analyze_host, target, h, options, None, tables, key=f"tfadvisor-host-{h}-{token}", pure=False)
+            fut = client.submit(analyze_host, target, h, options, None, tables, key=f"tfadvisor-host-{h}-{token}",
+                                pure=False)
             names[fut.key] = h
             dispatch.started(h, "dask")
             return fut
