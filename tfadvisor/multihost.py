@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options
-from tfadvisor.analyses.hosts import DECLARED, STRAGGLER_RATIO
+from tfadvisor.analyses.devices import DECLARED as DEVICES
+from tfadvisor.analyses.hosts import DECLARED, STAND_OUT_MADS, STAND_OUT_REL, STRAGGLER_RATIO
 from tfadvisor.analyses.steps import CATEGORIES  # the steps table's ``<category>_ms`` columns
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_name
@@ -232,6 +233,8 @@ def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, An
         ar = cat["collective"]
     row["allreduce_ms_per_step"] = ar
     row["memory_peak_bytes"] = finite_number(m.get("memory_peak_bytes"))
+    row["device_straggler"] = m.get("device_straggler")
+    row["device_straggler_ratio"] = finite_number(m.get("device_straggler_ratio"))
     summ = payload.get("summary") or {}
     row["events"] = int(summ.get("events") or 0)
     row["file_bytes"] = int(summ.get("file_bytes") or 0)
@@ -422,6 +425,28 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
             imbalance = 100.0 * (max(compute) - min(compute)) / med_c
     elif len(has) >= 2:
         notes.append("multihost: fewer than two hosts with steps: no straggler or imbalance figures")
+    # What the straggler costs the others: their wait (collectives + idle) per step beyond its own.
+    wait_caused = wait_caused_pct = None
+    if straggler is not None:
+        own = next(r for r in rows if r["host"] == straggler)["wait_ms"]
+        others = [r["wait_ms"] for r in rows if r["host"] != straggler and r["steps"] and r["wait_ms"] is not None]
+        step_ms = med_row["step_time_used_ms"] or med_row["step_time_mean_ms"]
+        if own is not None and others:
+            wait_caused = max(0.0, float(np.median(others)) - own)
+            if step_ms:
+                wait_caused_pct = min(100.0, 100.0 * wait_caused / step_ms)
+    # The run's device straggler: the slow device furthest from its host's median device, on any host.
+    dev = max((r for r in rows if r["device_straggler"] and r["device_straggler_ratio"] is not None),
+              key=lambda r: r["device_straggler_ratio"], default=None)
+    put("device_straggler_host", dev["host"] if dev is not None else None)
+    if dev is not None and dev["host"] != median.host:
+        src = next(h for h in has if h.host == dev["host"]).metrics
+        for k in DEVICES.names():  # a run's are those of the host of its device straggler
+            metrics.put(src.source.get(k, ""), k, Metric(src.get(k), src.units.get(k, ""), src.docs.get(k, "")))
+        notes.append(f"multihost: the device_* figures are {dev['host']}'s, the host of the device straggler "
+                     f"{dev['device_straggler']}")
+    put("straggler_wait_ms", wait_caused)
+    put("straggler_wait_pct", wait_caused_pct)
     put("straggler_host", straggler,
         doc=f"host whose compute + input per step is > {STRAGGLER_RATIO}x the median host's while the others wait "
             "longer in AllReduce")
@@ -433,13 +458,90 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
 
     import pandas as pd
 
+    step_ms = med_row["step_time_used_ms"] or med_row["step_time_mean_ms"]
+    _stand_out(rows, straggler, straggler_ratio, misaligned, step_ms)
+    put("hosts_standing_out_count", sum(1 for r in rows if r["stands_out"]))
     tables = Tables(median.tables)
     tables["hosts"] = pd.DataFrame(rows)
+    tables["hosts_distribution"] = _distribution(rows)
     tables["hosts_steps"] = _hosts_steps(has)
     first_opts = payloads[mi].get("options") or {}
     opts = Options(**{k: v for k, v in first_opts.items() if k in {f.name for f in dataclasses.fields(Options)}})
     return Result(run=run, summary=_merge_summaries(run, payloads, executor or {}), metrics=metrics,
                   tables=tables, notes=list(median.notes) + notes, hosts=has, options=opts)
+
+
+#: The per-host figures summarised over the hosts (``hosts_distribution``): (``hosts`` column, unit, in
+#: words, checked for hosts that stand out).
+FIGURES = (
+    ("step_time_mean_ms", "ms", "step time", True),  # the step time the report heads with
+    ("work_ms", "ms", "work (compute + input)", True),
+    ("compute_ms", "ms", "compute", False),
+    ("input_ms", "ms", "input", True),
+    ("wait_ms", "ms", "wait (collectives + idle)", True),
+    ("allreduce_ms_per_step", "ms", "AllReduce", False),
+    ("memory_peak_bytes", "bytes", "memory peak", True),
+)
+
+
+def _figure(row: dict, column: str) -> float | None:
+    v = row.get(column)
+    return float(v) if v is not None and np.isfinite(v) and row["steps"] else None
+
+
+def _stand_out(rows: list[dict], straggler: str | None, ratio: float | None, misaligned: list[str],
+               step_ms: float | None) -> None:
+    """Set each row's ``stands_out``: why the host differs from the others ("" when it does not).
+
+    A figure stands out when it is off the hosts' median by more than ``STAND_OUT_REL`` of it, more
+    than ``STAND_OUT_MADS`` robust deviations, and (for times) more than 1 % of the median host's
+    step, so that jitter between alike hosts never does."""
+    why: dict[str, list[str]] = {r["host"]: [] for r in rows}
+    if straggler is not None and ratio is not None:
+        why[straggler].append(f"straggler: works {ratio:.2f}x the median host per step")
+    for r in rows:
+        if r["device_straggler"] and r["device_straggler_ratio"] is not None:
+            why[r["host"]].append(f"its {r['device_straggler']} works {r['device_straggler_ratio']:.2f}x the "
+                                  "host's median device per step")
+    for r in rows:
+        if not r["steps"]:
+            why[r["host"]].append("no steps")
+        elif r["host"] in misaligned:
+            why[r["host"]].append("its step numbers do not line up with the others'")
+    for column, unit, words, check in FIGURES:
+        vals = [(r["host"], _figure(r, column)) for r in rows]
+        got = np.array([v for _, v in vals if v is not None], float)
+        if not check or got.size < 3:
+            continue
+        med = float(np.median(got))
+        mad = 1.4826 * float(np.median(np.abs(got - med)))
+        floor = 0.01 * step_ms if unit == "ms" and step_ms else 0.0
+        limit = max(STAND_OUT_REL * abs(med), STAND_OUT_MADS * mad, floor)
+        for host, v in vals:
+            if v is not None and abs(v - med) > limit:
+                shown = (f"{v / 2**20:,.0f} vs {med / 2**20:,.0f} MiB" if unit == "bytes"
+                         else f"{v:,.3g} vs {med:,.3g} ms per step")
+                why[host].append(f"{words} {shown} (median)")
+    for r in rows:
+        r["stands_out"] = "; ".join(why[r["host"]])
+
+
+def _distribution(rows: list[dict]) -> pd.DataFrame:
+    """One row per per-host figure: how it is spread over the hosts with steps."""
+    import pandas as pd
+
+    out = []
+    for column, unit, words, _ in FIGURES:
+        got = np.array([v for v in (_figure(r, column) for r in rows) if v is not None], float)
+        if not got.size:
+            continue
+        med = float(np.median(got))
+        out.append({"figure": words, "column": column, "unit": unit, "hosts": int(got.size), "median": med,
+                    "p10": float(np.percentile(got, 10)), "p90": float(np.percentile(got, 90)),
+                    "min": float(got.min()), "max": float(got.max()),
+                    "spread_pct": 100.0 * float(got.max() - got.min()) / med if med else None})
+    cols = ["figure", "column", "unit", "hosts", "median", "p10", "p90", "min", "max", "spread_pct"]
+    return pd.DataFrame(out, columns=cols)
 
 
 def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:

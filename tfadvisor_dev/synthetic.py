@@ -104,6 +104,7 @@ class SyntheticSpec:
     num_gpus: int = 1
     host: str = "localhost"
     slowdown: float = 1.0            # multiplies this host's kernel times (stragglers)
+    gpu_slowdown: tuple[tuple[int, float], ...] = ()  # (GPU index, factor): one slow GPU of the host
     ops_per_step: int = 120          # TF ops (= kernels) per step and GPU, roughly
     kernel_us: float | None = None  # mean kernel time; None: fill the step-time budget
     host_op_us: float = 12.0         # host time per TF op (includes the launch)
@@ -532,6 +533,7 @@ class _HostSim:
         self.input_ps: list[float] = []
         self.kernel_ps = {"fp32": 0, "fp16": 0, "bf16": 0}
         self.nccl_ps: list[list[int]] = [[] for _ in range(spec.num_gpus)]
+        self.gpu_kernel_ps = [0] * spec.num_gpus  # kernel time per GPU, the all-reduce left out
 
     # -- helpers
     def _j(self, x: float, rel: float | None = None) -> float:
@@ -568,11 +570,12 @@ class _HostSim:
         self._span(tid, hc, hc + host)
         gap = _us(self._j(self.kgap_us, 0.5)) if self.kgap_us > 0 else 0
         ks = max(gc + gap, ls + _us(2.5), not_before)
-        kd = max(_us(0.5), int(self._j(op.dur_ps * spec.slowdown)))
+        kd = max(_us(0.5), int(self._j(op.dur_ps * spec.slowdown * dict(spec.gpu_slowdown).get(r, 1.0))))
         plane.add(stream if stream is not None else s_compute, op.kernel, ks, kd,
                   (("correlation_id", U64(cid)), ("context_id", "$$1"), ("kernel_details", Ref(op.details)),
                    ("tf_op", Ref(op.name))))
         self.kernel_ps[op.precision if op.cat not in ("adam", "reduce") else "fp32"] += kd
+        self.gpu_kernel_ps[r] += kd
         return hc + host + _us(1.0), ks + kd
 
     # -- step phases
@@ -781,6 +784,8 @@ def _truth(sims: list[_HostSim], t_end: int) -> dict:
             "fp16_pct": 100.0 * (kt["fp16"] + kt["bf16"]) / ktot if ktot else 0.0,
             "kernel_ms_per_step": ktot / len(h.t_starts) / h.spec.num_gpus / PS_PER_MS,
             "allreduce_ms": float(np.mean(nccl)) / PS_PER_MS if nccl else 0.0,
+            "gpu_kernel_ms_per_step": [k / len(h.t_starts) / PS_PER_MS for k in h.gpu_kernel_ps],
+            "gpu_allreduce_ms": [float(np.mean(x)) / PS_PER_MS if x else 0.0 for x in h.nccl_ps],
         }
     return out
 

@@ -24,6 +24,7 @@ from tfadvisor.runmeta import positive as _positive
 ORDER = (
     "steps",
     "capture_quality",  # does the window show steady-state training (steps, active devices, busy share)
+    "devices",  # the devices of the host against each other: the slow one the others wait for
     "gaps",
     "input",
     "tfdata",

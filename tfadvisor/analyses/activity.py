@@ -127,7 +127,8 @@ class Activity:
     rows: dict[str, np.ndarray] = field(default_factory=dict)  # host event rows, ascending
     n_cores: int | None = None
     span: tuple[int, int] = (0, 0)
-    #: per device plane: what its activity lines showed (kernels, copies, busy and compute time)
+    #: per device plane: what its activity lines showed (kernels, copies, busy and compute time; ``runs``: per
+    #: kind, ``dev_compute``, ``dev_collective``, ..., the union of its intervals)
     per_device: list[dict] = field(default_factory=list)
     #: (pageable, classified) H2D copy time, ps; None when no copy says its memory kinds
     h2d_pageable_ps: tuple[int, int] | None = None
@@ -419,6 +420,7 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
         comp = klass["dev_compute"]
         info["kernels"] = int(comp.shape[0] + klass["dev_collective"].shape[0])
         info["copies"] = int(cp.shape[0])
+        info["runs"] = dev_parts  # per kind: this device's union of intervals (the devices analysis reads them)
         if "dev_compute" in dev_parts or "dev_collective" in dev_parts:
             cs, ce = union_runs([dev_parts[k] for k in ("dev_compute", "dev_collective") if k in dev_parts])
             info["compute_ps"] = int(np.sum(ce - cs))

@@ -20,6 +20,10 @@ from tfadvisor.model.categories import STEP_CATEGORIES as CATEGORIES
 #: Step-time categories (metric ``step_<name>_pct``) in display order, with labels.
 BREAKDOWN = tuple((c, {"collective": "collectives"}.get(c, c.replace("_", " "))) for c in CATEGORIES)
 
+#: Up to this many hosts the reports list every host; above it, how each per-host figure is spread over
+#: the hosts and the hosts that stand out (JSON always lists every host).
+HOSTS_LISTED = 16
+
 STEP_TIME_KEYS = ("mean", "median", "p90", "min", "max")
 
 #: The headline figures of the summary, in order: (metric, label).

@@ -42,8 +42,15 @@ def _rows(tables: Any, name: str) -> list[dict]:
     return raw.to_dict("records") if hasattr(raw, "to_dict") else []
 
 
-def attribution(result: Any, max_devices: int = 16) -> dict[str, Any] | None:
-    """The attribution of ``result`` for the reports, or None when the analysis found nothing to split."""
+#: Devices whose splits differ by at most this many percentage points (every part) are shown as one lane.
+ALIKE_PTS = 1.0
+
+
+def attribution(result: Any, max_devices: int = 16, group: bool = False) -> dict[str, Any] | None:
+    """The attribution of ``result`` for the reports, or None when the analysis found nothing to split.
+
+    ``group``: alike devices (within :data:`ALIKE_PTS` on every part) as one lane, ``GPU:0-7``, with their
+    mean split and ``devices`` naming them (for the text reports; JSON keeps every device)."""
     metrics = getattr(result, "metrics", None) or {}
     tables = getattr(result, "tables", None) or {}
     basis = plain(metrics.get("attr_basis"))
@@ -72,8 +79,9 @@ def attribution(result: Any, max_devices: int = 16) -> dict[str, Any] | None:
             continue
         devices.setdefault(str(r["lane"]), []).append(part(str(r["lane"]), str(r["part"]), float(r["pct"]),
                                                            float(r["ms"])))
-    for lane in list(devices)[:max_devices]:
-        lanes.append({"lane": lane, "parts": sorted(devices[lane], key=lambda p: -p["pct"])})
+    groups = _alike(devices) if group else [[d] for d in devices]
+    for names in groups[:max_devices]:
+        lanes.append(_lane(names, devices))
     hosts = []  # several hosts: the lanes are the median host's, each host's own split in brief
     for h in getattr(result, "hosts", None) or []:
         hm = getattr(h, "metrics", None) or {}
@@ -87,9 +95,49 @@ def attribution(result: Any, max_devices: int = 16) -> dict[str, Any] | None:
         got = h.pop("_every")
         h["distance_pts"] = max((abs(got.get(n, 0.0) - float(v)) for n, v in mine.items()), default=0.0)
     return {"basis": str(basis), "wall_ms": float(wall), "devices": len(devices),
-            "devices_shown": min(len(devices), max_devices), "lanes": lanes,
+            "devices_shown": sum(len(g) for g in groups[:max_devices]), "lanes": lanes,
             "host": plain(metrics.get("median_host")) if len(hosts) > 1 else None,
             "hosts": hosts if len(hosts) > 1 else []}
+
+
+def _alike(devices: dict[str, list[dict]]) -> list[list[str]]:
+    """Devices in groups whose splits are within :data:`ALIKE_PTS` of the group's first device's, in order."""
+    pct = {d: {p["part"]: p["pct"] for p in parts} for d, parts in devices.items()}
+    groups: list[list[str]] = []
+    for d in devices:
+        for g in groups:
+            ref = pct[g[0]]
+            if all(abs(pct[d].get(k, 0.0) - ref.get(k, 0.0)) <= ALIKE_PTS for k in set(ref) | set(pct[d])):
+                g.append(d)
+                break
+        else:
+            groups.append([d])
+    return groups
+
+
+def _lane(names: list[str], devices: dict[str, list[dict]]) -> dict[str, Any]:
+    """One lane: a device's split, or a group's mean split (items are per device: a group lists none)."""
+    if len(names) == 1:
+        return {"lane": names[0], "parts": sorted(devices[names[0]], key=lambda p: -p["pct"])}
+    sums: dict[str, dict] = {}
+    for d in names:
+        for p in devices[d]:
+            q = sums.setdefault(p["part"], {**p, "pct": 0.0, "ms": 0.0, "items": []})
+            q["pct"] += p["pct"] / len(names)
+            q["ms"] += p["ms"] / len(names)
+    return {"lane": f"{_span(names)} ({len(names)} alike)", "devices": list(names),
+            "parts": sorted(sums.values(), key=lambda p: -p["pct"])}
+
+
+def _span(names: list[str]) -> str:
+    """``GPU:0-7`` for consecutive numbers of one kind, else the names joined."""
+    kinds = {n.rsplit(":", 1)[0] for n in names}
+    nums = [n.rsplit(":", 1)[-1] for n in names]
+    if len(kinds) == 1 and all(x.isdigit() for x in nums):
+        ints = [int(x) for x in nums]
+        if ints == list(range(ints[0], ints[0] + len(ints))):
+            return f"{kinds.pop()}:{ints[0]}-{ints[-1]}"
+    return ", ".join(names)
 
 
 def basis_text(att: dict[str, Any]) -> str:

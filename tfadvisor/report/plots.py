@@ -453,6 +453,69 @@ def hosts_svg(hosts: list, hosts_table: Any = None, plot_id: str = "plot-hosts",
     return "".join(out)
 
 
+#: Hosts named beside their dot in each strip of :func:`hosts_strip_svg` (the others: hover).
+STRIP_NAMED = 3
+
+
+def hosts_strip_svg(hosts_table: Any, spread: Any, plot_id: str = "plot-hosts") -> str:
+    """Many hosts at a glance: one strip per per-host figure (``hosts_distribution``), a dot per host,
+    the hosts that stand out (the ``stands_out`` column) in red and named."""
+    title = "Per-host figures, one dot per host"
+    if not has_rows(hosts_table) or not has_rows(spread):
+        return missing(plot_id, title, "no per-host figures")
+    rows = [r for r in spread.to_dict("records") if r["column"] in hosts_table.columns]
+    names = [str(h) for h in hosts_table["host"]]
+    out_why = [str(w) for w in hosts_table.get("stands_out", pd.Series([""] * len(names)))]
+    x0, pw, sh, top = 190, W - 190 - 30, 46, 14
+    n_out = sum(1 for w in out_why if w)
+    foot = top + len(rows) * sh + 8
+    out = [svg.begin(plot_id, int(foot + 22), title)]
+    for i, r in enumerate(rows):
+        y = top + i * sh + 18
+        vals = as_floats(hosts_table, r["column"])
+        ok = np.isfinite(vals)
+        if not ok.any():
+            continue
+        lo, hi = float(vals[ok].min()), float(vals[ok].max())
+        pad = max((hi - lo) * 0.06, abs(hi) * 0.01, 1e-12)
+        lo, hi = lo - pad, hi + pad
+
+        def x(v: float, lo: float = lo, hi: float = hi) -> float:
+            return x0 + (v - lo) / (hi - lo) * pw
+
+        def shown(v: float, unit: str = r["unit"]) -> str:
+            return fmt_bytes(v) if unit == "bytes" else f"{fmt_num(v)} ms"
+
+        out.append(svg.text(x0 - 8, y + 4, str(r["figure"]), "end"))
+        out.append(f'<line x1="{x0}" y1="{y}" x2="{x0 + pw}" y2="{y}" stroke="#ddd"/>')
+        out.append(svg.text(x0, y + 17, shown(lo + pad), "start", ' fill="#666"'))
+        out.append(svg.text(x0 + pw, y + 17, shown(hi - pad), "end", ' fill="#666"'))
+        med = float(r["median"])
+        tip = esc(f"median {shown(med)}")
+        out.append(f'<line x1="{x(med):.1f}" y1="{y - 9}" x2="{x(med):.1f}" y2="{y + 9}" stroke="#333">'
+                   f'<title>{tip}</title></line>')
+        named = 0
+        for j in np.flatnonzero(ok):  # alike hosts first, the ones that stand out on top
+            if not out_why[j]:
+                tip = esc(f"{names[j]}: {shown(float(vals[j]))}")
+                out.append(f'<circle cx="{x(float(vals[j])):.1f}" cy="{y}" r="3" fill="{PALETTE[0]}" '
+                           f'fill-opacity="0.35"><title>{tip}</title></circle>')
+        for j in np.flatnonzero(ok):
+            if out_why[j]:
+                cx = x(float(vals[j]))
+                out.append(f'<circle cx="{cx:.1f}" cy="{y}" r="4.5" fill="{PALETTE[1]}" class="stands-out">'
+                           f'<title>{esc(f"{names[j]}: {shown(float(vals[j]))} ({out_why[j]})")}</title></circle>')
+                if named < STRIP_NAMED:
+                    anchor = "end" if cx > x0 + pw * 0.75 else "start"
+                    out.append(svg.text(cx + (-7 if anchor == "end" else 7), y - 6, names[j], anchor,
+                                        f' fill="{PALETTE[1]}" font-weight="bold"'))
+                    named += 1
+    out.append(svg.text(x0, foot + 12, f"{len(names)} hosts; {n_out} stand out (red, named; hover for why); "
+                        "tick: the median", "start", ' fill="#666"'))
+    out.append("</svg>")
+    return "".join(out)
+
+
 def datafiles_svg(sizes: Any, plot_id: str = "plot-datafiles",
                   why: str = "no training data files were checked (pass --data DIR_OR_GLOB)") -> str:
     title = "Training data files by size"

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from tfadvisor.report import BREAKDOWN, STEP_TIME_KEYS, breakdown, get, plain, run_label, step_time
+from tfadvisor.report import BREAKDOWN, HOSTS_LISTED, STEP_TIME_KEYS, breakdown, get, plain, run_label, step_time
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
@@ -107,21 +107,71 @@ def _summary(console: Console, result: Any) -> None:
                                   f"{fmt_num(plain(metrics.get('non_train_ms')))} ms: not step time, not idle")
     hosts_detail = list(getattr(result, "hosts", None) or [])
     if len(hosts_detail) > 1:
-        straggler = plain(metrics.get("straggler_host"))
         console.print()
-        console.print(Text("Hosts", style="bold"))
-        for h in hosts_detail:
-            m = getattr(h, "metrics", None) or {}
-            name = str(getattr(h, "host", "?"))
-            bits = [f"{int(plain(m.get('steps_count')) or 0)} steps"]
-            for key, label, unit in (("step_time_mean_ms", "step", "ms"), ("step_device_compute_pct", "compute", "%"),
-                                     ("step_collective_pct", "collectives", "%"), ("step_input_pct", "input", "%")):
-                v = plain(m.get(key))
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    bits.append(f"{label} {fmt_num(v, 2)}{' ' if unit == 'ms' else ''}{unit}")
-            label = f"{name} (straggler)" if straggler and name == straggler else name
-            line = f"{label}: " + ", ".join(bits)
-            _out(console, line, 2, hang=2)
+        if len(hosts_detail) > HOSTS_LISTED and has_rows(_table(result, "hosts_distribution")):
+            _hosts_summarised(console, result, len(hosts_detail))
+        else:
+            _hosts_listed(console, hosts_detail, plain(metrics.get("straggler_host")))
+
+
+#: Hosts that stand out listed at most (the rest: JSON).
+STAND_OUT_LINES = 8
+
+
+def _table(result: Any, name: str) -> Any:
+    return (getattr(result, "tables", None) or {}).get(name)
+
+
+def has_rows(df: Any) -> bool:
+    return df is not None and hasattr(df, "columns") and len(df) > 0
+
+
+def _hosts_listed(console: Console, hosts: list, straggler: Any) -> None:
+    console.print(Text("Hosts", style="bold"))
+    for h in hosts:
+        m = getattr(h, "metrics", None) or {}
+        name = str(getattr(h, "host", "?"))
+        bits = [f"{int(plain(m.get('steps_count')) or 0)} steps"]
+        for key, label, unit in (("step_time_mean_ms", "step", "ms"), ("step_device_compute_pct", "compute", "%"),
+                                 ("step_collective_pct", "collectives", "%"), ("step_input_pct", "input", "%")):
+            v = plain(m.get(key))
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                bits.append(f"{label} {fmt_num(v, 2)}{' ' if unit == 'ms' else ''}{unit}")
+        label = f"{name} (straggler)" if straggler and name == straggler else name
+        _out(console, f"{label}: " + ", ".join(bits), 2, hang=2)
+
+
+def _hosts_summarised(console: Console, result: Any, n: int) -> None:
+    """Many hosts: each per-host figure's spread over the hosts, then the hosts that stand out, with why."""
+    dist = _table(result, "hosts_distribution")
+    console.print(Text.assemble(("Hosts", "bold"), f" ({n}; --format json lists every host)"))
+    rows = [("", "median", "p10-p90", "min-max", "spread")]
+    for r in dist.to_dict("records"):
+        if r["unit"] == "bytes":
+            def v(x: Any) -> str:
+                return fmt_bytes(x)
+            unit = ""
+        else:
+            def v(x: Any) -> str:
+                return fmt_num(x)
+            unit = " ms"
+        spread = f"{r['spread_pct']:.2g} %" if r["spread_pct"] is not None else ""
+        rows.append((r["figure"], v(r["median"]) + unit, f"{v(r['p10'])}-{v(r['p90'])}", f"{v(r['min'])}-{v(r['max'])}",
+                     spread))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        _out(console, "  ".join(cells).rstrip(), 2, style="dim" if r is rows[0] else "")
+    hosts = _table(result, "hosts")
+    out = hosts[hosts["stands_out"].astype(str) != ""] if has_rows(hosts) and "stands_out" in hosts else hosts[:0]
+    if not len(out):
+        _out(console, f"No host stands out: all {n} are within the spread above.", 2)
+        return
+    _out(console, f"{len(out)} of {n} hosts stand out:", 2)
+    for r in out.head(STAND_OUT_LINES).to_dict("records"):
+        _out(console, f"{r['host']}: {r['stands_out']}", 4, hang=2)
+    if len(out) > STAND_OUT_LINES:
+        _out(console, f"(+{len(out) - STAND_OUT_LINES} more: --format json for all)", 4, style="dim")
 
 
 def _fix_parts(fix: str) -> list[tuple[str, str]]:
@@ -197,9 +247,9 @@ HOST_LINES = 4
 
 def _attribution(console: Console, result: Any) -> None:
     """Where the time goes: the run's parts with their top items, then each device's split."""
-    from tfadvisor.report.attribution import LABELS, attribution, basis_text, items_text
+    from tfadvisor.report.attribution import ALIKE_PTS, LABELS, attribution, basis_text, items_text
 
-    att = attribution(result)
+    att = attribution(result, group=True)
     if att is None:
         return
     console.print()
@@ -214,13 +264,15 @@ def _attribution(console: Console, result: Any) -> None:
         else:
             _out(console, f"{lane['lane']}: " + ", ".join(f"{p['label']} {fmt_num(p['pct'], 2)} %"
                                                          for p in lane["parts"]), 2, hang=4)
-    hosts = sorted(att.get("hosts") or [], key=lambda h: -h["distance_pts"])
+    every = sorted(att.get("hosts") or [], key=lambda h: -h["distance_pts"])
+    hosts = [h for h in every if h["distance_pts"] > ALIKE_PTS] or every[:HOST_LINES]
     for h in hosts[:HOST_LINES]:  # the hosts least like the median host first
         _out(console, f"{h['host']}: " + ", ".join(f"{LABELS.get(p['part'], p['part'])} {fmt_num(p['pct'], 2)} %"
                                                      for p in h["parts"][:4]), 2, hang=4)
-    if len(hosts) > HOST_LINES:
-        near = fmt_num(hosts[HOST_LINES]["distance_pts"], 2)
-        _out(console, f"(+{len(hosts) - HOST_LINES} more hosts, each within {near} points of the median host: "
+    shown = min(len(hosts), HOST_LINES)
+    if len(every) > shown:
+        near = fmt_num(every[shown]["distance_pts"], 2)
+        _out(console, f"(+{len(every) - shown} more hosts, each within {near} points of the median host: "
                       "--format json for all)", 2, style="dim")
     if att["devices"] > att["devices_shown"]:
         _out(console, f"(+{att['devices'] - att['devices_shown']} more devices: --format json for all)", 2,

@@ -45,7 +45,18 @@ from markupsafe import Markup
 
 from tfadvisor._version import __version__
 from tfadvisor.analyses.marks import PLOTS
-from tfadvisor.report import KEY_METRICS, busyidle, get, notes_for, run_label, stepchart, system, system_plot, timeline
+from tfadvisor.report import (
+    HOSTS_LISTED,
+    KEY_METRICS,
+    busyidle,
+    get,
+    notes_for,
+    run_label,
+    stepchart,
+    system,
+    system_plot,
+    timeline,
+)
 from tfadvisor.report import plots as P
 from tfadvisor.report.findings import docs_links, finding_fix, finding_rule
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
@@ -95,7 +106,8 @@ DATAFILES_FIGURES = (("data_files_count", "files"), ("data_total_bytes", "total"
                      ("data_largest_file_bytes", "largest"), ("data_small_files_pct", "files under 1 MiB"),
                      ("data_huge_files_count", "files over 1 GiB"))
 HOST_COLUMNS = ("host", "steps", "steps_count", "step_time_mean_ms", "step_time_p90_ms", "step_time_max_ms",
-                "compute_ms", "wait_ms", "work_ratio", "input_pct", "idle_pct", "allreduce_ms_per_step")
+                "compute_ms", "wait_ms", "work_ratio", "input_pct", "idle_pct", "allreduce_ms_per_step", "stands_out")
+SPREAD_COLUMNS = ("figure", "unit", "hosts", "median", "p10", "p90", "min", "max", "spread_pct")
 
 
 # --------------------------------------------------------------------------- the view's parts
@@ -127,6 +139,7 @@ class Table:
     numeric: list[bool]  # per column: numbers (right-aligned)
     rows: list[list[Cell]]
     more: int = 0  # rows left out
+    folded: str = ""  # HTML: drawn closed, under this summary
 
     @property
     def sideways(self) -> bool:
@@ -166,6 +179,7 @@ class Plot:
     hosts: list[HostView] = field(default_factory=list)
     heading: str = ""
     table: Table | None = None
+    more_tables: list[Table] = field(default_factory=list)
     note: str = ""
     note_id: str = ""
     needs_params: bool = False  # AllReduce: say how to get the expected time
@@ -235,6 +249,8 @@ class Section:
     note: str = ""
     absent: str = ""
     needs_params: bool = False
+    spread: Table | None = None  # many hosts: each per-host figure's spread over the hosts
+    every: Table | None = None  # many hosts: every host (HTML: folded)
 
 
 @dataclass
@@ -289,9 +305,9 @@ class View:
     @cached_property
     def attribution(self) -> dict | None:
         """Where the time goes (tfadvisor/report/attribution.py), with its basis in words."""
-        from tfadvisor.report.attribution import LABELS, attribution, basis_text, items_text
+        from tfadvisor.report.attribution import ALIKE_PTS, LABELS, attribution, basis_text, items_text
 
-        att = attribution(self.result)
+        att = attribution(self.result, group=True)
         if att is not None:
             att["basis_text"] = basis_text(att)
             for lane in att["lanes"]:
@@ -299,6 +315,13 @@ class View:
                     p["items_text"] = items_text(p)
                     p["pct_text"] = fmt_num(p["pct"], 2)
                     p["ms_text"] = fmt_num(p["ms"])
+            every = att["hosts"]
+            if len(every) > HOSTS_LISTED:  # many hosts: those unlike the median host's split, the others counted
+                unlike = sorted((h for h in every if h["distance_pts"] > ALIKE_PTS), key=lambda h: -h["distance_pts"])
+                att["hosts"] = unlike[:HOSTS_LISTED]
+            att["hosts_more"] = len(every) - len(att["hosts"])
+            left = [h["distance_pts"] for h in every if h not in att["hosts"]]
+            att["alike_text"] = fmt_num(max(left), 2) if left else ""
             for h in att["hosts"]:
                 h["parts_text"] = ", ".join(f"{LABELS.get(p['part'], p['part'])} {fmt_num(p['pct'], 2)} %"
                                             for p in h["parts"])
@@ -571,7 +594,18 @@ def _hosts(result: Any) -> Section:
     if len(df) < 2:
         return Section(absent=f"{n or 'no'} host{'s' if n != 1 else ''} profiled; the comparison needs two or more")
     cols = [c for c in HOST_COLUMNS if c in df.columns and df[c].notna().any()]
-    return Section(table=table(df, "hosts-table", limit=64, columns=cols, idents=("host",)))
+    spread = (getattr(result, "tables", None) or {}).get("hosts_distribution")
+    if len(df) <= HOSTS_LISTED or not P.has_rows(spread) or "stands_out" not in df.columns:
+        return Section(table=table(df, "hosts-table", limit=HOSTS_LISTED, columns=cols, idents=("host",)))
+    out = df["stands_out"].astype(str) != ""
+    standing = table(df[out], "hosts-standing-out", limit=HOSTS_LISTED, columns=cols, idents=("host",))
+    if standing is not None:
+        standing.more = len(df) - len(standing.rows)  # the others: in the folded table and the JSON
+    every = table(pd.concat([df[out], df[~out]]), "hosts-table", limit=len(df), columns=cols, idents=("host",))
+    every.folded = f"All {len(df)} hosts (those that stand out first)"
+    return Section(table=standing, spread=table(spread, "hosts-distribution", columns=SPREAD_COLUMNS), every=every,
+                   text=f"{int(out.sum())} of {len(df)} hosts stand out" if out.any()
+                   else f"No host of {len(df)} stands out")
 
 
 def _datafiles(tables: dict, metrics: Any) -> Section:
@@ -684,7 +718,11 @@ def _plots(result: Any, view: View, metrics: Any, tables: dict, notes: list[str]
                                   why=_absent(notes, "no AllReduce / collective ops", "collectives"))),
              lines=[Line(figures(metrics, ALLREDUCE_LINE))], needs_params=view.allreduce.needs_params),
         Plot("plot-hosts", "hosts", "Hosts",
-             _svg(P.hosts_svg(hosts, tables.get("hosts"), why=_hosts_why(result))), table=view.hosts.table),
+             _svg(P.hosts_strip_svg(tables.get("hosts"), tables.get("hosts_distribution"))
+                  if view.hosts.spread is not None else
+                  P.hosts_svg(hosts, tables.get("hosts"), why=_hosts_why(result))),
+             heading=view.hosts.text, table=view.hosts.table,
+             more_tables=[t for t in (view.hosts.spread, view.hosts.every) if t is not None]),
         Plot("plot-datafiles", "datafiles", "Training data files",
              _svg(P.datafiles_svg(tables.get("data_files_sizes"),
                                   why=_absent(notes, "no training data files were checked (pass --data DIR_OR_GLOB)",
