@@ -20,8 +20,8 @@ RULE_IDS = {
     "input_bound", "tfdata_no_prefetch", "tfdata_sequential_map", "tfdata_no_cache", "tfdata_expensive_map",
     "step_gaps", "step_outliers", "kernel_launch_bound", "eager_execution", "retracing", "python_overhead",
     "host_ops_with_device", "mixed_precision_unused", "memory_oom_risk", "memory_headroom", "h2d_pageable",
-    "allreduce_overhead", "allreduce_share", "straggler_host", "missing_host", "load_imbalance", "data_small_files",
-    "data_huge_files",
+    "allreduce_overhead", "allreduce_share", "straggler_host", "device_straggler", "missing_host", "load_imbalance",
+    "data_small_files", "data_huge_files",
     # tf.data causes (rules/10_input.toml)
     "tfdata_cpu_contention", "tfdata_generator", "tfdata_sequential_reads", "tfdata_vectorizable_map",
     # system samples and start-up (rules/05_system_input.toml, rules/60_system.toml)
