@@ -21,6 +21,12 @@ busy machine they say more than wall times.
 Targets (issue "Multi-host profiles and scale-out"): all N files in <= N/2 + 0.5 one-file times
 (4.5x for 8 hosts, i.e. two workers busy nearly all the time), and a peak RSS of the process
 tree <= two one-file analyses' peak.
+
+``--pods 32,256`` measures pods instead (issue "Pods and clusters"): N SYNTHETIC hosts of 8 GPUs each
+(12 steps, an all-reduce, one host 1.35x slower: ~0.75 MB a host, ``tfadvisor_dev.synthetic.write_run``)
+against ONE synthetic file of the same total size (``write_large_trace``), same machine, same run,
+generated on the fly and removed after. Targets: N hosts in <= 1.5x the one file's time, and a peak
+RSS of the process tree that does not grow with N (the largest N's <= 1.25x the smallest N's).
 """
 
 from __future__ import annotations
@@ -176,6 +182,67 @@ def write_hosts(root: Path, hosts: int, mb: float) -> list[Path]:
     return paths
 
 
+#: Pods: the time target (N hosts / one file of the same total size) and the memory target (peak RSS of
+#: the largest N / of the smallest N).
+POD_TIME_TARGET = 1.5
+POD_RSS_TARGET = 1.25
+
+
+def write_pod(root: Path, hosts: int) -> Path:
+    """N SYNTHETIC pod hosts (8 GPUs, all-reduce, host N//3 1.35x slower) under ``root``; their run dir."""
+    from tfadvisor_dev import synthetic as syn
+
+    specs = [syn.SyntheticSpec(steps=12, num_gpus=8, allreduce_ms=20.0, host=f"host{i:03d}", seed=i, ops_per_step=64,
+                               slowdown=1.35 if i == hosts // 3 else 1.0, step_time_ms=100.0) for i in range(hosts)]
+    paths, _ = syn.write_run(str(root), specs, run_meta={"hosts": hosts, "replicas": 8 * hosts})
+    return Path(paths[0]).parent
+
+
+def pods(sizes: list[int], jobs: int, repeat: int, base: Path) -> dict:
+    """Each pod size against one file of its total size; every file removed after its case."""
+    import shutil
+
+    from tfadvisor_dev.synthetic import write_large_trace
+
+    out: dict = {"jobs": jobs, "cpus": os.cpu_count(), "cases": []}
+    for n in sizes:
+        case_dir = base / f"pod{n}"
+        try:
+            t0 = time.perf_counter()
+            run_dir = write_pod(case_dir / "pod", n)
+            total = sum(p.stat().st_size for p in run_dir.glob("*.xplane.pb"))
+            one = case_dir / "one" / "plugins" / "profile" / RUN / "host.xplane.pb"
+            one.parent.mkdir(parents=True)
+            write_large_trace(str(one), total / 1e6, seed=1)
+            print(f"  wrote {n} hosts ({total / 1e6:.0f} MB) and one file of {one.stat().st_size / 1e6:.0f} MB "
+                  f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+            measure(str(one))  # warm the bytecode and page caches
+            single = best_of(repeat, str(one))
+            multi = best_of(repeat, str(run_dir), str(jobs))
+            case = {"hosts": n, "total_mb": total / 1e6, "one_file_s": single["analyze_s"],
+                    "all_hosts_s": multi["analyze_s"], "time_ratio": multi["analyze_s"] / single["analyze_s"],
+                    "one_file_peak_rss_mb": single["peak_rss_mb"], "all_hosts_peak_rss_mb": multi["peak_rss_mb"],
+                    "one_file_cpu_s": single["cpu_s"], "all_hosts_cpu_s": multi["cpu_s"],
+                    "straggler": multi["straggler_host"], "loadavg": os.getloadavg()[0]}
+            case["time_ok"] = case["time_ratio"] <= POD_TIME_TARGET
+            out["cases"].append(case)
+            print(f"{n:4d} hosts, --jobs {jobs} ({total / 1e6:.0f} MB): {multi['analyze_s']:6.2f} s, peak RSS "
+                  f"{multi['peak_rss_mb']:6.0f} MB, CPU {multi['cpu_s']:.1f} s | one file: "
+                  f"{single['analyze_s']:6.2f} s, "
+                  f"{single['peak_rss_mb']:6.0f} MB, CPU {single['cpu_s']:.1f} s | {case['time_ratio']:.2f}x "
+                  f"(target <= {POD_TIME_TARGET}x: {'ok' if case['time_ok'] else 'MISSED'}); straggler "
+                  f"{multi['straggler_host']}")
+        finally:
+            shutil.rmtree(case_dir, ignore_errors=True)
+    if len(out["cases"]) >= 2:
+        lo, hi = out["cases"][0], out["cases"][-1]
+        out["rss_ratio"] = hi["all_hosts_peak_rss_mb"] / lo["all_hosts_peak_rss_mb"]
+        out["rss_ok"] = out["rss_ratio"] <= POD_RSS_TARGET
+        print(f"peak RSS {hi['hosts']} hosts / {lo['hosts']} hosts: {out['rss_ratio']:.2f}x "
+              f"(target <= {POD_RSS_TARGET}x: {'ok' if out['rss_ok'] else 'MISSED'})")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--hosts", type=int, default=8)
@@ -186,7 +253,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--repeat", type=int, default=1,
                     help="measure each case this many times; report the fastest time and the largest peak RSS")
+    ap.add_argument("--pods", help="pod sizes instead, e.g. 32,256: N small hosts vs one file of the same size")
     a = ap.parse_args(argv)
+
+    if a.pods:
+        with tempfile.TemporaryDirectory(prefix="tfadvisor-pods-", dir=a.dir) as tmp_pods:
+            fig = pods([int(x) for x in a.pods.split(",")], a.jobs, a.repeat, Path(tmp_pods))
+        if a.json:
+            Path(a.json).write_text(json.dumps(fig, indent=2) + "\n")
+        return 0
 
     tmp = None
     if a.dir:
