@@ -110,7 +110,8 @@ class SyntheticSpec:
     host_op_us: float = 12.0         # host time per TF op (includes the launch)
     launch_us: float = 5.0           # cudaLaunchKernel / cuLaunchKernel time
     gpu_arch: str = "sm_80"          # sm_80 (A100) or sm_70 (V100): kernel names, plane stats
-    strategy: str = "MirroredStrategy"
+    strategy: str = "MirroredStrategy"  # or "MultiWorkerMirroredStrategy", "Horovod"
+    horovod_tensors: int = 8         # Horovod: gradient tensors all-reduced per step (fused into one buffer)
     read_variable_ops: bool = False  # kernel-less ReadVariableOp host events before weight users
     batch_size: int = 256
     jitter: float = 0.02
@@ -485,6 +486,8 @@ class _HostSim:
         self.op_tail = [o for o in ops if o.phase == "tail"][0]
         self.coll_op = ("StatefulPartitionedCall/NcclAllReduce:NcclAllReduce"
                         if spec.strategy == "MirroredStrategy" else
+                        "DistributedGradientTape_Allreduce/cond/HorovodAllreduce_grads_0_0:HorovodAllreduce"
+                        if spec.strategy == "Horovod" else
                         "StatefulPartitionedCall/CollectiveReduceV2:CollectiveReduceV2")
         self.func = f"__inference_train_function_{4321 + 17 * index}"
         self.cpu = _Plane(0, "/host:CPU")
@@ -515,6 +518,9 @@ class _HostSim:
                 self.cpu.line(t, f"tf_Compute/{t}")
                 pair.append(t)
             self.compute_tids.append(pair)
+        if spec.strategy == "Horovod":  # Horovod's background thread: it fuses the tensors and launches NCCL
+            self.hvd_tid = tid + 600
+            self.cpu.line(self.hvd_tid, f"horovod_background/{self.hvd_tid}")
         self.getnext_tids = [tid + 300 + r for r in range(spec.num_gpus)]
         for t in self.getnext_tids:
             self.cpu.line(t, f"tf_data_iterator_get_next/{t}")
@@ -613,7 +619,22 @@ class _HostSim:
             for k, op in enumerate(self.ops_fb):
                 hc, gc = self._run_op(r, op, k, hc, gc)
             st = {"hc": hc, "gc": gc, "nccl_start": None, "nccl_cid": None}
-            if spec.allreduce_ms > 0:
+            if spec.allreduce_ms > 0 and spec.strategy == "Horovod":
+                # one HorovodAllreduce op per gradient tensor enqueues it (asynchronous, short); the background
+                # thread fuses them into one buffer (tensor fusion) and launches one NCCL all-reduce for it
+                t = hc
+                for k in range(spec.horovod_tensors):
+                    name = f"DistributedGradientTape_Allreduce/cond_{k}/HorovodAllreduce_grads_{k}_0:HorovodAllreduce"
+                    self.cpu.add(c0, name, t, _us(9))
+                    t += _us(11)
+                self._span(c0, hc, t)
+                cid = self._next_cid()
+                launch_at = t + _us(20 + 2 * r)
+                self.cpu.add(self.hvd_tid, "cudaLaunchKernel", launch_at, _us(6), (("correlation_id", U64(cid)),))
+                st["nccl_start"] = max(gc, launch_at + _us(2.5))
+                st["nccl_cid"] = cid
+                st["hc"] = t + _us(1)
+            elif spec.allreduce_ms > 0:
                 dur = _us(14)
                 self.cpu.add(c0, self.coll_op, hc, dur)
                 cid = self._next_cid()
@@ -635,11 +656,12 @@ class _HostSim:
             hc, gc = st["hc"], st["gc"]
             if st["nccl_start"] is not None:
                 ns = st["nccl_start"]
-                plane.add(s_nccl, NCCL_KERNEL, ns, nccl_end - ns,
-                          (("correlation_id", U64(st["nccl_cid"])), ("context_id", "$$1"),
-                           ("kernel_details", Ref("regs:96 static_shared:12416 dynamic_shared:0 grid:8,1,1 "
-                                                  "block:640,1,1 occ_pct:6.25")),
-                           ("tf_op", Ref(self.coll_op))))
+                stats = (("correlation_id", U64(st["nccl_cid"])), ("context_id", "$$1"),
+                         ("kernel_details", Ref("regs:96 static_shared:12416 dynamic_shared:0 grid:8,1,1 "
+                                                "block:640,1,1 occ_pct:6.25")))
+                if self.spec.strategy != "Horovod":  # Horovod's background thread launches it: no TF op
+                    stats += (("tf_op", Ref(self.coll_op)),)
+                plane.add(s_nccl, NCCL_KERNEL, ns, nccl_end - ns, stats)
                 self.nccl_ps[r].append(nccl_end - ns)
                 gc = nccl_end
             for k, op in enumerate(self.ops_opt):
