@@ -243,3 +243,70 @@ def test_scaling_8_64_256_gpus_matches_the_bookkeeping(tmp_path):
         assert row["scaling_efficiency_pct"] == pytest.approx(expect, rel=0.02), (n, row["scaling_efficiency_pct"])
         effs.append(row["scaling_efficiency_pct"])
     assert effs[0] == 100.0 and effs[0] > effs[1] > effs[2] > 80.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Beyond one machine: a Dask cluster the way users run one (a scheduler and worker processes started
+# from the command line), on 256 hosts
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dask_cli_cluster(tmp_path_factory):
+    """``dask scheduler`` and ``dask worker --nworkers 2``: separate processes, as on a cluster."""
+    pytest.importorskip("distributed")
+    import os
+    import time
+
+    tmp = tmp_path_factory.mktemp("dask")
+    sched_file = tmp / "scheduler.json"
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp)]
+    try:
+        deadline = time.time() + 120
+        while not sched_file.is_file() and time.time() < deadline:
+            time.sleep(0.2)
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2",
+                                       "--nthreads", "1", "--no-dashboard", "--memory-limit", "0"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp))
+        from distributed import Client
+
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=180)
+            worker_pids = set(client.run(os.getpid).values())
+        yield address, worker_pids
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_dask_cluster_on_256_hosts(tmp_path, dask_cli_cluster):
+    from tfadvisor.io.discovery import resolve
+    from tfadvisor.multihost import analyze_hosts
+    from tfadvisor.runtime import InFlight
+
+    address, worker_pids = dask_cli_cluster
+    specs = [syn.SyntheticSpec(steps=6, num_gpus=2, allreduce_ms=10.0, host=f"host{i:03d}", seed=11, ops_per_step=12,
+                               slowdown=1.4 if i == 200 else 1.0, step_time_ms=60.0) for i in range(256)]
+    syn.write_run(str(tmp_path), specs, run_meta={"hosts": 256})
+    seen = InFlight()
+    res = analyze_hosts(resolve(str(tmp_path)), dask=address, observe=seen)
+    assert res.summary["executor"] == "dask" and res.metrics["hosts_count"] == 256
+    assert res.metrics["straggler_host"] == "host200"
+    ran = {e.pid for e in seen.events if e.kind == "finished"}
+    assert ran == worker_pids and len(ran) == 2  # both worker processes, none of them this one
+    assert seen.max_in_flight == 2
+    local = analyze_hosts(resolve(str(tmp_path)), jobs=2)
+    assert dict(res.metrics) == dict(local.metrics)
+    for name in local.tables:  # the median host's tables (built again on the cluster) and the hosts table
+        a, b = res.tables[name], local.tables[name]
+        assert a.shape == b.shape and list(a.columns) == list(b.columns), name
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(res.tables["hosts"], local.tables["hosts"])
