@@ -235,6 +235,11 @@ CASES = [
     ("straggler_host", {"hosts_count": 4, "straggler_ratio": 1.2}, "warning"),
     ("straggler_host", {"hosts_count": 4, "straggler_ratio": 1.19}, None),
     ("straggler_host", {"hosts_count": 1, "straggler_ratio": 3.0}, None),
+    # one slow GPU of the straggler host is the cause: device_straggler names it
+    ("straggler_host", {"hosts_count": 4, "straggler_ratio": 1.4, "straggler_host": "w3",
+                        "device_straggler_host": "w3"}, None),
+    ("straggler_host", {"hosts_count": 4, "straggler_ratio": 1.4, "straggler_host": "w3",
+                        "device_straggler_host": "w1"}, "warning"),
     ("device_straggler", {"device_straggler": "GPU:5", "device_straggler_ratio": 1.6, "device_straggler_wait_ms": 30.0,
                           "device_straggler_wait_pct": 22.0}, "critical"),
     ("device_straggler", {"device_straggler": "GPU:5", "device_straggler_ratio": 1.25, "device_straggler_wait_ms": 10.0,
