@@ -86,7 +86,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     res.add("device_straggler", names_d[i] if straggler else None)
     res.add("device_straggler_ratio", ratio if straggler else None)
     res.add("device_straggler_wait_ms", wait if straggler else None)
-    res.add("device_straggler_wait_pct", 100.0 * wait / step_ms if straggler and wait is not None and step_ms else None)
+    res.add("device_straggler_wait_pct",
+            min(100.0, 100.0 * wait / step_ms) if straggler and wait is not None and step_ms else None)
     return res
 
 
