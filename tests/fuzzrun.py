@@ -39,7 +39,8 @@ WARMUP = ROOT / "sample_traces" / "keras_fit_callback"
 #: "Percentages" that are ratios, not shares, and may legitimately exceed 100 (still >= 0):
 #: ``load_imbalance_pct`` = (max - min) / median of the hosts' compute time per step; the tf.data work
 #: shares sum the work of several threads (and pipelines) per step, so on 2+ cores they exceed the step time.
-PCT_OVER_100_OK = {"load_imbalance_pct", "device_imbalance_pct", "tfdata_work_pct", "tfdata_map_pct", "tfdata_recompute_pct",
+PCT_OVER_100_OK = {"load_imbalance_pct", "device_imbalance_pct", "tfdata_work_pct", "tfdata_map_pct",
+                   "tfdata_recompute_pct",
                    "tfdata_vectorizable_map_pct", "tfdata_read_pct", "tfdata_pyfunc_pct",
                    "tfdata_sequential_map_pct", "tfdata_generator_pct"}
 PCT_TOLERANCE = 1e-6
