@@ -124,10 +124,7 @@ def analyze_hosts(
                                  tables=tables)
     try:
         for host, payload in stream:
-            if "error" in payload:
-                err = payload["error"]
-                raise TraceError(err["path"], err["problem"])
-            payloads[host] = payload
+            payloads[host] = _checked(payload)
             done += sizes.get(host, 0)
             if progress is not None:
                 progress(done, total)
@@ -141,11 +138,16 @@ def analyze_hosts(
             _, payload = next(stream)
         finally:
             stream.close()
-        if "error" in payload:
-            raise TraceError(payload["error"]["path"], payload["error"]["problem"])
-        return payload["tables"]
+        return _checked(payload)["tables"]
 
     return combine_hosts(run, ordered, metadata=metadata, executor=executor, all_tables=all_tables)
+
+
+def _checked(payload: dict) -> dict:
+    """A host's payload; a host's bad input (sent back as ``error``: it does not pickle) raised again here."""
+    if "error" in payload:
+        raise TraceError(payload["error"]["path"], payload["error"]["problem"])
+    return payload
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,6 +393,7 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
     for r in rows:
         r["work_ratio"] = None
     med_row = rows[mi]
+    step_ms = med_row["step_time_used_ms"] or med_row["step_time_mean_ms"]  # the median host's step
     if len(work) >= 2 and med_row["work_ms"] is not None and med_row["steps"]:
         med_work = float(med_row["work_ms"])
         if med_work > 0:
@@ -399,7 +402,6 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
                     r["work_ratio"] = r["work_ms"] / med_work
             slowest, w_max = max(work, key=lambda hw: hw[1])
             slowest_ratio = w_max / med_work
-            step_ms = med_row["step_time_used_ms"] or med_row["step_time_mean_ms"]
             if step_ms:
                 excess = min(100.0, 100.0 * (w_max - med_work) / step_ms)
             straggler_ratio = slowest_ratio
@@ -430,7 +432,6 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
     if straggler is not None:
         own = next(r for r in rows if r["host"] == straggler)["wait_ms"]
         others = [r["wait_ms"] for r in rows if r["host"] != straggler and r["steps"] and r["wait_ms"] is not None]
-        step_ms = med_row["step_time_used_ms"] or med_row["step_time_mean_ms"]
         if own is not None and others:
             wait_caused = max(0.0, float(np.median(others)) - own)
             if step_ms:
@@ -458,7 +459,6 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
 
     import pandas as pd
 
-    step_ms = med_row["step_time_used_ms"] or med_row["step_time_mean_ms"]
     _stand_out(rows, straggler, straggler_ratio, misaligned, step_ms)
     put("hosts_standing_out_count", sum(1 for r in rows if r["stands_out"]))
     tables = Tables(median.tables)

@@ -100,6 +100,18 @@ def attribution(result: Any, max_devices: int = 16, group: bool = False) -> dict
             "hosts": hosts if len(hosts) > 1 else []}
 
 
+def unlike_hosts(hosts: list[dict], limit: int, fill: bool) -> tuple[list[dict], int, float | None]:
+    """The hosts whose split is more than :data:`ALIKE_PTS` from the median host's, least alike first, at
+    most ``limit`` (``fill``: when none is, the ``limit`` least alike); how many are left out, and the
+    largest distance among them (None when none is)."""
+    every = sorted(hosts, key=lambda h: -h["distance_pts"])
+    shown = [h for h in every if h["distance_pts"] > ALIKE_PTS][:limit]
+    if fill and not shown:
+        shown = every[:limit]
+    left = every[len(shown):]
+    return shown, len(left), (left[0]["distance_pts"] if left else None)
+
+
 def _alike(devices: dict[str, list[dict]]) -> list[list[str]]:
     """Devices in groups whose splits are within :data:`ALIKE_PTS` of the group's first device's, in order."""
     pct = {d: {p["part"]: p["pct"] for p in parts} for d, parts in devices.items()}

@@ -147,14 +147,7 @@ def _hosts_summarised(console: Console, result: Any, n: int) -> None:
     console.print(Text.assemble(("Hosts", "bold"), f" ({n}; --format json lists every host)"))
     rows = [("", "median", "p10-p90", "min-max", "spread")]
     for r in dist.to_dict("records"):
-        if r["unit"] == "bytes":
-            def v(x: Any) -> str:
-                return fmt_bytes(x)
-            unit = ""
-        else:
-            def v(x: Any) -> str:
-                return fmt_num(x)
-            unit = " ms"
+        v, unit = (fmt_bytes, "") if r["unit"] == "bytes" else (fmt_num, " ms")
         spread = f"{r['spread_pct']:.2g} %" if r["spread_pct"] is not None else ""
         rows.append((r["figure"], v(r["median"]) + unit, f"{v(r['p10'])}-{v(r['p90'])}", f"{v(r['min'])}-{v(r['max'])}",
                      spread))
@@ -247,7 +240,7 @@ HOST_LINES = 4
 
 def _attribution(console: Console, result: Any) -> None:
     """Where the time goes: the run's parts with their top items, then each device's split."""
-    from tfadvisor.report.attribution import ALIKE_PTS, LABELS, attribution, basis_text, items_text
+    from tfadvisor.report.attribution import LABELS, attribution, basis_text, items_text, unlike_hosts
 
     att = attribution(result, group=True)
     if att is None:
@@ -264,15 +257,12 @@ def _attribution(console: Console, result: Any) -> None:
         else:
             _out(console, f"{lane['lane']}: " + ", ".join(f"{p['label']} {fmt_num(p['pct'], 2)} %"
                                                          for p in lane["parts"]), 2, hang=4)
-    every = sorted(att.get("hosts") or [], key=lambda h: -h["distance_pts"])
-    hosts = [h for h in every if h["distance_pts"] > ALIKE_PTS] or every[:HOST_LINES]
-    for h in hosts[:HOST_LINES]:  # the hosts least like the median host first
+    hosts, more, near = unlike_hosts(att.get("hosts") or [], HOST_LINES, fill=True)
+    for h in hosts:  # the hosts least like the median host first
         _out(console, f"{h['host']}: " + ", ".join(f"{LABELS.get(p['part'], p['part'])} {fmt_num(p['pct'], 2)} %"
                                                      for p in h["parts"][:4]), 2, hang=4)
-    shown = min(len(hosts), HOST_LINES)
-    if len(every) > shown:
-        near = fmt_num(every[shown]["distance_pts"], 2)
-        _out(console, f"(+{len(every) - shown} more hosts, each within {near} points of the median host: "
+    if more:
+        _out(console, f"(+{more} more hosts, each within {fmt_num(near, 2)} points of the median host: "
                       "--format json for all)", 2, style="dim")
     if att["devices"] > att["devices_shown"]:
         _out(console, f"(+{att['devices'] - att['devices_shown']} more devices: --format json for all)", 2,

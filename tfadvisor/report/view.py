@@ -305,7 +305,7 @@ class View:
     @cached_property
     def attribution(self) -> dict | None:
         """Where the time goes (tfadvisor/report/attribution.py), with its basis in words."""
-        from tfadvisor.report.attribution import ALIKE_PTS, LABELS, attribution, basis_text, items_text
+        from tfadvisor.report.attribution import LABELS, attribution, basis_text, items_text, unlike_hosts
 
         att = attribution(self.result, group=True)
         if att is not None:
@@ -315,13 +315,10 @@ class View:
                     p["items_text"] = items_text(p)
                     p["pct_text"] = fmt_num(p["pct"], 2)
                     p["ms_text"] = fmt_num(p["ms"])
-            every = att["hosts"]
-            if len(every) > HOSTS_LISTED:  # many hosts: those unlike the median host's split, the others counted
-                unlike = sorted((h for h in every if h["distance_pts"] > ALIKE_PTS), key=lambda h: -h["distance_pts"])
-                att["hosts"] = unlike[:HOSTS_LISTED]
-            att["hosts_more"] = len(every) - len(att["hosts"])
-            left = [h["distance_pts"] for h in every if h not in att["hosts"]]
-            att["alike_text"] = fmt_num(max(left), 2) if left else ""
+            att["hosts_more"], att["alike_text"] = 0, ""
+            if len(att["hosts"]) > HOSTS_LISTED:  # many hosts: those unlike the median host's split, the others counted
+                att["hosts"], att["hosts_more"], near = unlike_hosts(att["hosts"], HOSTS_LISTED, fill=False)
+                att["alike_text"] = fmt_num(near, 2) if near is not None else ""
             for h in att["hosts"]:
                 h["parts_text"] = ", ".join(f"{LABELS.get(p['part'], p['part'])} {fmt_num(p['pct'], 2)} %"
                                             for p in h["parts"])
