@@ -1,6 +1,7 @@
-"""On every captured tf.data problem sample whose twin closed the loop, the first finding names the
-planted cause with a magnitude within 25 % of the measured cost (problem mean step - twin mean
-step, measured.json's ``pair``), and the twin gets no finding that undoes the problem's fix."""
+"""On every captured problem sample of the tf.data and time/structure pairs (``tfdata_*``, ``steps_*``,
+``phase_*``, ``pipe_*``) whose twin closed the loop, the first finding names the planted cause with a
+magnitude within 25 % of the measured cost (problem mean step - twin mean step, measured.json's
+``pair``), and the twin gets no finding that undoes the problem's fix."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ import tomllib
 import tfadvisor
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
-PAIRS = sorted(d.name for d in SAMPLES.glob("tfdata_*") if (d / "expected.toml").exists()
-               and tomllib.loads((d / "expected.toml").read_text()).get("fixed_by"))
+PAIRS = sorted(d.name for pattern in ("tfdata_*", "steps_*", "phase_*", "pipe_*") for d in SAMPLES.glob(pattern)
+               if (d / "expected.toml").exists() and tomllib.loads((d / "expected.toml").read_text()).get("fixed_by"))
+#: The figure each cause's finding gives for what its fix saves per step, first found wins.
+MAGNITUDES = ("tfdata_cause_ms_per_step", "tfdata_contention_ms_per_step", "periodic_ms_per_step",
+              "tfdata_iterator_cost_ms_per_step", "tfdata_filter_waste_ms_per_step",
+              "tfdata_cost_ms_per_step")
 #: what each cause's fix undoes: a finding on the twin must not advise it again
 UNDONE = {"tfdata_sequential_reads": "num_parallel_reads", "tfdata_sequential_map": "num_parallel_calls=None"}
 
 
-def _magnitude_ms(f) -> float:
-    ev = f.evidence
-    return ev.get("tfdata_cause_ms_per_step", ev.get("tfdata_contention_ms_per_step"))
+def _magnitude_ms(f) -> float | None:
+    return next((f.evidence[k] for k in MAGNITUDES if f.evidence.get(k) is not None), None)
 
 
 @pytest.mark.parametrize("name", PAIRS)

@@ -39,6 +39,13 @@ READS = dict(GAIN, tfdata_sequential_reads=True, tfdata_files_per_step=2.0, tfda
 VECTOR = dict(MAP, **GAIN, tfdata_vectorizable_map=True, tfdata_map_ms_per_step=5.0, tfdata_map_pct=25.0,
               tfdata_cause="vectorizable_map")
 
+PERIODIC = dict(periodic_kind="summary", periodic_names="EagerLocalExecute: WriteSummary", periodic_every_steps=4,
+                periodic_steps_count=3, periodic_ms_each=43.0, periodic_ms_per_step=12.9, periodic_pct=56.0,
+                periodic_between_steps=True, periodic_traced_pct=75.0, periodic_suggested_every=500)
+ITERATOR = dict(tfdata_iterators_per_step=1.0, tfdata_iterator_make_ms_per_step=11.1,
+                tfdata_iterator_cost_ms_per_step=22.3, tfdata_iterator_cost_pct=84.0)
+FILTER = dict(tfdata_filter_stage="Filter (FilterDataset:3)", tfdata_filter_kept_pct=30.6,
+              tfdata_filter_waste_ms_per_step=17.1, tfdata_filter_waste_pct=67.0)
 NV = {"device_vendor": "nvidia", "tensor_core_capable": True, "matrix_fp32_pct": 100.0, "matrix_unknown_pct": 0.0,
       "matrix_time_ms": 50.0}
 AMD = {"device_vendor": "amd", "matrix_fp32_pct": 100.0, "matrix_unknown_pct": 0.0, "matrix_time_ms": 50.0,
@@ -292,6 +299,33 @@ CASES = [
                      "matrix_unknown_pct": 0.0, "attr_matrix_pct": 24.0}, None),  # a small share of the time
     ("matrix_tf32", {**STEP, "device_vendor": "nvidia", "tensor_core_capable": True, "matrix_tf32_pct": 0.0,
                      "matrix_unknown_pct": 0.0, "attr_matrix_pct": 67.0}, None),  # bf16 already
+    # ---- causes in time and structure: work in some steps only, one-time phases, the pipeline as built
+    ("periodic_step_work", {**PERIODIC, "periodic_kind": "checkpoint"}, "warning"),
+    ("periodic_step_work", {**PERIODIC, "periodic_kind": "untraced", "periodic_names": ""}, "warning"),
+    ("periodic_step_work", {**PERIODIC, "periodic_pct": 7.0}, "info"),
+    ("periodic_step_work", {**PERIODIC, "periodic_pct": 4.9}, None),  # edge: under 5 %
+    ("periodic_step_work", {**PERIODIC, "capture_steady_state": False}, None),
+    # the periodic work explains the outliers and the time between steps: those rules stay quiet
+    ("step_outliers", {**STEP, "step_outliers_count": 3, "step_outlier_max_ratio": 4.0, **PERIODIC}, None),
+    ("step_gaps", {**STEP, "idle_between_steps_pct": 40.0, **PERIODIC, "periodic_between_steps": True}, None),
+    ("step_gaps", {**STEP, "idle_between_steps_pct": 40.0, **PERIODIC, "periodic_between_steps": False},
+     "critical"),
+    ("phase_cache_fill", {**STEP, **TFDATA, "capture_phase": "cache_fill", "complete_steps": 12,
+                          "tfdata_cost_ms_per_step": 8.9, "tfdata_cost_pct": 84.0, "input_pct": 55.0}, "warning"),
+    ("phase_cache_fill", {**STEP, **TFDATA, "capture_phase": None, "complete_steps": 12,
+                          "tfdata_cost_ms_per_step": 8.9, "tfdata_cost_pct": 84.0}, None),
+    # in the cache's first pass the pipeline's advice is withheld
+    ("tfdata_no_cache", {**STEP, **TFDATA, **RECOMPUTE, "input_pct": 30.0, "tfdata_has_cache": False,
+                         "capture_phase": "cache_fill"}, None),
+    ("tfdata_iterator_per_step", {**STEP, **TFDATA, **ITERATOR, "input_pct": 40.0,
+                                  "tfdata_cause": "iterator_per_step"}, "critical"),
+    ("tfdata_iterator_per_step", {**STEP, **TFDATA, **ITERATOR}, "warning"),
+    ("tfdata_iterator_per_step", {**STEP, **TFDATA, **ITERATOR, "tfdata_iterators_per_step": 0.0}, None),
+    ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER, "input_pct": 60.0,
+                                 "tfdata_cause": "filter_after_map"}, "critical"),
+    ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER}, "warning"),
+    ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER, "tfdata_filter_waste_pct": 6.0}, "info"),
+    ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER, "tfdata_filter_kept_pct": 95.0}, None),
 ]
 
 

@@ -22,6 +22,8 @@ RULE_IDS = {
     "host_ops_with_device", "mixed_precision_unused", "memory_oom_risk", "memory_headroom", "h2d_pageable",
     "allreduce_overhead", "allreduce_share", "straggler_host", "device_straggler", "missing_host", "load_imbalance",
     "data_small_files", "data_huge_files",
+    # causes in time and structure (rules/20_host.toml, rules/05_capture.toml, rules/10_input.toml)
+    "periodic_step_work", "phase_cache_fill", "tfdata_iterator_per_step", "tfdata_filter_after_map",
     # tf.data causes (rules/10_input.toml)
     "tfdata_cpu_contention", "tfdata_generator", "tfdata_sequential_reads", "tfdata_vectorizable_map",
     # system samples and start-up (rules/05_system_input.toml, rules/60_system.toml)

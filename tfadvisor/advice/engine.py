@@ -9,7 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfadvisor.advice.expr import ExprError
-from tfadvisor.advice.rules import FIX_PLACEHOLDER, SEVERITIES, SEVERITY_RANK, Rule, RuleError, expr_problem
+from tfadvisor.advice.rules import (
+    FIX_PLACEHOLDER,
+    FIX_SECTION,
+    SEVERITIES,
+    SEVERITY_RANK,
+    Rule,
+    RuleError,
+    expr_problem,
+)
 from tfadvisor.units import finite_number
 
 
@@ -107,16 +115,27 @@ def evaluate_rule(rule: Rule, metrics: Mapping[str, Any]) -> Finding | None:
                    marks=list(rule.marks), scope=rule.scope, plots=list(rule.plots), lanes=list(rule.lanes))
 
 
+def _known(v: Any) -> bool:
+    return not (v is None or (isinstance(v, float) and math.isnan(v)) or v == "")
+
+
 def fill_fix(fix: str, metrics: Mapping[str, Any]) -> str:
-    """Put the run's own figures into a fix: ``{{name}}`` -> the metric's value (``<name>`` if unknown)."""
+    """Put the run's own figures into a fix: ``{{name}}`` -> the metric's value (``<name>`` if unknown);
+    ``[[if name: ...]]`` / ``[[unless name: ...]]`` kept when the metric is known / unknown."""
+
+    def section(m: re.Match) -> str:
+        known = _known(metrics.get(m.group(2)))
+        return m.group(3) if known == (m.group(1) == "if") else ""
 
     def value(m: re.Match) -> str:
         v = metrics.get(m.group(1))
-        if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
+        if not _known(v):
             return f"<{m.group(1)}>"
         return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
-    return FIX_PLACEHOLDER.sub(value, fix)
+    text = FIX_SECTION.sub(section, fix)
+    text = re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+    return FIX_PLACEHOLDER.sub(value, text)
 
 
 def sort_key(f: Finding, position: int = 0) -> tuple:

@@ -51,6 +51,9 @@ _RULE_KEYS = set(_RULE_KEYS_REQUIRED) | {"impact", "evidence", "why", "example",
                                          "scope", "plots", "lanes"}
 #: ``{{metric}}`` in a fix is replaced by that metric's value in the finding.
 FIX_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+#: A part of a fix shown only when a metric is known (``[[if name: ...]]``) or unknown
+#: (``[[unless name: ...]]``): generated code where the trace gives it, general code where not.
+FIX_SECTION = re.compile(r"\[\[(if|unless) ([A-Za-z_][A-Za-z0-9_]*):\s(.*?)\]\]", re.S)
 _CASE_KEYS = {"when", "severity", "title", "message", "impact", "fix", "evidence"}
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -299,8 +302,9 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         return compiled(Template, source, where, what)
 
     def fix_names(text: str, where: int | None) -> str:
-        """A fix may name metrics as ``{{name}}`` (filled in when the finding is made)."""
-        for name in FIX_PLACEHOLDER.findall(text):
+        """A fix may name metrics as ``{{name}}`` (filled in when the finding is made), and show a part
+        only when a metric is known or unknown (``[[if name: ...]]``, ``[[unless name: ...]]``)."""
+        for name in FIX_PLACEHOLDER.findall(text) + [m.group(2) for m in FIX_SECTION.finditer(text)]:
             if name not in known:
                 raise RuleError(path, where, f"rule {rule_id!r}: fix: unknown metric {name!r}"
                                 f"{_did_you_mean(name, known)}", rule_id)

@@ -25,6 +25,7 @@ ORDER = (
     "steps",
     "capture_quality",  # does the window show steady-state training (steps, active devices, busy share)
     "devices",  # the devices of the host against each other: the slow one the others wait for
+    "variation",  # steps grouped by what runs in them: work in some steps only, its period and cost
     "gaps",
     "input",
     "tfdata",

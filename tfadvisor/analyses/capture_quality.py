@@ -25,9 +25,14 @@ its device planes):
   max(:data:`MAX_SKEW_MS`, 2 x the median step) apart on two devices.
   ``capture_issues`` lists those reasons (and idle devices, which alone do not make a
   window unsteady: a one-device job on a multi-device host is a fine capture).
+* ``capture_phase``: a one-time phase of training the window is in, which later windows will not
+  show: ``cache_fill`` when a tf.data cache stage still calls the stages below it (the first pass
+  writes the cache, later passes read it; :data:`CACHE_FILL_RE`). It makes the window unsteady.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -89,8 +94,23 @@ DECLARED = declare(
                                  "on two devices; step-based rules hold only when it is not False)"),
     ("capture_issues", "", "what keeps the window from showing steady-state training (the reasons, plus idle devices)"),
     ("capture_issue_count", "count", "number of capture issues"),
+    ("capture_phase", "", "a one-time phase the window is in (`cache_fill`: a tf.data cache is still being written, "
+                          "the stages below it run for every element); None: none seen"),
     tables="`devices` (per device: activity lines, kernels, copies, busy_ms, compute_ms, first/last activity)",
 )
+
+
+#: A cache stage that still calls a stage below it (``...::MemoryCacheImpl::ParallelMapV2``): the cache
+#: is being written. Once full, the cache's events have no child stage.
+CACHE_FILL_RE = re.compile(r"^Iterator::.*::\w*Cache\w*(\[\d+\])?::")
+
+
+def _phase(host: Trace) -> str | None:
+    """The one-time phase of training the host's events show, if any."""
+    for p in host.host_planes:
+        if p.n_events and p.events_named(CACHE_FILL_RE).shape[0]:
+            return "cache_fill"
+    return None
 
 
 def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
@@ -165,6 +185,12 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     if skew is not None and skew > max(MAX_SKEW_MS, 2 * (med_ms or 0.0)):
         steady = False
         issues.append(f"the same step started {skew:,.0f} ms apart on {pair}")
+    phase = _phase(host)
+    res.add("capture_phase", phase)
+    if phase == "cache_fill":
+        steady = False
+        issues.append("a tf.data cache is still being written (the first pass over the data): the stages below it "
+                      "run for every element now, later passes read the cache")
     if len(names) >= 2 and idle:
         issues.append(f"{len(idle)} of {len(names)} devices ran no kernel ({', '.join(idle)})")
     res.add("capture_steady_state", steady,

@@ -6,6 +6,9 @@
   start to the last step's end less the intervals between steps labelled validation or epoch
   end (Keras' evaluation and epoch-end callbacks run eager ops that are not the training
   loop's), else the trace span.
+* The steps that hold occasional work (a checkpoint, an evaluation: the ``variation`` analysis'
+  ``step_patterns``) are left out of that wall time: the ops such work dispatches eagerly are its cost
+  (``periodic_*``), not a train step run eagerly.
 * JAX: ``xla_executions_per_step`` counts the XLA programs the host ran per training step (PjRt's
   ``...LoadedExecutable::Execute`` events): 1 or a few under ``jax.jit``, one per operation when the
   step runs op by op from Python.
@@ -50,6 +53,37 @@ def _windows(tbl: Table | None, act) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.maximum(ends, starts)
 
 
+def _less(w: tuple[np.ndarray, np.ndarray], cut: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint windows ``w`` less the disjoint spans ``cut`` (both sorted)."""
+    out_a, out_b = [], []
+    for a, b in zip(*w):
+        a = int(a)
+        for c, d in zip(*cut):
+            if d <= a or c >= b:
+                continue
+            if c > a:
+                out_a.append(a)
+                out_b.append(int(c))
+            a = max(a, int(d))
+        if a < b:
+            out_a.append(a)
+            out_b.append(int(b))
+    return np.array(out_a, np.int64), np.array(out_b, np.int64)
+
+
+def _occasional_spans(ctx: Context, tbl: Table | None) -> tuple[np.ndarray, np.ndarray]:
+    """The wall spans of the steps that hold occasional work (the variation analysis' patterns): ops a
+    checkpoint or an evaluation dispatches eagerly there are that work's, not the train step's."""
+    pat = ctx.table("step_patterns")
+    if tbl is None or pat is None or not len(pat):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    held = {int(x) for steps in pat["steps"] for x in str(steps).split(", ") if x}
+    rows = np.flatnonzero(np.isin(np.asarray(tbl["step"]), list(held)))
+    order = np.argsort(np.asarray(tbl["start_ps"])[rows])
+    rows = rows[order]
+    return np.asarray(tbl["start_ps"])[rows], np.asarray(tbl["wall_end_ps"])[rows]
+
+
 DECLARED = declare(
     "eager",
     ("eager_op_count", "count", "ops dispatched eagerly (EagerExecute, is_func 0, outside functions; input fetches "
@@ -79,7 +113,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.missing(["eager_pct", "eager_op_count", "tf_function_calls", "retrace_count", "retraced_functions"],
                     "no host plane: eager execution and tf.function calls are host events")
         return res
-    w = _windows(step_table, act)
+    w = _less(_windows(step_table, act), _occasional_spans(ctx, step_table))
     wall = int((w[1] - w[0]).sum())
     er = act.rows.get("eager", np.empty(0, np.int64))
     if not p.meta_mask("EagerExecute").any():

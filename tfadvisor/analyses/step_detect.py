@@ -338,7 +338,11 @@ def preceded_by(trace: Trace, act: Activity, steps: StepSet) -> np.ndarray:
     """What ran between each step and the one before it, when it was not training:
     ``validation`` (a Keras step function other than the one the steps run: Keras'
     evaluation at an epoch end), ``epoch_end`` (the marker's step number starts again, or the
-    run file's ``steps.epoch_ends_after_step`` falls between the two markers), else ``""``."""
+    run file's ``steps.epoch_ends_after_step`` falls between the two markers), else ``""``.
+
+    Under ``fit`` (``profiled_batch`` markers) Keras evaluates only at an epoch's end. A custom loop
+    that evaluates between its markers where no epoch end is known evaluates every few steps as part
+    of its training loop: that time is the loop's (the ``variation`` analysis names it), not labelled."""
     n = steps.start.shape[0]
     out = np.full(n, "", dtype=object)
     p = act.host
@@ -364,6 +368,8 @@ def preceded_by(trace: Trace, act: Activity, steps: StepSet) -> np.ndarray:
     if val.any():
         t = np.sort(cs[val])
         held = np.searchsorted(t, steps.start[1:], side="left") > np.searchsorted(t, steps.end[:-1], side="left")
+        if steps.source != "profiled_batch":
+            held &= out[1:] == "epoch_end"  # a custom loop's evaluation between steps is its own work
         out[1:][held] = "validation"
     return out
 

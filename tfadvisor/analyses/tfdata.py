@@ -27,9 +27,11 @@ can exceed the pipeline timed alone (see tests/test_tfdata_stage_costs.py).
 Causes, each as ms per step and % of step time (``*_pct``): the most expensive map
 (``tfdata_map_*``), a map running one element at a time, work redone every epoch that a cache would
 keep (``tfdata_recompute_*``; ``tfdata_repeat_before_map`` for ``repeat().map()``; not for random or
-py_function maps), Python-bound
+py_function maps, nor for a map above a shuffle: its cache would freeze one epoch's order), Python-bound
 generators (``tfdata_generator_*``), files read one after another (``tfdata_read_*``), and a cheap
 per-element map that a batch-first vectorised map would replace (``tfdata_vectorizable_map``).
+Iterators made inside the steps (``tfdata_iterator_*``: ``next(iter(ds))`` in the loop) and a filter
+above an expensive map (``tfdata_filter_*``: the map's work on dropped elements) are causes too.
 ``tfdata_cause`` names the largest of these (None: no specific cause found), and
 ``tfdata_cause_ms_per_step``/``tfdata_cause_pct`` the step time its fix would save (``_cause_magnitude``).
 A map after ``batch()`` maps whole batches: its elements are its function runs times the batch size.
@@ -41,6 +43,7 @@ import re
 
 import numpy as np
 
+from tfadvisor.analyses import tfdata_graph as graph
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import union
@@ -64,6 +67,8 @@ _RANDOM_OP_RE = re.compile(r":(Random\w*|Stateless\w*Random\w*|Multinomial|Param
                            r"TruncatedNormal|RandomShuffle)$")
 _LAUNCH = "FunctionRun"
 _BODY = "ExecutorState::Process"
+#: An iterator made from Python (``iter(ds)``): the eager MakeIterator op.
+_MAKE_ITERATOR = "EagerLocalExecute: MakeIterator"
 _PY_OPS = ("PyFunc:PyFunc", "EagerPyFunc:EagerPyFunc", "PyFuncStateless:PyFuncStateless")
 
 
@@ -377,6 +382,29 @@ DECLARED = declare(
     ("tfdata_pipeline", "", "the deepest stage chain (root first) (the chain as text, e.g. "
                             "`Root::Prefetch::MapAndBatch::TensorSlice`)"),
     ("tfdata_cause", "", "the largest specific cause found in the pipeline (None: none found)"),
+    ("tfdata_code", "", "the pipeline as the program built it, read back from the trace (Python; maps are f1, f2... "
+                        "in build order)"),
+    ("tfdata_code_cached", "", "that pipeline with a cache after the costliest map and the repeat after the cache "
+                               "(None: a random call comes before it, or it caches already)"),
+    ("tfdata_code_parallel", "", "that pipeline with the costliest map parallel (and a prefetch where none is)"),
+    ("tfdata_code_vectorized", "", "that pipeline with the costliest map after the batch above it"),
+    ("tfdata_code_filter_first", "", "that pipeline with the filter above the costliest map moved before it"),
+    ("tfdata_code_prefetched", "", "that pipeline with a prefetch at the end (None: it has one)"),
+    ("tfdata_iterators_per_step", "count", "tf.data iterators made per step inside the steps (MakeIterator called "
+                                           "from Python: `next(iter(ds))` in the loop); 0: made outside them"),
+    ("tfdata_iterator_make_ms_per_step", "ms", "time spent making those iterators, per step (shuffle buffers "
+                                               "filled, prefetch threads started)"),
+    ("tfdata_iterator_cost_ms_per_step", "ms", "what an iterator made in every step costs it: making it plus the "
+                                               "pipeline's cost (the wait for a pipeline that starts empty, and "
+                                               "contention)"),
+    ("tfdata_iterator_cost_pct", "%", "that cost, % of step time"),
+    ("tfdata_filter_stage", "", "a filter stage above an expensive map (the map's work on the elements the filter "
+                                "drops is thrown away)"),
+    ("tfdata_filter_kept_pct", "%", "share of its input elements that filter stage keeps"),
+    ("tfdata_filter_waste_ms_per_step", "ms", "the pipeline's cost per step times the share the filter drops: what "
+                                              "filtering before the map saves when the predicate does not read "
+                                              "the map's output"),
+    ("tfdata_filter_waste_pct", "%", "that saving, % of step time"),
     ("tfdata_work_ms", "ms", "work of all tf.data stages over the profile (function bodies included)"),
     ("tfdata_work_ms_per_step", "ms", "tf.data work per step (on its own threads; may overlap)"),
     ("tfdata_work_pct", "%", "tf.data work as % of step time (may exceed what it costs when it overlaps)"),
@@ -554,7 +582,10 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         # a py_function body may fetch outside data (a remote read): not known to be deterministic
         python_map = bool(_rows_named(p, _PY_OPS, tfd_lines).shape[0])
         res.add("tfdata_map_python", python_map)
-        recompute = bool(repeats and not has_cache and not random_map and not python_map
+        # a shuffle below the map: caching the map's output would freeze the first epoch's order
+        shuffled = any(c.startswith(str(top["iterator"]) + "::") and k.startswith("Shuffle")
+                       for c, k in zip(chains, kinds))
+        recompute = bool(repeats and not has_cache and not random_map and not python_map and not shuffled
                          and size_us >= EXPENSIVE_MAP_US and map_ms >= material_ms)
         res.add("tfdata_repeated_source_no_cache", recompute,
                 doc="a repeated pipeline recomputes an expensive deterministic map every epoch (no cache, no random "
@@ -620,6 +651,16 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
             doc="files are read one after another (no num_parallel_reads / parallel interleave) for at least "
             f"{MATERIAL_PCT:g} % of the step time")
 
+    _iterators(res, ctx, p, step_table)
+    _filter_after_map(res, ctx, table, is_map, material_ms)
+    m = res.metrics
+    code = _code(res, table, is_map, random_map, has_prefetch)
+    if code is not None and m.get("tfdata_repeated_source_no_cache") and m["tfdata_repeated_source_no_cache"].value \
+            and code.get("cached") is None:
+        # the cache would have to come after a random call: nothing to cache without changing the data
+        res.add("tfdata_repeated_source_no_cache", False,
+                doc="a random call (a shuffle, a map that holds state) comes before the expensive map")
+
     # The named cause: the largest specific one.
     m = res.metrics
     cands = []
@@ -635,11 +676,119 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         cands.append(("sequential_reads", m["tfdata_read_pct"].value or 0.0))
     if m.get("tfdata_vectorizable_map") and m["tfdata_vectorizable_map"].value:
         cands.append(("vectorizable_map", m["tfdata_vectorizable_map_pct"].value or 0.0))
+    # causes whose saving is their own figure: an iterator made every step, a filter above an expensive map
+    own = {}
+    for cause_name, metric in (("iterator_per_step", "tfdata_iterator_cost"), ("filter_after_map",
+                                                                              "tfdata_filter_waste")):
+        pct, ms = m.get(metric + "_pct"), m.get(metric + "_ms_per_step")
+        if pct is not None and pct.value is not None and pct.value >= MATERIAL_PCT:
+            cands.append((cause_name, float(pct.value)))
+            own[cause_name] = (ms.value if ms is not None else None, float(pct.value))
     cause = max(cands, key=lambda c: c[1])[0] if cands else None
     res.add("tfdata_cause", cause)
+    if cause in own:
+        res.add("tfdata_cause_ms_per_step", own[cause][0])
+        res.add("tfdata_cause_pct", own[cause][1])
+        return res
     rm = m.get("tfdata_file_switch_ms_per_step")
     _cause_magnitude(res, ctx, cause, sps, rm.value if rm is not None else None)
     return res
+
+
+def _code(res: AnalysisResult, table: Table, is_map: np.ndarray, random_map: bool,
+          has_prefetch: bool) -> dict | None:
+    """The pipeline as built (``tfdata_code``) and as each fix changes it (``tfdata_code_*``)."""
+    cs = graph.calls(table, random_bodies=random_map)
+    if not cs:
+        res.missing(["tfdata_code"] + [f"tfdata_code_{k}" for k in _FIXES], "no stage of the pipeline recorded")
+        return None
+    res.add("tfdata_code", graph.render(cs))
+    idx = None
+    if is_map.any():
+        maps = table.take(is_map)
+        top = maps.row(int(np.argmax(maps["self_ms"])))
+        idx = graph.map_index(str(top["name"]) if top["name"] is not None else "")
+    fixed = {"cached": graph.cached(cs, idx), "parallel": graph.parallel(cs, idx, not has_prefetch),
+             "vectorized": graph.vectorized(cs, idx), "filter_first": graph.filter_first(cs, idx),
+             "prefetched": None if has_prefetch else graph.prefetched(cs)}
+    for k in _FIXES:
+        res.add(f"tfdata_code_{k}", graph.render(fixed[k]) if fixed[k] else None)
+    return fixed
+
+
+_FIXES = ("cached", "parallel", "vectorized", "filter_first", "prefetched")
+
+
+def _input_cost(ctx: Context) -> tuple[float | None, float | None]:
+    """(ms per step, % of step time) the input pipeline costs a step (the input analysis' figures)."""
+    inp = ctx.result("input")
+    m = inp.metrics if inp is not None else {}
+    got = [m.get(n) for n in ("tfdata_cost_ms_per_step", "tfdata_cost_pct")]
+    return tuple(None if x is None or x.value is None else float(x.value) for x in got)  # type: ignore[return-value]
+
+
+def _iterators(res: AnalysisResult, ctx: Context, p: Plane, tbl: Table | None) -> None:
+    """Iterators made inside the steps (``next(iter(ds))`` in the loop): each starts the pipeline from
+    empty (shuffle buffer refilled, parallel stages and prefetch restarted)."""
+    names = ["tfdata_iterators_per_step", "tfdata_iterator_make_ms_per_step", "tfdata_iterator_cost_ms_per_step",
+             "tfdata_iterator_cost_pct"]
+    if tbl is None or not len(tbl):
+        res.missing(names, "no steps: iterators are counted per step")
+        return
+    keep = np.asarray(tbl["in_stats"], bool)
+    a, b = np.asarray(tbl["start_ps"])[keep], np.asarray(tbl["wall_end_ps"])[keep]
+    rows = p.events_named(_MAKE_ITERATOR)
+    s = p.ev_start_ps[rows]
+    i = np.searchsorted(a, s, side="right") - 1
+    inside = (i >= 0) & (s < b[np.clip(i, 0, None)])
+    n = int(keep.sum())
+    res.add("tfdata_iterators_per_step", float(inside.sum()) / n if n else None)
+    make_ms = float(p.ev_dur_ps[rows[inside]].sum()) / PS_PER_MS / n if n else 0.0
+    res.add("tfdata_iterator_make_ms_per_step", make_ms)
+    cost, pct = _input_cost(ctx)
+    if cost is None or not inside.any():
+        res.missing(names[2:], "no iterator made inside the steps" if not inside.any() else
+                    "the pipeline's cost per step is unknown")
+        return
+    total = cost + make_ms
+    res.add("tfdata_iterator_cost_ms_per_step", total)
+    res.add("tfdata_iterator_cost_pct", pct * total / cost if cost > 0 else None)
+
+
+def _filter_after_map(res: AnalysisResult, ctx: Context, table: Table, is_map: np.ndarray, material_ms: float) -> None:
+    """A filter above an expensive map (at least EXPENSIVE_MAP_US per element by the median run, and
+    MATERIAL_PCT of step time): the map's work on the elements it drops is thrown away."""
+    names = ["tfdata_filter_stage", "tfdata_filter_kept_pct", "tfdata_filter_waste_ms_per_step",
+             "tfdata_filter_waste_pct"]
+    chains = [str(c) for c in table["iterator"]]
+    kinds = [str(k) for k in table["kind"]]
+    med = to_float(table["element_median_us"]) if "element_median_us" in table else None
+    size = [float(med[i]) if med is not None and np.isfinite(med[i]) else float(table["element_us"][i])
+            for i in range(len(table))]
+    maps = [i for i in np.flatnonzero(is_map)
+            if float(table["self_ms"][i]) >= material_ms and size[i] >= EXPENSIVE_MAP_US]
+    for f, kind in enumerate(kinds):
+        if not kind.startswith(("Filter", "ParallelFilter")):
+            continue
+        below = [i for i in maps if chains[i].startswith(chains[f] + "::")]
+        if not below:
+            continue
+        m = below[0]
+        made, kept = float(table["elements"][m]), float(table["calls"][f])
+        if made <= 0 or kept >= made:
+            continue
+        kept_share = kept / made
+        name = table["name"][f]
+        res.add("tfdata_filter_stage", f"{kind} ({name})" if name else kind)
+        res.add("tfdata_filter_kept_pct", 100.0 * kept_share)
+        cost, pct = _input_cost(ctx)
+        if cost is None or pct is None:
+            res.missing(names[2:], "the pipeline's cost per step is unknown")
+        else:
+            res.add("tfdata_filter_waste_ms_per_step", cost * (1.0 - kept_share))
+            res.add("tfdata_filter_waste_pct", pct * (1.0 - kept_share))
+        return
+    res.missing(names, "no filter above an expensive map")
 
 
 def _cause_magnitude(res: AnalysisResult, ctx: Context, cause: str | None, seq_ms_per_step: float | None,

@@ -12,7 +12,8 @@ were fixed, are new, or remain (matched by rule id).
 The verdict is on the mean step time, or on the time per example when the two runs' batch sizes
 differ and both are known. A change is reported as "unchanged" when it is within :data:`NOISE_PCT`
 (1 %), or when the profiled steps cannot tell it from run-to-run noise: the 95 % interval of the
-difference of the mean step times (Welch, from each step's ``ms_per_step``) contains zero. Two
+difference of the mean step times (Welch, from each step's ``ms_per_step``; the steps that hold
+occasional work, such as a checkpoint every 4th step, are their own stratum) contains zero. Two
 captures of the same program on a busy host differ by a few % and must not read as a speed-up or a
 regression.
 
@@ -40,30 +41,60 @@ def _t95(df: float) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
-def _step_samples(result: Any) -> list[float]:
-    """Per-training-step times of the steps the step statistics use (``ms_per_step``, ``in_stats``)."""
-    table = (getattr(result, "tables", None) or {}).get("steps")
+def _step_strata(result: Any) -> list[list[float]]:
+    """Per-training-step times of the steps the step statistics use (``ms_per_step``, ``in_stats``), in
+    strata: the steps that hold the run's occasional work (its top ``step_patterns`` row: a checkpoint
+    every 4th step) and the others. Those steps are slower by design, not by chance: the mean's noise
+    is each stratum's own (stratified), not the spread between them. One stratum without such work,
+    or when a stratum would have fewer than two steps."""
+    tables = getattr(result, "tables", None) or {}
+    table = tables.get("steps")
     if table is None or len(table) == 0 or "ms_per_step" not in table:
         return []
     if "in_stats" in table:
         table = table[table["in_stats"].astype(bool)]
-    return [float(v) for v in table["ms_per_step"].tolist() if v == v]
+    times = [float(v) for v in table["ms_per_step"].tolist()]
+    numbers = [int(v) for v in table["step"].tolist()] if "step" in table else []
+    pat = tables.get("step_patterns")
+    held: set[int] = set()
+    if pat is not None and len(pat) and numbers:
+        held = {int(x) for x in str(pat["steps"].tolist()[0]).split(", ") if x}
+    inside = [t for t, n in zip(times, numbers) if n in held and t == t]
+    outside = [t for t, n in zip(times, numbers) if n not in held and t == t] if numbers else \
+        [t for t in times if t == t]
+    if len(inside) >= 2 and len(outside) >= 2:
+        return [inside, outside]
+    return [inside + outside] if inside else [outside]
+
+
+def _mean_and_parts(strata: list[list[float]]) -> tuple[float, list[tuple[float, int]]]:
+    """The mean over all steps and, per stratum, (its share of the mean's variance, degrees of freedom)."""
+    n = sum(len(s) for s in strata)
+    mean = sum(sum(s) for s in strata) / n
+    parts = []
+    for s in strata:
+        m = sum(s) / len(s)
+        var = sum((x - m) ** 2 for x in s) / (len(s) - 1)
+        parts.append(((len(s) / n) ** 2 * var / len(s), len(s) - 1))
+    return mean, parts
 
 
 def noise_interval_pct(before: Any, after: Any) -> tuple[float, float] | None:
-    """95 % interval of the change of the mean step time, in % of before (Welch); None with < 2 steps a side."""
-    a, b = _step_samples(before), _step_samples(after)
-    if len(a) < 2 or len(b) < 2:
+    """95 % interval of the change of the mean step time, in % of before (Welch-Satterthwaite over each
+    side's strata, :func:`_step_strata`); None with < 2 steps a side."""
+    a, b = _step_strata(before), _step_strata(after)
+    if sum(len(s) for s in a) < 2 or sum(len(s) for s in b) < 2:
         return None
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
-    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
-    se = math.sqrt(va + vb)
+    ma, pa = _mean_and_parts(a)
+    mb, pb = _mean_and_parts(b)
+    parts = pa + pb
+    v = sum(x for x, _ in parts)
+    se = math.sqrt(v)
     if ma <= 0:
         return None
     if se == 0:
         return ((mb - ma) / ma * 100,) * 2
-    df = (va + vb) ** 2 / ((va**2 / (len(a) - 1) if va else 0) + (vb**2 / (len(b) - 1) if vb else 0))
+    df = v ** 2 / sum(x ** 2 / d for x, d in parts if x)
     half = _t95(df) * se
     return ((mb - ma - half) / ma * 100, (mb - ma + half) / ma * 100)
 

@@ -1,0 +1,288 @@
+"""Step-to-step variation: the work that runs in some steps only, how often and what it costs.
+
+Steps are grouped by what runs in them. Every traced event of the training thread (the host lines
+that hold the step markers) and of the devices is placed in the step whose wall span (its start to
+the next step's start) holds the event's start; names are compared
+without tf.data's epoch indexes (``[k]``). Over the steps the statistics count (``in_stats``, at
+least :data:`MIN_STEPS`), a name present in at most half of them is *occasional*, and the names
+present in exactly the same steps form one *pattern* (a checkpoint's ``SaveV2`` and
+``MergeV2Checkpoints`` come together). A pattern's cost is the excess of its steps over the median
+of the other steps; the pattern with the largest total excess is reported when each of its steps is
+clearly slower (:data:`MIN_EXCESS_REL` of the median, and :data:`MIN_EXCESS_MADS` robust deviations
+of the other steps) and its own events cover at least :data:`MIN_TRACED` of that excess.
+
+Slow steps that no traced name sets apart (Python in a callback: h5py writing weights, logging)
+form an *untraced* pattern when there are at least :data:`MIN_UNTRACED` of them, evenly spaced.
+
+What a pattern is, ``periodic_kind``, comes from its names, weighted by their time in its steps:
+:data:`NAMED_KINDS` (checkpoint, summary writing, evaluation, compilation), recognised by any of its
+names, else :data:`KINDS` (metrics sync, logging, iterator creation, weights read out eagerly) by
+the time their names hold; ``other`` when none match. ``periodic_every_steps`` is the period in training steps
+when its steps are evenly spaced.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Trace
+
+MIN_STEPS = 5
+#: A pattern's steps must be slower than the others' median by this share of it ...
+MIN_EXCESS_REL = 0.2
+#: ... and by this many median absolute deviations of the other steps.
+MIN_EXCESS_MADS = 3.0
+#: The pattern's own events must cover this share of its excess (else it is a coincidence).
+MIN_TRACED = 0.1
+#: Slow steps with nothing traced in common: at least this many, evenly spaced.
+MIN_UNTRACED = 3
+
+#: The suggested period keeps the occasional work under this share of step time.
+SUGGESTED_PCT = 2.0
+
+#: (kind, names): what occasional work is. A *named* kind is recognised by any of its names (a checkpoint's
+#: small ``ShardedFilename`` says as much as its large ``SaveV2``), the first in this order; else the
+#: other kinds by the time their names hold.
+NAMED_KINDS = (
+    ("checkpoint", re.compile(r"SaveV2|SaveSlices|MergeV2Checkpoints|RestoreV2|ShardedFilename|[Cc]heckpoint")),
+    ("summary", re.compile(r"WriteSummary|Write\w*Summary|FlushSummaryWriter|SummaryWriter")),
+    ("evaluation", re.compile(r"test_step|test_function|evaluate|predict_step|predict_function|eval_step|"
+                              r"[Vv]alidation")),
+    ("compilation", re.compile(r"XlaCompile|TraceFunction|Retracing|__inference_.*_traced")),
+)
+KINDS = (
+    ("metrics_sync", re.compile(r"Collective|NcclAllReduce|AllReduce|all-reduce")),
+    ("logging", re.compile(r"PrintV2|StringFormat|AsString")),
+    ("iterator", re.compile(r"MakeIterator|AnonymousIterator|DeleteIterator")),
+    ("weights_read", re.compile(r"ReadVariableOp|VarHandleOp|AssignVariableOp|DisableCopyOnRead")),
+)
+_EPOCH_RE = re.compile(r"\[\d+\]")
+_EAGER = "EagerLocalExecute: "
+
+DECLARED = declare(
+    "variation",
+    ("periodic_kind", "", "what the work in some steps only is: checkpoint, summary, evaluation, compilation, "
+                          "metrics_sync, logging, iterator, weights_read, other, or untraced (nothing traced sets "
+                          "those steps apart)"),
+    ("periodic_names", "", "the names that hold most of that work's time (up to three)"),
+    ("periodic_steps_count", "count", "steps of the window (statistics' steps) that hold it"),
+    ("periodic_every_steps", "count", "its period in training steps when those steps are evenly spaced"),
+    ("periodic_ms_each", "ms", "what it adds to a step that holds it: the mean excess of those steps over the "
+                               "median of the others"),
+    ("periodic_ms_per_step", "ms", "what it adds per training step on average (the excess of its steps over "
+                                   "all statistics' steps)"),
+    ("periodic_pct", "%", "the same, % of mean step time"),
+    ("periodic_between_steps", "", "most of its traced time lies between the step markers (a callback or the "
+                                   "loop after the step), not in the step"),
+    ("periodic_traced_pct", "%", "share of its excess that its own events cover"),
+    ("periodic_suggested_every", "count", f"the period (10, 20, 50, 100, ...) at which it would cost at most "
+                                          f"{SUGGESTED_PCT:g} % of step time"),
+    doc="Steps grouped by what runs in them: the work present in some steps only (checkpoints, summaries, "
+        "evaluation...), its period and its cost per occurrence and per step.",
+    tables="`step_patterns` (pattern, kind, names, steps, every_steps, ms_each, ms_per_step, traced_ms_each, "
+           "between_steps_share; the patterns with their steps clearly slower, largest first)",
+)
+
+
+def _kind(names: list[str], weights: np.ndarray) -> str:
+    bare = [n[len(_EAGER):] if n.startswith(_EAGER) else n for n in names]
+    for kind, rx in NAMED_KINDS:
+        if any(rx.search(n) for n in bare):
+            return kind
+    best: dict[str, float] = {}
+    for name, w in zip(bare, weights):
+        for kind, rx in KINDS:
+            if rx.search(name):
+                best[kind] = best.get(kind, 0.0) + float(w)
+                break
+    if not best:
+        return "other"
+    kind, w = max(best.items(), key=lambda t: t[1])
+    return kind if w >= 0.25 * float(weights.sum()) else "other"
+
+
+def _presence(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
+    """name -> (steps present bool[n], time ps per step [n], time between the markers ps)."""
+    n = a.shape[0]
+    out: dict[str, list] = {}
+    for p in trace.planes:
+        if not p.n_events:
+            continue
+        s = p.ev_start_ps
+        i = np.searchsorted(a, s, side="right") - 1
+        ok = i >= 0
+        ok[ok] = s[ok] < b[i[ok]]
+        ok &= p.ev_meta >= 0
+        if p.is_host:
+            # the training thread: the lines that hold the step markers (work on other threads, tf.data's
+            # or a user's pool, runs beside the steps; it does not make one step longer than another)
+            marker_lines = np.unique(p.ev_line[np.isin(s, a)])
+            ok &= np.isin(p.ev_line, marker_lines)
+        if not ok.any():
+            continue
+        meta, step = p.ev_meta[ok], i[ok]
+        dur = p.ev_dur_ps[ok].astype(np.float64)
+        after = (s[ok] >= ends[step]).astype(np.float64) * dur
+        n_meta = len(p.event_names)
+        key = meta.astype(np.int64) * n + step
+        cnt = np.bincount(key, minlength=n_meta * n).reshape(n_meta, n)
+        tim = np.bincount(key, weights=dur, minlength=n_meta * n).reshape(n_meta, n)
+        aft = np.bincount(meta, weights=after, minlength=n_meta)
+        for m in np.flatnonzero(cnt.any(axis=1)):
+            name = _EPOCH_RE.sub("", str(p.event_names[m]))
+            got = out.get(name)
+            if got is None:
+                out[name] = [cnt[m] > 0, tim[m].copy(), float(aft[m])]
+            else:
+                got[0] |= cnt[m] > 0
+                got[1] += tim[m]
+                got[2] += float(aft[m])
+    return out
+
+
+def _period(rows: np.ndarray, train: np.ndarray) -> int | None:
+    if rows.shape[0] < 2:
+        return None
+    at = np.cumsum(train) - train  # training step index of each row
+    d = np.diff(at[rows])
+    return int(d[0]) if (d == d[0]).all() and d[0] >= 2 else None
+
+
+def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> AnalysisResult:
+    res = AnalysisResult("variation")
+    names = DECLARED.names()
+    if step_table is None:
+        res.missing(names, "")
+        return res
+    keep = np.asarray(step_table["in_stats"], bool)
+    if int(keep.sum()) < MIN_STEPS:
+        res.missing(names, f"fewer than {MIN_STEPS} steps in the statistics: no step-to-step comparison")
+        return res
+    a = np.asarray(step_table["start_ps"])[keep]
+    b = np.asarray(step_table["wall_end_ps"])[keep]
+    ends = np.asarray(step_table["end_ps"])[keep]
+    ms = np.asarray(step_table["ms_per_step"], float)[keep]
+    train = np.asarray(step_table["train_steps"], float)[keep]
+    n = a.shape[0]
+    pres = _presence(trace, a, b, ends)
+    groups: dict[bytes, list[str]] = {}
+    for name, (present, _, _) in pres.items():
+        k = int(present.sum())
+        if 1 <= k <= n // 2:
+            groups.setdefault(present.tobytes(), []).append(name)
+    rows = []
+    for key, members in groups.items():
+        present = np.frombuffer(key, bool)
+        rows.append(_pattern(present, members, pres, ms, train))
+    rows = [r for r in rows if r is not None]
+    untraced = _untraced(ms, train, rows)
+    if untraced is not None:
+        rows.append(untraced)
+    rows.sort(key=lambda r: -r["ms_per_step"])
+    numbers = np.asarray(step_table["step"])[keep]
+    for r in rows:
+        r["steps"] = ", ".join(str(int(numbers[i])) for i in r["steps"])
+    res.tables["step_patterns"] = Table({k: [r[k] for r in rows] for k in (
+        "kind", "names", "steps", "every_steps", "ms_each", "ms_per_step", "traced_ms_each",
+        "between_steps_share")}, n=len(rows))
+    if not rows:
+        res.missing(names, "no work sets some steps apart: every step runs the same")
+        return res
+    top = rows[0]
+    total_ms = float((ms * train).sum() / train.sum())
+    res.add("periodic_kind", top["kind"])
+    res.add("periodic_names", top["names"])
+    res.add("periodic_steps_count", top["count"])
+    res.add("periodic_every_steps", top["every_steps"])
+    res.add("periodic_ms_each", top["ms_each"])
+    res.add("periodic_ms_per_step", top["ms_per_step"])
+    res.add("periodic_pct", 100.0 * top["ms_per_step"] / total_ms if total_ms > 0 else None)
+    base = float(np.median(ms))
+    res.add("periodic_suggested_every", _suggested(top["ms_each"], base))
+    res.add("periodic_between_steps", top["between_steps_share"] >= 0.5 if top["kind"] != "untraced" else None)
+    res.add("periodic_traced_pct", min(100.0, 100.0 * top["traced_ms_each"] / top["ms_each"])
+            if top["ms_each"] > 0 else None)
+    return res
+
+
+def _excess(present: np.ndarray, ms: np.ndarray) -> tuple[float, float, np.ndarray] | None:
+    """(median of the other steps, their MAD, each pattern step's excess) or None when too few others."""
+    others = ms[~present]
+    if others.shape[0] < 2:
+        return None
+    base = float(np.median(others))
+    mad = float(np.median(np.abs(others - base)))
+    return base, mad, ms[present] - base
+
+
+def _suggested(ms_each: float, base_ms: float) -> int | None:
+    """The first of 10, 20, 50, 100, 200, 500, ... at which ``ms_each`` is at most SUGGESTED_PCT % of
+    the steps it is spread over."""
+    if base_ms <= 0:
+        return None
+    need = ms_each / (SUGGESTED_PCT / 100.0 * base_ms)
+    every = 10
+    while every < need:
+        every = every * 5 // 2 if str(every).startswith("2") else every * 2
+    return every
+
+
+def _per_step(excess: np.ndarray, present: np.ndarray, train: np.ndarray) -> float:
+    """The excess of the pattern's steps spread over every training step of the statistics."""
+    return float((np.clip(excess, 0, None) * train[present]).sum() / train.sum())
+
+
+def _clear(base: float, mad: float, each: float) -> bool:
+    return each >= MIN_EXCESS_REL * base and each >= MIN_EXCESS_MADS * mad
+
+
+def _pattern(present, members, pres, ms, train) -> dict | None:
+    got = _excess(present, ms)
+    if got is None:
+        return None
+    base, mad, excess = got
+    each = float(excess.mean())
+    if not _clear(base, mad, float(excess.min())):
+        return None  # every step that holds it must be clearly slow, not one outlier among ordinary steps
+    times = np.array([pres[m][1][present].sum() for m in members]) / PS_PER_MS
+    order = np.argsort(-times)
+    # the pattern's own time (nested names may count the same time twice: at most the excess)
+    traced_each = min(float(times.sum()) / int(present.sum()), each)
+    if traced_each < MIN_TRACED * each:
+        return None
+    after = sum(pres[m][2] for m in members) / PS_PER_MS
+    rows = np.flatnonzero(present)
+    return dict(kind=_kind(members, times), names=", ".join(members[j] for j in order[:3]),
+                steps=rows.tolist(), count=int(rows.shape[0]), every_steps=_period(rows, train),
+                ms_each=each, ms_per_step=_per_step(excess, present, train), traced_ms_each=traced_each,
+                between_steps_share=float(after / times.sum()) if times.sum() > 0 else 0.0)
+
+
+def _untraced(ms, train, rows) -> dict | None:
+    """Slow steps no traced name sets apart (at least two, not already a pattern's)."""
+    base = float(np.median(ms))
+    mad = float(np.median(np.abs(ms - base)))
+    slow = (ms - base >= MIN_EXCESS_REL * base) & (ms - base >= MIN_EXCESS_MADS * mad)
+    if int(slow.sum()) < MIN_UNTRACED or int(slow.sum()) > ms.shape[0] // 2:
+        return None
+    for r in rows:
+        if set(r["steps"]) & set(np.flatnonzero(slow).tolist()):
+            return None
+    got = _excess(slow, ms)
+    if got is None:
+        return None
+    _, _, excess = got
+    rows_s = np.flatnonzero(slow)
+    if _period(rows_s, train) is None:
+        return None  # irregular slow steps with nothing traced in common: noise, not periodic work
+    return dict(kind="untraced", names="", steps=rows_s.tolist(), count=int(rows_s.shape[0]),
+                every_steps=_period(rows_s, train), ms_each=float(excess.mean()),
+                ms_per_step=_per_step(excess, slow, train), traced_ms_each=0.0,
+                between_steps_share=0.0)
+
+
+__all__ = ["DECLARED", "KINDS", "NAMED_KINDS", "analyze"]
