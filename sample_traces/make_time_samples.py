@@ -101,6 +101,30 @@ CASES = {
         fix="""map(f).cache().repeat().map(augment).batch(32): f once, cached, before the random
         map (the fix the finding prints for this pipeline)""",
     ),
+    "varlen": dict(
+        prefix="steps", loop="custom", cause="variable_work_per_step",
+        problem="""Custom loop (tf.function train step with reduce_retracing, a Conv1D text model:
+        Embedding 1000x64, Conv1D 128x5, global max pool, Dense 10; Adam). Token sequences of
+        log-normal length (median 33, up to 1024) padded per batch: padded_batch(32). A batch
+        that draws one long sequence pads all 32 rows to it.""",
+        fix="""bucket_by_sequence_length(len, bucket_boundaries=[32, 64, 128, 256, 512],
+        bucket_batch_sizes=[32] * 6): batches of similar lengths, little padding""",
+    ),
+    "dataset_per_epoch": dict(
+        prefix="pipe", loop="custom", cause="periodic_step_work", steps=24,  # 6 epochs: their spread known
+        problem="""Custom loop (tf.function MLP train step, batch 32) over epochs of 4 steps: each
+        epoch builds its dataset again, from_tensor_slices of the 128 x 96x96 arrays then a map
+        (8 x tanh(matmul + x)) traced anew, shuffle, batch.""",
+        fix="the same dataset built once before the epochs, iterated each epoch",
+    ),
+    "numpy_per_step": dict(
+        prefix="pipe", loop="custom", cause="numpy_input_per_step",
+        problem="""Custom loop (tf.function train step of a small MLP 27648-32-10 on flattened
+        3x96x96 images, batch 256, Adam) called with NumPy slices x[i:i + 256], y[i:i + 256]:
+        each call converts and copies 28 MB into new tensors on the training thread.""",
+        fix="""tf.data.Dataset.from_tensor_slices((x, y)).batch(256).prefetch(AUTOTUNE), made
+        once, iterated by the loop""",
+    ),
 }
 
 
@@ -304,6 +328,83 @@ def _case_random_after_map(tf, keras, np, logdir, tuned):
     else:
         ds = ds.repeat().map(f).map(augment).batch(32)
     return _wall_fit(tf, keras, logdir, ds, first=12)
+
+
+def _case_varlen(tf, keras, np, logdir, tuned):
+    rng = np.random.default_rng(ms.SEED)
+    n = 2048
+    lengths = np.clip(rng.lognormal(3.5, 1.0, n), 8, 1024).astype(np.int64)
+    values = tf.constant(rng.integers(1, 1000, int(lengths.sum())), dtype=tf.int32)
+    splits = tf.constant(np.concatenate([[0], np.cumsum(lengths)]), dtype=tf.int64)
+    labels = tf.constant(rng.integers(0, 10, n).astype(np.int64))
+
+    def sequence(i):  # token sequence i, dense, of its own length
+        return values[splits[i]:splits[i + 1]], labels[i]
+
+    ds = tf.data.Dataset.range(n).shuffle(n, seed=ms.SEED).repeat().map(sequence)
+    if tuned:
+        ds = ds.bucket_by_sequence_length(lambda x, y: tf.shape(x)[0], bucket_boundaries=[32, 64, 128, 256, 512],
+                                          bucket_batch_sizes=[32] * 6)
+    else:
+        ds = ds.padded_batch(32)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
+    model = keras.Sequential([keras.Input((None,), dtype="int32"), keras.layers.Embedding(1000, 64),
+                              keras.layers.Conv1D(128, 5, activation="relu"), keras.layers.GlobalMaxPooling1D(),
+                              keras.layers.Dense(10)])
+    opt = keras.optimizers.Adam(1e-3)
+    step = tf.function(ms._train_step_fn(tf, keras, model, opt), reduce_retracing=True)
+    it = iter(ds)
+    for _ in range(8):  # past the retraces of the first shapes
+        step(*next(it))
+    step_ms = _wall_loop(tf, logdir, STEPS, lambda i: step(*next(it)), lambda i: None)
+    return dict(step_ms=step_ms, step_clock="wall", median_length=int(np.median(lengths)))
+
+
+def _case_dataset_per_epoch(tf, keras, np, logdir, tuned):
+    x, y, w = ms._input_data(np)
+    x, y = x[:128], y[:128]
+    f = mi._heavy(tf, tf.constant(w))
+
+    def build():
+        return tf.data.Dataset.from_tensor_slices((x, y)).map(f).shuffle(128).batch(32)
+
+    model = ms._mlp(keras, 96)
+    opt = keras.optimizers.Adam(1e-3)
+    step = tf.function(ms._train_step_fn(tf, keras, model, opt))
+    once = build()
+    state = {"it": iter(once)}
+
+    def batch():
+        try:
+            return next(state["it"])
+        except StopIteration:  # an epoch ends: the next one (a new dataset, or the same one again)
+            state["it"] = iter(once if tuned else build())
+            return next(state["it"])
+
+    for _ in range(6):
+        step(*batch())
+    step_ms = _wall_loop(tf, logdir, CASES["dataset_per_epoch"]["steps"], lambda i: step(*batch()), lambda i: None)
+    return dict(step_ms=step_ms, step_clock="wall")
+
+
+def _case_numpy_per_step(tf, keras, np, logdir, tuned):
+    rng = np.random.default_rng(ms.SEED)
+    n, d, bs = 2048, 3 * 96 * 96, 256
+    x = rng.random((n, d), dtype=np.float32)
+    y = rng.integers(0, 10, n).astype(np.int64)
+    if tuned:
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(bs).repeat().prefetch(tf.data.AUTOTUNE)
+        it = iter(ds)
+        batch = lambda i: next(it)  # noqa: E731
+    else:
+        batch = lambda i: (x[(i * bs) % n:(i * bs) % n + bs], y[(i * bs) % n:(i * bs) % n + bs])  # noqa: E731
+    model = ms._mlp(keras, d, hidden=(32,))
+    opt = keras.optimizers.Adam(1e-3)
+    step = tf.function(ms._train_step_fn(tf, keras, model, opt))
+    for i in range(4):
+        step(*batch(i))
+    step_ms = _wall_loop(tf, logdir, STEPS, lambda i: step(*batch(i + 4)), lambda i: None)
+    return dict(step_ms=step_ms, step_clock="wall")
 
 
 CHILD = {case: globals()["_case_" + case] for case in CASES}

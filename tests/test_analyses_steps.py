@@ -30,7 +30,7 @@ from tfadvisor.analyses.intervals import (
     union_of,
 )
 
-MINE = ("steps", "gaps", "input", "tfdata", "eager", "overhead")
+MINE = ("steps", "variation", "gaps", "input", "tfdata", "eager", "overhead")
 _RUNS: dict[tuple[str, str], Context] = {}
 
 

@@ -18,7 +18,8 @@ PAIRS = sorted(d.name for pattern in ("tfdata_*", "steps_*", "phase_*", "pipe_*"
                if (d / "expected.toml").exists() and tomllib.loads((d / "expected.toml").read_text()).get("fixed_by"))
 #: The figure each cause's finding gives for what its fix saves per step, first found wins.
 MAGNITUDES = ("tfdata_cause_ms_per_step", "tfdata_contention_ms_per_step", "periodic_ms_per_step",
-              "tfdata_iterator_cost_ms_per_step", "tfdata_filter_waste_ms_per_step",
+              "tfdata_iterator_cost_ms_per_step", "tfdata_filter_waste_ms_per_step", "numpy_feed_ms_per_step",
+              "work_excess_ms_per_step",
               "tfdata_cost_ms_per_step")
 #: what each cause's fix undoes: a finding on the twin must not advise it again
 UNDONE = {"tfdata_sequential_reads": "num_parallel_reads", "tfdata_sequential_map": "num_parallel_calls=None"}

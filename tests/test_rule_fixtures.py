@@ -42,6 +42,10 @@ VECTOR = dict(MAP, **GAIN, tfdata_vectorizable_map=True, tfdata_map_ms_per_step=
 PERIODIC = dict(periodic_kind="summary", periodic_names="EagerLocalExecute: WriteSummary", periodic_every_steps=4,
                 periodic_steps_count=3, periodic_ms_each=43.0, periodic_ms_per_step=12.9, periodic_pct=56.0,
                 periodic_between_steps=True, periodic_traced_pct=75.0, periodic_suggested_every=500)
+ONE_OFF = dict(one_off_step=17, one_off_kind="other", one_off_names="EagerLocalExecute: SaveV2", one_off_ms=37.0,
+               one_off_pct=15.0)
+WORK = dict(work_varies=True, work_cv_pct=60.0, work_spread=3.5, work_corr=0.97, work_excess_pct=45.0,
+            work_excess_ms_per_step=9.0)
 ITERATOR = dict(tfdata_iterators_per_step=1.0, tfdata_iterator_make_ms_per_step=11.1,
                 tfdata_iterator_cost_ms_per_step=22.3, tfdata_iterator_cost_pct=84.0)
 FILTER = dict(tfdata_filter_stage="Filter (FilterDataset:3)", tfdata_filter_kept_pct=30.6,
@@ -310,6 +314,18 @@ CASES = [
     ("step_gaps", {**STEP, "idle_between_steps_pct": 40.0, **PERIODIC, "periodic_between_steps": True}, None),
     ("step_gaps", {**STEP, "idle_between_steps_pct": 40.0, **PERIODIC, "periodic_between_steps": False},
      "critical"),
+    ("one_off_slow_step", {**STEP, **ONE_OFF}, "info"),
+    ("one_off_slow_step", {**STEP, **ONE_OFF, "one_off_kind": "compilation"}, "info"),
+    ("one_off_slow_step", {**STEP, **ONE_OFF, "one_off_pct": 4.0}, None),
+    # one slow step with its own work: one_off_slow_step names it, step_outliers stays quiet
+    ("step_outliers", {**STEP, "step_outliers_count": 1, "step_outlier_max_ratio": 8.0, **ONE_OFF}, None),
+    ("variable_work_per_step", {**STEP, **WORK}, "warning"),
+    ("variable_work_per_step", {**STEP, **WORK, "work_excess_pct": 15.0}, "info"),
+    ("variable_work_per_step", {**STEP, **WORK, "work_varies": False}, None),
+    # contention spreads op times too: not read as work that varies
+    ("variable_work_per_step", {**STEP, **WORK, "tfdata_contention_pct": 40.0}, None),
+    ("variable_work_per_step", {**STEP, **WORK, "input_pct": 60.0}, None),
+    ("step_outliers", {**STEP, "step_outliers_count": 2, "step_outlier_max_ratio": 3.0, **WORK}, None),
     ("phase_cache_fill", {**STEP, **TFDATA, "capture_phase": "cache_fill", "complete_steps": 12,
                           "tfdata_cost_ms_per_step": 8.9, "tfdata_cost_pct": 84.0, "input_pct": 55.0}, "warning"),
     ("phase_cache_fill", {**STEP, **TFDATA, "capture_phase": None, "complete_steps": 12,
@@ -326,6 +342,12 @@ CASES = [
     ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER}, "warning"),
     ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER, "tfdata_filter_waste_pct": 6.0}, "info"),
     ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER, "tfdata_filter_kept_pct": 95.0}, None),
+    ("numpy_input_per_step", {**STEP, "numpy_feed_per_step": 2.0, "numpy_feed_ms_per_step": 9.0,
+                              "numpy_feed_pct": 40.0}, "warning"),
+    ("numpy_input_per_step", {**STEP, "numpy_feed_per_step": 2.0, "numpy_feed_ms_per_step": 1.2,
+                              "numpy_feed_pct": 6.0}, "info"),
+    ("numpy_input_per_step", {**STEP, "numpy_feed_per_step": 6.0, "numpy_feed_ms_per_step": 0.3,
+                              "numpy_feed_pct": 0.2}, None),
 ]
 
 

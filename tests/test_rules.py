@@ -24,6 +24,7 @@ RULE_IDS = {
     "data_small_files", "data_huge_files",
     # causes in time and structure (rules/20_host.toml, rules/05_capture.toml, rules/10_input.toml)
     "periodic_step_work", "phase_cache_fill", "tfdata_iterator_per_step", "tfdata_filter_after_map",
+    "one_off_slow_step", "variable_work_per_step", "numpy_input_per_step",
     # tf.data causes (rules/10_input.toml)
     "tfdata_cpu_contention", "tfdata_generator", "tfdata_sequential_reads", "tfdata_vectorizable_map",
     # system samples and start-up (rules/05_system_input.toml, rules/60_system.toml)

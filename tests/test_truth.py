@@ -44,7 +44,7 @@ def test_every_sample_has_a_truth_source():
     names = {p.parent.name for p in SAMPLES.glob("*/expected.toml")}
     real = {n for n in names if expected(SAMPLES / n).get("kind") == "real"}
     assert names - real - set(CAPTURED) - set(SYNTHETIC) == set()
-    assert len(CAPTURED) >= 12 and len(SYNTHETIC) == 7
+    assert len(CAPTURED) >= 12 and len(SYNTHETIC) == 8
 
 
 # ---------------------------------------------------------------------------------- captured

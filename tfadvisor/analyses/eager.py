@@ -28,12 +28,16 @@ import numpy as np
 from tfadvisor.analyses.activity import STEP_STATS, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Measure, union_of
+from tfadvisor.analyses.variation import held_steps
 from tfadvisor.model.table import Table, factorize, group_sum
 from tfadvisor.model.trace import Trace
 
 #: Eager ops that fetch the next batch: their time is input wait.
+#: Ops that fetch input or make an iterator (``iter(ds)``): the input pipeline's time (tfdata counts an
+#: iterator made in every step), not eager overhead.
 INPUT_OPS = frozenset({"OptionalGetValue", "OptionalHasValue", "IteratorGetNextAsOptional", "IteratorGetNextSync",
-                       "MultiDeviceIteratorGetNextFromShard"})
+                       "MultiDeviceIteratorGetNextFromShard", "MakeIterator", "AnonymousIterator",
+                       "AnonymousIteratorV2", "AnonymousIteratorV3", "DeleteIterator"})
 
 
 def _windows(tbl: Table | None, act) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +81,7 @@ def _occasional_spans(ctx: Context, tbl: Table | None) -> tuple[np.ndarray, np.n
     pat = ctx.table("step_patterns")
     if tbl is None or pat is None or not len(pat):
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    held = {int(x) for steps in pat["steps"] for x in str(steps).split(", ") if x}
+    held = set().union(*held_steps(pat))
     rows = np.flatnonzero(np.isin(np.asarray(tbl["step"]), list(held)))
     order = np.argsort(np.asarray(tbl["start_ps"])[rows])
     rows = rows[order]

@@ -21,6 +21,9 @@
   ``tfdata_contention_*``: the step time that costs (see ``contention_lost``);
   ``tfdata_cost_*``: what the pipeline costs a step, wait plus contention;
   ``step_own_ms_per_step``: the step without either.
+* ``numpy_feed_*``: tensors made from NumPy/Python data on the training thread inside the steps
+  (``tf.constant`` events): a ``tf.function`` fed NumPy batches converts and copies each one before
+  it runs, a cost no pipeline overlaps.
 * ``h2d_pageable_pct``: share of H2D copy time from pageable host memory (``memcpy_details``
   ``kind_src:pageable``): such copies are synchronous and slower than from pinned memory.
 """
@@ -38,6 +41,8 @@ from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
 HIGH_PCT = 20.0
+#: The event of a tensor made from host data (NumPy arrays passed to a tf.function are converted so).
+NUMPY_FEED = "tf.constant"
 MODERATE_PCT = 5.0
 
 
@@ -70,6 +75,10 @@ DECLARED = declare(
     ("step_own_ms_per_step", "ms", "the step's own time without the pipeline: step time minus wait and contention "
                                    "loss"),
     ("tfdata_cores", "", "cores the train step and the tf.data threads share"),
+    ("numpy_feed_per_step", "count", "tensors made from host (NumPy, Python) data inside the steps, per step "
+                                     "(`tf.constant` events: a tf.function called with NumPy batches)"),
+    ("numpy_feed_ms_per_step", "ms", "time making them, per step, on the training thread"),
+    ("numpy_feed_pct", "%", "that time, % of step time"),
     doc="`xprof_input_pct` uses the statistics' steps; CPU-only it equals `input_pct`; with a device it is the H2D "
         "time not hidden by compute (xprof leaves the host wait out). `tfdata_cpu_pct` uses the Eigen intra-op thread "
         "count as the core count (None without Eigen threads)\n\nTf.data cost: `tfdata_cores` (cores the train step "
@@ -203,8 +212,33 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.missing(["tfdata_cpu_ratio", "tfdata_cpu_pct", "tfdata_contention_pct", "tfdata_contention_ms_per_step",
                      "tfdata_cost_ms_per_step", "tfdata_cost_pct", "step_own_ms_per_step", "tfdata_cores"],
                     "no tf.data worker threads (tf_data_*) in the trace", tf_only=True)
+    _numpy_feed(res, act, a, b, in_stats, tot)
     res.tables["input_per_step"] = Table(per)
     return res
+
+
+def _numpy_feed(res: AnalysisResult, act: Activity, a, b, in_stats, tot: float) -> None:
+    """NumPy arrays made tensors on the training thread inside the steps (``tf.constant`` events: a
+    ``tf.function`` called with NumPy batches converts and copies them before it runs)."""
+    p = act.host
+    names = ["numpy_feed_per_step", "numpy_feed_ms_per_step", "numpy_feed_pct"]
+    if p is None:
+        res.missing(names, "no host plane")
+        return
+    rows = p.events_named(NUMPY_FEED)
+    a, b = np.asarray(a)[in_stats], np.asarray(b)[in_stats]
+    n = int(a.shape[0])
+    if not rows.shape[0] or not n:
+        res.add("numpy_feed_per_step", 0.0)
+        res.missing(names[1:], "no tensor made from host data inside the steps")
+        return
+    s = p.ev_start_ps[rows]
+    i = np.searchsorted(a, s, side="right") - 1
+    inside = (i >= 0) & (s < b[np.clip(i, 0, None)])
+    ps = float(Measure.of_rows(p, rows[inside]).total())
+    res.add("numpy_feed_per_step", float(inside.sum()) / n)
+    res.add("numpy_feed_ms_per_step", ps / PS_PER_MS / n)
+    res.add("numpy_feed_pct", 100.0 * ps / tot if tot > 0 else None)
 
 
 def tfdata_cpu_runs(act) -> Runs:

@@ -340,7 +340,7 @@ def preceded_by(trace: Trace, act: Activity, steps: StepSet) -> np.ndarray:
     evaluation at an epoch end), ``epoch_end`` (the marker's step number starts again, or the
     run file's ``steps.epoch_ends_after_step`` falls between the two markers), else ``""``.
 
-    Under ``fit`` (``profiled_batch`` markers) Keras evaluates only at an epoch's end. A custom loop
+    Keras' ``fit`` evaluates only at an epoch's end. A custom loop (its own ``TraceContext`` markers)
     that evaluates between its markers where no epoch end is known evaluates every few steps as part
     of its training loop: that time is the loop's (the ``variation`` analysis names it), not labelled."""
     n = steps.start.shape[0]
@@ -368,7 +368,7 @@ def preceded_by(trace: Trace, act: Activity, steps: StepSet) -> np.ndarray:
     if val.any():
         t = np.sort(cs[val])
         held = np.searchsorted(t, steps.start[1:], side="left") > np.searchsorted(t, steps.end[:-1], side="left")
-        if steps.source != "profiled_batch":
+        if steps.source == "trace_context":
             held &= out[1:] == "epoch_end"  # a custom loop's evaluation between steps is its own work
         out[1:][held] = "validation"
     return out

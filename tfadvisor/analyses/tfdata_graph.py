@@ -186,6 +186,7 @@ def calls(table, random_bodies: bool = False) -> list[Call]:
         chain = min(kids, key=lambda k: _index(table, rows[k])) if kids else None
         depth += 1
     out.reverse()
+    out = _readers(out)
     seen, maps, filters, uniq = set(), 0, 0, []
     for c in out:
         key = (c.op, c.index) if c.index >= 0 else None
@@ -203,6 +204,16 @@ def calls(table, random_bodies: bool = False) -> list[Call]:
     return uniq
 
 
+def _readers(cs: list[Call]) -> list[Call]:
+    """``TFRecordDataset(files)`` as written: TF builds it as the file names' dataset with a flat_map (an
+    interleave with ``num_parallel_reads``) of one reader per file."""
+    if len(cs) >= 2 and cs[0].op == "TensorSliceDataset" and cs[1].method in ("flat_map", "interleave") \
+            and "TFRecordDataset" in cs[1].arg:
+        par = "Parallel" in cs[1].op
+        return [Call(op="TFRecordDataset", arg="parallel" if par else "")] + cs[2:]
+    return cs
+
+
 def render(cs: list[Call]) -> str:
     """The calls as Python (``ds = (...)``), one call per line."""
     if not cs:
@@ -212,6 +223,8 @@ def render(cs: list[Call]) -> str:
         m = c.method
         if m == "source":
             text = _SOURCES[c.op]
+            if c.op == "TFRecordDataset" and c.arg == "parallel":
+                text = f"tf.data.TFRecordDataset(files, num_parallel_reads={AUTOTUNE})"
         elif m == "map":
             text = f".map({c.fn}" + (f", num_parallel_calls={AUTOTUNE})" if c.asked else ")")
         elif m == "filter":

@@ -15,9 +15,11 @@ Slow steps that no traced name sets apart (Python in a callback: h5py writing we
 form an *untraced* pattern when there are at least :data:`MIN_UNTRACED` of them, evenly spaced.
 
 What a pattern is, ``periodic_kind``, comes from its names, weighted by their time in its steps:
-:data:`NAMED_KINDS` (checkpoint, summary writing, evaluation, compilation), recognised by any of its
+:data:`NAMED_KINDS` (checkpoint, summary writing, evaluation, a dataset built, compilation), recognised by any of its
 names, else :data:`KINDS` (metrics sync, logging, iterator creation, weights read out eagerly) by
-the time their names hold; ``other`` when none match. ``periodic_every_steps`` is the period in training steps
+the time their names hold; ``other`` when none match. A dataset built again costs its steps' excess less
+what starting its iterator takes there (made, its first batch waited for): a program that builds it
+once starts an iterator each epoch too. ``periodic_every_steps`` is the period in training steps
 when its steps are evenly spaced.
 """
 
@@ -40,6 +42,13 @@ MIN_EXCESS_MADS = 3.0
 MIN_TRACED = 0.1
 #: Slow steps with nothing traced in common: at least this many, evenly spaced.
 MIN_UNTRACED = 3
+#: Work that varies step to step: step times this spread (coefficient of variation, %) ...
+WORK_CV_PCT = 15.0
+#: ... and this correlated with the time of the ops each step runs.
+WORK_CORR = 0.8
+#: ... and the 90th percentile step this many times the 10th: CPU contention and preemption spread steps
+#: by tens of %, a batch padded to one long sequence by several times.
+WORK_SPREAD = 2.0
 
 #: The suggested period keeps the occasional work under this share of step time.
 SUGGESTED_PCT = 2.0
@@ -52,7 +61,9 @@ NAMED_KINDS = (
     ("summary", re.compile(r"WriteSummary|Write\w*Summary|FlushSummaryWriter|SummaryWriter")),
     ("evaluation", re.compile(r"test_step|test_function|evaluate|predict_step|predict_function|eval_step|"
                               r"[Vv]alidation")),
-    ("compilation", re.compile(r"XlaCompile|TraceFunction|Retracing|__inference_.*_traced")),
+    ("dataset_build", re.compile(r"^(TensorSlice|Tensor|Range|Map|ParallelMap|Batch|PaddedBatch|Shuffle|Repeat|"
+                                 r"Prefetch|Cache|Filter|FlatMap|Interleave|Generator|TFRecord)Dataset(V\d)?$")),
+    ("compilation", re.compile(r"XlaCompile|TraceFunction|Retracing|__inference_.*_traced|graph_building")),
 )
 KINDS = (
     ("metrics_sync", re.compile(r"Collective|NcclAllReduce|AllReduce|all-reduce")),
@@ -61,13 +72,19 @@ KINDS = (
     ("weights_read", re.compile(r"ReadVariableOp|VarHandleOp|AssignVariableOp|DisableCopyOnRead")),
 )
 _EPOCH_RE = re.compile(r"\[\d+\]")
+#: a traced function's id (``__inference_test_step_1070``): one function whatever the trace numbered it
+_FN_ID_RE = re.compile(r"(__inference_\w+?)_\d+$")
+#: a TF op event on the host (``dense/MatMul:_MklMatMul``): the work a step does, not its dispatch
+_OP_RE = re.compile(r"^[^\s:]+:[A-Za-z_]\w*$")
 _EAGER = "EagerLocalExecute: "
+_ITER_MAKE_RE = re.compile(r"^EagerLocalExecute: (MakeIterator|AnonymousIterator\w*)$")
+_ITER_WAIT_RE = re.compile(r"^EagerLocalExecute: IteratorGetNext\w*$")
 
 DECLARED = declare(
     "variation",
     ("periodic_kind", "", "what the work in some steps only is: checkpoint, summary, evaluation, compilation, "
-                          "metrics_sync, logging, iterator, weights_read, other, or untraced (nothing traced sets "
-                          "those steps apart)"),
+                          "dataset_build, metrics_sync, logging, iterator, weights_read, other, or untraced (nothing "
+                          "traced sets those steps apart)"),
     ("periodic_names", "", "the names that hold most of that work's time (up to three)"),
     ("periodic_steps_count", "count", "steps of the window (statistics' steps) that hold it"),
     ("periodic_every_steps", "count", "its period in training steps when those steps are evenly spaced"),
@@ -79,6 +96,21 @@ DECLARED = declare(
     ("periodic_between_steps", "", "most of its traced time lies between the step markers (a callback or the "
                                    "loop after the step), not in the step"),
     ("periodic_traced_pct", "%", "share of its excess that its own events cover"),
+    ("one_off_step", "count", "the one step of the window that holds work no other step does, when it is clearly "
+                              "slower (the largest such)"),
+    ("one_off_kind", "", "what that work is (compilation: tracing or XLA; checkpoint, evaluation...; other)"),
+    ("one_off_names", "", "the names that hold most of its time"),
+    ("one_off_ms", "ms", "what it adds to that step: its excess over the median of the others"),
+    ("one_off_pct", "%", "that excess, % of the window's step time"),
+    ("work_varies", "", f"step times vary (coefficient of variation >= {WORK_CV_PCT:g} %, p90 / p10 >= "
+                        f"{WORK_SPREAD:g}) with the ops' own time in each step (correlation >= {WORK_CORR:g}): the "
+                        "steps do different amounts of work"),
+    ("work_spread", "x", "90th percentile step time / 10th percentile"),
+    ("work_cv_pct", "%", "coefficient of variation of step time over the statistics' steps"),
+    ("work_corr", "", "correlation of each step's time with the time its ops (TF ops, device kernels) take"),
+    ("work_excess_ms_per_step", "ms", "mean step time above the 10th percentile step"),
+    ("work_excess_pct", "%", "mean step time above the 10th percentile step, % of the mean: what steps as small as "
+                             "the smaller ones would save at most"),
     ("periodic_suggested_every", "count", f"the period (10, 20, 50, 100, ...) at which it would cost at most "
                                           f"{SUGGESTED_PCT:g} % of step time"),
     doc="Steps grouped by what runs in them: the work present in some steps only (checkpoints, summaries, "
@@ -133,7 +165,7 @@ def _presence(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
         tim = np.bincount(key, weights=dur, minlength=n_meta * n).reshape(n_meta, n)
         aft = np.bincount(meta, weights=after, minlength=n_meta)
         for m in np.flatnonzero(cnt.any(axis=1)):
-            name = _EPOCH_RE.sub("", str(p.event_names[m]))
+            name = _FN_ID_RE.sub(r"\1", _EPOCH_RE.sub("", str(p.event_names[m])))
             got = out.get(name)
             if got is None:
                 out[name] = [cnt[m] > 0, tim[m].copy(), float(aft[m])]
@@ -179,21 +211,32 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
         present = np.frombuffer(key, bool)
         rows.append(_pattern(present, members, pres, ms, train))
     rows = [r for r in rows if r is not None]
-    untraced = _untraced(ms, train, rows)
+    waits = np.asarray(step_table["input_ms"], float)[keep] / train if "input_ms" in step_table else None
+    untraced = _untraced(ms, train, rows, waits)
     if untraced is not None:
         rows.append(untraced)
     rows.sort(key=lambda r: -r["ms_per_step"])
     numbers = np.asarray(step_table["step"])[keep]
     for r in rows:
         r["steps"] = ", ".join(str(int(numbers[i])) for i in r["steps"])
-    res.tables["step_patterns"] = Table({k: [r[k] for r in rows] for k in (
-        "kind", "names", "steps", "every_steps", "ms_each", "ms_per_step", "traced_ms_each",
-        "between_steps_share")}, n=len(rows))
-    if not rows:
-        res.missing(names, "no work sets some steps apart: every step runs the same")
-        return res
-    top = rows[0]
+    if rows:
+        res.tables["step_patterns"] = Table({k: [r[k] for r in rows] for k in (
+            "kind", "names", "steps", "every_steps", "ms_each", "ms_per_step", "traced_ms_each",
+            "between_steps_share")}, n=len(rows))
     total_ms = float((ms * train).sum() / train.sum())
+    periodic = [r for r in rows if r["count"] >= 2]
+    one_off = [r for r in rows if r["count"] == 1]
+    _add_periodic(res, periodic[0] if periodic else None, ms, total_ms)
+    _add_one_off(res, one_off[0] if one_off else None, total_ms * train.sum())
+    _add_work(res, trace, a, b, ms)
+    return res
+
+
+def _add_periodic(res: AnalysisResult, top: dict | None, ms: np.ndarray, total_ms: float) -> None:
+    names = [n for n in DECLARED.names() if n.startswith("periodic_")]
+    if top is None:
+        res.missing(names, "no work in some steps only (at least two) makes them clearly slower")
+        return
     res.add("periodic_kind", top["kind"])
     res.add("periodic_names", top["names"])
     res.add("periodic_steps_count", top["count"])
@@ -201,12 +244,69 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     res.add("periodic_ms_each", top["ms_each"])
     res.add("periodic_ms_per_step", top["ms_per_step"])
     res.add("periodic_pct", 100.0 * top["ms_per_step"] / total_ms if total_ms > 0 else None)
-    base = float(np.median(ms))
-    res.add("periodic_suggested_every", _suggested(top["ms_each"], base))
+    res.add("periodic_suggested_every", _suggested(top["ms_each"], float(np.median(ms))))
     res.add("periodic_between_steps", top["between_steps_share"] >= 0.5 if top["kind"] != "untraced" else None)
     res.add("periodic_traced_pct", min(100.0, 100.0 * top["traced_ms_each"] / top["ms_each"])
             if top["ms_each"] > 0 else None)
-    return res
+
+
+def _add_one_off(res: AnalysisResult, top: dict | None, window_ms: float) -> None:
+    names = [n for n in DECLARED.names() if n.startswith("one_off_")]
+    if top is None:
+        res.missing(names, "no single step holds work no other step does and is clearly slower")
+        return
+    res.add("one_off_step", int(top["steps"]))
+    res.add("one_off_kind", top["kind"])
+    res.add("one_off_names", top["names"])
+    res.add("one_off_ms", top["ms_each"])
+    res.add("one_off_pct", 100.0 * top["ms_each"] / window_ms if window_ms > 0 else None)
+
+
+def _op_ms(trace: Trace, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per step, the time of the ops it runs: host TF op events (``name:Type``, not on tf.data's threads)
+    and device events."""
+    n = a.shape[0]
+    out = np.zeros(n)
+    for p in trace.planes:
+        if not p.n_events:
+            continue
+        s = p.ev_start_ps
+        i = np.searchsorted(a, s, side="right") - 1
+        ok = (i >= 0) & (p.ev_meta >= 0)
+        ok[ok] = s[ok] < b[i[ok]]
+        if p.is_host:
+            is_op = np.fromiter((bool(_OP_RE.match(str(x))) for x in p.event_names), bool, len(p.event_names))
+            ok &= np.append(is_op, False)[p.ev_meta]
+            # not the input pipeline's: tf.data runs its functions' ops on its own threads
+            data = np.fromiter((str(x).startswith("tf_data") for x in p.line_names), bool, len(p.line_names))
+            ok &= ~data[p.ev_line]
+        if ok.any():
+            out += np.bincount(i[ok], weights=p.ev_dur_ps[ok].astype(np.float64), minlength=n) / PS_PER_MS
+    return out
+
+
+def _add_work(res: AnalysisResult, trace: Trace, a: np.ndarray, b: np.ndarray, ms: np.ndarray) -> None:
+    """Steps that differ in how much work they do: their times spread and follow their ops' time."""
+    mean = float(ms.mean())
+    cv = 100.0 * float(ms.std(ddof=1)) / mean if mean > 0 and ms.shape[0] > 1 else 0.0
+    ops = _op_ms(trace, a, b)
+    corr = float(np.corrcoef(ms, ops)[0, 1]) if ops.std() > 0 and ms.std() > 0 else None
+    res.add("work_cv_pct", cv)
+    res.add("work_corr", corr)
+    p10 = float(np.percentile(ms, 10))
+    spread = float(np.percentile(ms, 90)) / p10 if p10 > 0 else None
+    res.add("work_spread", spread)
+    res.add("work_varies", bool(corr is not None and spread is not None and cv >= WORK_CV_PCT and corr >= WORK_CORR
+                                and spread >= WORK_SPREAD and res.metrics["periodic_kind"].value is None))
+    res.add("work_excess_pct", 100.0 * (mean - p10) / mean if mean > 0 else None)
+    res.add("work_excess_ms_per_step", mean - p10)
+
+
+def held_steps(patterns) -> list[set[int]]:
+    """The step numbers each row of a ``step_patterns`` table holds, largest pattern first."""
+    if patterns is None or not len(patterns):
+        return []
+    return [{int(x) for x in str(v).split(", ") if x} for v in list(patterns["steps"])]
 
 
 def _excess(present: np.ndarray, ms: np.ndarray) -> tuple[float, float, np.ndarray] | None:
@@ -256,14 +356,36 @@ def _pattern(present, members, pres, ms, train) -> dict | None:
         return None
     after = sum(pres[m][2] for m in members) / PS_PER_MS
     rows = np.flatnonzero(present)
-    return dict(kind=_kind(members, times), names=", ".join(members[j] for j in order[:3]),
+    kind = _kind(members, times)
+    if kind == "dataset_build":
+        # building the dataset again is the cost; starting its iterator (made, its buffers filled, its first
+        # batch waited for) a program pays each epoch with the dataset built once as well
+        start = _iterator_start_ms(pres, present)
+        excess = np.maximum(excess - start, 0.0)
+        each = float(excess.mean())
+    return dict(kind=kind, names=", ".join(members[j] for j in order[:3]),
                 steps=rows.tolist(), count=int(rows.shape[0]), every_steps=_period(rows, train),
-                ms_each=each, ms_per_step=_per_step(excess, present, train), traced_ms_each=traced_each,
+                ms_each=each, ms_per_step=_per_step(excess, present, train), traced_ms_each=min(traced_each, each),
                 between_steps_share=float(after / times.sum()) if times.sum() > 0 else 0.0)
 
 
-def _untraced(ms, train, rows) -> dict | None:
-    """Slow steps no traced name sets apart (at least two, not already a pattern's)."""
+def _iterator_start_ms(pres: dict, present: np.ndarray) -> np.ndarray:
+    """Per step of a pattern, the time starting an iterator takes there: making it, and the wait for its first
+    batch beyond the other steps' median wait."""
+    out = np.zeros(int(present.sum()))
+    for name, (_, tim, _) in pres.items():
+        t = tim / PS_PER_MS
+        if _ITER_MAKE_RE.search(name):
+            out += t[present]
+        elif _ITER_WAIT_RE.search(name):
+            out += np.maximum(t[present] - float(np.median(t[~present])), 0.0)
+    return out
+
+
+def _untraced(ms, train, rows, waits) -> dict | None:
+    """Slow steps no traced name sets apart (at least MIN_UNTRACED, evenly spaced, not already a pattern's,
+    their excess not mostly a wait for input: a pipeline whose work comes at an epoch's start, a shuffle
+    buffer filling, is input, not untraced work)."""
     base = float(np.median(ms))
     mad = float(np.median(np.abs(ms - base)))
     slow = (ms - base >= MIN_EXCESS_REL * base) & (ms - base >= MIN_EXCESS_MADS * mad)
@@ -276,6 +398,10 @@ def _untraced(ms, train, rows) -> dict | None:
     if got is None:
         return None
     _, _, excess = got
+    if waits is not None:
+        extra_wait = waits[slow] - float(np.median(waits[~slow]))
+        if float(extra_wait.sum()) >= 0.5 * float(excess.sum()):
+            return None
     rows_s = np.flatnonzero(slow)
     if _period(rows_s, train) is None:
         return None  # irregular slow steps with nothing traced in common: noise, not periodic work
@@ -285,4 +411,4 @@ def _untraced(ms, train, rows) -> dict | None:
                 between_steps_share=0.0)
 
 
-__all__ = ["DECLARED", "KINDS", "NAMED_KINDS", "analyze"]
+__all__ = ["DECLARED", "KINDS", "NAMED_KINDS", "analyze", "held_steps"]

@@ -28,6 +28,7 @@ import math
 from typing import Any
 
 from tfadvisor._version import schema_fields
+from tfadvisor.analyses.variation import held_steps
 from tfadvisor.report import get, run_label
 from tfadvisor.report.findings import finding_rule
 
@@ -41,12 +42,19 @@ def _t95(df: float) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
-def _step_strata(result: Any) -> list[list[float]]:
+def _periodic_steps(result: Any) -> set[int]:
+    """The step numbers that hold a run's periodic work (its largest pattern of two steps or more)."""
+    tables = getattr(result, "tables", None) or {}
+    return next((r for r in held_steps(tables.get("step_patterns")) if len(r) >= 2), set())
+
+
+def _step_strata(result: Any, held: set[int] | None = None) -> list[list[float]]:
     """Per-training-step times of the steps the step statistics use (``ms_per_step``, ``in_stats``), in
-    strata: the steps that hold the run's occasional work (its top ``step_patterns`` row: a checkpoint
-    every 4th step) and the others. Those steps are slower by design, not by chance: the mean's noise
-    is each stratum's own (stratified), not the spread between them. One stratum without such work,
-    or when a stratum would have fewer than two steps."""
+    strata: the steps that hold the run's occasional work (its largest ``step_patterns`` row of two
+    steps or more: a checkpoint every 4th step) and the others. Those steps are slower by design, not
+    by chance: the mean's noise is each stratum's own (stratified), not the spread between them. One
+    stratum without such work, or when a stratum would have fewer than two steps. ``held``: the step
+    numbers to split at (default: the run's own periodic work)."""
     tables = getattr(result, "tables", None) or {}
     table = tables.get("steps")
     if table is None or len(table) == 0 or "ms_per_step" not in table:
@@ -55,10 +63,7 @@ def _step_strata(result: Any) -> list[list[float]]:
         table = table[table["in_stats"].astype(bool)]
     times = [float(v) for v in table["ms_per_step"].tolist()]
     numbers = [int(v) for v in table["step"].tolist()] if "step" in table else []
-    pat = tables.get("step_patterns")
-    held: set[int] = set()
-    if pat is not None and len(pat) and numbers:
-        held = {int(x) for x in str(pat["steps"].tolist()[0]).split(", ") if x}
+    held = (held if held is not None else _periodic_steps(result)) if numbers else set()
     inside = [t for t, n in zip(times, numbers) if n in held and t == t]
     outside = [t for t, n in zip(times, numbers) if n not in held and t == t] if numbers else \
         [t for t in times if t == t]
@@ -82,7 +87,10 @@ def _mean_and_parts(strata: list[list[float]]) -> tuple[float, list[tuple[float,
 def noise_interval_pct(before: Any, after: Any) -> tuple[float, float] | None:
     """95 % interval of the change of the mean step time, in % of before (Welch-Satterthwaite over each
     side's strata, :func:`_step_strata`); None with < 2 steps a side."""
-    a, b = _step_strata(before), _step_strata(after)
+    # each side's steps that hold periodic work are a stratum; a side without such work is split at the other
+    # side's (the same step numbers: the fix removed the work, not what else those steps do, an epoch's start)
+    hb, ha = _periodic_steps(before), _periodic_steps(after)
+    a, b = _step_strata(before, hb or ha), _step_strata(after, ha or hb)
     if sum(len(s) for s in a) < 2 or sum(len(s) for s in b) < 2:
         return None
     ma, pa = _mean_and_parts(a)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tfadvisor.analyses.marks import event_mask
+from tfadvisor.analyses.variation import held_steps
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.report import get
 
@@ -219,10 +220,13 @@ def _host_tracks(w: _Writer, pid: int, host: str, tables: Mapping[str, pd.DataFr
         w.meta(pid, "thread_name", label, tid)
     steps = tables.get("steps")
     step_rules, outlier_rules = _marking(findings, "steps"), _marking(findings, "outlier_steps")
+    pattern_rules = _marking(findings, "pattern_steps")
+    held = set().union(*held_steps(tables.get("step_patterns")))
     if steps is not None and len(steps):
         for row in steps.itertuples(index=False):
             out = bool(getattr(row, "outlier", False))
             on = step_rules + [r for r in outlier_rules if out and r not in step_rules]
+            on += [r for r in pattern_rules if int(row.step) in held and r not in on]
             args: dict[str, Any] = {"step": int(row.step), "duration_ms": round(float(row.duration_ms), 4),
                                     "outlier": bool(getattr(row, "outlier", False))}
             if on:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfadvisor.analyses.variation import held_steps
 from tfadvisor.report import get
 from tfadvisor.report.findings import finding_rule
 from tfadvisor.report.formatting import fmt_num
@@ -79,6 +80,10 @@ def _findings_marks(findings: list, tables: dict, metrics: Any) -> list[dict]:
             for r in steps[steps["outlier"].fillna(False).astype(bool)].itertuples():
                 label = f"outlier step {r.step}: {fmt_num(r.duration_ms, 4)} ms"
                 spans.append((float(r.start_ps), float(r.end_ps), label))
+        if "pattern_steps" in marks and has_rows(steps):
+            held = set().union(*held_steps(tables.get("step_patterns")))
+            for r in steps[steps["step"].isin(list(held))].itertuples():
+                spans.append((float(r.start_ps), float(r.wall_end_ps), f"step {r.step}: {fmt_num(r.wall_ms, 4)} ms"))
         if "memory" in plots and has_rows(mem) and "time_ps" in mem.columns:
             t = float(mem["time_ps"].iloc[int(np.argmax(pd.to_numeric(mem["bytes_in_use"]).to_numpy()))])
             spans.append((t, t, "memory peak"))
