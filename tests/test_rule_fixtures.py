@@ -318,7 +318,11 @@ CASES = [
     ("one_off_slow_step", {**STEP, **ONE_OFF, "one_off_kind": "compilation"}, "info"),
     ("one_off_slow_step", {**STEP, **ONE_OFF, "one_off_pct": 4.0}, None),
     # one slow step with its own work: one_off_slow_step names it, step_outliers stays quiet
-    ("step_outliers", {**STEP, "step_outliers_count": 1, "step_outlier_max_ratio": 8.0, **ONE_OFF}, None),
+    ("step_outliers", {**STEP, "step_outliers_count": 2, "step_outlier_max_ratio": 8.0,
+                       "step_outliers_excess_pct": 17.0, **ONE_OFF}, None),
+    # outliers beyond what the one-off step explains: still reported
+    ("step_outliers", {**STEP, "step_outliers_count": 3, "step_outlier_max_ratio": 8.0,
+                       "step_outliers_excess_pct": 40.0, **ONE_OFF}, "warning"),
     ("variable_work_per_step", {**STEP, **WORK}, "warning"),
     ("variable_work_per_step", {**STEP, **WORK, "work_excess_pct": 15.0}, "info"),
     ("variable_work_per_step", {**STEP, **WORK, "work_varies": False}, None),
