@@ -752,7 +752,7 @@ def _iterators(res: AnalysisResult, ctx: Context, p: Plane, tbl: Table | None) -
         return
     total = cost + make_ms
     res.add("tfdata_iterator_cost_ms_per_step", total)
-    res.add("tfdata_iterator_cost_pct", pct * total / cost if cost > 0 else None)
+    res.add("tfdata_iterator_cost_pct", min(100.0, pct * total / cost) if cost > 0 else None)
 
 
 def _filter_after_map(res: AnalysisResult, ctx: Context, table: Table, is_map: np.ndarray, material_ms: float) -> None:
