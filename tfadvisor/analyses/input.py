@@ -35,7 +35,7 @@ import numpy as np
 from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import Measure, Runs, difference, line_rows, union
+from tfadvisor.analyses.intervals import Measure, Runs, difference, line_rows, step_of, union
 from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
@@ -232,9 +232,7 @@ def _numpy_feed(res: AnalysisResult, act: Activity, a, b, in_stats, tot: float) 
         res.add("numpy_feed_per_step", 0.0)
         res.missing(names[1:], "no tensor made from host data inside the steps")
         return
-    s = p.ev_start_ps[rows]
-    i = np.searchsorted(a, s, side="right") - 1
-    inside = (i >= 0) & (s < b[np.clip(i, 0, None)])
+    _, inside = step_of(a, b, p.ev_start_ps[rows])
     ps = float(Measure.of_rows(p, rows[inside]).total())
     res.add("numpy_feed_per_step", float(inside.sum()) / n)
     res.add("numpy_feed_ms_per_step", ps / PS_PER_MS / n)
@@ -302,11 +300,11 @@ def contention_lost(act, a: np.ndarray, b: np.ndarray, wait: Measure, cores: int
     is fitted: thread time, waits and the core count all come from the trace.
     """
     own_s, own_e = difference(a.astype(np.int64), b.astype(np.int64), wait.s, wait.e)
-    step_of = np.searchsorted(a, own_s, side="right") - 1
+    k = np.searchsorted(a, own_s, side="right") - 1
     n = a.shape[0]
-    own = np.bincount(step_of, weights=(own_e - own_s).astype(np.float64), minlength=n)
+    own = np.bincount(k, weights=(own_e - own_s).astype(np.float64), minlength=n)
     busy = tfdata_cpu_runs(act).within(own_s, own_e).astype(np.float64)
-    taken = np.bincount(step_of, weights=busy, minlength=n)
+    taken = np.bincount(k, weights=busy, minlength=n)
     return own, np.minimum(taken / cores, own)
 
 

@@ -333,6 +333,17 @@ class LazyUnion:
         return out
 
 
+def step_of(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For times ``t``, the index of the span of the sorted, disjoint ``[starts, ends)`` that holds each
+    (clipped to 0 where none does), and whether one does."""
+    i = np.searchsorted(starts, t, side="right") - 1
+    inside = i >= 0
+    i = np.maximum(i, 0)
+    if starts.shape[0]:
+        inside &= t < ends[i]
+    return i, inside
+
+
 def contained(m: Measure, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per interval: lies entirely inside the (disjoint) set ``m``."""
     if len(m) == 0 or starts.shape[0] == 0:

@@ -46,7 +46,7 @@ import numpy as np
 from tfadvisor.analyses import tfdata_graph as graph
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import union
+from tfadvisor.analyses.intervals import step_of, union
 from tfadvisor.model.table import Table, factorize, group_last, group_sum, to_float
 from tfadvisor.model.trace import Plane, Trace
 
@@ -56,7 +56,6 @@ VECTORIZE_MAX_US = 50.0
 #: Flags need the stage's time to be at least this share of the step time.
 MATERIAL_PCT = 5.0
 STAGE_STATS = ("name", "parallelism", "autotune", "buffered_elements", "batch_size", "buffer_limit", "cpu_budget")
-_EPOCH_RE = re.compile(r"\[\d+\]")
 _MAP_RE = re.compile(r"^(Parallel)?Map(V\d)?$|^MapAndBatch$|^MapAndFilter$|^ParallelMapV\d$|^LegacyParallelMap$")
 #: Stages that run ahead of their consumer on their own threads (they buffer).
 _ASYNC_RE = re.compile(r"^(Prefetch|MapAndBatch|ParallelMap|LegacyParallelMap|ParallelBatch|ParallelInterleave|"
@@ -78,7 +77,7 @@ def _stage_kind(last: str) -> str:
 
 def is_async_stage(last: str) -> bool:
     """Whether a stage (the last part of an iterator chain) runs ahead on its own threads."""
-    return bool(_ASYNC_RE.match(_stage_kind(_EPOCH_RE.sub("", last))))
+    return bool(_ASYNC_RE.match(_stage_kind(graph.EPOCH_RE.sub("", last))))
 
 
 def _bool(v) -> bool | None:
@@ -182,7 +181,7 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[Tab
     """The per-stage table (see the module doc) and the function-body rows linked to stages."""
     meta = p.ev_meta[rows]
     uniq_meta, inv = np.unique(meta, return_inverse=True)
-    chain_of_meta = np.array([_EPOCH_RE.sub("", str(p.event_names[m]))[len("Iterator::"):] for m in uniq_meta],
+    chain_of_meta = np.array([graph.EPOCH_RE.sub("", str(p.event_names[m]))[len("Iterator::"):] for m in uniq_meta],
                              dtype=object)
     codes, chains = factorize(chain_of_meta[inv])
     chains = list(chains)
@@ -719,12 +718,13 @@ def _code(res: AnalysisResult, table: Table, is_map: np.ndarray, random_map: boo
 _FIXES = ("cached", "parallel", "vectorized", "filter_first", "prefetched")
 
 
-def _input_cost(ctx: Context) -> tuple[float | None, float | None]:
-    """(ms per step, % of step time) the input pipeline costs a step (the input analysis' figures)."""
+def _input_figures(ctx: Context, *names: str) -> tuple[float | None, ...]:
+    """The input analysis' figures ``names`` (None where unknown): ``tfdata_cost_*`` is what the pipeline
+    costs a step."""
     inp = ctx.result("input")
     m = inp.metrics if inp is not None else {}
-    got = [m.get(n) for n in ("tfdata_cost_ms_per_step", "tfdata_cost_pct")]
-    return tuple(None if x is None or x.value is None else float(x.value) for x in got)  # type: ignore[return-value]
+    got = [m.get(n) for n in names]
+    return tuple(None if x is None or x.value is None else float(x.value) for x in got)
 
 
 def _iterators(res: AnalysisResult, ctx: Context, p: Plane, tbl: Table | None) -> None:
@@ -738,14 +738,12 @@ def _iterators(res: AnalysisResult, ctx: Context, p: Plane, tbl: Table | None) -
     keep = np.asarray(tbl["in_stats"], bool)
     a, b = np.asarray(tbl["start_ps"])[keep], np.asarray(tbl["wall_end_ps"])[keep]
     rows = p.events_named(_MAKE_ITERATOR)
-    s = p.ev_start_ps[rows]
-    i = np.searchsorted(a, s, side="right") - 1
-    inside = (i >= 0) & (s < b[np.clip(i, 0, None)])
+    _, inside = step_of(a, b, p.ev_start_ps[rows])
     n = int(keep.sum())
     res.add("tfdata_iterators_per_step", float(inside.sum()) / n if n else None)
     make_ms = float(p.ev_dur_ps[rows[inside]].sum()) / PS_PER_MS / n if n else 0.0
     res.add("tfdata_iterator_make_ms_per_step", make_ms)
-    cost, pct = _input_cost(ctx)
+    cost, pct = _input_figures(ctx, "tfdata_cost_ms_per_step", "tfdata_cost_pct")
     if cost is None or not inside.any():
         res.missing(names[2:], "no iterator made inside the steps" if not inside.any() else
                     "the pipeline's cost per step is unknown")
@@ -781,7 +779,7 @@ def _filter_after_map(res: AnalysisResult, ctx: Context, table: Table, is_map: n
         name = table["name"][f]
         res.add("tfdata_filter_stage", f"{kind} ({name})" if name else kind)
         res.add("tfdata_filter_kept_pct", 100.0 * kept_share)
-        cost, pct = _input_cost(ctx)
+        cost, pct = _input_figures(ctx, "tfdata_cost_ms_per_step", "tfdata_cost_pct")
         if cost is None or pct is None:
             res.missing(names[2:], "the pipeline's cost per step is unknown")
         else:
@@ -804,15 +802,7 @@ def _cause_magnitude(res: AnalysisResult, ctx: Context, cause: str | None, seq_m
     removes the time spent going from file to file (the sequential interleave's own time), at most
     the cost; reading the records stays.
     """
-    inp = ctx.result("input")
-    m = inp.metrics if inp is not None else {}
-
-    def val(name: str) -> float | None:
-        x = m.get(name)
-        return None if x is None or x.value is None else float(x.value)
-
-    cost, cost_pct, cores = (val("tfdata_cost_ms_per_step"), val("tfdata_cost_pct"),
-                             val("tfdata_cores"))
+    cost, cost_pct, cores = _input_figures(ctx, "tfdata_cost_ms_per_step", "tfdata_cost_pct", "tfdata_cores")
     names = ["tfdata_cause_ms_per_step", "tfdata_cause_pct"]
     if cause is None or cost is None or cost_pct is None:
         res.missing(names, "no specific cause found" if cause is None else "the pipeline's cost per step is unknown")

@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 _OP_RE = re.compile(r"([A-Za-z]+Dataset(?:V\d)?):(\d+)")
-_EPOCH_RE = re.compile(r"\[\d+\]")
+#: tf.data's epoch index in an iterator's name (``ForeverRepeat[2]``): dropped to compare stages
+EPOCH_RE = re.compile(r"\[\d+\]")
 #: stage kind (the iterator's last part) -> the dataset op it runs, where the trace has no name stat
 _KIND_OPS = {
     "TensorSlice": "TensorSliceDataset", "FromTensor": "TensorDataset", "Range": "RangeDataset",
@@ -150,7 +151,7 @@ def calls(table, random_bodies: bool = False) -> list[Call]:
     table: from the root stage down, at each stage to its input (for a ``flat_map``/``interleave``, the
     child built before it; the one built after is the dataset its function makes, written inside it).
     ``random_bodies``: random ops ran in the pipeline's function bodies (every map is then random)."""
-    chains = [_EPOCH_RE.sub("", str(c)) for c in table["iterator"]]
+    chains = [EPOCH_RE.sub("", str(c)) for c in table["iterator"]]
     if not chains:
         return []
     rows: dict[str, int] = {}
@@ -329,5 +330,5 @@ def prefetched(cs: list[Call]) -> list[Call] | None:
     return cs + [Call(op="PrefetchDataset", note="added")]
 
 
-__all__ = ["Call", "cached", "calls", "defaults_on", "filter_first", "has", "map_index", "parallel", "prefetched",
-           "render", "vectorized"]
+__all__ = ["EPOCH_RE", "Call", "cached", "calls", "defaults_on", "filter_first", "has", "map_index", "parallel",
+           "prefetched", "render", "vectorized"]

@@ -30,8 +30,10 @@ import re
 import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.intervals import step_of
+from tfadvisor.analyses.tfdata_graph import EPOCH_RE
 from tfadvisor.model.table import Table
-from tfadvisor.model.trace import Trace
+from tfadvisor.model.trace import Plane, Trace
 
 MIN_STEPS = 5
 #: A pattern's steps must be slower than the others' median by this share of it ...
@@ -71,7 +73,6 @@ KINDS = (
     ("iterator", re.compile(r"MakeIterator|AnonymousIterator|DeleteIterator")),
     ("weights_read", re.compile(r"ReadVariableOp|VarHandleOp|AssignVariableOp|DisableCopyOnRead")),
 )
-_EPOCH_RE = re.compile(r"\[\d+\]")
 #: a traced function's id (``__inference_test_step_1070``): one function whatever the trace numbered it
 _FN_ID_RE = re.compile(r"(__inference_\w+?)_\d+$")
 #: a TF op event on the host (``dense/MatMul:_MklMatMul``): the work a step does, not its dispatch
@@ -137,23 +138,28 @@ def _kind(names: list[str], weights: np.ndarray) -> str:
     return kind if w >= 0.25 * float(weights.sum()) else "other"
 
 
-def _presence(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
+def _placed(trace: Trace, a: np.ndarray, b: np.ndarray) -> list[tuple[Plane, np.ndarray, np.ndarray]]:
+    """Per plane with events: each event's step (its start in the step's wall span) and whether it has one
+    (known metadata too)."""
+    out = []
+    for p in trace.planes:
+        if p.n_events:
+            i, ok = step_of(a, b, p.ev_start_ps)
+            out.append((p, i, ok & (p.ev_meta >= 0)))
+    return out
+
+
+def _presence(placed, a: np.ndarray, ends: np.ndarray):
     """name -> (steps present bool[n], time ps per step [n], time between the markers ps)."""
     n = a.shape[0]
     out: dict[str, list] = {}
-    for p in trace.planes:
-        if not p.n_events:
-            continue
+    for p, i, ok in placed:
         s = p.ev_start_ps
-        i = np.searchsorted(a, s, side="right") - 1
-        ok = i >= 0
-        ok[ok] = s[ok] < b[i[ok]]
-        ok &= p.ev_meta >= 0
         if p.is_host:
             # the training thread: the lines that hold the step markers (work on other threads, tf.data's
             # or a user's pool, runs beside the steps; it does not make one step longer than another)
             marker_lines = np.unique(p.ev_line[np.isin(s, a)])
-            ok &= np.isin(p.ev_line, marker_lines)
+            ok = ok & np.isin(p.ev_line, marker_lines)
         if not ok.any():
             continue
         meta, step = p.ev_meta[ok], i[ok]
@@ -165,7 +171,7 @@ def _presence(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
         tim = np.bincount(key, weights=dur, minlength=n_meta * n).reshape(n_meta, n)
         aft = np.bincount(meta, weights=after, minlength=n_meta)
         for m in np.flatnonzero(cnt.any(axis=1)):
-            name = _FN_ID_RE.sub(r"\1", _EPOCH_RE.sub("", str(p.event_names[m])))
+            name = _FN_ID_RE.sub(r"\1", EPOCH_RE.sub("", str(p.event_names[m])))
             got = out.get(name)
             if got is None:
                 out[name] = [cnt[m] > 0, tim[m].copy(), float(aft[m])]
@@ -200,7 +206,8 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     ms = np.asarray(step_table["ms_per_step"], float)[keep]
     train = np.asarray(step_table["train_steps"], float)[keep]
     n = a.shape[0]
-    pres = _presence(trace, a, b, ends)
+    placed = _placed(trace, a, b)
+    pres = _presence(placed, a, ends)
     groups: dict[bytes, list[str]] = {}
     for name, (present, _, _) in pres.items():
         k = int(present.sum())
@@ -228,7 +235,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     one_off = [r for r in rows if r["count"] == 1]
     _add_periodic(res, periodic[0] if periodic else None, ms, total_ms)
     _add_one_off(res, one_off[0] if one_off else None, total_ms * train.sum())
-    _add_work(res, trace, a, b, ms)
+    _add_work(res, placed, ms)
     return res
 
 
@@ -262,21 +269,14 @@ def _add_one_off(res: AnalysisResult, top: dict | None, window_ms: float) -> Non
     res.add("one_off_pct", 100.0 * top["ms_each"] / window_ms if window_ms > 0 else None)
 
 
-def _op_ms(trace: Trace, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _op_ms(placed, n: int) -> np.ndarray:
     """Per step, the time of the ops it runs: host TF op events (``name:Type``, not on tf.data's threads)
     and device events."""
-    n = a.shape[0]
     out = np.zeros(n)
-    for p in trace.planes:
-        if not p.n_events:
-            continue
-        s = p.ev_start_ps
-        i = np.searchsorted(a, s, side="right") - 1
-        ok = (i >= 0) & (p.ev_meta >= 0)
-        ok[ok] = s[ok] < b[i[ok]]
+    for p, i, ok in placed:
         if p.is_host:
             is_op = np.fromiter((bool(_OP_RE.match(str(x))) for x in p.event_names), bool, len(p.event_names))
-            ok &= np.append(is_op, False)[p.ev_meta]
+            ok = ok & np.append(is_op, False)[p.ev_meta]
             # not the input pipeline's: tf.data runs its functions' ops on its own threads
             data = np.fromiter((str(x).startswith("tf_data") for x in p.line_names), bool, len(p.line_names))
             ok &= ~data[p.ev_line]
@@ -285,11 +285,11 @@ def _op_ms(trace: Trace, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _add_work(res: AnalysisResult, trace: Trace, a: np.ndarray, b: np.ndarray, ms: np.ndarray) -> None:
+def _add_work(res: AnalysisResult, placed, ms: np.ndarray) -> None:
     """Steps that differ in how much work they do: their times spread and follow their ops' time."""
     mean = float(ms.mean())
     cv = 100.0 * float(ms.std(ddof=1)) / mean if mean > 0 and ms.shape[0] > 1 else 0.0
-    ops = _op_ms(trace, a, b)
+    ops = _op_ms(placed, ms.shape[0])
     corr = float(np.corrcoef(ms, ops)[0, 1]) if ops.std() > 0 and ms.std() > 0 else None
     res.add("work_cv_pct", cv)
     res.add("work_corr", corr)
