@@ -27,7 +27,7 @@ import numpy as np
 
 from tfadvisor.analyses.activity import STEP_STATS, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import Measure, union_of
+from tfadvisor.analyses.intervals import Measure, difference, union_of
 from tfadvisor.analyses.variation import held_steps
 from tfadvisor.model.table import Table, factorize, group_sum
 from tfadvisor.model.trace import Trace
@@ -55,24 +55,6 @@ def _windows(tbl: Table | None, act) -> tuple[np.ndarray, np.ndarray]:
     starts = np.concatenate([a[:1], a[cut]])
     ends = np.concatenate([np.maximum.accumulate(b)[cut - 1], [int(b.max())]])
     return starts, np.maximum(ends, starts)
-
-
-def _less(w: tuple[np.ndarray, np.ndarray], cut: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint windows ``w`` less the disjoint spans ``cut`` (both sorted)."""
-    out_a, out_b = [], []
-    for a, b in zip(*w):
-        a = int(a)
-        for c, d in zip(*cut):
-            if d <= a or c >= b:
-                continue
-            if c > a:
-                out_a.append(a)
-                out_b.append(int(c))
-            a = max(a, int(d))
-        if a < b:
-            out_a.append(a)
-            out_b.append(int(b))
-    return np.array(out_a, np.int64), np.array(out_b, np.int64)
 
 
 def _occasional_spans(ctx: Context, tbl: Table | None) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +99,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.missing(["eager_pct", "eager_op_count", "tf_function_calls", "retrace_count", "retraced_functions"],
                     "no host plane: eager execution and tf.function calls are host events")
         return res
-    w = _less(_windows(step_table, act), _occasional_spans(ctx, step_table))
+    w = difference(*_windows(step_table, act), *_occasional_spans(ctx, step_table))
     wall = int((w[1] - w[0]).sum())
     er = act.rows.get("eager", np.empty(0, np.int64))
     if not p.meta_mask("EagerExecute").any():
