@@ -541,6 +541,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
             res.add("tfdata_sequential_map_ms_per_step", sps)
 
     random_map = _runs_random_ops(p, tfd_lines)
+    code = _code(res, table, is_map, random_map, has_prefetch)
     res.add("tfdata_map_random", random_map)
     if len(maps) and float(maps["self_ms"].max()) > 0:
         top = maps.row(int(np.argmax(maps["self_ms"])))
@@ -581,15 +582,15 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         # a py_function body may fetch outside data (a remote read): not known to be deterministic
         python_map = bool(_rows_named(p, _PY_OPS, tfd_lines).shape[0])
         res.add("tfdata_map_python", python_map)
-        # a shuffle below the map: caching the map's output would freeze the first epoch's order
-        shuffled = any(c.startswith(str(top["iterator"]) + "::") and k.startswith("Shuffle")
-                       for c, k in zip(chains, kinds))
-        recompute = bool(repeats and not has_cache and not random_map and not python_map and not shuffled
-                         and size_us >= EXPENSIVE_MAP_US and map_ms >= material_ms)
-        res.add("tfdata_repeated_source_no_cache", recompute,
+        # a random call before the map (a shuffle, a map that holds state): a cache would freeze one pass
+        # (its work redone each epoch is counted either way: tfdata_recompute_*)
+        redone = bool(repeats and not has_cache and not random_map and not python_map
+                      and size_us >= EXPENSIVE_MAP_US and map_ms >= material_ms)
+        cacheable = code is None or code["cached"] is not None
+        res.add("tfdata_repeated_source_no_cache", redone and cacheable,
                 doc="a repeated pipeline recomputes an expensive deterministic map every epoch (no cache, no random "
-                f"ops) and that map is at least {MATERIAL_PCT:g} % of the step time")
-        if recompute:
+                f"ops, nothing random before it) and that map is at least {MATERIAL_PCT:g} % of the step time")
+        if redone:
             res.add("tfdata_recompute_pct", mpct)
             if mps is not None:
                 res.add("tfdata_recompute_ms_per_step", mps)
@@ -652,14 +653,6 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
 
     _iterators(res, ctx, p, step_table)
     _filter_after_map(res, ctx, table, is_map, material_ms)
-    m = res.metrics
-    code = _code(res, table, is_map, random_map, has_prefetch)
-    if code is not None and m.get("tfdata_repeated_source_no_cache") and m["tfdata_repeated_source_no_cache"].value \
-            and code.get("cached") is None:
-        # the cache would have to come after a random call: nothing to cache without changing the data
-        res.add("tfdata_repeated_source_no_cache", False,
-                doc="a random call (a shuffle, a map that holds state) comes before the expensive map")
-
     # The named cause: the largest specific one.
     m = res.metrics
     cands = []
