@@ -112,6 +112,11 @@ def test_terminal_summarises_the_hosts(pod):
     hosts_part = head.split("\nHosts")[1]
     assert f"{HOSTS}" in hosts_part.splitlines()[0] and "1 of 40 hosts stand out" in hosts_part
     assert "wait" in out.split("straggler_host ·")[1].split("Evidence")[0]
+    # the whole report is one screen: findings brief, evidence, fixes and notes behind --full
+    assert len(out.splitlines()) <= 60, out
+    assert "Fix:" not in out and "--full" in out.splitlines()[-1] + out.splitlines()[-2]
+    full = _cli(str(pod[0]), "--jobs", "2", "--full")
+    assert full.count("   Fix:") == len(re.findall(r"^\d+\. ", out, flags=re.M)) and "Notes:" in full
 
 
 def test_markdown_and_json_at_scale(pod, tmp_path):

@@ -120,10 +120,12 @@ def _stderr_console():
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--tables", is_flag=True, help="With --format json: add the tables (steps, gaps, ...) "
               "as a \"tables\" key, one object per row.")
+@click.option("--full", is_flag=True, help="Text format: every finding's evidence and fix and every note, also for a "
+              "run of more than 16 hosts (shown at a glance by default).")
 def analyze(paths: tuple[str, ...], run: str | None, fmt: str, html: Path | None, rules: tuple[str, ...],
             params: int | None, bandwidth: str | None, replicas: int | None, batch_size: int | None,
             data: str | None, fail_on: str | None, jobs: int | None, dask: str | None, quiet: bool,
-            tables: bool) -> None:
+            tables: bool, full: bool) -> None:
     """Analyse a profile: summary, then findings, most important first."""
     from tfadvisor.api import analyze as run_analysis
 
@@ -162,7 +164,7 @@ def analyze(paths: tuple[str, ...], run: str | None, fmt: str, html: Path | None
     else:
         from tfadvisor.report.terminal import print_result
 
-        print_result(result)
+        print_result(result, full=full)
     if fail_on is not None:
         from tfadvisor.advice import severity_at_least
 

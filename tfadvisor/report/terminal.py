@@ -108,7 +108,7 @@ def _summary(console: Console, result: Any) -> None:
     hosts_detail = list(getattr(result, "hosts", None) or [])
     if len(hosts_detail) > 1:
         console.print()
-        if len(hosts_detail) > HOSTS_LISTED and has_rows(_table(result, "hosts_distribution")):
+        if summarised(result):
             _hosts_summarised(console, result, len(hosts_detail))
         else:
             _hosts_listed(console, hosts_detail, plain(metrics.get("straggler_host")))
@@ -278,15 +278,24 @@ def _system(console: Console, result: Any) -> None:
         _kv(console, "system", line)
 
 
-def print_result(result: Any, console: Console | None = None, brief: bool = False) -> None:
+def summarised(result: Any) -> bool:
+    """Whether the report summarises the hosts (more than :data:`HOSTS_LISTED`, with their distribution)."""
+    return len(getattr(result, "hosts", None) or []) > HOSTS_LISTED and has_rows(_table(result, "hosts_distribution"))
+
+
+def print_result(result: Any, console: Console | None = None, brief: bool = False, full: bool = False) -> None:
     """Print the summary, the findings (most important first) and the notes; ``brief``: each finding's title,
-    rule and message only, and the number of notes (for a training log: the end of a capture window)."""
+    rule and message only, and the number of notes (for a training log: the end of a capture window).
+
+    A run summarised over many hosts is shown at a glance (one screen): its findings brief, unless ``full``."""
     console = console or Console(highlight=False)
     units = dict(getattr(getattr(result, "metrics", None), "units", None) or {})
     _summary(console, result)
     _system(console, result)
     if not brief:
         _attribution(console, result)
+    glance = not brief and not full and summarised(result)
+    brief = brief or glance
     findings = list(getattr(result, "findings", None) or [])
     console.print()
     if not findings:
@@ -301,7 +310,11 @@ def print_result(result: Any, console: Console | None = None, brief: bool = Fals
             console.print()
             _finding(console, i, f, units, brief)
     notes = list(getattr(result, "notes", None) or [])
-    if notes and brief:
+    if glance and (findings or notes):
+        console.print()
+        _out(console, f"Evidence, fixes and {len(notes)} note(s) on what this trace could not tell: --full (or "
+                      "--format markdown, --html)", 0, style="dim")
+    elif notes and brief:
         console.print()
         _out(console, f"{len(notes)} note(s) on what this trace could not tell: in the full report", 0,
              style="dim")
