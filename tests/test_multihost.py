@@ -156,9 +156,11 @@ def test_worker_returns_no_trace(straggler_dir):
 
 
 def test_above_the_limit_hosts_send_back_only_their_own_tables(straggler_dir, tmp_path, monkeypatch):
-    """Past ``ALL_TABLES_UP_TO`` hosts each worker sends back the per-host tables only; the median host's
-    full set is built again: the run's tables are those of a run where every host sent all of them."""
+    """Past ``ALL_TABLES_UP_TO`` hosts each worker runs the comparison analyses and sends back the per-host
+    tables only; the median host and the hosts that stand out are analysed again in full: the run's metrics
+    and tables are those of a run where every host was analysed in full."""
     import tfadvisor.multihost as mh
+    from tfadvisor.analyses import COMPARISON
     from tfadvisor.multihost_worker import HOST_TABLES
 
     run = resolve(straggler_dir)
@@ -170,10 +172,18 @@ def test_above_the_limit_hosts_send_back_only_their_own_tables(straggler_dir, tm
     for name in few.tables:
         pd.testing.assert_frame_equal(many.tables[name], few.tables[name], check_dtype=False, obj=name)
     median = many.metrics["median_host"]
+    hosts = many.tables["hosts"]
+    drawn = {median, *hosts.loc[hosts["stands_out"] != "", "host"]}  # analysed again in full
+    assert len(drawn) == 2 and many.metrics["straggler_host"] in drawn
+    few_by = {h.host: h for h in few.hosts}
     for h in many.hosts:
-        if h.host != median:
+        if h.host in drawn:  # as in the run where every host was analysed in full
+            assert dict(h.metrics) == dict(few_by[h.host].metrics) and sorted(h.tables) == sorted(few_by[h.host].tables)
+        else:  # the comparison analyses only, and their figures as in the full analysis
             assert set(h.tables) <= set(HOST_TABLES) and "steps" in h.tables, (h.host, sorted(h.tables))
-    assert len(next(h for h in few.hosts if h.host != median).tables) > len(HOST_TABLES)
+            assert h.metrics.items() <= few_by[h.host].metrics.items()
+            assert {few_by[h.host].metrics.source[k] for k in h.metrics} == set(COMPARISON)
+    assert len(next(h for h in few.hosts if h.host not in drawn).tables) > len(HOST_TABLES)
 
 
 def test_worker_table_choice_is_checked(straggler_dir):

@@ -109,7 +109,7 @@ def test_kernels_refuse_arrays_they_would_overrun():
         wire.gather_strings(buf, np.array([0], np.int64), np.array([8], np.int64), pool)
     with pytest.raises(IndexError):  # a string past the end of the buffer
         wire.gather_strings(buf, np.array([12], np.int64), np.array([8], np.int64), np.zeros(8, np.uint8))
-    out = [np.empty(4, np.int64) for _ in range(4)]
+    out = [np.empty(4, np.int64) for _ in range(5)]
     with pytest.raises(ValueError):  # a range outside the buffer
         wire.scan_fields(buf, 0, 17, *out)
     with pytest.raises(TypeError):  # an output of the wrong dtype is never written

@@ -272,20 +272,21 @@ static inline uint64_t fixed64(const uint8_t *buf, int64_t pos)
     return v;
 }
 
-/* scan_fields(buf, start, end, out_field, out_wt, out_off, out_len) -> (count, error, error position) */
+/* scan_fields(buf, start, end, out_field, out_wt, out_off, out_len, out_at) -> (count, error, error position) */
 static PyObject *py_scan_fields(PyObject *self, PyObject *args)
 {
-    PyObject *obuf, *of, *ow, *oo, *ol;
+    PyObject *obuf, *of, *ow, *oo, *ol, *ot;
     long long start, end;
-    if (!PyArg_ParseTuple(args, "OLLOOOO", &obuf, &start, &end, &of, &ow, &oo, &ol))
+    if (!PyArg_ParseTuple(args, "OLLOOOOO", &obuf, &start, &end, &of, &ow, &oo, &ol, &ot))
         return NULL;
     PyArrayObject *buf = in_arr(obuf, NPY_UINT8, "buf");
     PyArrayObject *a_f = buf ? out_arr(of, NPY_INT64, 1, "out_field") : NULL;
     PyArrayObject *a_w = a_f ? out_arr(ow, NPY_INT64, 1, "out_wt") : NULL;
     PyArrayObject *a_o = a_w ? out_arr(oo, NPY_INT64, 1, "out_off") : NULL;
     PyArrayObject *a_l = a_o ? out_arr(ol, NPY_INT64, 1, "out_len") : NULL;
+    PyArrayObject *a_t = a_l ? out_arr(ot, NPY_INT64, 1, "out_at") : NULL;
     PyObject *res = NULL;
-    if (a_l == NULL)
+    if (a_t == NULL)
         goto done;
     if (start < 0 || end < start || end > LEN(buf)) {
         PyErr_SetString(PyExc_ValueError, "scan_fields: [start, end) is not inside the buffer");
@@ -293,8 +294,9 @@ static PyObject *py_scan_fields(PyObject *self, PyObject *args)
     }
     {
         const uint8_t *b = U8P(buf);
-        int64_t *f_out = I64P(a_f), *w_out = I64P(a_w), *o_out = I64P(a_o), *l_out = I64P(a_l);
+        int64_t *f_out = I64P(a_f), *w_out = I64P(a_w), *o_out = I64P(a_o), *l_out = I64P(a_l), *t_out = I64P(a_t);
         int64_t cap = LEN(a_f);
+        if (LEN(a_t) < cap) cap = LEN(a_t);
         if (LEN(a_w) < cap) cap = LEN(a_w);
         if (LEN(a_o) < cap) cap = LEN(a_o);
         if (LEN(a_l) < cap) cap = LEN(a_l);
@@ -332,6 +334,7 @@ static PyObject *py_scan_fields(PyObject *self, PyObject *args)
                 w_out[n] = wt;
                 o_out[n] = value_at;
                 l_out[n] = length;
+                t_out[n] = tag_at;
             }
             n++;
         }
@@ -339,7 +342,7 @@ static PyObject *py_scan_fields(PyObject *self, PyObject *args)
         res = Py_BuildValue("LLL", (long long)n, (long long)err, (long long)err_at);
     }
 done:
-    Py_XDECREF(buf); Py_XDECREF(a_f); Py_XDECREF(a_w); Py_XDECREF(a_o); Py_XDECREF(a_l);
+    Py_XDECREF(buf); Py_XDECREF(a_f); Py_XDECREF(a_w); Py_XDECREF(a_o); Py_XDECREF(a_l); Py_XDECREF(a_t);
     return res;
 }
 

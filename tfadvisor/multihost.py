@@ -51,7 +51,7 @@ from tfadvisor.analyses.steps import CATEGORIES  # the steps table's ``<category
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_name
 from tfadvisor.io.reader import _size, read_run_metadata
-from tfadvisor.model.table import Tables
+from tfadvisor.model.table import Table, Tables, to_float
 from tfadvisor.runmeta import positive as _positive
 from tfadvisor.runtime import Observer, run_hosts
 from tfadvisor.units import finite_number
@@ -62,10 +62,15 @@ if TYPE_CHECKING:
 #: Categories that count as compute (work that is not input and not waiting).
 COMPUTE = ("device_compute", "host_compute", "kernel_launch", "other")
 
-#: Up to this many hosts every host sends back all its tables. Above it each sends back only the
-#: tables read per host (:data:`tfadvisor.multihost_worker.HOST_TABLES`; building the others is a
-#: third of a small host's analysis), and the median host's are built again once it is known.
+#: Up to this many hosts every host is analysed in full. Above it each host runs the comparison analyses
+#: only (:data:`tfadvisor.analyses.COMPARISON`) and sends back the tables read per host
+#: (:data:`tfadvisor.multihost_worker.HOST_TABLES`): the others are half of a small host's analysis, and
+#: the reports read them for the median host and the hosts that stand out only, which are analysed again
+#: in full once they are known (at most :data:`FULL_STAND_OUTS` of the latter).
 ALL_TABLES_UP_TO = 16
+
+#: Of a run of many hosts, the hosts that stand out analysed again in full (the straggler first) at most.
+FULL_STAND_OUTS = 4
 
 Progress = Callable[[int, int], None]
 
@@ -122,9 +127,10 @@ def analyze_hosts(
     tables = "all" if len(hosts) <= ALL_TABLES_UP_TO else "host"
     stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe,
                                  tables=tables)
+    canon: dict[str, dict] = {}
     try:
         for host, payload in stream:
-            payloads[host] = _checked(payload)
+            payloads[host] = _shared(_checked(payload), canon)
             done += sizes.get(host, 0)
             if progress is not None:
                 progress(done, total)
@@ -132,15 +138,26 @@ def analyze_hosts(
         stream.close()  # on an error: cancel what has not started, stop the workers
     ordered = [payloads[h] for h in hosts]
 
-    def all_tables(host: str) -> dict:
+    def in_full(host: str) -> dict:
         stream, _ = run_hosts(run, [host], options, jobs=1, dask=dask, tables="all")
         try:
             _, payload = next(stream)
         finally:
             stream.close()
-        return _checked(payload)["tables"]
+        return _checked(payload)
 
-    return combine_hosts(run, ordered, metadata=metadata, executor=executor, all_tables=all_tables)
+    return combine_hosts(run, ordered, metadata=metadata, executor=executor, in_full=in_full)
+
+
+def _shared(payload: dict, canon: dict[str, dict]) -> dict:
+    """``payload`` with its metrics' units, meanings and sources replaced by ``canon``'s where equal (hosts
+    alike send the same ones: a run of many hosts keeps one copy, not one per host)."""
+    for key in ("units", "docs", "source"):
+        if canon.get(key) == payload.get(key):
+            payload[key] = canon[key]
+        else:
+            canon[key] = payload.get(key)
+    return payload
 
 
 def _checked(payload: dict) -> dict:
@@ -163,13 +180,23 @@ def _host_analysis(p: dict) -> HostAnalysis:
     return HostAnalysis(host=p["host"], metrics=m, tables=Tables(p["tables"]), notes=list(p["notes"]), results={})
 
 
-def _step_numbers(tbl: pd.DataFrame | None) -> set[int]:
-    import pandas as pd
+def _steps_of(ha: HostAnalysis) -> Table | None:
+    """A host's steps table as columns, without building its DataFrame (None without steps)."""
+    if "steps" not in ha.tables:
+        return None
+    raw = ha.tables.raw("steps")
+    if callable(raw) and not isinstance(raw, Table):
+        raw = ha.tables["steps"]
+    if raw is None or isinstance(raw, Table):
+        return raw
+    return Table({c: raw[c].to_numpy() for c in raw.columns}, n=len(raw))  # a DataFrame
 
-    if tbl is None or "step" not in tbl.columns or len(tbl) == 0:
+
+def _step_numbers(tbl: Table | None) -> set[int]:
+    if tbl is None or "step" not in tbl or len(tbl) == 0:
         return set()
-    s = pd.to_numeric(tbl["step"], errors="coerce").dropna()
-    return {int(x) for x in s}
+    s = to_float(tbl["step"])
+    return {int(x) for x in s[~np.isnan(s)]}
 
 
 def _alignment(steps: dict[str, set[int]]) -> tuple[set[int], list[str]]:
@@ -193,10 +220,8 @@ def _alignment(steps: dict[str, set[int]]) -> tuple[set[int], list[str]]:
 
 
 def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, Any]:
-    import pandas as pd
-
     m = ha.metrics
-    tbl = ha.tables.get("steps")
+    tbl = _steps_of(ha)
     row: dict[str, Any] = {
         "host": ha.host,
         "steps": int(m.get("steps_count") or 0),
@@ -206,21 +231,22 @@ def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, An
     }
     cat = {c: None for c in CATEGORIES}
     if tbl is not None and len(tbl):
-        sel = tbl
-        if common and "step" in tbl.columns:
-            num = pd.to_numeric(tbl["step"], errors="coerce")
-            in_common = num.isin(list(common)).to_numpy()
+        sel = np.ones(len(tbl), bool)
+        if common and "step" in tbl:
+            in_common = np.isin(to_float(tbl["step"]), list(common))
             if in_common.any():
-                sel = tbl[in_common]
-        if "in_stats" in sel.columns and bool(sel["in_stats"].any()):
-            sel = sel[sel["in_stats"].astype(bool).to_numpy()]
-        row["steps_used"] = int(len(sel))
+                sel = in_common
+        if "in_stats" in tbl:
+            stats = sel & np.asarray(tbl["in_stats"], bool)
+            if stats.any():
+                sel = stats
+        row["steps_used"] = int(sel.sum())
         for c in CATEGORIES:
             col = f"{c}_ms"
-            if col in sel.columns:
-                cat[c] = float(sel[col].mean())
-        if "duration_ms" in sel.columns:
-            row["step_time_used_ms"] = float(sel["duration_ms"].mean())
+            if col in tbl:
+                cat[c] = _mean(tbl[col][sel])
+        if "duration_ms" in tbl:
+            row["step_time_used_ms"] = _mean(tbl["duration_ms"][sel])
     for c in CATEGORIES:
         row[f"{c}_ms"] = cat[c]
     known = [cat[c] for c in COMPUTE if cat[c] is not None]
@@ -317,25 +343,25 @@ def _merge_summaries(run: Run, payloads: list[dict], executor: dict) -> dict[str
 
 
 def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None,
-                  all_tables: Callable[[str], dict] | None = None):
+                  in_full: Callable[[str], dict] | None = None):
     """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result.
 
-    ``all_tables(host)``: every table of ``host``, for a median host whose payload kept only the
-    per-host tables."""
+    ``in_full(host)``: the payload of ``host`` with every analysis and table, for the median host and the
+    hosts that stand out when their payloads hold the comparison analyses and per-host tables only."""
     from tfadvisor.result import RunResult as Result
 
     metadata = metadata or {}
     has = [_host_analysis(p) for p in payloads]
     names = [h.host for h in has]
-    steps = {h.host: _step_numbers(h.tables.get("steps")) for h in has}
+    steps = {h.host: _step_numbers(_steps_of(h)) for h in has}
     common, misaligned = _alignment(steps)
     rows = [_host_row(h, common, p) for h, p in zip(has, payloads)]
     notes: list[str] = []
 
     mi = _median_host(rows)
     median = has[mi]
-    if payloads[mi].get("tables_kept") == "host" and all_tables is not None:
-        median.tables = Tables(all_tables(median.host))
+    if payloads[mi].get("tables_kept") == "host" and in_full is not None:
+        median = has[mi] = _host_analysis(in_full(median.host))
     # what loading fixed on the other hosts (the median host's own notes are shown as they are)
     for h in has:
         if h is not median:
@@ -461,6 +487,11 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
 
     _stand_out(rows, straggler, straggler_ratio, misaligned, step_ms)
     put("hosts_standing_out_count", sum(1 for r in rows if r["stands_out"]))
+    if in_full is not None:  # the hosts that stand out are drawn (charts, timeline): analysed in full
+        drawn = sorted((i for i, r in enumerate(rows) if r["stands_out"] and payloads[i].get("tables_kept") == "host"),
+                       key=lambda i: (rows[i]["host"] != straggler, i))[:FULL_STAND_OUTS]
+        for i in drawn:
+            has[i] = _host_analysis(in_full(has[i].host))
     tables = Tables(median.tables)
     tables["hosts"] = pd.DataFrame(rows)
     tables["hosts_distribution"] = _distribution(rows)
@@ -544,19 +575,24 @@ def _distribution(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
+def _mean(values: np.ndarray) -> float:
+    """The mean of the numbers among ``values`` (NaN when there are none), as pandas' ``Series.mean``."""
+    v = to_float(values) if values.dtype.kind not in "fiub" else values.astype(np.float64)
+    v = v[~np.isnan(v)]
+    return float(v.mean()) if v.shape[0] else float("nan")
+
+
 def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:
     """host x step: duration and per-step category times (long form, aligned by step number)."""
     import pandas as pd
 
     parts = []
     for h in has:
-        tbl = h.tables.get("steps")
+        tbl = _steps_of(h)
         if tbl is None or not len(tbl):
             continue
-        cols = [c for c in ["step", "duration_ms", *[f"{c}_ms" for c in CATEGORIES]] if c in tbl.columns]
-        part = tbl[cols].copy()
-        part.insert(0, "host", h.host)
-        parts.append(part)
+        cols = [c for c in ["step", "duration_ms", *[f"{c}_ms" for c in CATEGORIES]] if c in tbl]
+        parts.append(pd.DataFrame({"host": np.full(len(tbl), h.host, dtype=object), **{c: tbl[c] for c in cols}}))
     if not parts:
         return pd.DataFrame(columns=["host", "step", "duration_ms"])
     return pd.concat(parts, ignore_index=True)
@@ -568,5 +604,5 @@ def _plain(v: Any) -> Any:
     return v
 
 
-__all__ = ["ALL_TABLES_UP_TO", "CATEGORIES", "COMPUTE", "DECLARED", "STRAGGLER_RATIO", "analyze_hosts", "analyze_run",
-           "combine_hosts"]
+__all__ = ["ALL_TABLES_UP_TO", "CATEGORIES", "COMPUTE", "DECLARED", "FULL_STAND_OUTS", "STRAGGLER_RATIO",
+           "analyze_hosts", "analyze_run", "combine_hosts"]

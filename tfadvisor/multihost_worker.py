@@ -6,7 +6,8 @@ module-level function so that both pickle it by reference; a Dask worker needs t
 and the profile files readable (a shared file system or ``gs://``).
 
 What comes back is a plain dict: the host's metrics (with units and meanings), its notes, the
-small tables (all of them, or with ``tables="host"`` only :data:`HOST_TABLES`), the trace's
+small tables (all of them, or with ``tables="host"`` only :data:`HOST_TABLES`, and the metrics of the
+comparison analyses only, :data:`tfadvisor.analyses.COMPARISON`), the trace's
 ``summary()``, the options used, and ``held``: the wall-clock interval (``time.time()``) from the
 start of the load until the trace was dropped, which the executors report to their observer
 (:mod:`tfadvisor.runtime.inflight`). The :class:`~tfadvisor.model.trace.Trace` itself never leaves the
@@ -33,9 +34,30 @@ MAX_TABLE_ROWS = 200_000
 #: OS before the next host (~20 ms: below this size a host's memory is too small to matter).
 COLLECT_ABOVE_BYTES = 16_000_000
 
-#: The tables read for every host of a multi-host run (the cross-host comparison, each host's step and
-#: busy/idle charts, its timeline and Perfetto tracks); the other tables are read for one host only.
-HOST_TABLES = ("steps", "gaps", "timeline", "memory_timeline")
+#: The tables read for every host of a run of many hosts (the cross-host comparison, the Perfetto export's
+#: step and gap marks); the others are read for the hosts analysed in full only.
+HOST_TABLES = ("steps", "gaps")
+
+
+#: Set in the worker processes this package starts (:func:`start_worker`): there, every host ends with a
+#: collection of the cycles it left and freed heap given back, so a worker's memory stays that of one host.
+_OWN_WORKER = False
+
+
+def start_worker() -> None:
+    """Initialise a worker process of a local pool: import the analyses, then freeze what the imports made
+    (a full collection then walks one host's objects only: about 1 ms, not 30)."""
+    global _OWN_WORKER
+    import importlib
+
+    from tfadvisor.analyses import ORDER
+    from tfadvisor.io import reader  # noqa: F401 - imported here, before the freeze
+
+    for name in ORDER:
+        importlib.import_module(f"tfadvisor.analyses.{name}")
+    gc.collect()
+    gc.freeze()
+    _OWN_WORKER = True
 
 
 def _set_threads(threads: int | None) -> None:
@@ -77,10 +99,10 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
     the small per-host result (see the module docstring).
 
     ``threads``: decoding threads for this task (None: the decoder's default, every CPU). ``tables``:
-    ``"all"``, or ``"host"`` for :data:`HOST_TABLES` only (the others are never built)."""
+    ``"all"``, or ``"host"`` for :data:`HOST_TABLES` and the comparison analyses only (the others never run)."""
     if tables not in ("all", "host"):
         raise ValueError(f"tables must be 'all' or 'host', not {tables!r}")
-    from tfadvisor.analyses import Options, analyze_trace, options_from
+    from tfadvisor.analyses import COMPARISON, Options, analyze_trace, options_from
     from tfadvisor.errors import TraceError
     from tfadvisor.io.reader import load_run
 
@@ -92,7 +114,7 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
         trace = load_run(run, hosts=[host])
         t_load = time.perf_counter() - t0
         opts = options_from(trace, opts)
-        ha = analyze_trace(trace, opts, host=host)
+        ha = analyze_trace(trace, opts, host=host, only=COMPARISON if tables == "host" else None)
         summary = trace.summary()
         notes = list(ha.notes)
         kept = _small_tables(ha.tables, notes, tables)
@@ -101,7 +123,7 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
         ha.results = {}
         ha.tables = {}
         del trace
-        if int(summary.get("file_bytes") or 0) >= COLLECT_ABOVE_BYTES:
+        if _OWN_WORKER or int(summary.get("file_bytes") or 0) >= COLLECT_ABOVE_BYTES:
             gc.collect()
             _trim()
         held = (held_from, time.time())
@@ -126,4 +148,4 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
     }
 
 
-__all__ = ["COLLECT_ABOVE_BYTES", "HOST_TABLES", "MAX_TABLE_ROWS", "analyze_host"]
+__all__ = ["COLLECT_ABOVE_BYTES", "HOST_TABLES", "MAX_TABLE_ROWS", "analyze_host", "start_worker"]

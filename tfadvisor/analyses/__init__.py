@@ -43,6 +43,12 @@ ORDER = (
 )
 
 
+#: The analyses each host of a run of many hosts needs for the cross-host comparison (step time and its
+#: parts, each host's split of its time, its devices, memory and collectives, its gaps); the median host and
+#: the hosts that stand out get all.
+COMPARISON = ("steps", "devices", "gaps", "input", "attribution", "memory", "collectives")
+
+
 #: Producers of metrics that are not in :data:`ORDER`, as ``source: module``.
 OTHER_PRODUCERS = {"datafiles": "tfadvisor.analyses.datafiles", "multihost": "tfadvisor.analyses.hosts"}
 
@@ -88,8 +94,9 @@ class HostAnalysis:
     results: dict[str, AnalysisResult] = field(default_factory=dict)
 
 
-def analyze_trace(trace: Trace, options: Options | None = None, host: str | None = None) -> HostAnalysis:
-    """Run every analysis over ``trace`` (normally one host's planes)."""
+def analyze_trace(trace: Trace, options: Options | None = None, host: str | None = None,
+                  only: tuple[str, ...] | None = None) -> HostAnalysis:
+    """Run every analysis (or those in ``only``, in :data:`ORDER`) over ``trace`` (normally one host's planes)."""
     ctx = Context(options=options or Options())
     metrics = Metrics()
     tables = Tables()
@@ -97,7 +104,7 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
     tagged: list[tuple[str, str, bool]] = []
     from tfadvisor.analyses.inputs import run  # the analyses' modules: imported when analysing
 
-    for name in ORDER:
+    for name in ORDER if only is None else [n for n in ORDER if n in only]:
         module = importlib.import_module(f"tfadvisor.analyses.{name}")
         res: AnalysisResult = run(module.analyze, trace, ctx)
         ctx.results[name] = res
@@ -135,5 +142,5 @@ def options_from(trace: Trace, options: Options | None = None) -> Options:
     return o
 
 
-__all__ = ["AnalysisResult", "Context", "Declarations", "HostAnalysis", "Metric", "Metrics", "ORDER", "Options",
-           "analyze_trace", "declare", "known_metrics", "metric_registry", "options_from"]
+__all__ = ["COMPARISON", "AnalysisResult", "Context", "Declarations", "HostAnalysis", "Metric", "Metrics", "ORDER",
+           "Options", "analyze_trace", "declare", "known_metrics", "metric_registry", "options_from"]

@@ -327,32 +327,22 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     end = buf.shape[0]
     cap = 4096
     while True:
-        fld = np.empty(cap, np.int64)
-        wts = np.empty(cap, np.int64)
-        offs = np.empty(cap, np.int64)
-        lens = np.empty(cap, np.int64)
-        n, err, at = wire.scan_fields(buf, 0, end, fld, wts, offs, lens)
+        fld, wts, offs, lens, tag_at = (np.empty(cap, np.int64) for _ in range(5))
+        n, err, at = wire.scan_fields(buf, 0, end, fld, wts, offs, lens, tag_at)
         if err != wire.OK:
             raise _fail(path, base, err, at, "a plane")
         if n <= cap:
             break
         cap = n
-    fld, wts, offs, lens = fld[:n], wts[:n], offs[:n], lens[:n]
+    fld, wts, offs, lens, tag_at = fld[:n], wts[:n], offs[:n], lens[:n], tag_at[:n]
     is_line = (fld == 3) & (wts == 2)
     line_off = offs[is_line].copy()
     line_len = lens[is_line].copy()
 
-    # Everything but the lines is small: re-encode it and let protobuf parse it.
-    meta = bytearray()
-    for f, w, o, ln in zip(fld[~is_line].tolist(), wts[~is_line].tolist(), offs[~is_line].tolist(),
-                           lens[~is_line].tolist()):
-        if w == 2:
-            meta += wire.encode_varint((f << 3) | 2) + wire.encode_varint(ln) + buf[o : o + ln].tobytes()
-        elif w == 0:
-            meta += wire.encode_varint(f << 3) + wire.encode_varint(ln)
+    # Everything but the lines is small: its records, as they are in the buffer, parsed by protobuf.
     xp = xplane_pb2.XPlane()
     try:
-        xp.ParseFromString(bytes(meta))
+        xp.ParseFromString(_records(buf, tag_at, np.append(tag_at[1:], end), ~is_line & ((wts == 0) | (wts == 2))))
     except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError and others
         raise TraceError(path, f"not a valid XPlane profile: bad plane metadata near byte {base} ({err})") from None
 
@@ -435,6 +425,17 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
         stats=plane_stats,
         child_ids=child_ids,
     )
+
+
+def _records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, keep: np.ndarray) -> bytes:
+    """The bytes of the records ``keep`` selects (record i: ``buf[start[i]:stop[i]]``), adjacent ones
+    copied as one range."""
+    start, stop = start[keep], stop[keep]
+    if not len(start):
+        return b""
+    first = np.flatnonzero(np.append(True, start[1:] != stop[:-1]))  # the first record of each run
+    last = np.append(first[1:], len(start)) - 1
+    return b"".join(buf[a:b].tobytes() for a, b in zip(start[first].tolist(), stop[last].tolist()))
 
 
 #: The most events (or lines) one plane may hold: its index columns are int32.

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_name
-from tfadvisor.multihost_worker import analyze_host
+from tfadvisor.multihost_worker import analyze_host, start_worker
 from tfadvisor.runtime.inflight import Dispatch, Observer
 from tfadvisor.runtime.spawn import main_module_hidden, mp_context
 
@@ -41,7 +41,8 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
     queue = list(hosts)
     pending: dict = {}  # future -> (host, "thread" | "process")
     dispatch = Dispatch(observe)
-    procs = ProcessPoolExecutor(max_workers=n_proc, mp_context=mp_context()) if n_proc else None
+    procs = (ProcessPoolExecutor(max_workers=n_proc, mp_context=mp_context(), initializer=start_worker)
+             if n_proc else None)
     local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
     failed = False
     try:
