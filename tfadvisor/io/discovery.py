@@ -53,6 +53,15 @@ class Run:
         return f"{self.label()}, {how} of {n} runs (others: {shown}; pick one with --run NAME)"
 
 
+def host_runs(run: Run) -> dict[str, Run]:
+    """Per host, ``run`` with that host's files only: what its per-host task loads and is sent (a run of
+    many hosts is not sent, nor searched, whole for each of them)."""
+    files: dict[str, list[str]] = {}
+    for f in run.files:
+        files.setdefault(host_name(f), []).append(f)
+    return {h: replace(run, files=tuple(fs)) for h, fs in files.items()}
+
+
 def is_remote(path: str) -> bool:
     return "://" in str(path) and not str(path).startswith("file://")
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
-from tfadvisor.io.discovery import Run, is_remote
+from tfadvisor.io.discovery import Run, host_runs, is_remote
 from tfadvisor.multihost_worker import analyze_host
 from tfadvisor.runtime.inflight import Dispatch, Observer
 
@@ -36,14 +36,14 @@ def run_dask(run: Run, hosts: list[str], options: Options | None, address: str, 
     try:
         nthreads = sum(client.nthreads().values()) or 1
         limit = max(1, jobs or nthreads)
-        target = absolute(run)
+        runs = host_runs(absolute(run))
         queue = list(hosts)
         token = os.urandom(4).hex()
         names: dict[str, str] = {}
         dispatch = Dispatch(observe)
 
         def submit(h: str):
-            fut = client.submit(analyze_host, target, h, options, None, tables, key=f"tfadvisor-host-{h}-{token}",
+            fut = client.submit(analyze_host, runs[h], h, options, None, tables, key=f"tfadvisor-host-{h}-{token}",
                                 pure=False)
             names[fut.key] = h
             dispatch.started(h, "dask")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
-from tfadvisor.io.discovery import Run, host_name
+from tfadvisor.io.discovery import Run, host_name, host_runs
 from tfadvisor.multihost_worker import analyze_host, start_worker
 from tfadvisor.runtime.inflight import Dispatch, Observer
 from tfadvisor.runtime.spawn import main_module_hidden, mp_context
@@ -18,9 +18,10 @@ def run_inline(run: Run, hosts: list[str], options: Options | None,
                observe: Observer | None = None, tables: str = "all") -> Iterator[tuple[str, dict]]:
     """In this process, one host after the other."""
     dispatch = Dispatch(observe)
+    runs = host_runs(run)
     for h in hosts:
         dispatch.started(h, "in-process")
-        payload = analyze_host(run, h, options, None, tables)
+        payload = analyze_host(runs[h], h, options, None, tables)
         dispatch.finished(h, payload)
         yield h, payload
 
@@ -39,6 +40,7 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
     threads = max(1, (os.cpu_count() or 1) // jobs)
     n_proc = jobs - 1 if local_slot else jobs
     queue = list(hosts)
+    runs = host_runs(run)
     pending: dict = {}  # future -> (host, "thread" | "process")
     dispatch = Dispatch(observe)
     procs = (ProcessPoolExecutor(max_workers=n_proc, mp_context=mp_context(), initializer=start_worker)
@@ -50,12 +52,12 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
             kinds = [k for _, k in pending.values()]
             if local is not None and queue and "thread" not in kinds:
                 h = queue.pop(0)
-                pending[local.submit(analyze_host, run, h, options, threads, tables)] = (h, "thread")
+                pending[local.submit(analyze_host, runs[h], h, options, threads, tables)] = (h, "thread")
                 dispatch.started(h, "thread")
             while procs is not None and queue and kinds.count("process") < n_proc:
                 h = queue.pop(0)
                 with main_module_hidden():  # workers start on the first submits
-                    pending[procs.submit(analyze_host, run, h, options, threads, tables)] = (h, "process")
+                    pending[procs.submit(analyze_host, runs[h], h, options, threads, tables)] = (h, "process")
                 dispatch.started(h, "process")
                 kinds.append("process")
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
