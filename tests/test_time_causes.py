@@ -97,3 +97,34 @@ def test_a_checkpoint_every_4th_step_is_periodic_work(tmp_path):
     assert m["periodic_ms_per_step"] == pytest.approx(want, rel=0.02)
     f = res.findings[0]
     assert f.rule == "periodic_step_work" and "save_freq=" in f.fix
+
+
+# ------------------------------------------------------------------------------------------------
+# Untraced periodic work: evenly spaced over the whole window and alike, not slow steps lining up by chance
+# ------------------------------------------------------------------------------------------------
+def _steps_ms(n: int, slow: dict[int, float]) -> tuple:
+    import numpy as np
+
+    ms = 100.0 + np.tile([-0.5, 0.5, -0.3, 0.3], n)[:n]  # a little jitter: a robust deviation to beat
+    for i, extra in slow.items():
+        ms[i] += extra
+    return ms, np.ones(n, bool)
+
+
+@pytest.mark.parametrize(("n", "slow", "every"), [
+    (12, {1: 40.0, 5: 40.0, 9: 40.0}, 4),  # a callback's work every 4th step: periodic
+    (12, {1: 40.0, 5: 55.0, 9: 30.0}, 4),  # alike enough (largest 1.8x the smallest)
+    (12, {1: 60.0, 5: 25.0, 9: 40.0}, None),  # 2.4x apart: unrelated stalls (a warm-up step, two sleeps)
+    (16, {5: 40.0, 9: 40.0, 13: 40.0}, None),  # step 1 should be slow too: a chance alignment
+    (16, {1: 40.0, 5: 40.0, 9: 40.0}, None),  # step 13 should be slow too
+    (12, {1: 40.0, 4: 40.0, 9: 40.0}, None),  # not evenly spaced
+])
+def test_untraced_pattern_needs_whole_window_and_alike_steps(n, slow, every):
+    from tfadvisor.analyses.variation import _untraced
+
+    ms, train = _steps_ms(n, slow)
+    got = _untraced(ms, train, [], None)
+    if every is None:
+        assert got is None, got
+    else:
+        assert got is not None and got["every_steps"] == every and got["steps"] == sorted(slow)

@@ -12,7 +12,10 @@ clearly slower (:data:`MIN_EXCESS_REL` of the median, and :data:`MIN_EXCESS_MADS
 of the other steps) and its own events cover at least :data:`MIN_TRACED` of that excess.
 
 Slow steps that no traced name sets apart (Python in a callback: h5py writing weights, logging)
-form an *untraced* pattern when there are at least :data:`MIN_UNTRACED` of them, evenly spaced.
+form an *untraced* pattern when there are at least :data:`MIN_UNTRACED` of them, evenly spaced over
+the whole window (none left out before the first or after the last) and alike (the largest excess at
+most :data:`UNTRACED_ALIKE` x the smallest): slow steps that line up by chance, a warm-up step beside
+two unrelated stalls, are not periodic work.
 
 What a pattern is, ``periodic_kind``, comes from its names, weighted by their time in its steps:
 :data:`NAMED_KINDS` (checkpoint, summary writing, evaluation, a dataset built, compilation), recognised by any of its
@@ -42,8 +45,10 @@ MIN_EXCESS_REL = 0.2
 MIN_EXCESS_MADS = 3.0
 #: The pattern's own events must cover this share of its excess (else it is a coincidence).
 MIN_TRACED = 0.1
-#: Slow steps with nothing traced in common: at least this many, evenly spaced.
+#: Slow steps with nothing traced in common: at least this many, evenly spaced ...
 MIN_UNTRACED = 3
+#: ... and alike: the largest one's excess at most this many times the smallest one's.
+UNTRACED_ALIKE = 2.0
 #: Work that varies step to step: step times this spread (coefficient of variation, %) ...
 WORK_CV_PCT = 15.0
 #: ... and this correlated with the time of the ops each step runs.
@@ -188,6 +193,14 @@ def _period(rows: np.ndarray, train: np.ndarray) -> int | None:
     at = np.cumsum(train) - train  # training step index of each row
     d = np.diff(at[rows])
     return int(d[0]) if (d == d[0]).all() and d[0] >= 2 else None
+
+
+def _whole(rows: np.ndarray, train: np.ndarray, period: int) -> bool:
+    """Steps ``rows``, ``period`` training steps apart, leave no occurrence out at either end of the window:
+    the first within one period of its start, the last within one period of its end."""
+    at = np.cumsum(train) - train  # training step index of each row
+    last = int(np.count_nonzero(train)) - 1
+    return int(at[rows[0]]) < period and int(at[rows[-1]]) + period > last
 
 
 def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> AnalysisResult:
@@ -403,8 +416,11 @@ def _untraced(ms, train, rows, waits) -> dict | None:
         if float(extra_wait.sum()) >= 0.5 * float(excess.sum()):
             return None
     rows_s = np.flatnonzero(slow)
-    if _period(rows_s, train) is None:
+    period = _period(rows_s, train)
+    if period is None or not _whole(rows_s, train, period):
         return None  # irregular slow steps with nothing traced in common: noise, not periodic work
+    if float(excess.max()) > UNTRACED_ALIKE * float(excess.min()):
+        return None  # unlike costs: unrelated stalls that happen to line up
     return dict(kind="untraced", names="", steps=rows_s.tolist(), count=int(rows_s.shape[0]),
                 every_steps=_period(rows_s, train), ms_each=float(excess.mean()),
                 ms_per_step=_per_step(excess, slow, train), traced_ms_each=0.0,
