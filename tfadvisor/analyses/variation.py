@@ -143,48 +143,94 @@ def _kind(names: list[str], weights: np.ndarray) -> str:
     return kind if w >= 0.25 * float(weights.sum()) else "other"
 
 
-def _placed(trace: Trace, a: np.ndarray, b: np.ndarray) -> list[tuple[Plane, np.ndarray, np.ndarray]]:
-    """Per plane with events: each event's step (its start in the step's wall span) and whether it has one
-    (known metadata too)."""
-    out = []
-    for p in trace.planes:
-        if p.n_events:
-            i, ok = step_of(a, b, p.ev_start_ps)
-            out.append((p, i, ok & (p.ev_meta >= 0)))
-    return out
+#: Events placed in their steps this many at a time (the per-event temporaries of one chunk, not of a
+#: plane: the sums are of whole picoseconds, exact in float64 whatever the chunking).
+CHUNK_EVENTS = 1 << 20
 
 
-def _presence(placed, a: np.ndarray, ends: np.ndarray):
-    """name -> (steps present bool[n], time ps per step [n], time between the markers ps)."""
+def _per_plane(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
+    """One pass over every plane's events, a chunk at a time: each event placed in its step (its start in
+    the step's wall span, known metadata). Returns :func:`_presence`'s dict and :func:`_op_ms`'s array."""
     n = a.shape[0]
-    out: dict[str, list] = {}
-    for p, i, ok in placed:
-        s = p.ev_start_ps
-        if p.is_host:
-            # the training thread: the lines that hold the step markers (work on other threads, tf.data's
-            # or a user's pool, runs beside the steps; it does not make one step longer than another)
-            marker_lines = np.unique(p.ev_line[np.isin(s, a)])
-            ok = ok & np.isin(p.ev_line, marker_lines)
-        if not ok.any():
+    pres: dict[str, list] = {}
+    ops = np.zeros(n)
+    for p in trace.planes:
+        if not p.n_events:
             continue
-        meta, step = p.ev_meta[ok], i[ok]
-        dur = p.ev_dur_ps[ok].astype(np.float64)
-        after = (s[ok] >= ends[step]).astype(np.float64) * dur
         n_meta = len(p.event_names)
-        key = meta.astype(np.int64) * n + step
-        cnt = np.bincount(key, minlength=n_meta * n).reshape(n_meta, n)
-        tim = np.bincount(key, weights=dur, minlength=n_meta * n).reshape(n_meta, n)
-        aft = np.bincount(meta, weights=after, minlength=n_meta)
-        for m in np.flatnonzero(cnt.any(axis=1)):
-            name = _FN_ID_RE.sub(r"\1", EPOCH_RE.sub("", str(p.event_names[m])))
-            got = out.get(name)
-            if got is None:
-                out[name] = [cnt[m] > 0, tim[m].copy(), float(aft[m])]
-            else:
-                got[0] |= cnt[m] > 0
-                got[1] += tim[m]
-                got[2] += float(aft[m])
-    return out
+        cnt = np.zeros(n_meta * n, np.int64)
+        tim = np.zeros(n_meta * n)
+        aft = np.zeros(n_meta)
+        op_ps = np.zeros(n)
+        train_lines = _marker_lines(p, a) if p.is_host else None
+        op_meta, data_lines = _op_masks(p) if p.is_host else (None, None)
+        for lo in range(0, p.n_events, CHUNK_EVENTS):
+            sl = slice(lo, min(lo + CHUNK_EVENTS, p.n_events))
+            i, ok = step_of(a, b, p.ev_start_ps[sl])
+            ok &= p.ev_meta[sl] >= 0
+            _presence_chunk(p, sl, i, ok, ends, train_lines, cnt, tim, aft)
+            _op_chunk(p, sl, i, ok, op_meta, data_lines, op_ps)
+        _merge_presence(p, cnt.reshape(n_meta, n), tim.reshape(n_meta, n), aft, pres)
+        ops += op_ps / PS_PER_MS
+    return pres, ops
+
+
+def _marker_lines(p: Plane, a: np.ndarray) -> np.ndarray:
+    """The training thread: the lines that hold the step markers (work on other threads, tf.data's or a
+    user's pool, runs beside the steps; it does not make one step longer than another)."""
+    marks = np.unique(a)
+    lines = []
+    for lo in range(0, p.n_events, CHUNK_EVENTS):
+        s = p.ev_start_ps[lo:lo + CHUNK_EVENTS]
+        k = np.minimum(np.searchsorted(marks, s), marks.shape[0] - 1)
+        lines.append(np.unique(p.ev_line[lo:lo + CHUNK_EVENTS][marks[k] == s]))
+    return np.unique(np.concatenate(lines)) if lines else np.empty(0, p.ev_line.dtype)
+
+
+def _presence_chunk(p: Plane, sl: slice, i, ok, ends, train_lines, cnt, tim, aft) -> None:
+    """Add one chunk's events to a plane's count, time and time-after-the-marker per (name, step)."""
+    if train_lines is not None:
+        ok = ok & np.isin(p.ev_line[sl], train_lines)  # a copy: the op time reads the chunk's own ``ok``
+    if not ok.any():
+        return
+    n = ends.shape[0]
+    meta, step = p.ev_meta[sl][ok], i[ok]
+    dur = p.ev_dur_ps[sl][ok].astype(np.float64)
+    after = (p.ev_start_ps[sl][ok] >= ends[step]).astype(np.float64) * dur
+    key = meta.astype(np.int64) * n + step
+    cnt += np.bincount(key, minlength=cnt.shape[0])
+    tim += np.bincount(key, weights=dur, minlength=tim.shape[0])
+    aft += np.bincount(meta, weights=after, minlength=aft.shape[0])
+
+
+def _merge_presence(p: Plane, cnt, tim, aft, out: dict[str, list]) -> None:
+    """name -> (steps present bool[n], time ps per step [n], time between the markers ps), names compared
+    without epoch indexes and function ids."""
+    for m in np.flatnonzero(cnt.any(axis=1)):
+        name = _FN_ID_RE.sub(r"\1", EPOCH_RE.sub("", str(p.event_names[m])))
+        got = out.get(name)
+        if got is None:
+            out[name] = [cnt[m] > 0, tim[m].copy(), float(aft[m])]
+        else:
+            got[0] |= cnt[m] > 0
+            got[1] += tim[m]
+            got[2] += float(aft[m])
+
+
+def _op_masks(p: Plane) -> tuple[np.ndarray, np.ndarray]:
+    """On a host plane: which metadata are TF ops (``name:Type``), which lines are tf.data's threads."""
+    is_op = np.fromiter((bool(_OP_RE.match(str(x))) for x in p.event_names), bool, len(p.event_names))
+    data = np.fromiter((str(x).startswith("tf_data") for x in p.line_names), bool, len(p.line_names))
+    return np.append(is_op, False), data
+
+
+def _op_chunk(p: Plane, sl: slice, i, ok, op_meta, data_lines, out: np.ndarray) -> None:
+    """Add one chunk's op time per step: host TF op events (not on tf.data's threads: it runs its
+    functions' ops there) and device events."""
+    if op_meta is not None:
+        ok = ok & op_meta[p.ev_meta[sl]] & ~data_lines[p.ev_line[sl]]
+    if ok.any():
+        out += np.bincount(i[ok], weights=p.ev_dur_ps[sl][ok].astype(np.float64), minlength=out.shape[0])
 
 
 def _period(rows: np.ndarray, train: np.ndarray) -> int | None:
@@ -219,8 +265,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     ms = np.asarray(step_table["ms_per_step"], float)[keep]
     train = np.asarray(step_table["train_steps"], float)[keep]
     n = a.shape[0]
-    placed = _placed(trace, a, b)
-    pres = _presence(placed, a, ends)
+    pres, ops = _per_plane(trace, a, b, ends)
     groups: dict[bytes, list[str]] = {}
     for name, (present, _, _) in pres.items():
         k = int(present.sum())
@@ -248,7 +293,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     one_off = [r for r in rows if r["count"] == 1]
     _add_periodic(res, periodic[0] if periodic else None, ms, total_ms)
     _add_one_off(res, one_off[0] if one_off else None, total_ms * train.sum())
-    _add_work(res, placed, ms)
+    _add_work(res, ops, ms)
     return res
 
 
@@ -282,27 +327,11 @@ def _add_one_off(res: AnalysisResult, top: dict | None, window_ms: float) -> Non
     res.add("one_off_pct", 100.0 * top["ms_each"] / window_ms if window_ms > 0 else None)
 
 
-def _op_ms(placed, n: int) -> np.ndarray:
-    """Per step, the time of the ops it runs: host TF op events (``name:Type``, not on tf.data's threads)
-    and device events."""
-    out = np.zeros(n)
-    for p, i, ok in placed:
-        if p.is_host:
-            is_op = np.fromiter((bool(_OP_RE.match(str(x))) for x in p.event_names), bool, len(p.event_names))
-            ok = ok & np.append(is_op, False)[p.ev_meta]
-            # not the input pipeline's: tf.data runs its functions' ops on its own threads
-            data = np.fromiter((str(x).startswith("tf_data") for x in p.line_names), bool, len(p.line_names))
-            ok &= ~data[p.ev_line]
-        if ok.any():
-            out += np.bincount(i[ok], weights=p.ev_dur_ps[ok].astype(np.float64), minlength=n) / PS_PER_MS
-    return out
-
-
-def _add_work(res: AnalysisResult, placed, ms: np.ndarray) -> None:
-    """Steps that differ in how much work they do: their times spread and follow their ops' time."""
+def _add_work(res: AnalysisResult, ops: np.ndarray, ms: np.ndarray) -> None:
+    """Steps that differ in how much work they do: their times spread and follow their ops' time (``ops``:
+    per step, ms)."""
     mean = float(ms.mean())
     cv = 100.0 * float(ms.std(ddof=1)) / mean if mean > 0 and ms.shape[0] > 1 else 0.0
-    ops = _op_ms(placed, ms.shape[0])
     corr = float(np.corrcoef(ms, ops)[0, 1]) if ops.std() > 0 and ms.std() > 0 else None
     res.add("work_cv_pct", cv)
     res.add("work_corr", corr)
