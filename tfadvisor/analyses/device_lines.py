@@ -82,18 +82,24 @@ def plane_line_kinds(plane: Plane) -> np.ndarray:
 
 def lines_of(plane: Plane, *kinds: str) -> np.ndarray:
     """Indexes of the lines of the given kinds."""
-    k = plane_line_kinds(plane)
-    return np.flatnonzero(np.isin(k, list(kinds))) if k.size else np.empty(0, np.int64)
+    return np.array([i for i, k in enumerate(plane_line_kinds(plane).tolist()) if k in kinds], np.int64)
 
 
 def activity_lines(plane: Plane) -> np.ndarray:
     """Lines holding the device's own activity: the streams; without streams the ``XLA Ops``
-    lines (TPU); without either, every line of no known kind."""
+    lines (TPU); without either, every line of no known kind (found once per plane)."""
+    cached = plane.__dict__.get("_tfadvisor_activity_lines")
+    if cached is not None:
+        return cached
+    out = np.empty(0, np.int64)
     for kinds in ((STREAM,), (XLA_OPS,), (OTHER,)):
         idx = lines_of(plane, *kinds)
         if idx.size:
-            return idx
-    return np.empty(0, np.int64)
+            out = idx
+            break
+    out.setflags(write=False)  # shared by every caller: read-only
+    plane.__dict__["_tfadvisor_activity_lines"] = out
+    return out
 
 
 def activity_kind(plane: Plane) -> str | None:
