@@ -79,7 +79,8 @@ def _summary(console: Console, result: Any) -> None:
         _kv(console, "run", chosen())
     hosts = summary.get("hosts") or list(getattr(getattr(result, "run", None), "hosts", []) or [])
     if hosts:
-        shown = ", ".join(str(h) for h in hosts[:6]) + (f" (+{len(hosts) - 6} more)" if len(hosts) > 6 else "")
+        k = 3 if len(hosts) > HOSTS_LISTED else 6  # many hosts: they are summarised below, keep this one line
+        shown = ", ".join(str(h) for h in hosts[:k]) + (f" (+{len(hosts) - k} more)" if len(hosts) > k else "")
         _kv(console, "hosts", f"{len(hosts)}: {shown}")
     _kv(console, "loaded", _loaded_line(summary))
     steps = plain(metrics.get("steps_count"))
