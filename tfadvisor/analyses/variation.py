@@ -148,9 +148,17 @@ def _kind(names: list[str], weights: np.ndarray) -> str:
 CHUNK_EVENTS = 1 << 20
 
 
+def _chunks(n_events: int):
+    """Slices of a plane's events, :data:`CHUNK_EVENTS` at a time."""
+    for lo in range(0, n_events, CHUNK_EVENTS):
+        yield slice(lo, min(lo + CHUNK_EVENTS, n_events))
+
+
 def _per_plane(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
     """One pass over every plane's events, a chunk at a time: each event placed in its step (its start in
-    the step's wall span, known metadata). Returns :func:`_presence`'s dict and :func:`_op_ms`'s array."""
+    the step's wall span, known metadata). Returns ``name -> (steps present bool[n], time ps per step [n],
+    time between the markers ps)`` (:func:`_merge_presence`) and the time of the ops each step runs, ms
+    (:func:`_op_chunk`)."""
     n = a.shape[0]
     pres: dict[str, list] = {}
     ops = np.zeros(n)
@@ -164,8 +172,7 @@ def _per_plane(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
         op_ps = np.zeros(n)
         train_lines = _marker_lines(p, a) if p.is_host else None
         op_meta, data_lines = _op_masks(p) if p.is_host else (None, None)
-        for lo in range(0, p.n_events, CHUNK_EVENTS):
-            sl = slice(lo, min(lo + CHUNK_EVENTS, p.n_events))
+        for sl in _chunks(p.n_events):
             i, ok = step_of(a, b, p.ev_start_ps[sl])
             ok &= p.ev_meta[sl] >= 0
             _presence_chunk(p, sl, i, ok, ends, train_lines, cnt, tim, aft)
@@ -180,10 +187,10 @@ def _marker_lines(p: Plane, a: np.ndarray) -> np.ndarray:
     user's pool, runs beside the steps; it does not make one step longer than another)."""
     marks = np.unique(a)
     lines = []
-    for lo in range(0, p.n_events, CHUNK_EVENTS):
-        s = p.ev_start_ps[lo:lo + CHUNK_EVENTS]
+    for sl in _chunks(p.n_events):
+        s = p.ev_start_ps[sl]
         k = np.minimum(np.searchsorted(marks, s), marks.shape[0] - 1)
-        lines.append(np.unique(p.ev_line[lo:lo + CHUNK_EVENTS][marks[k] == s]))
+        lines.append(np.unique(p.ev_line[sl][marks[k] == s]))
     return np.unique(np.concatenate(lines)) if lines else np.empty(0, p.ev_line.dtype)
 
 
@@ -451,7 +458,7 @@ def _untraced(ms, train, rows, waits) -> dict | None:
     if float(excess.max()) > UNTRACED_ALIKE * float(excess.min()):
         return None  # unlike costs: unrelated stalls that happen to line up
     return dict(kind="untraced", names="", steps=rows_s.tolist(), count=int(rows_s.shape[0]),
-                every_steps=_period(rows_s, train), ms_each=float(excess.mean()),
+                every_steps=period, ms_each=float(excess.mean()),
                 ms_per_step=_per_step(excess, slow, train), traced_ms_each=0.0,
                 between_steps_share=0.0)
 

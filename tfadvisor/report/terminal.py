@@ -79,7 +79,7 @@ def _summary(console: Console, result: Any) -> None:
         _kv(console, "run", chosen())
     hosts = summary.get("hosts") or list(getattr(getattr(result, "run", None), "hosts", []) or [])
     if hosts:
-        k = 3 if len(hosts) > HOSTS_LISTED else 6  # many hosts: they are summarised below, keep this one line
+        k = 3 if summarised(result) else 6  # the hosts are summarised below: keep this to one line
         shown = ", ".join(str(h) for h in hosts[:k]) + (f" (+{len(hosts) - k} more)" if len(hosts) > k else "")
         _kv(console, "hosts", f"{len(hosts)}: {shown}")
     _kv(console, "loaded", _loaded_line(summary))
