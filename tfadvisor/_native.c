@@ -1356,6 +1356,149 @@ done:
     return res;
 }
 
+/* _priority_cover(s, e, bounds, a, b) -> int64 array of K * W, or None.
+ *
+ * Layer k is the intervals [s[i], e[i]) for i in [bounds[k], bounds[k + 1]), sorted and disjoint; the
+ * windows [a[j], b[j]) have ascending starts and ascending ends (disjoint, or steps whose device work runs
+ * past the next step's start: each counts the time inside it). out[k * W + j] is the time inside window j
+ * that layer k covers and no earlier layer does (the first layer wins overlaps). One sweep over every
+ * layer's boundaries at once (a heap of the layers' next boundaries); nothing but the output is allocated
+ * per interval. None when an input is not as described (the caller then takes the general path). */
+static void heap_push(int64_t *ht, int32_t *hl, int64_t *n, int64_t t, int32_t l)
+{
+    int64_t i = (*n)++;
+    while (i > 0) {
+        int64_t p = (i - 1) >> 1;
+        if (ht[p] <= t)
+            break;
+        ht[i] = ht[p];
+        hl[i] = hl[p];
+        i = p;
+    }
+    ht[i] = t;
+    hl[i] = l;
+}
+
+static void heap_pop(int64_t *ht, int32_t *hl, int64_t *n)
+{
+    int64_t last_t = ht[--(*n)];
+    int32_t last_l = hl[*n];
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && ht[c + 1] < ht[c])
+            c++;
+        if (ht[c] >= last_t)
+            break;
+        ht[i] = ht[c];
+        hl[i] = hl[c];
+        i = c;
+    }
+    ht[i] = last_t;
+    hl[i] = last_l;
+}
+
+static PyObject *py_priority_cover(PyObject *self, PyObject *args)
+{
+    PyObject *o[5];
+    if (!PyArg_UnpackTuple(args, "_priority_cover", 5, 5, &o[0], &o[1], &o[2], &o[3], &o[4]))
+        return NULL;
+    PyArrayObject *a[5] = {NULL};
+    PyObject *res = NULL;
+    PyArrayObject *out = NULL;
+    int64_t *pos = NULL, *ht = NULL;
+    int32_t *hl = NULL;
+    char *inside = NULL;
+    for (int i = 0; i < 5; i++) {
+        if (!(a[i] = in_arr(o[i], NPY_INT64, "_priority_cover")))
+            goto done;
+    }
+    {
+        const int64_t *s = I64P(a[0]), *e = I64P(a[1]), *bd = I64P(a[2]), *wa = I64P(a[3]), *wb = I64P(a[4]);
+        int64_t n = min64(LEN(a[0]), LEN(a[1])), K = LEN(a[2]) - 1, W = min64(LEN(a[3]), LEN(a[4]));
+        int ok = K >= 0 && K < (1 << 30);
+        for (int64_t k = 0; ok && k < K; k++) {
+            if (bd[k] < 0 || bd[k + 1] < bd[k] || bd[k + 1] > n)
+                ok = 0;
+            for (int64_t i = bd[k]; ok && i < bd[k + 1]; i++)
+                if (e[i] < s[i] || (i > bd[k] && s[i] < e[i - 1]))
+                    ok = 0;
+        }
+        for (int64_t j = 0; ok && j < W; j++)
+            if (wb[j] < wa[j] || (j > 0 && (wa[j] < wa[j - 1] || wb[j] < wb[j - 1])))
+                ok = 0;
+        if (!ok) {
+            res = Py_None;
+            Py_INCREF(res);
+            goto done;
+        }
+        out = (PyArrayObject *)PyArray_ZEROS(1, (npy_intp[]){(npy_intp)(K * W)}, NPY_INT64, 0);
+        pos = PyMem_Malloc(sizeof(int64_t) * (size_t)(K + 1));
+        ht = PyMem_Malloc(sizeof(int64_t) * (size_t)(K + 1));
+        hl = PyMem_Malloc(sizeof(int32_t) * (size_t)(K + 1));
+        inside = PyMem_Calloc((size_t)(K + 1), 1);
+        if (!out || !pos || !ht || !hl || !inside) {
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            goto done;
+        }
+        int64_t *op = I64P(out), nh = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t k = 0; k < K; k++) {
+            pos[k] = bd[k];
+            if (pos[k] < bd[k + 1])
+                heap_push(ht, hl, &nh, s[pos[k]], (int32_t)k);
+        }
+        int64_t prev = 0, j = 0;
+        int64_t win = -1;
+        while (nh > 0) {
+            int64_t t = ht[0];
+            if (win >= 0 && t > prev) { /* [prev, t) is the winner's */
+                while (j < W && wb[j] <= prev)
+                    j++;
+                for (int64_t q = j; q < W && wa[q] < t; q++) {
+                    int64_t x = max64(prev, wa[q]), y = min64(t, wb[q]);
+                    if (y > x)
+                        op[win * W + q] += y - x;
+                }
+            }
+            while (nh > 0 && ht[0] == t) {
+                int32_t k = hl[0];
+                heap_pop(ht, hl, &nh);
+                if (inside[k]) {
+                    inside[k] = 0;
+                    pos[k]++;
+                    if (pos[k] < bd[k + 1])
+                        heap_push(ht, hl, &nh, s[pos[k]], k);
+                } else {
+                    inside[k] = 1;
+                    heap_push(ht, hl, &nh, e[pos[k]], k);
+                }
+            }
+            win = -1;
+            for (int64_t k = 0; k < K; k++)
+                if (inside[k]) {
+                    win = k;
+                    break;
+                }
+            prev = t;
+        }
+        Py_END_ALLOW_THREADS
+        res = (PyObject *)out;
+        out = NULL;
+    }
+done:
+    Py_XDECREF(out);
+    PyMem_Free(pos);
+    PyMem_Free(ht);
+    PyMem_Free(hl);
+    PyMem_Free(inside);
+    release(a, 5);
+    return res;
+}
+
 /* _bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes) -> (order, counts).
  *
  * An event's code is line_cls[line] * stride + (meta_cls[meta], or `unknown` when meta is outside
@@ -1644,6 +1787,7 @@ static PyMethodDef methods[] = {
     {"prefix_lengths", py_prefix_lengths, METH_VARARGS, "Running sums of interval lengths."},
     {"cover_sorted", py_cover_sorted, METH_VARARGS, "Covered length up to ascending query points."},
     {"intersect", py_intersect, METH_VARARGS, "Pieces of one disjoint sorted set inside another."},
+    {"priority_cover", py_priority_cover, METH_VARARGS, "Per layer and window: the time it covers first."},
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},
     {"meta_totals", py_meta_totals, METH_VARARGS, "Events and total duration per event metadata."},

@@ -33,6 +33,7 @@ from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import EMPTY, Measure, complement, outermost, priority_split, run_bounds
+from tfadvisor.analyses.names import name_test
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
 from tfadvisor.analyses.step_detect import StepSet
@@ -173,6 +174,23 @@ class _Items:
                 slot[0] += float(tot[i])
                 slot[1] += int(cnt[i])
 
+    def add_by_category(self, lanes: tuple[str, ...], named: _Named, tot: np.ndarray, cnt: np.ndarray) -> None:
+        """Add per-name totals to each of ``lanes``, each name under its op category (names of none skipped):
+        as :meth:`add_totals` once per lane and category, in one pass over the names."""
+        by_cat = [[self.acc.setdefault((lane, c), {}) for lane in lanes] for c in OP_CATEGORIES]
+        accs = [[d[j] for d in by_cat] for j in range(len(lanes))]
+        use = np.flatnonzero((cnt > 0) & (named.label_cat >= 0))
+        for i, c in zip(use.tolist(), named.label_cat[use].tolist()):
+            nm = str(named.labels[i])
+            t, k = float(tot[i]), int(cnt[i])
+            for acc in accs:
+                slot = acc[c].get(nm)
+                if slot is None:
+                    acc[c][nm] = [t, k, named.kinds.get(nm, "")]
+                else:
+                    slot[0] += t
+                    slot[1] += k
+
     def top(self, lane: str, part: str, k: int = TOP_ITEMS) -> list[tuple[str, float, int, str]]:
         d = self.acc.get((lane, part), {})
         return [(n, v[0], v[1], v[2]) for n, v in sorted(d.items(), key=lambda kv: (-kv[1][0], kv[0]))[:k]]
@@ -216,13 +234,33 @@ def _named(plane: Plane, rows: np.ndarray) -> _Named:
     labels = np.full(n, None, dtype=object)
     cat_of = np.full(n, -1, np.int8)
     kinds: dict[str, str] = {}
+    info = _device_item if plane.is_device else _host_item
     for k in used.tolist():
-        nm, kind = item_name(str(plane.event_names[k - 1]), plane.is_device) if k > 0 else ("<unknown>", "")
+        nm, kind, c = info(str(plane.event_names[k - 1])) if k > 0 else ("<unknown>", "", _category_index("<unknown>"))
         labels[k] = nm
         kinds[nm] = kind
-        c = category(nm)
-        cat_of[k] = OP_CATEGORIES.index(c) if c in OP_CATEGORIES else -1
+        cat_of[k] = c
     return _Named(labels, codes, kinds, cat_of[codes], cat_of)
+
+
+def _category_index(display: str) -> int:
+    """The index in :data:`OP_CATEGORIES` of a display name's op category (-1: not one of them)."""
+    c = category(display)
+    return OP_CATEGORIES.index(c) if c in OP_CATEGORIES else -1
+
+
+@name_test
+def _device_item(name: str) -> tuple[str, str, int]:
+    """(display name, kind, op category index) of a device event's name (once per name and process)."""
+    nm, kind = item_name(name, True)
+    return nm, kind, _category_index(nm)
+
+
+@name_test
+def _host_item(name: str) -> tuple[str, str, int]:
+    """As :func:`_device_item`, for a host event."""
+    nm, kind = item_name(name, False)
+    return nm, kind, _category_index(nm)
 
 
 def _device_rows(p: Plane) -> np.ndarray:
@@ -281,11 +319,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
             dev_layers[c].append(m)
         if is_h2d.any():
             h2d_dev.append(Measure.of_rows(p, rows[is_h2d]))
-        tot, cnt = named.totals(p.ev_dur_ps[rows])
-        for c in OP_CATEGORIES:
-            which = named.label_cat == OP_CATEGORIES.index(c)
-            items.add_totals(lane, c, named, tot, cnt, which)
-            items.add_totals("all", c, named, tot, cnt, which)
+        items.add_by_category((lane, "all"), named, *named.totals(p.ev_dur_ps[rows]))
 
     # host: TF ops (the device on a CPU-only trace), runtime, Python
     has_device = bool(dev_lanes)

@@ -55,6 +55,10 @@ _merge_rows = _native.merge_rows
 #: with (unless ``with_index`` is false) the index into set 2.
 intersect = _native.intersect
 
+#: ``_priority_cover(s, e, bounds, a, b)``: per layer (``bounds``) and window, the time the layer covers first
+#: (K x W, flat); None when a layer is not sorted and disjoint, or the windows' starts or ends do not ascend.
+_priority_cover = _native.priority_cover
+
 
 def _union2(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of two sets of disjoint sorted intervals."""
@@ -359,6 +363,9 @@ def priority_split(windows: tuple[np.ndarray, np.ndarray],
     ``_rest`` for time no layer covers.
     """
     a, b = windows
+    fast = _priority_cover_of(a, b, layers)
+    if fast is not None:
+        return fast
     out: dict[str, np.ndarray] = {}
     acc = LazyUnion()
     prev = np.zeros(a.shape[0], np.int64)
@@ -371,6 +378,38 @@ def priority_split(windows: tuple[np.ndarray, np.ndarray],
         out[name] = out.get(name, 0) + (cur - prev)
         prev = cur
     out["_rest"] = (b - a) - prev
+    return out
+
+
+def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, np.ndarray] | None:
+    """:func:`priority_split` in one sweep (``_priority_cover``) where the windows' starts and ends both
+    ascend (disjoint windows, or steps that overlap the next); None otherwise. Each layer goes in as its
+    wall-time set."""
+    a = np.ascontiguousarray(a, np.int64)
+    b = np.ascontiguousarray(b, np.int64)
+    if a.ndim != 1 or a.shape != b.shape:
+        return None
+    kept = [(name, m.wall()) for name, m in layers if m is not None and len(m)]
+    parts = [(w.s, w.e) for _, w in kept]
+    bounds = np.zeros(len(parts) + 1, np.int64)
+    bounds[1:] = np.cumsum([p[0].shape[0] for p in parts])
+    s = np.concatenate([p[0] for p in parts]) if parts else EMPTY
+    e = np.concatenate([p[1] for p in parts]) if parts else EMPTY
+    cover = _priority_cover(s, e, bounds, a, b)
+    if cover is None:
+        return None
+    cover = cover.reshape(len(parts), a.shape[0])
+    out: dict[str, np.ndarray] = {}
+    covered = np.zeros(a.shape[0], np.int64)
+    k = 0
+    for name, m in layers:
+        if m is None or len(m) == 0:
+            out.setdefault(name, np.zeros(a.shape[0], np.int64))
+            continue
+        out[name] = out.get(name, 0) + cover[k]
+        covered += cover[k]
+        k += 1
+    out["_rest"] = (b - a) - covered
     return out
 
 
@@ -390,15 +429,24 @@ def run_bounds(values: np.ndarray) -> np.ndarray:
 def line_ranges(plane: Plane) -> np.ndarray | None:
     """``[first, end)`` event rows of each line (an array of shape (lines, 2)) when the plane's events
     are grouped by line in line order, as the reader stores them; else None (then select rows by
-    ``plane.ev_line``). Read from ``ev_line`` itself, so it holds whatever built the plane."""
+    ``plane.ev_line``). Read from ``ev_line`` itself, so it holds whatever built the plane; found once per
+    plane and ``ev_line`` (read-only: every caller shares it)."""
     ln = plane.ev_line
     nl = len(plane.lines)
+    cached = plane.__dict__.get("_tfadvisor_line_ranges")
+    if cached is not None and cached[0] is ln and cached[1] == nl:
+        return cached[2]
     if ln.shape[0] == 0:
-        return np.zeros((nl, 2), np.int64)
-    if ln.shape[0] > 1 and not bool(np.all(ln[1:] >= ln[:-1])):
-        return None
-    idx = np.arange(nl, dtype=ln.dtype)
-    return np.stack([np.searchsorted(ln, idx, side="left"), np.searchsorted(ln, idx, side="right")], axis=1)
+        out = np.zeros((nl, 2), np.int64)
+    elif ln.shape[0] > 1 and not bool(np.all(ln[1:] >= ln[:-1])):
+        out = None
+    else:
+        idx = np.arange(nl, dtype=ln.dtype)
+        out = np.stack([np.searchsorted(ln, idx, side="left"), np.searchsorted(ln, idx, side="right")], axis=1)
+    if out is not None:
+        out.setflags(write=False)
+    plane.__dict__["_tfadvisor_line_ranges"] = (ln, nl, out)
+    return out
 
 
 def line_rows(plane: Plane, lines: np.ndarray) -> np.ndarray:
