@@ -81,18 +81,23 @@ def _trim() -> None:
         pass
 
 
-def _small_tables(tables: dict, notes: list[str], keep: str) -> dict:
+def _small_tables(tables, notes: list[str], keep: str) -> dict:
+    """The tables sent back (``tables``: a :class:`~tfadvisor.model.table.Tables`): a :class:`Table` as
+    columns (the parent builds its DataFrame when a report reads it), anything else as its DataFrame."""
+    from tfadvisor.model.table import Table
+
     out = {}
     names = list(tables) if keep == "all" else [n for n in HOST_TABLES if n in tables]
     for name in names:
-        df = tables[name]
+        raw = tables.raw(name)
+        df = raw if isinstance(raw, Table) else tables[name]
         if df is None:
             continue
         if len(df) > MAX_TABLE_ROWS:
             notes.append(f"multihost: table {name!r} ({len(df):,} rows) is not kept for multi-host runs")
             continue
-        # A deep copy: a table must not keep a view into the trace's columns alive.
-        out[name] = df.copy(deep=True)
+        # A copy: a table must not keep a view into the trace's columns alive.
+        out[name] = Table({c: df[c].copy() for c in df.columns}, n=len(df)) if df is raw else df.copy(deep=True)
     return out
 
 

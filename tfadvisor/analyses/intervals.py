@@ -382,9 +382,9 @@ def priority_split(windows: tuple[np.ndarray, np.ndarray],
 
 
 def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, np.ndarray] | None:
-    """:func:`priority_split` in one sweep (``_priority_cover``) where the windows' starts and ends both
-    ascend (disjoint windows, or steps that overlap the next); None otherwise. Each layer goes in as its
-    wall-time set."""
+    """:func:`priority_split` in one sweep (``_priority_cover``) where the windows, taken by start, have
+    ascending ends too (disjoint windows, or steps that overlap the next); None otherwise. Each layer goes
+    in as its wall-time set."""
     a = np.ascontiguousarray(a, np.int64)
     b = np.ascontiguousarray(b, np.int64)
     if a.ndim != 1 or a.shape != b.shape:
@@ -395,10 +395,17 @@ def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, 
     bounds[1:] = np.cumsum([p[0].shape[0] for p in parts])
     s = np.concatenate([p[0] for p in parts]) if parts else EMPTY
     e = np.concatenate([p[1] for p in parts]) if parts else EMPTY
-    cover = _priority_cover(s, e, bounds, a, b)
+    order = None
+    if a.shape[0] > 1 and not bool(np.all(a[1:] >= a[:-1])):  # windows in any order: taken by start
+        order = np.lexsort((b, a))
+    cover = _priority_cover(s, e, bounds, a if order is None else a[order], b if order is None else b[order])
     if cover is None:
         return None
     cover = cover.reshape(len(parts), a.shape[0])
+    if order is not None:
+        back = np.empty_like(cover)
+        back[:, order] = cover
+        cover = back
     out: dict[str, np.ndarray] = {}
     covered = np.zeros(a.shape[0], np.int64)
     k = 0
