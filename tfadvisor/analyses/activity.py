@@ -31,7 +31,6 @@ from tfadvisor.analyses.intervals import (
     union_runs,
 )
 from tfadvisor.analyses.names import name_mask, name_test
-from tfadvisor.model.table import factorize
 from tfadvisor.model.trace import Plane, Trace
 
 #: ``_bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes)``: Class code per event (line
@@ -341,8 +340,8 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray) -> tuple[np.
     pageable = np.zeros(cp.shape[0], bool)
     md = p.stat("memcpy_details", cp)
     if len(md):
-        det = md.strings_at(md.rows)
-        codes, uniq = factorize(np.array(["" if d is None else d for d in det], dtype=object))
+        codes, uniq = md.codes()  # each distinct value formatted once
+        uniq = ["" if d is None else d for d in uniq]
         u_known = np.array(["kind_dst:" in d or "kind_src:" in d for d in uniq], bool)
         u_h2d = np.array(["kind_dst:device" in d and "kind_src:device" not in d for d in uniq], bool)
         u_pg = np.array(["kind_src:pageable" in d for d in uniq], bool)
