@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("tensorflow")
@@ -73,5 +74,12 @@ def test_per_element_cost_matches_map_alone(heavy_three):
     t = res.tables["tfdata_stages"].set_index("stage")
     # per batch: 32 elements' work over the bodies that ran at once (at most the stage's parallelism)
     conc = t.loc["MapAndBatch", "concurrency"]
-    assert 1.0 <= conc <= max(1.0, float(t.loc["MapAndBatch", "parallelism"]))
+    assert conc >= 1.0
+    # TF writes the stage's parallelism as "unavailable" while autotune has not set it (the CI run on d1291f3
+    # caught such a last call): then there is no bound to check, and the analysis sets none either
+    par = pd.to_numeric(pd.Series([t.loc["MapAndBatch", "parallelism"]]), errors="coerce").iloc[0]
+    if pd.isna(par):
+        assert t.loc["MapAndBatch", "parallelism"] == "unavailable"
+    else:
+        assert conc <= max(1.0, par)
     assert t.loc["MapAndBatch", "batch_us"] == pytest.approx(got * 32 / conc, rel=0.01)
