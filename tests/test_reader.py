@@ -389,3 +389,46 @@ def test_sane_samples_untouched():
         got = [n for notes in trace.load_notes.values() for n in notes]
         assert len(got) == len(declared) and all(any(d in g for g in got) for d in declared), \
             (sample.name, trace.load_notes)
+
+
+def test_repeated_plane_metadata_decoded_once_and_copied(tmp_path: Path, monkeypatch):
+    """Planes whose metadata records are byte-identical (a pod's hosts repeat their GPUs' metadata) share one
+    decode: each plane still gets its own arrays, and the metadata's strings land after that plane's own
+    strings. A metadata stat that must be inflated is decoded every time, drawing on each file's budget."""
+    from tfadvisor.io import reader
+
+    def space(n_events: int, *, gz: bool = False) -> xplane_pb2.XSpace:
+        sp = xplane_pb2.XSpace()
+        p = sp.planes.add(id=3, name="/device:GPU:0")
+        p.event_metadata[1].name = "kernel"
+        p.stat_metadata[1].name = "label"
+        p.stat_metadata[2].name = "own"
+        if gz:
+            p.event_metadata[1].stats.add(metadata_id=1, compressed_str_value=gzip.compress(b"m" * 600_000, mtime=0))
+        else:
+            p.event_metadata[1].stats.add(metadata_id=1, str_value="from metadata")
+        line = p.lines.add(id=1, name="Stream #1(Compute)")
+        for i in range(n_events):
+            line.events.add(metadata_id=1, offset_ps=10 * i, duration_ps=5).stats.add(metadata_id=2, str_value=f"e{i}")
+        return sp
+
+    reader._META_CACHE.clear()
+    a = tfadvisor.load(str(_write(tmp_path, space(1), "a"))).planes[0]
+    b = tfadvisor.load(str(_write(tmp_path, space(3), "b"))).planes[0]
+    assert len(reader._META_CACHE) == 1  # the second file's plane found the first's decode
+    for plane, n in ((a, 1), (b, 3)):
+        assert plane.stat("label").strings().tolist() == ["from metadata"] * n
+        assert plane.stat("own").strings().tolist() == [f"e{i}" for i in range(n)]
+    assert a.event_names is not b.event_names and a.meta_stats["raw"] is not b.meta_stats["raw"]
+    a.event_names[0] = "changed"
+    assert b.event_names.tolist() == ["kernel"]
+
+    reader._META_CACHE.clear()
+    monkeypatch.setattr(reader, "MAX_DECOMPRESSED_TOTAL_BYTES", 1 << 20)
+    gz = space(1, gz=True)
+    gz.planes.append(space(2, gz=True).planes[0])  # the same metadata again, in the same file: 2 x 600 KB
+    ok = tfadvisor.load(str(_write(tmp_path, space(1, gz=True), "gz_ok"))).planes[0]
+    assert ok.stat("label").strings().tolist() == ["m" * 600_000]
+    assert not reader._META_CACHE  # inflated: never taken from the cache
+    with pytest.raises(tfadvisor.TraceError, match="in total"):
+        tfadvisor.load(str(_write(tmp_path, gz, "gz_big")))

@@ -18,7 +18,9 @@ import json
 import os
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
@@ -340,23 +342,10 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     line_len = lens[is_line].copy()
 
     # Everything but the lines is small: its records, as they are in the buffer, parsed by protobuf.
-    xp = xplane_pb2.XPlane()
-    try:
-        xp.ParseFromString(_records(buf, tag_at, np.append(tag_at[1:], end), ~is_line & ((wts == 0) | (wts == 2))))
-    except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError and others
-        raise TraceError(path, f"not a valid XPlane profile: bad plane metadata near byte {base} ({err})") from None
+    md = _plane_meta(_records(buf, tag_at, np.append(tag_at[1:], end), ~is_line & ((wts == 0) | (wts == 2))),
+                     path, base, budget)
 
-    ev_items = sorted(xp.event_metadata.items())  # by id; one pass over each map (a lookup by key is slower)
-    st_items = sorted((k, v.name) for k, v in xp.stat_metadata.items())
-    ev_ids = np.array([k for k, _ in ev_items], dtype=np.int64)
-    st_ids = np.array([k for k, _ in st_items], dtype=np.int64)
-    ev_md = [m for _, m in ev_items]
-    event_names = np.array([m.name for m in ev_md], dtype=object)
-    event_display = np.array([m.display_name or m.name for m in ev_md], dtype=object)
-    stat_names = np.array([n for _, n in st_items], dtype=object)
-    ev_lut, st_lut = _lookup(ev_ids), _lookup(st_ids)
-
-    cols = decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path, base)
+    cols = decode_lines(buf, line_off, line_len, md.ev_lut, md.ev_ids, md.st_lut, md.st_ids, path, base)
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
     n_str = len(str_off)
 
@@ -386,32 +375,21 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     if n_str:
         wire.gather_strings(buf, str_off, str_len, pool)
         pool = _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget)
-
-    meta_rows = []
-    child_ids: dict[int, list[int]] = {}
-    extra_strings: list[bytes] = []
-    for dense, md in enumerate(ev_md):
-        for s in md.stats:
-            kind, raw = _pb_stat_value(s, st_lut, st_ids, extra_strings, len(str_off), path, budget)
-            meta_rows.append((dense, _dense_id(st_lut, st_ids, s.metadata_id), kind, raw))
-        if md.child_id:
-            child_ids[dense] = [_dense_id(ev_lut, ev_ids, c) for c in md.child_id]
-    if extra_strings:
-        pool, str_off, str_len = _append_strings(pool, str_off, str_len, extra_strings)
-    meta_stats = _meta_stats_frame(meta_rows)
-    plane_stats = {}
-    for s in xp.stats:
-        name = xp.stat_metadata[s.metadata_id].name if s.metadata_id in xp.stat_metadata else str(s.metadata_id)
-        plane_stats[name] = _pb_stat_python(s, xp, path, budget)
+    if md.extra_strings:
+        pool, str_off, str_len = _append_strings(pool, str_off, str_len, md.extra_strings)
+    raw = md.meta_raw.copy()
+    raw[md.meta_kind == kinds.KIND_STR] += n_str  # the metadata's strings come after the events' own
+    meta_stats = Table({"meta": md.meta_dense.copy(), "stat": md.meta_stat.copy(), "kind": md.meta_kind.copy(),
+                        "raw": raw})
     return Plane(
         host=host,
-        id=int(xp.id),
-        name=xp.name,
+        id=md.id,
+        name=md.name,
         lines=line_df,
-        event_names=event_names,
-        event_display_names=event_display,
-        event_meta_ids=ev_ids,
-        stat_names=stat_names,
+        event_names=md.event_names.copy(),
+        event_display_names=md.event_display.copy(),
+        event_meta_ids=md.ev_ids.copy(),
+        stat_names=md.stat_names.copy(),
         ev_line=ev_line,
         ev_meta=ev_meta,
         ev_start_ps=ev_start,
@@ -424,9 +402,92 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
         str_off=str_off,
         str_len=str_len,
         meta_stats=meta_stats,
-        stats=plane_stats,
-        child_ids=child_ids,
+        stats=dict(md.plane_stats),
+        child_ids={k: list(v) for k, v in md.child_ids.items()},
     )
+
+
+@dataclass(frozen=True)
+class _PlaneMeta:
+    """A plane's metadata records decoded: ids, names, lookups, metadata-level stats (strings indexed from 0
+    among ``extra_strings``; the plane's own strings come first), plane-level stats. Shared by the planes
+    whose records are byte-identical (:func:`_plane_meta`): read-only, copied into each plane."""
+
+    id: int
+    name: str
+    ev_ids: np.ndarray
+    st_ids: np.ndarray
+    event_names: np.ndarray
+    event_display: np.ndarray
+    stat_names: np.ndarray
+    ev_lut: np.ndarray
+    st_lut: np.ndarray
+    meta_dense: np.ndarray
+    meta_stat: np.ndarray
+    meta_kind: np.ndarray
+    meta_raw: np.ndarray
+    extra_strings: tuple[bytes, ...]
+    child_ids: dict
+    plane_stats: dict
+
+
+#: Decoded metadata by its record bytes, at most this many (most recently used kept): the planes of a pod's
+#: hosts repeat their devices' metadata byte for byte, so each is parsed once per process.
+META_CACHE_ENTRIES = 64
+#: Records longer than this are decoded every time (the cache's keys stay small).
+META_CACHE_MAX_BYTES = 256 * 1024
+_META_CACHE: OrderedDict[bytes, _PlaneMeta] = OrderedDict()
+
+
+def _plane_meta(records: bytes, path: str, base: int, budget: InflateBudget) -> _PlaneMeta:
+    """The decoded metadata of a plane's non-line records; from the cache when the same bytes were decoded
+    before without inflating anything (an inflate draws on this file's budget, so it is never skipped)."""
+    small = len(records) <= META_CACHE_MAX_BYTES
+    if small and records in _META_CACHE:
+        _META_CACHE.move_to_end(records)
+        return _META_CACHE[records]
+    left = budget.left
+    md = _decode_meta(records, path, base, budget)
+    if small and budget.left == left:
+        _META_CACHE[records] = md
+        if len(_META_CACHE) > META_CACHE_ENTRIES:
+            _META_CACHE.popitem(last=False)
+    return md
+
+
+def _decode_meta(records: bytes, path: str, base: int, budget: InflateBudget) -> _PlaneMeta:
+    xp = xplane_pb2.XPlane()
+    try:
+        xp.ParseFromString(records)
+    except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError and others
+        raise TraceError(path, f"not a valid XPlane profile: bad plane metadata near byte {base} ({err})") from None
+    ev_items = sorted(xp.event_metadata.items())  # by id; one pass over each map (a lookup by key is slower)
+    st_items = sorted((k, v.name) for k, v in xp.stat_metadata.items())
+    ev_ids = np.array([k for k, _ in ev_items], dtype=np.int64)
+    st_ids = np.array([k for k, _ in st_items], dtype=np.int64)
+    ev_md = [m for _, m in ev_items]
+    ev_lut, st_lut = _lookup(ev_ids), _lookup(st_ids)
+    meta_rows = []
+    child_ids: dict[int, list[int]] = {}
+    extra_strings: list[bytes] = []
+    for dense, m in enumerate(ev_md):
+        for st in m.stats:
+            kind, raw = _pb_stat_value(st, st_lut, st_ids, extra_strings, 0, path, budget)
+            meta_rows.append((dense, _dense_id(st_lut, st_ids, st.metadata_id), kind, raw))
+        if m.child_id:
+            child_ids[dense] = [_dense_id(ev_lut, ev_ids, c) for c in m.child_id]
+    arr = np.array(meta_rows, dtype=np.int64).reshape(-1, 4)
+    plane_stats = {}
+    for st in xp.stats:
+        name = xp.stat_metadata[st.metadata_id].name if st.metadata_id in xp.stat_metadata else str(st.metadata_id)
+        plane_stats[name] = _pb_stat_python(st, xp, path, budget)
+    return _PlaneMeta(
+        id=int(xp.id), name=xp.name, ev_ids=ev_ids, st_ids=st_ids,
+        event_names=np.array([m.name for m in ev_md], dtype=object),
+        event_display=np.array([m.display_name or m.name for m in ev_md], dtype=object),
+        stat_names=np.array([n for _, n in st_items], dtype=object), ev_lut=ev_lut, st_lut=st_lut,
+        meta_dense=arr[:, 0], meta_stat=arr[:, 1], meta_kind=arr[:, 2].astype(np.uint8), meta_raw=arr[:, 3],
+        extra_strings=tuple(extra_strings), child_ids=child_ids, plane_stats=plane_stats)
 
 
 def _records(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, keep: np.ndarray) -> bytes:
@@ -563,12 +624,6 @@ def _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget:
         del data
     st_kind[gz] = kinds.KIND_STR
     return out
-
-
-def _meta_stats_frame(rows: list[tuple[int, int, int, int]]) -> Table:
-    """The metadata-level stats as a table: meta, stat (dense ids), kind, raw."""
-    arr = np.array(rows, dtype=np.int64).reshape(-1, 4)
-    return Table({"meta": arr[:, 0], "stat": arr[:, 1], "kind": arr[:, 2].astype(np.uint8), "raw": arr[:, 3]})
 
 
 def _append_strings(pool, str_off, str_len, extra: list[bytes]):
