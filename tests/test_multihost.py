@@ -166,7 +166,8 @@ def test_above_the_limit_hosts_send_back_only_their_own_tables(straggler_dir, tm
     run = resolve(straggler_dir)
     few = analyze_hosts(run, jobs=1)
     monkeypatch.setattr(mh, "ALL_TABLES_UP_TO", 2)  # the 4 hosts are now "many"
-    many = analyze_hosts(run, jobs=2)
+    seen = InFlight()
+    many = analyze_hosts(run, jobs=2, observe=seen)
     assert dict(many.metrics) == dict(few.metrics)
     assert sorted(many.tables) == sorted(few.tables)
     for name in few.tables:
@@ -184,6 +185,11 @@ def test_above_the_limit_hosts_send_back_only_their_own_tables(straggler_dir, tm
             assert h.metrics.items() <= few_by[h.host].metrics.items()
             assert {few_by[h.host].metrics.source[k] for k in h.metrics} == set(COMPARISON)
     assert len(next(h for h in few.hosts if h.host not in drawn).tables) > len(HOST_TABLES)
+    # the drawn hosts were analysed again by the run's own workers (the pool's thread and process), after
+    # every host's comparison: no worker started a second time, nothing in the calling thread alone
+    started = seen.hosts("started")
+    assert sorted(started[:4]) == sorted(h.host for h in few.hosts) and sorted(started[4:]) == sorted(drawn)
+    assert {e.slot for e in seen.events} <= {"thread", "process"}
 
 
 def test_worker_table_choice_is_checked(straggler_dir):

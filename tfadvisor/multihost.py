@@ -124,12 +124,19 @@ def analyze_hosts(
     if progress is not None:
         progress(0, total)
     payloads: dict[str, dict] = {}
+    full: dict[str, dict] = {}  # the hosts analysed again in full (hosts_in_full), by the same workers
     tables = "all" if len(hosts) <= ALL_TABLES_UP_TO else "host"
+    def more() -> list[str]:
+        return hosts_in_full([payloads[h] for h in hosts])
+
     stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe,
-                                 tables=tables)
+                                 tables=tables, more=more if tables == "host" else None)
     canon: dict[str, dict] = {}
     try:
         for host, payload in stream:
+            if host in payloads:
+                full[host] = _checked(payload)
+                continue
             payloads[host] = _shared(_checked(payload), canon)
             done += sizes.get(host, 0)
             if progress is not None:
@@ -146,7 +153,7 @@ def analyze_hosts(
             stream.close()
         return _checked(payload)
 
-    return combine_hosts(run, ordered, metadata=metadata, executor=executor, in_full=in_full)
+    return combine_hosts(run, ordered, metadata=metadata, executor=executor, in_full=in_full, full=full)
 
 
 def _shared(payload: dict, canon: dict[str, dict]) -> dict:
@@ -342,26 +349,58 @@ def _merge_summaries(run: Run, payloads: list[dict], executor: dict) -> dict[str
     }
 
 
-def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None,
-                  in_full: Callable[[str], dict] | None = None):
-    """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result.
-
-    ``in_full(host)``: the payload of ``host`` with every analysis and table, for the median host and the
-    hosts that stand out when their payloads hold the comparison analyses and per-host tables only."""
-    from tfadvisor.result import RunResult as Result
-
-    metadata = metadata or {}
+def _rows_of(payloads: list[dict]) -> tuple[list[HostAnalysis], list[dict], set[int], list[str], int]:
+    """The hosts' analyses, their rows of the ``hosts`` table, the step numbers every host has, the hosts
+    whose steps do not line up, and the median host's index."""
     has = [_host_analysis(p) for p in payloads]
-    names = [h.host for h in has]
     steps = {h.host: _step_numbers(_steps_of(h)) for h in has}
     common, misaligned = _alignment(steps)
     rows = [_host_row(h, common, p) for h, p in zip(has, payloads)]
+    return has, rows, common, misaligned, _median_host(rows)
+
+
+def _drawn(rows: list[dict], payloads: list[dict], straggler: str | None) -> list[int]:
+    """The hosts that stand out and are drawn (charts, timeline), the straggler first: at most
+    :data:`FULL_STAND_OUTS` of those whose payloads hold the comparison analyses only."""
+    return sorted((i for i, r in enumerate(rows) if r["stands_out"] and payloads[i].get("tables_kept") == "host"),
+                  key=lambda i: (rows[i]["host"] != straggler, i))[:FULL_STAND_OUTS]
+
+
+def hosts_in_full(payloads: list[dict]) -> list[str]:
+    """The hosts :func:`combine_hosts` reads in full (every analysis and table) when the payloads hold the
+    comparison analyses only: the median host, then the hosts drawn (:func:`_drawn`). Known from the
+    comparison payloads alone, so that an executor can analyse them while its workers are still up."""
+    if not payloads:
+        return []
+    has, rows, _, misaligned, mi = _rows_of(payloads)
+    straggler, ratio, *_ = _straggler(rows, mi, len(has), [])
+    med_row = rows[mi]
+    _stand_out(rows, straggler, ratio, misaligned, med_row["step_time_used_ms"] or med_row["step_time_mean_ms"])
+    want = [rows[mi]["host"]] if payloads[mi].get("tables_kept") == "host" else []
+    return want + [rows[i]["host"] for i in _drawn(rows, payloads, straggler) if i != mi]
+
+
+def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None,
+                  in_full: Callable[[str], dict] | None = None, full: dict[str, dict] | None = None):
+    """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result.
+
+    For the median host and the hosts that stand out, when their payloads hold the comparison analyses and
+    per-host tables only, the payload with every analysis and table: from ``full`` (host -> payload; see
+    :func:`hosts_in_full`), else from ``in_full(host)``."""
+    from tfadvisor.result import RunResult as Result
+
+    def whole(host: str) -> dict | None:
+        got = (full or {}).get(host)
+        return got if got is not None else (in_full(host) if in_full is not None else None)
+
+    metadata = metadata or {}
+    has, rows, common, misaligned, mi = _rows_of(payloads)
+    names = [h.host for h in has]
     notes: list[str] = []
 
-    mi = _median_host(rows)
     median = has[mi]
-    if payloads[mi].get("tables_kept") == "host" and in_full is not None:
-        median = has[mi] = _host_analysis(in_full(median.host))
+    if payloads[mi].get("tables_kept") == "host" and (got := whole(median.host)) is not None:
+        median = has[mi] = _host_analysis(got)
     # what loading fixed on the other hosts (the median host's own notes are shown as they are)
     for h in has:
         if h is not median:
@@ -414,6 +453,59 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
         notes.append("multihost: no step number is on every host: per-host figures use each host's own steps")
 
     # Straggler and imbalance.
+    med_row = rows[mi]
+    step_ms = med_row["step_time_used_ms"] or med_row["step_time_mean_ms"]  # the median host's step
+    straggler, straggler_ratio, slowest, slowest_ratio, imbalance, excess = _straggler(rows, mi, len(has), notes)
+    # What the straggler costs the others: their wait (collectives + idle) per step beyond its own.
+    wait_caused = wait_caused_pct = None
+    if straggler is not None:
+        own = next(r for r in rows if r["host"] == straggler)["wait_ms"]
+        others = [r["wait_ms"] for r in rows if r["host"] != straggler and r["steps"] and r["wait_ms"] is not None]
+        if own is not None and others:
+            wait_caused = max(0.0, float(np.median(others)) - own)
+            if step_ms:
+                wait_caused_pct = min(100.0, 100.0 * wait_caused / step_ms)
+    # The run's device straggler: the slow device furthest from its host's median device, on any host.
+    dev = max((r for r in rows if r["device_straggler"] and r["device_straggler_ratio"] is not None),
+              key=lambda r: r["device_straggler_ratio"], default=None)
+    put("device_straggler_host", dev["host"] if dev is not None else None)
+    if dev is not None and dev["host"] != median.host:
+        src = next(h for h in has if h.host == dev["host"]).metrics
+        for k in DEVICES.names():  # a run's are those of the host of its device straggler
+            metrics.put(src.source.get(k, ""), k, Metric(src.get(k), src.units.get(k, ""), src.docs.get(k, "")))
+        notes.append(f"multihost: the device_* figures are {dev['host']}'s, the host of the device straggler "
+                     f"{dev['device_straggler']}")
+    put("straggler_wait_ms", wait_caused)
+    put("straggler_wait_pct", wait_caused_pct)
+    put("straggler_host", straggler,
+        doc=f"host whose compute + input per step is > {STRAGGLER_RATIO}x the median host's while the others wait "
+            "longer in AllReduce")
+    put("straggler_ratio", straggler_ratio)
+    put("slowest_host", slowest)
+    put("slowest_host_ratio", slowest_ratio)
+    put("load_imbalance_pct", imbalance)
+    put("slowest_host_excess_pct", excess)
+
+    import pandas as pd
+
+    _stand_out(rows, straggler, straggler_ratio, misaligned, step_ms)
+    put("hosts_standing_out_count", sum(1 for r in rows if r["stands_out"]))
+    for i in _drawn(rows, payloads, straggler):  # the hosts that stand out are drawn (charts, timeline): in full
+        if i != mi and (got := whole(has[i].host)) is not None:
+            has[i] = _host_analysis(got)
+    tables = Tables(median.tables)
+    tables["hosts"] = pd.DataFrame(rows)
+    tables["hosts_distribution"] = _distribution(rows)
+    tables["hosts_steps"] = _hosts_steps(has)
+    first_opts = payloads[mi].get("options") or {}
+    opts = Options(**{k: v for k, v in first_opts.items() if k in {f.name for f in dataclasses.fields(Options)}})
+    return Result(run=run, summary=_merge_summaries(run, payloads, executor or {}), metrics=metrics,
+                  tables=tables, notes=list(median.notes) + notes, hosts=has, options=opts)
+
+
+def _straggler(rows: list[dict], mi: int, n_hosts: int, notes: list[str]) -> tuple:
+    """(straggler, its ratio, slowest host, its ratio, load imbalance %, slowest host's excess %) from the
+    hosts' rows (``mi``: the median host's); sets each row's ``work_ratio`` and adds the notes that explain."""
     work = [(r["host"], r["work_ms"]) for r in rows if r["work_ms"] is not None and r["steps"]]
     straggler = straggler_ratio = slowest = slowest_ratio = imbalance = excess = None
     for r in rows:
@@ -451,55 +543,9 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
         med_c = float(med_row["compute_ms"] or 0.0)
         if med_c > 0 and compute:
             imbalance = 100.0 * (max(compute) - min(compute)) / med_c
-    elif len(has) >= 2:
+    elif n_hosts >= 2:
         notes.append("multihost: fewer than two hosts with steps: no straggler or imbalance figures")
-    # What the straggler costs the others: their wait (collectives + idle) per step beyond its own.
-    wait_caused = wait_caused_pct = None
-    if straggler is not None:
-        own = next(r for r in rows if r["host"] == straggler)["wait_ms"]
-        others = [r["wait_ms"] for r in rows if r["host"] != straggler and r["steps"] and r["wait_ms"] is not None]
-        if own is not None and others:
-            wait_caused = max(0.0, float(np.median(others)) - own)
-            if step_ms:
-                wait_caused_pct = min(100.0, 100.0 * wait_caused / step_ms)
-    # The run's device straggler: the slow device furthest from its host's median device, on any host.
-    dev = max((r for r in rows if r["device_straggler"] and r["device_straggler_ratio"] is not None),
-              key=lambda r: r["device_straggler_ratio"], default=None)
-    put("device_straggler_host", dev["host"] if dev is not None else None)
-    if dev is not None and dev["host"] != median.host:
-        src = next(h for h in has if h.host == dev["host"]).metrics
-        for k in DEVICES.names():  # a run's are those of the host of its device straggler
-            metrics.put(src.source.get(k, ""), k, Metric(src.get(k), src.units.get(k, ""), src.docs.get(k, "")))
-        notes.append(f"multihost: the device_* figures are {dev['host']}'s, the host of the device straggler "
-                     f"{dev['device_straggler']}")
-    put("straggler_wait_ms", wait_caused)
-    put("straggler_wait_pct", wait_caused_pct)
-    put("straggler_host", straggler,
-        doc=f"host whose compute + input per step is > {STRAGGLER_RATIO}x the median host's while the others wait "
-            "longer in AllReduce")
-    put("straggler_ratio", straggler_ratio)
-    put("slowest_host", slowest)
-    put("slowest_host_ratio", slowest_ratio)
-    put("load_imbalance_pct", imbalance)
-    put("slowest_host_excess_pct", excess)
-
-    import pandas as pd
-
-    _stand_out(rows, straggler, straggler_ratio, misaligned, step_ms)
-    put("hosts_standing_out_count", sum(1 for r in rows if r["stands_out"]))
-    if in_full is not None:  # the hosts that stand out are drawn (charts, timeline): analysed in full
-        drawn = sorted((i for i, r in enumerate(rows) if r["stands_out"] and payloads[i].get("tables_kept") == "host"),
-                       key=lambda i: (rows[i]["host"] != straggler, i))[:FULL_STAND_OUTS]
-        for i in drawn:
-            has[i] = _host_analysis(in_full(has[i].host))
-    tables = Tables(median.tables)
-    tables["hosts"] = pd.DataFrame(rows)
-    tables["hosts_distribution"] = _distribution(rows)
-    tables["hosts_steps"] = _hosts_steps(has)
-    first_opts = payloads[mi].get("options") or {}
-    opts = Options(**{k: v for k, v in first_opts.items() if k in {f.name for f in dataclasses.fields(Options)}})
-    return Result(run=run, summary=_merge_summaries(run, payloads, executor or {}), metrics=metrics,
-                  tables=tables, notes=list(median.notes) + notes, hosts=has, options=opts)
+    return straggler, straggler_ratio, slowest, slowest_ratio, imbalance, excess
 
 
 #: The per-host figures summarised over the hosts (``hosts_distribution``): (``hosts`` column, unit, in

@@ -33,7 +33,7 @@ from tfadvisor.analyses import Options
 from tfadvisor.io.discovery import Run
 from tfadvisor.runtime.dask import run_dask
 from tfadvisor.runtime.inflight import HostEvent, InFlight, Observer
-from tfadvisor.runtime.local import run_inline, run_pool
+from tfadvisor.runtime.local import More, run_inline, run_pool
 
 #: Without an explicit ``jobs``, runs whose files add up to less than this are analysed in-process.
 INLINE_BELOW_BYTES = 32_000_000
@@ -42,21 +42,22 @@ INLINE_BELOW_BYTES = 32_000_000
 def run_hosts(run: Run, hosts: list[str], options: Options | None, *, jobs: int | None = None,
               dask: str | None = None, total_bytes: int = 0,
               observe: Observer | None = None,
-              tables: str = "all") -> tuple[Iterator[tuple[str, dict]], dict[str, Any]]:
+              tables: str = "all", more: More | None = None) -> tuple[Iterator[tuple[str, dict]], dict[str, Any]]:
     """The executor for these arguments, started lazily: its ``(host, payload)`` stream (close it to
     cancel what has not started and stop the workers) and how it runs (``executor``, ``jobs``, ...:
     they go into the run's summary). ``tables``: which tables each host sends back
-    (:func:`~tfadvisor.multihost_worker.analyze_host`)."""
+    (:func:`~tfadvisor.multihost_worker.analyze_host`). ``more``: hosts to analyse again in full once every
+    result is in (:data:`~tfadvisor.runtime.local.More`; the local executors only: Dask ignores it)."""
     if dask:
         return run_dask(run, hosts, options, dask, jobs, observe, tables), {"executor": "dask", "scheduler": dask}
     n = min(jobs or os.cpu_count() or 1, len(hosts))
     if jobs is None and total_bytes < INLINE_BELOW_BYTES:
         n = 1  # starting worker processes costs more than analysing small files here
     if n <= 1:
-        return run_inline(run, hosts, options, observe, tables), {"executor": "in-process", "jobs": 1}
-    return run_pool(run, hosts, options, n, observe=observe, tables=tables), {"executor": "processes", "jobs": n,
-                                                               "worker_processes": n - 1}
+        return run_inline(run, hosts, options, observe, tables, more), {"executor": "in-process", "jobs": 1}
+    return run_pool(run, hosts, options, n, observe=observe, tables=tables, more=more), {
+        "executor": "processes", "jobs": n, "worker_processes": n - 1}
 
 
-__all__ = ["INLINE_BELOW_BYTES", "HostEvent", "InFlight", "Observer", "run_dask", "run_hosts", "run_inline",
+__all__ = ["INLINE_BELOW_BYTES", "HostEvent", "InFlight", "More", "Observer", "run_dask", "run_hosts", "run_inline",
            "run_pool"]

@@ -4,7 +4,7 @@ worker processes plus one thread of this process."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
@@ -13,23 +13,32 @@ from tfadvisor.multihost_worker import analyze_host, start_worker
 from tfadvisor.runtime.inflight import Dispatch, Observer
 from tfadvisor.runtime.spawn import main_module_hidden, mp_context
 
+#: ``more()``, asked once when every host's result is in: the hosts to analyse again with every analysis and
+#: table (``tables="all"``), by the same workers; their results follow on the same stream.
+More = Callable[[], list[str]]
+
 
 def run_inline(run: Run, hosts: list[str], options: Options | None,
-               observe: Observer | None = None, tables: str = "all") -> Iterator[tuple[str, dict]]:
+               observe: Observer | None = None, tables: str = "all",
+               more: More | None = None) -> Iterator[tuple[str, dict]]:
     """In this process, one host after the other."""
     dispatch = Dispatch(observe)
     runs = host_runs(run)
-    for h in hosts:
-        dispatch.started(h, "in-process")
-        payload = analyze_host(runs[h], h, options, None, tables)
-        dispatch.finished(h, payload)
-        yield h, payload
+    while hosts:
+        for h in hosts:
+            dispatch.started(h, "in-process")
+            payload = analyze_host(runs[h], h, options, None, tables)
+            dispatch.finished(h, payload)
+            yield h, payload
+        hosts, tables = (more() if more is not None else []), "all"
+        more = None
 
 
 def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, local_slot: bool = True,
-             observe: Observer | None = None, tables: str = "all") -> Iterator[tuple[str, dict]]:
+             observe: Observer | None = None, tables: str = "all",
+             more: More | None = None) -> Iterator[tuple[str, dict]]:
     """At most ``jobs`` hosts in flight; results as they complete (``tables``: as
-    :func:`~tfadvisor.multihost_worker.analyze_host`'s).
+    :func:`~tfadvisor.multihost_worker.analyze_host`'s; ``more``: see :data:`More`).
 
     With ``local_slot`` one of the ``jobs`` slots is a thread of this process (which has
     tfadvisor imported already and would otherwise only wait) and ``jobs - 1`` are worker
@@ -48,7 +57,10 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
     local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
     failed = False
     try:
-        while queue or pending:
+        while queue or pending or more is not None:
+            if not queue and not pending:  # every result is in: the hosts to analyse in full, if any
+                queue, tables, more = list(more()), "all", None
+                continue
             kinds = [k for _, k in pending.values()]
             if local is not None and queue and "thread" not in kinds:
                 h = queue.pop(0)
@@ -85,4 +97,4 @@ def file_of(run: Run, host: str) -> str:
     return next((f for f in run.files if host_name(f) == host), run.directory)
 
 
-__all__ = ["file_of", "run_inline", "run_pool"]
+__all__ = ["More", "file_of", "run_inline", "run_pool"]
