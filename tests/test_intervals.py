@@ -23,6 +23,7 @@ from tfadvisor.analyses.intervals import (
     line_runs,
     outermost,
     priority_split,
+    priority_split_lanes,
     rows_touching,
     union,
 )
@@ -84,6 +85,25 @@ def test_priority_split_matches_painting(windows):
                 taken |= paint
             want["_rest"] = int(b[j] - a[j]) - int(taken[a[j]:b[j]].sum())
             assert {k: int(np.asarray(v).reshape(-1)[j]) for k, v in got.items()} == want
+
+
+def test_priority_split_lanes_is_one_split_per_lane():
+    """One sweep for every lane (each moved to a window of its own) gives each lane's own split of the window,
+    sets reaching past the window included; lanes must name the same layers."""
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        lo, hi = sorted(int(x) for x in rng.integers(0, 450, 2))
+        names = [f"L{rng.integers(0, 3)}" for _ in range(rng.integers(1, 6))]
+        lanes = [[(n, Measure(*_random_set(rng, rng.integers(0, 20)), disjoint=True) if rng.random() > 0.2 else None)
+                  for n in names] for _ in range(rng.integers(1, 9))]
+        got = priority_split_lanes(lo, hi, lanes)
+        for layers, mine in zip(lanes, got):
+            want = priority_split((np.array([lo]), np.array([hi])), layers)
+            assert list(mine) == list(want)
+            assert {k: np.asarray(v).tolist() for k, v in mine.items()} == {k: np.asarray(v).tolist()
+                                                                            for k, v in want.items()}
+    with pytest.raises(ValueError, match="same layer names"):
+        priority_split_lanes(0, 10, [[("a", None)], [("b", None)]])
 
 
 def test_difference_complement_and_contains_any_match_brute_force():

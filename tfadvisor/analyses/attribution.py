@@ -32,7 +32,15 @@ import numpy as np
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import EMPTY, Measure, complement, outermost, priority_split, run_bounds
+from tfadvisor.analyses.intervals import (
+    EMPTY,
+    Measure,
+    complement,
+    outermost,
+    priority_split,
+    priority_split_lanes,
+    run_bounds,
+)
 from tfadvisor.analyses.names import name_test
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
@@ -250,6 +258,11 @@ def _category_index(display: str) -> int:
 
 
 @name_test
+def _is_h2d(name: str) -> bool:
+    return DEVICE_H2D_RE.search(name) is not None
+
+
+@name_test
 def _device_item(name: str) -> tuple[str, str, int]:
     """(display name, kind, op category index) of a device event's name (once per name and process)."""
     nm, kind = item_name(name, True)
@@ -312,7 +325,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
             continue
         named = _named(p, rows)
         lane = dl.short_name(p)
-        is_h2d = named.per_row(DEVICE_H2D_RE.search)
+        is_h2d = named.per_row(_is_h2d)
         meas = _category_measures(p, rows, named)
         dev_lanes.append((lane, meas))
         for c, m in meas.items():
@@ -385,8 +398,9 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         window_ps = hi - lo
     rows_out: list[tuple[str, str, str, float, float]] = []
     _scope_rows(rows_out, "window", "all", whole, window_ps)
-    for lane, meas in dev_lanes:
-        dsplit = _split(win, [(c, meas.get(c)) for c in OP_CATEGORIES], "idle")
+    per_lane = priority_split_lanes(lo, hi, [[(c, meas.get(c)) for c in OP_CATEGORIES] for _, meas in dev_lanes])
+    for (lane, _), dsplit in zip(dev_lanes, per_lane):
+        dsplit["idle"] = dsplit.get("idle", 0) + dsplit.pop("_rest")
         _scope_rows(rows_out, "window", lane, dsplit, hi - lo)
 
     # Python functions by self time (Python tracer frames), inside steps or between them

@@ -31,6 +31,7 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import LazyUnion, Measure
+from tfadvisor.analyses.names import name_mask, name_test
 from tfadvisor.model.table import Table, group_sum
 from tfadvisor.model.trace import Trace
 
@@ -53,6 +54,11 @@ def _busy(act) -> LazyUnion:
     return act.lazy("train_threads", "func", "input_wait")
 
 
+@name_test
+def _is_callback(name: str) -> bool:
+    return CALLBACK_RE.search(name) is not None
+
+
 def _host_classes(act, ctx: Context) -> dict[str, Measure]:
     p = act.host
     out: dict[str, Measure] = {}
@@ -61,8 +67,7 @@ def _host_classes(act, ctx: Context) -> dict[str, Measure]:
     rows = act.rows.get("python_all", np.empty(0, np.int64))
     if rows.shape[0]:
         names = p.event_names
-        cb_meta = np.append(np.fromiter((CALLBACK_RE.search(str(n)) is not None for n in names), bool, len(names)),
-                            False)
+        cb_meta = name_mask(names, _is_callback, extra=False)
         em = np.where(p.ev_meta[rows] >= 0, p.ev_meta[rows], len(names))
         is_cb = cb_meta[em]
         out["callbacks"] = Measure.union(p.ev_start_ps[rows[is_cb]], p.ev_end_ps[rows[is_cb]])

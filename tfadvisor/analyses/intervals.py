@@ -381,6 +381,36 @@ def priority_split(windows: tuple[np.ndarray, np.ndarray],
     return out
 
 
+def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure | Runs | LazyUnion | None]]]
+                         ) -> list[dict[str, np.ndarray]]:
+    """:func:`priority_split` of the one window ``[lo, hi)`` for each lane's own layers (the same names in
+    the same order in every lane, e.g. one lane per device), in one sweep: lane k's sets are moved to
+    ``[k * span, (k + 1) * span)`` (``span = hi - lo``), where no other lane's reach. Each value is an array of
+    one, as :func:`priority_split` gives for one window."""
+    span = hi - lo
+    if not lanes or span <= 0 or span * (len(lanes) + 1) >= 2**62:  # nothing to share, or no room to move
+        return [priority_split((np.array([lo], np.int64), np.array([hi], np.int64)), layers) for layers in lanes]
+    names = [name for name, _ in lanes[0]]
+    if any([name for name, _ in layers] != names for layers in lanes):
+        raise ValueError("priority_split_lanes: every lane needs the same layer names in the same order")
+    merged: list[tuple[str, Measure | None]] = []
+    for j, name in enumerate(names):
+        s_parts, e_parts = [], []
+        for k, layers in enumerate(lanes):
+            m = layers[j][1]
+            if m is None or len(m) == 0:
+                continue
+            w = m.wall()
+            shift = k * span - lo
+            s_parts.append(np.clip(w.s, lo, hi) + shift)
+            e_parts.append(np.clip(w.e, lo, hi) + shift)
+        merged.append((name, Measure(np.concatenate(s_parts), np.concatenate(e_parts), disjoint=True)
+                       if s_parts else None))
+    starts = np.arange(len(lanes), dtype=np.int64) * span
+    out = priority_split((starts, starts + span), merged)
+    return [{name: v[k:k + 1] for name, v in out.items()} for k in range(len(lanes))]
+
+
 def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, np.ndarray] | None:
     """:func:`priority_split` in one sweep (``_priority_cover``) where the windows, taken by start, have
     ascending ends too (disjoint windows, or steps that overlap the next); None otherwise. Each layer goes
@@ -590,5 +620,6 @@ def outermost(plane: Plane, rows: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["EMPTY", "LazyUnion", "Measure", "Runs", "complement", "contained", "contains_any", "difference",
-           "intersect", "line_ranges", "line_rows", "line_runs", "outermost", "priority_split", "rows_runs",
+           "intersect", "line_ranges", "line_rows", "line_runs", "outermost", "priority_split", "priority_split_lanes",
+           "rows_runs",
            "rows_touching", "run_bounds", "union", "union_of", "union_per_line", "union_runs"]
