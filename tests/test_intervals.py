@@ -146,8 +146,12 @@ def test_line_ranges_are_the_readers_line_layout():
     assert line_ranges(_shuffled(p)) is None
 
 
+@pytest.mark.parametrize("every_row_below", [0, 1 << 30], ids=["searched", "every_row_tested"])
 @pytest.mark.parametrize("grouped", [True, False], ids=["reader_layout", "not_grouped"])
-def test_row_helpers_agree_with_a_mask_over_the_plane(grouped):
+def test_row_helpers_agree_with_a_mask_over_the_plane(grouped, every_row_below, monkeypatch):
+    from tfadvisor.analyses import intervals
+
+    monkeypatch.setattr(intervals, "TEST_EVERY_ROW_BELOW", every_row_below)
     p = _host_plane()
     q = p if grouped else _shuffled(p)
     lines = np.flatnonzero(np.bincount(q.ev_line, minlength=len(q.lines))[:len(q.lines)] > 0)[::2]

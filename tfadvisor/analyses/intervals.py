@@ -402,8 +402,12 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
                 continue
             w = m.wall()
             shift = k * span - lo
-            s_parts.append(np.clip(w.s, lo, hi) + shift)
-            e_parts.append(np.clip(w.e, lo, hi) + shift)
+            if w.s[0] >= lo and w.e[-1] <= hi:  # sorted and disjoint: inside the window already
+                s_parts.append(w.s + shift)
+                e_parts.append(w.e + shift)
+            else:
+                s_parts.append(np.clip(w.s, lo, hi) + shift)
+                e_parts.append(np.clip(w.e, lo, hi) + shift)
         merged.append((name, Measure(np.concatenate(s_parts), np.concatenate(e_parts), disjoint=True)
                        if s_parts else None))
     starts = np.arange(len(lanes), dtype=np.int64) * span
@@ -544,16 +548,27 @@ def line_runs(plane: Plane, line_ok: np.ndarray) -> list[tuple[np.ndarray, np.nd
     return union_per_line(plane.ev_line[m], plane.ev_start_ps[m], plane.ev_end_ps[m])
 
 
+#: :func:`rows_touching` tests every row of its lines where they hold fewer events than this in all.
+TEST_EVERY_ROW_BELOW = 1 << 14
+
+
 def rows_touching(plane: Plane, lines: np.ndarray, us: np.ndarray, ue: np.ndarray,
                   meta_mask: np.ndarray | None = None) -> np.ndarray:
     """Rows on ``lines`` (optionally of the metadata in ``meta_mask``) that intersect the set
-    (us, ue); a binary search per line, no pass over the plane."""
+    (us, ue); a binary search per line, no pass over the plane (lines of few events in all: each of
+    their rows is tested, which costs less than the searches)."""
     if us.size == 0:
         return EMPTY
     found = []
     starts_all, dur_all = plane.ev_start_ps, plane.ev_dur_ps
     rng = line_ranges(plane)
-    for li in np.asarray(lines, np.int64):
+    lines = np.asarray(lines, np.int64)
+    if rng is not None:
+        ok = lines[(lines >= 0) & (lines < rng.shape[0])]
+        if int((rng[ok, 1] - rng[ok, 0]).sum()) < TEST_EVERY_ROW_BELOW and bool(np.all(ok[1:] > ok[:-1])):
+            found.append(line_rows(plane, ok))
+            lines = EMPTY
+    for li in lines:
         if rng is None:
             idx = np.flatnonzero(plane.ev_line == li)  # lines not contiguous: test every event of the line
             if idx.size:
