@@ -1410,7 +1410,7 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
     PyArrayObject *out = NULL;
     int64_t *pos = NULL, *ht = NULL;
     int32_t *hl = NULL;
-    char *inside = NULL;
+    uint64_t *inside = NULL; /* one bit per layer: the lowest set bit is the winner */
     for (int i = 0; i < 5; i++) {
         if (!(a[i] = in_arr(o[i], NPY_INT64, "_priority_cover")))
             goto done;
@@ -1438,7 +1438,8 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
         pos = PyMem_Malloc(sizeof(int64_t) * (size_t)(K + 1));
         ht = PyMem_Malloc(sizeof(int64_t) * (size_t)(K + 1));
         hl = PyMem_Malloc(sizeof(int32_t) * (size_t)(K + 1));
-        inside = PyMem_Calloc((size_t)(K + 1), 1);
+        int64_t nwords = K / 64 + 1;
+        inside = PyMem_Calloc((size_t)nwords, sizeof(uint64_t));
         if (!out || !pos || !ht || !hl || !inside) {
             if (!PyErr_Occurred())
                 PyErr_NoMemory();
@@ -1466,21 +1467,22 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
             }
             while (nh > 0 && ht[0] == t) {
                 int32_t k = hl[0];
+                uint64_t bit = (uint64_t)1 << (k & 63);
                 heap_pop(ht, hl, &nh);
-                if (inside[k]) {
-                    inside[k] = 0;
+                if (inside[k >> 6] & bit) {
+                    inside[k >> 6] &= ~bit;
                     pos[k]++;
                     if (pos[k] < bd[k + 1])
                         heap_push(ht, hl, &nh, s[pos[k]], k);
                 } else {
-                    inside[k] = 1;
+                    inside[k >> 6] |= bit;
                     heap_push(ht, hl, &nh, e[pos[k]], k);
                 }
             }
             win = -1;
-            for (int64_t k = 0; k < K; k++)
-                if (inside[k]) {
-                    win = k;
+            for (int64_t w = 0; w < nwords; w++)
+                if (inside[w]) {
+                    win = w * 64 + __builtin_ctzll(inside[w]);
                     break;
                 }
             prev = t;
