@@ -182,10 +182,9 @@ class Plane:
 
     @cached_property
     def stat_index(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for i, n in enumerate(self.stat_names):
-            out.setdefault(n, i)
-        return out
+        """Stat name -> its first dense index."""
+        n = len(self.stat_names)
+        return dict(zip(self.stat_names[::-1].tolist(), range(n - 1, -1, -1)))  # the first index is set last
 
     @cached_property
     def ev_end_ps(self) -> np.ndarray:
