@@ -158,6 +158,7 @@ def test_row_helpers_agree_with_a_mask_over_the_plane(grouped, every_row_below, 
     lines = np.flatnonzero(np.bincount(q.ev_line, minlength=len(q.lines))[:len(q.lines)] > 0)[::2]
     rows = line_rows(q, lines)
     assert rows.tolist() == np.flatnonzero(np.isin(q.ev_line, lines)).tolist()
+    assert line_rows(q, lines[1]).tolist() == np.flatnonzero(q.ev_line == lines[1]).tolist()  # one line
     ok = np.zeros(len(q.lines) + 1, bool)
     ok[lines] = True
     got = union(*[np.concatenate(x) for x in zip(*line_runs(q, ok))])

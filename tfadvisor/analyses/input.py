@@ -258,7 +258,7 @@ def tfdata_cpu_runs(act) -> Runs:
         inp = act.rows.get("input", np.empty(0, np.int64))
         waits = np.union1d(waits, inp)
         for li in act.tfdata_lines:
-            r = line_rows(p, np.array([li]))
+            r = line_rows(p, li)
             r = r[p.ev_meta[r] >= 0]
             if not r.shape[0]:
                 continue

@@ -490,10 +490,13 @@ def line_ranges(plane: Plane) -> np.ndarray | None:
     return out
 
 
-def line_rows(plane: Plane, lines: np.ndarray) -> np.ndarray:
+def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
     """Event rows of the given lines, ascending."""
-    lines = np.unique(np.asarray(lines, np.int64))
     rng = line_ranges(plane)
+    if rng is not None and isinstance(lines, (int, np.integer)):  # one line: its range
+        li = int(lines)
+        return np.arange(rng[li, 0], rng[li, 1], dtype=np.int64) if 0 <= li < rng.shape[0] else EMPTY
+    lines = np.unique(np.asarray(lines, np.int64))
     if rng is None:
         return np.flatnonzero(plane.line_event_mask(lines))
     lines = lines[(lines >= 0) & (lines < rng.shape[0])]
