@@ -12,6 +12,7 @@ each, built once per analysis run (:meth:`~tfadvisor.analyses.base.Context.once`
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -34,16 +35,23 @@ INPUTS: dict[str, Callable[[Trace, Context], Any]] = {
 
 def declared_inputs(fn: Callable) -> list[str]:
     """The inputs ``fn`` declares: its keyword-only parameters (each one of :data:`INPUTS`)."""
+    return list(_declared(fn))
+
+
+@functools.lru_cache(maxsize=256)
+def _declared(fn: Callable) -> tuple[str, ...]:
+    """:func:`declared_inputs`, read once per function (a signature is slow to read, and a run of many hosts
+    asks for each analysis' once per host)."""
     names = [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
     unknown = [n for n in names if n not in INPUTS]
     if unknown:
         raise TypeError(f"{fn.__module__}.{fn.__qualname__} asks for unknown inputs {unknown}; known: {list(INPUTS)}")
-    return names
+    return tuple(names)
 
 
 def run(fn: Callable, trace: Trace, ctx: Context) -> Any:
     """``fn(trace, ctx, **inputs)`` with the inputs it declares."""
-    return fn(trace, ctx, **{name: INPUTS[name](trace, ctx) for name in declared_inputs(fn)})
+    return fn(trace, ctx, **{name: INPUTS[name](trace, ctx) for name in _declared(fn)})
 
 
 __all__ = ["INPUTS", "declared_inputs", "run"]
