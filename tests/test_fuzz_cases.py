@@ -98,6 +98,22 @@ def _nonfinite_data_type() -> bytes:
     return _mutate("memory_heavy", fn)
 
 
+def _one_thread_far_back() -> bytes:
+    """Fuzz seed 23, input 227: one host thread's events all ~53 days before its line starts (a third of the
+    host's events) and no usable Task Environment window: the quartiles of the starts spanned both, nothing was
+    dropped, and the timeline's window length overflowed int64 (OverflowError)."""
+    space = pb.XSpace.FromString(_sample_bytes("synthetic_kernel_launch"))
+    for plane in space.planes:
+        if plane.name == "Task Environment":
+            for st in plane.stats:
+                st.str_value = "inf"  # no window from here
+        for line in plane.lines:
+            if plane.name == "/host:CPU" and line.name == "tf_Compute/41100":
+                for event in line.events:
+                    event.offset_ps = -(2**62)
+    return space.SerializeToString()
+
+
 def _many_empty_planes() -> bytes:
     space = pb.XSpace()
     space.planes.add(id=1, name="/host:CPU")
@@ -143,6 +159,7 @@ GENERATED: dict[str, tuple[dict[str, Callable[[], bytes]], str | None, str | Non
         {"host": _many_empty_planes}, None, "5fefcc1ddfbeb4d07bf83252bf9f75228bfbd7a068067a5586e59128b380a9f9"),
     "memory_gzip_stats_unbounded_total": (
         {"host": _gzip_stats_total}, None, "bddd8c7ab3429a6d9f44fc719832cdcb0b0e36f058b13b45fb7a7ec221798a35"),
+    "overflowerror_timeline_one_thread_far_back": ({"localhost": _one_thread_far_back}, None, None),
     "overflowerror_options_from_inf": ({"localhost": _input_bound}, '{"replicas": 1e400}', None),
     "valueerror_options_from_bandwidth": ({"localhost": _input_bound}, '{"bandwidth_gbps": "fast"}', None),
     "valueerror_options_from_param_count": ({"localhost": _input_bound}, '{"param_count": "x"}', None),
@@ -164,6 +181,7 @@ EXPECT: dict[str, tuple[str, str]] = {
     "intcast_nonfinite_data_type": ("result", ""),
     "memory_gzip_stats_unbounded_total": ("error", "expand beyond"),
     "overflowerror_options_from_inf": ("result", "replicas = inf"),
+    "overflowerror_timeline_one_thread_far_back": ("result", "starting far outside the capture window"),
     "segfault_device_sets_bucket": ("result", ""),
     "timeout_big_metadata_id_lut": ("result", ""),
     "timeout_many_empty_planes": ("error", "empty profile: no events"),  # loads fast, then bad input

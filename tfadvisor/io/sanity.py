@@ -175,7 +175,8 @@ def _lines_inside(busy: list[Plane], window: tuple[int, int]) -> bool:
 def _estimated_window(busy: list[Plane]) -> tuple[int, int] | None:
     """The middle half of the event starts (a sample of them on big traces), widened to the line
     starts of lines with events: quartiles stay put when a few starts are absurd, and line starts
-    anchor the window when all of them are."""
+    anchor the window when all of them are. Where that spans more than :data:`MAX_WINDOW_PS` (a
+    quarter of the starts or more absurd), the line starts alone, else the median start."""
     parts = []
     line_ps = []
     for p in busy:
@@ -190,6 +191,11 @@ def _estimated_window(busy: list[Plane]) -> tuple[int, int] | None:
     lo, hi = (int(x) for x in np.quantile(starts, [0.25, 0.75], method="inverted_cdf"))
     if lines.shape[0]:
         lo, hi = min(lo, int(lines.min())), max(hi, int(lines.max()))
+    if hi - lo > MAX_WINDOW_PS:  # the starts disagree by more than a month (a whole thread's offsets absurd):
+        if lines.shape[0] and int(lines.max()) - int(lines.min()) <= MAX_WINDOW_PS:
+            return int(lines.min()), int(lines.max())  # the line starts anchor it
+        mid = int(np.median(starts))
+        return mid, mid  # else the median start does
     return lo, hi
 
 
