@@ -25,6 +25,7 @@ from tfadvisor.analyses.intervals import (
     priority_split,
     priority_split_lanes,
     rows_touching,
+    rows_union,
     union,
 )
 
@@ -164,6 +165,10 @@ def test_row_helpers_agree_with_a_mask_over_the_plane(grouped, every_row_below, 
     got = union(*[np.concatenate(x) for x in zip(*line_runs(q, ok))])
     want = union(q.ev_start_ps[rows], q.ev_end_ps[rows])
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    for limit in (0, 1 << 30):  # thread by thread, and sorted at once in the kernel
+        monkeypatch.setattr(intervals, "UNION_SORTED_ROWS", limit)
+        assert all(np.array_equal(a, b) for a, b in zip(rows_union(q, rows), want))
+        assert all(np.array_equal(a, b) for a, b in zip(rows_union(q, rows[::-1]), want))  # any order
     # rows touching a few windows: the same rows either way
     lo, hi = int(q.ev_start_ps.min()), int(q.ev_end_ps.max())
     ws = np.linspace(lo, hi, 9).astype(np.int64)[1:-1:2]

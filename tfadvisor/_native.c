@@ -1356,6 +1356,73 @@ done:
     return res;
 }
 
+/* _union_rows(start, end, rows) -> (starts, ends): the union of the intervals [start[i], end[i]) of the event
+ * rows (any order; empty intervals left out, touching ones joined), sorted. Rows outside the columns raise
+ * IndexError. For a few rows at a time: the intervals are sorted (O(n log n)). */
+typedef struct {
+    int64_t s, e;
+} Span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const Span *)a)->s, y = ((const Span *)b)->s;
+    return (x > y) - (x < y);
+}
+
+static PyObject *py_union_rows(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a[3] = {NULL};
+    if (parse_i64(args, 3, a, "_union_rows") < 0)
+        return NULL;
+    const int64_t *st = I64P(a[0]), *en = I64P(a[1]), *rows = I64P(a[2]);
+    int64_t nev = min64(LEN(a[0]), LEN(a[1])), n = LEN(a[2]), m = 0;
+    PyArrayObject *os_ = NULL, *oe = NULL;
+    PyObject *res = NULL;
+    Span *sp = PyMem_Malloc(sizeof(Span) * (size_t)(n > 0 ? n : 1));
+    if (!sp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        int64_t i = rows[j];
+        if (i < 0 || i >= nev) {
+            PyErr_Format(PyExc_IndexError, "_union_rows: row %lld outside [0, %lld)", (long long)i, (long long)nev);
+            goto done;
+        }
+        if (en[i] > st[i]) {
+            sp[m].s = st[i];
+            sp[m].e = en[i];
+            m++;
+        }
+    }
+    qsort(sp, (size_t)m, sizeof(Span), span_cmp);
+    os_ = new_i64(m);
+    oe = new_i64(m);
+    if (!os_ || !oe)
+        goto done;
+    {
+        int64_t *ps = I64P(os_), *pe = I64P(oe), k = 0;
+        for (int64_t j = 0; j < m; j++) {
+            if (k > 0 && sp[j].s <= pe[k - 1]) {
+                if (sp[j].e > pe[k - 1])
+                    pe[k - 1] = sp[j].e;
+            } else {
+                ps[k] = sp[j].s;
+                pe[k] = sp[j].e;
+                k++;
+            }
+        }
+        if (shrink(os_, k) < 0 || shrink(oe, k) < 0)
+            goto done;
+        res = Py_BuildValue("OO", os_, oe);
+    }
+done:
+    PyMem_Free(sp);
+    Py_XDECREF(os_); Py_XDECREF(oe);
+    release(a, 3);
+    return res;
+}
+
 /* _priority_cover(s, e, bounds, a, b) -> int64 array of K * W, or None.
  *
  * Layer k is the intervals [s[i], e[i]) for i in [bounds[k], bounds[k + 1]), sorted and disjoint; the
@@ -1789,6 +1856,7 @@ static PyMethodDef methods[] = {
     {"prefix_lengths", py_prefix_lengths, METH_VARARGS, "Running sums of interval lengths."},
     {"cover_sorted", py_cover_sorted, METH_VARARGS, "Covered length up to ascending query points."},
     {"intersect", py_intersect, METH_VARARGS, "Pieces of one disjoint sorted set inside another."},
+    {"union_rows", py_union_rows, METH_VARARGS, "Union of the intervals of event rows (few rows)."},
     {"priority_cover", py_priority_cover, METH_VARARGS, "Per layer and window: the time it covers first."},
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},

@@ -27,6 +27,7 @@ from tfadvisor.analyses.intervals import (
     contained,
     line_runs,
     rows_runs,
+    rows_union,
     union_of,
     union_runs,
 )
@@ -414,7 +415,7 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
         for k in keys:
             r = klass[k]
             if r.shape[0]:
-                dev_parts[k] = union_runs(rows_runs(p, r))  # ascending rows: no gathered copies
+                dev_parts[k] = rows_union(p, r)
                 parts[k].append(dev_parts[k])
         comp = klass["dev_compute"]
         info["kernels"] = int(comp.shape[0] + klass["dev_collective"].shape[0])

@@ -59,6 +59,9 @@ intersect = _native.intersect
 #: (K x W, flat); None when a layer is not sorted and disjoint, or the windows' starts or ends do not ascend.
 _priority_cover = _native.priority_cover
 
+#: ``_union_rows(start, end, rows)``: the union of the intervals of event rows in any order (sorted in the kernel).
+_union_rows = _native.union_rows
+
 
 def _union2(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of two sets of disjoint sorted intervals."""
@@ -179,8 +182,7 @@ class Measure:
     @classmethod
     def of_rows(cls, plane: Plane, rows: np.ndarray) -> Measure:
         """Wall-time union of event rows (ascending rows: grouped by thread, sorted in each)."""
-        s, e = union_runs(rows_runs(plane, rows))
-        return cls(s, e, disjoint=True)
+        return cls(*rows_union(plane, rows), disjoint=True)
 
     @classmethod
     def empty(cls) -> Measure:
@@ -522,6 +524,19 @@ def union_per_line(lines: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> l
     return [union(starts[x:y], ends[x:y]) for x, y in zip(b[:-1], b[1:])]
 
 
+#: Up to this many rows :func:`rows_union` sorts their intervals in one kernel call; more go thread by thread.
+UNION_SORTED_ROWS = 1 << 16
+
+
+def rows_union(plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the intervals of (ascending) event rows: few rows sorted at once, many thread by thread."""
+    rows = np.ascontiguousarray(rows, np.int64)
+    if rows.shape[0] <= UNION_SORTED_ROWS:
+        rows = rows[(rows >= 0) & (rows < plane.n_events)] if rows.shape[0] else rows
+        return _union_rows(plane.ev_start_ps, plane.ev_end_ps, rows)
+    return union_runs(rows_runs(plane, rows))
+
+
 def rows_runs(plane: Plane, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each thread's union of the intervals of (ascending) event rows."""
     rows = np.ascontiguousarray(rows, np.int64)
@@ -639,5 +654,5 @@ def outermost(plane: Plane, rows: np.ndarray) -> np.ndarray:
 
 __all__ = ["EMPTY", "LazyUnion", "Measure", "Runs", "complement", "contained", "contains_any", "difference",
            "intersect", "line_ranges", "line_rows", "line_runs", "outermost", "priority_split", "priority_split_lanes",
-           "rows_runs",
+           "rows_runs", "rows_union",
            "rows_touching", "run_bounds", "union", "union_of", "union_per_line", "union_runs"]
