@@ -106,6 +106,10 @@ def test_priority_split_lanes_is_one_split_per_lane():
                                                                             for k, v in want.items()}
     with pytest.raises(ValueError, match="same layer names"):
         priority_split_lanes(0, 10, [[("a", None)], [("b", None)]])
+    empty = Measure(np.array([5]), np.array([5]))  # one interval, of no length: an empty wall-time set
+    got = priority_split_lanes(0, 10, [[("x", empty)], [("x", Measure(np.array([2]), np.array([4])))]])
+    assert [{k: v.tolist() for k, v in d.items()} for d in got] == [{"x": [0], "_rest": [10]},
+                                                                    {"x": [2], "_rest": [8]}]
 
 
 def test_difference_complement_and_contains_any_match_brute_force():

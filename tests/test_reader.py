@@ -432,3 +432,24 @@ def test_repeated_plane_metadata_decoded_once_and_copied(tmp_path: Path, monkeyp
     assert not reader._META_CACHE  # inflated: never taken from the cache
     with pytest.raises(tfadvisor.TraceError, match="in total"):
         tfadvisor.load(str(_write(tmp_path, gz, "gz_big")))
+
+
+@pytest.mark.parametrize("absurd", [200, 700], ids=["a_third_absurd", "most_absurd"])
+def test_window_estimated_when_a_thread_is_absurd(tmp_path: Path, absurd: int):
+    """A whole thread's starts ~58 days off (a third of the events, or most of them) and no Task Environment
+    window: the window is estimated near the line starts, so every event of the 40-minute capture stays and
+    only the absurd thread's events are dropped (the estimate over all starts spanned both: nothing was
+    dropped, and a window length overflowed int64 later)."""
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.event_metadata[1].name = "op"
+    good = p.lines.add(id=1, name="tf_Compute", timestamp_ns=0)
+    for i in range(400):
+        good.events.add(metadata_id=1, offset_ps=i * 6 * 10**12, duration_ps=10**6)  # every 6 s over 40 min
+    bad = p.lines.add(id=2, name="tf_Compute_2", timestamp_ns=0)
+    for i in range(absurd):
+        bad.events.add(metadata_id=1, offset_ps=5 * 10**18 + i, duration_ps=1)
+    trace = tfadvisor.load(str(_write(tmp_path, space)))
+    assert trace.planes[0].n_events == 400
+    notes = " ".join(trace.load_notes["h"])
+    assert f"{absurd} event(s) starting far outside the capture window" in notes, notes

@@ -390,7 +390,8 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
     ``[k * span, (k + 1) * span)`` (``span = hi - lo``), where no other lane's reach. Each value is an array of
     one, as :func:`priority_split` gives for one window."""
     span = hi - lo
-    if not lanes or span <= 0 or span * (len(lanes) + 1) >= 2**62:  # nothing to share, or no room to move
+    if not lanes or span <= 0 or span * (len(lanes) + 1) >= 2**62 or abs(lo) >= 2**62:  # nothing to share, or
+        # no room to move them
         return [priority_split((np.array([lo], np.int64), np.array([hi], np.int64)), layers) for layers in lanes]
     names = [name for name, _ in lanes[0]]
     if any([name for name, _ in layers] != names for layers in lanes):
@@ -403,6 +404,8 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
             if m is None or len(m) == 0:
                 continue
             w = m.wall()
+            if len(w) == 0:  # only empty intervals
+                continue
             shift = k * span - lo
             if w.s[0] >= lo and w.e[-1] <= hi:  # sorted and disjoint: inside the window already
                 s_parts.append(w.s + shift)

@@ -176,7 +176,8 @@ def _estimated_window(busy: list[Plane]) -> tuple[int, int] | None:
     """The middle half of the event starts (a sample of them on big traces), widened to the line
     starts of lines with events: quartiles stay put when a few starts are absurd, and line starts
     anchor the window when all of them are. Where that spans more than :data:`MAX_WINDOW_PS` (a
-    quarter of the starts or more absurd), the line starts alone, else the median start."""
+    quarter of the starts or more absurd), the same over the values within that of the line starts'
+    median."""
     parts = []
     line_ps = []
     for p in busy:
@@ -192,10 +193,17 @@ def _estimated_window(busy: list[Plane]) -> tuple[int, int] | None:
     if lines.shape[0]:
         lo, hi = min(lo, int(lines.min())), max(hi, int(lines.max()))
     if hi - lo > MAX_WINDOW_PS:  # the starts disagree by more than a month (a whole thread's offsets absurd):
-        if lines.shape[0] and int(lines.max()) - int(lines.min()) <= MAX_WINDOW_PS:
-            return int(lines.min()), int(lines.max())  # the line starts anchor it
-        mid = int(np.median(starts))
-        return mid, mid  # else the median start does
+        # the same estimate over the starts and line starts within a month of the line starts' median (saved
+        # times are relative to them; the starts' median where no line start fits)
+        anchor = int(np.median(lines)) if lines.shape[0] else int(np.median(starts))
+        a, b = _clamp(anchor - MAX_WINDOW_PS), _clamp(anchor + MAX_WINDOW_PS)
+        near = starts[(starts >= a) & (starts <= b)]
+        near_lines = lines[(lines >= a) & (lines <= b)]
+        lo = hi = anchor
+        if near.shape[0]:
+            lo, hi = (int(x) for x in np.quantile(near, [0.25, 0.75], method="inverted_cdf"))
+        if near_lines.shape[0]:
+            lo, hi = min(lo, int(near_lines.min())), max(hi, int(near_lines.max()))
     return lo, hi
 
 
