@@ -271,6 +271,35 @@ def test_unguarded_main_script(straggler_dir, tmp_path):
     assert "STRAGGLER host2" in out.stdout
 
 
+@pytest.mark.parametrize("setting", ["plain", "threaded", "framework"])
+def test_workers_forked_only_where_safe(straggler_dir, straggler_local, tmp_path, setting):
+    """A process with no other thread and no framework loaded forks its worker (it starts in milliseconds,
+    everything imported); with a thread of its own running, or TensorFlow / JAX / torch loaded, it spawns
+    one. Either way the figures are those of the analysis in one process."""
+    setup = {"plain": "",
+             "threaded": "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+             "framework": "sys.modules['torch'] = types.ModuleType('torch')\n"}[setting]
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import json, sys, threading, time, types\n"
+        "import tfadvisor\n"
+        "from tfadvisor.runtime.spawn import start_method\n"
+        + setup +
+        "print('METHOD', start_method())\n"
+        f"r = tfadvisor.analyze({str(straggler_dir)!r}, jobs=2)\n"
+        "print('WORKERS', r.summary['worker_processes'])\n"
+        "print('METRICS', json.dumps(dict(r.metrics), default=str, sort_keys=True))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    assert lines["METHOD"] == ("fork" if setting == "plain" else "spawn")
+    assert lines["WORKERS"] == "1"
+    want = json.loads(json.dumps(dict(straggler_local.metrics), default=str, sort_keys=True))
+    assert json.loads(lines["METRICS"]) == want
+
+
 # ------------------------------------------------------------------------------------------------
 # Dask
 # ------------------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ machine's RAM is still analysed. Results come back as they complete, as ``(host,
 
 * ``jobs=1`` (:func:`~tfadvisor.runtime.local.run_inline`): in this process, one host after the other.
 * ``jobs=N`` (default ``os.cpu_count()``; :func:`~tfadvisor.runtime.local.run_pool`): N hosts at once:
-  N - 1 in the worker processes of a ``concurrent.futures.ProcessPoolExecutor`` (``spawn`` context;
-  they do not re-run the caller's ``__main__``: :mod:`tfadvisor.runtime.spawn`) and one in a thread
+  N - 1 in the worker processes of a ``concurrent.futures.ProcessPoolExecutor`` (forked where this
+  process runs no other thread and no framework, else spawned; they do not re-run the caller's
+  ``__main__``: :mod:`tfadvisor.runtime.spawn`) and one in a thread
   of this process, which has everything imported already and would otherwise only wait. The
   decoder's threads are split between the N. Measured (benchmarks/multihost.py): this uses less
   memory than N worker processes plus an idle parent (the parent's own ~150 MB, and the in-process

@@ -62,16 +62,17 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
                 queue, tables, more = list(more()), "all", None
                 continue
             kinds = [k for _, k in pending.values()]
+            # the workers first: they start on the first submits, a forked one before this process' own thread
+            while procs is not None and queue and kinds.count("process") < n_proc:
+                h = queue.pop(0)
+                with main_module_hidden():
+                    pending[procs.submit(analyze_host, runs[h], h, options, threads, tables)] = (h, "process")
+                dispatch.started(h, "process")
+                kinds.append("process")
             if local is not None and queue and "thread" not in kinds:
                 h = queue.pop(0)
                 pending[local.submit(analyze_host, runs[h], h, options, threads, tables)] = (h, "thread")
                 dispatch.started(h, "thread")
-            while procs is not None and queue and kinds.count("process") < n_proc:
-                h = queue.pop(0)
-                with main_module_hidden():  # workers start on the first submits
-                    pending[procs.submit(analyze_host, runs[h], h, options, threads, tables)] = (h, "process")
-                dispatch.started(h, "process")
-                kinds.append("process")
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 h, _kind = pending.pop(fut)
