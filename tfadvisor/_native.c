@@ -1423,14 +1423,7 @@ done:
     return res;
 }
 
-/* _priority_cover(s, e, bounds, a, b) -> int64 array of K * W, or None.
- *
- * Layer k is the intervals [s[i], e[i]) for i in [bounds[k], bounds[k + 1]), sorted and disjoint; the
- * windows [a[j], b[j]) have ascending starts and ascending ends (disjoint, or steps whose device work runs
- * past the next step's start: each counts the time inside it). out[k * W + j] is the time inside window j
- * that layer k covers and no earlier layer does (the first layer wins overlaps). One sweep over every
- * layer's boundaries at once (a heap of the layers' next boundaries); nothing but the output is allocated
- * per interval. None when an input is not as described (the caller then takes the general path). */
+/* A binary min-heap of (time, layer) pairs for _priority_cover. */
 static void heap_push(int64_t *ht, int32_t *hl, int64_t *n, int64_t t, int32_t l)
 {
     int64_t i = (*n)++;
@@ -1467,6 +1460,14 @@ static void heap_pop(int64_t *ht, int32_t *hl, int64_t *n)
     hl[i] = last_l;
 }
 
+/* _priority_cover(s, e, bounds, a, b) -> int64 array of K * W, or None.
+ *
+ * Layer k is the intervals [s[i], e[i]) for i in [bounds[k], bounds[k + 1]), sorted and disjoint; the
+ * windows [a[j], b[j]) have ascending starts and ascending ends (disjoint, or steps whose device work runs
+ * past the next step's start: each counts the time inside it). out[k * W + j] is the time inside window j
+ * that layer k covers and no earlier layer does (the first layer wins overlaps). One sweep over every
+ * layer's boundaries at once (a heap of the layers' next boundaries); nothing but the output is allocated
+ * per interval. None when an input is not as described (the caller then takes the general path). */
 static PyObject *py_priority_cover(PyObject *self, PyObject *args)
 {
     PyObject *o[5];

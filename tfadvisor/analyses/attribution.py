@@ -24,6 +24,7 @@ mean; Python functions (``$file:line name`` events of JAX's and TF's Python trac
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -41,7 +42,7 @@ from tfadvisor.analyses.intervals import (
     priority_split_lanes,
     run_bounds,
 )
-from tfadvisor.analyses.names import name_test
+from tfadvisor.analyses.names import CACHED_NAMES, name_test
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
 from tfadvisor.analyses.step_detect import StepSet
@@ -174,13 +175,7 @@ class _Items:
         d = self.acc.setdefault((lane, part), {})
         use = cnt > 0 if which is None else (cnt > 0) & which
         for i in np.flatnonzero(use).tolist():
-            nm = str(named.labels[i])
-            slot = d.get(nm)
-            if slot is None:
-                d[nm] = [float(tot[i]), int(cnt[i]), named.kinds.get(nm, "")]
-            else:
-                slot[0] += float(tot[i])
-                slot[1] += int(cnt[i])
+            _bump(d, named, str(named.labels[i]), float(tot[i]), int(cnt[i]))
 
     def add_by_category(self, lanes: tuple[str, ...], named: _Named, tot: np.ndarray, cnt: np.ndarray) -> None:
         """Add per-name totals to each of ``lanes``, each name under its op category (names of none skipped):
@@ -189,19 +184,23 @@ class _Items:
         accs = [[d[j] for d in by_cat] for j in range(len(lanes))]
         use = np.flatnonzero((cnt > 0) & (named.label_cat >= 0))
         for i, c in zip(use.tolist(), named.label_cat[use].tolist()):
-            nm = str(named.labels[i])
-            t, k = float(tot[i]), int(cnt[i])
+            nm, t, k = str(named.labels[i]), float(tot[i]), int(cnt[i])
             for acc in accs:
-                slot = acc[c].get(nm)
-                if slot is None:
-                    acc[c][nm] = [t, k, named.kinds.get(nm, "")]
-                else:
-                    slot[0] += t
-                    slot[1] += k
+                _bump(acc[c], named, nm, t, k)
 
     def top(self, lane: str, part: str, k: int = TOP_ITEMS) -> list[tuple[str, float, int, str]]:
         d = self.acc.get((lane, part), {})
         return [(n, v[0], v[1], v[2]) for n, v in sorted(d.items(), key=lambda kv: (-kv[1][0], kv[0]))[:k]]
+
+
+def _bump(d: dict[str, list], named: _Named, nm: str, ps: float, count: int) -> None:
+    """Add ``ps`` and ``count`` to item ``nm`` of one (lane, part)."""
+    slot = d.get(nm)
+    if slot is None:
+        d[nm] = [ps, count, named.kinds.get(nm, "")]
+    else:
+        slot[0] += ps
+        slot[1] += count
 
 
 @dataclass
@@ -242,9 +241,9 @@ def _named(plane: Plane, rows: np.ndarray) -> _Named:
     labels = np.full(n, None, dtype=object)
     cat_of = np.full(n, -1, np.int8)
     kinds: dict[str, str] = {}
-    info = _device_item if plane.is_device else _host_item
     for k in used.tolist():
-        nm, kind, c = info(str(plane.event_names[k - 1])) if k > 0 else ("<unknown>", "", _category_index("<unknown>"))
+        nm, kind, c = (_item(str(plane.event_names[k - 1]), plane.is_device) if k > 0
+                       else ("<unknown>", "", _category_index("<unknown>")))
         labels[k] = nm
         kinds[nm] = kind
         cat_of[k] = c
@@ -262,17 +261,11 @@ def _is_h2d(name: str) -> bool:
     return DEVICE_H2D_RE.search(name) is not None
 
 
-@name_test
-def _device_item(name: str) -> tuple[str, str, int]:
-    """(display name, kind, op category index) of a device event's name (once per name and process)."""
-    nm, kind = item_name(name, True)
-    return nm, kind, _category_index(nm)
-
-
-@name_test
-def _host_item(name: str) -> tuple[str, str, int]:
-    """As :func:`_device_item`, for a host event."""
-    nm, kind = item_name(name, False)
+@functools.lru_cache(maxsize=CACHED_NAMES)
+def _item(name: str, on_device: bool) -> tuple[str, str, int]:
+    """(display name, kind, op category index) of an event's name (:func:`item_name`; once per name, place
+    and process)."""
+    nm, kind = item_name(name, on_device)
     return nm, kind, _category_index(nm)
 
 

@@ -189,21 +189,23 @@ def _estimated_window(busy: list[Plane]) -> tuple[int, int] | None:
     lines = np.concatenate(line_ps)
     if starts.shape[0] == 0:
         return None
-    lo, hi = (int(x) for x in np.quantile(starts, [0.25, 0.75], method="inverted_cdf"))
-    if lines.shape[0]:
-        lo, hi = min(lo, int(lines.min())), max(hi, int(lines.max()))
+    lo, hi = _middle_half(starts, lines, None)
     if hi - lo > MAX_WINDOW_PS:  # the starts disagree by more than a month (a whole thread's offsets absurd):
         # the same estimate over the starts and line starts within a month of the line starts' median (saved
         # times are relative to them; the starts' median where no line start fits)
         anchor = int(np.median(lines)) if lines.shape[0] else int(np.median(starts))
         a, b = _clamp(anchor - MAX_WINDOW_PS), _clamp(anchor + MAX_WINDOW_PS)
-        near = starts[(starts >= a) & (starts <= b)]
-        near_lines = lines[(lines >= a) & (lines <= b)]
-        lo = hi = anchor
-        if near.shape[0]:
-            lo, hi = (int(x) for x in np.quantile(near, [0.25, 0.75], method="inverted_cdf"))
-        if near_lines.shape[0]:
-            lo, hi = min(lo, int(near_lines.min())), max(hi, int(near_lines.max()))
+        lo, hi = _middle_half(starts[(starts >= a) & (starts <= b)], lines[(lines >= a) & (lines <= b)], anchor)
+    return lo, hi
+
+
+def _middle_half(starts: np.ndarray, lines: np.ndarray, empty: int | None) -> tuple[int, int]:
+    """The quartiles of ``starts`` (``(empty, empty)`` where there are none), widened to the line starts."""
+    lo = hi = empty
+    if starts.shape[0]:
+        lo, hi = (int(x) for x in np.quantile(starts, [0.25, 0.75], method="inverted_cdf"))
+    if lines.shape[0]:
+        lo, hi = min(lo, int(lines.min())), max(hi, int(lines.max()))
     return lo, hi
 
 

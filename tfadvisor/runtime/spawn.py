@@ -26,12 +26,12 @@ def start_method() -> str:
     return "fork" if safe else "spawn"
 
 
-def mp_context(method: str | None = None):
-    """The multiprocessing context for worker processes (``method``: :func:`start_method` when None). Call it
-    before this process starts a thread of its own: the choice reads the threads running now."""
+def mp_context():
+    """The multiprocessing context for worker processes (:func:`start_method`). Call it before this process
+    starts a thread of its own: the choice reads the threads running now."""
     import multiprocessing as mp
 
-    return mp.get_context(method or start_method())
+    return mp.get_context(start_method())
 
 
 @contextmanager
