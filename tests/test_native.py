@@ -8,6 +8,7 @@ writing outside an array.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,6 +21,7 @@ from tfadvisor.io import wire
 from tfadvisor.model.table import factorize
 from tfadvisor.model.trace import _fnv1a
 
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
@@ -250,9 +252,33 @@ def test_value_codes_keep_colliding_strings_apart(tmp_path, monkeypatch):
     got = [strings[c] for c in codes]
     assert got == ["conv", "matmul", "conv", "\x00\x01", "", "matmul", "conv2", "7", "ref_target"]
     monkeypatch.setattr(trace_mod, "_fnv1a", lambda pool, off, ln: np.zeros(len(off), np.int64))
+    monkeypatch.setattr(trace_mod, "SMALL_VALUE_CODES", 0)  # the hashing path, not the few values' dict
     codes2, strings2 = col.codes()
     assert codes2.tolist() == codes.tolist() and strings2 == strings
     assert len(set(codes.tolist())) == 7
+
+
+def test_few_value_codes_equal_the_general_path(monkeypatch):
+    """A few stat values (up to SMALL_VALUE_CODES) are coded in one Python pass: the same codes and strings
+    as the hashing path, on random draws of every stat kind from real samples."""
+    import tfadvisor
+    import tfadvisor.model.trace as trace_mod
+
+    rng = np.random.default_rng(7)
+    checked = 0
+    for name in ("real_tf_gpu_multiworker", "tfdata_repeat_map", "gpu_jax_input_numpy", "real_jax_rocm_mi300_gemm"):
+        for plane in tfadvisor.load(str(SAMPLES / name)).planes:
+            n = plane.st_kind.shape[0]
+            for _ in range(30 if n else 0):
+                idx = rng.integers(0, n, int(rng.integers(1, trace_mod.SMALL_VALUE_CODES + 1)))
+                kind, raw = plane.st_kind[idx], plane.st_value[idx]
+                small = plane.value_codes(kind, raw)
+                monkeypatch.setattr(trace_mod, "SMALL_VALUE_CODES", 0)
+                general = plane.value_codes(kind, raw)
+                monkeypatch.undo()
+                assert small[0].tolist() == general[0].tolist() and small[1] == general[1]
+                checked += 1
+    assert checked >= 100
 
 
 # -------------------------------------------------------------------------- int32 index columns

@@ -24,6 +24,15 @@ def test_reading_builds_once_and_keeps_what_was_stored():
     assert calls == [1] and callable(t.raw("lazy"))
 
 
+def test_a_function_may_build_a_table():
+    """An analysis may store a function that builds a :class:`Table` (built when read): the read gives its
+    DataFrame, the stored entry stays the function."""
+    t = Tables({"lazy": lambda: Table({"x": np.arange(2), "n": np.array(["a", "b"], object)})})
+    df = t["lazy"]
+    assert isinstance(df, pd.DataFrame) and df["x"].tolist() == [0, 1] and df["n"].tolist() == ["a", "b"]
+    assert callable(t.raw("lazy"))
+
+
 def test_tables_pickle_with_their_built_frames():
     """A result's tables pickle (a notebook's cache) even when a table is made by a local function, once it was
     read; one never read stays the function and does not pickle."""

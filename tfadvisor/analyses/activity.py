@@ -328,13 +328,13 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray) -> tuple[np.
     h2d = by_name.copy()
     names = p.event_names
     no_dir = name_mask(names, _no_direction, extra=False)
-    lnames = [str(n) + " " + str(r) for n, r in zip(p.line_names, p.lines["name"])]
-    line_h2d = np.array([DEVICE_H2D_RE.search(n) is not None and DEVICE_OTHER_COPY_RE.search(n) is None
-                         for n in lnames] + [False], bool)
+    n_lines = len(p.lines)
+    line_h2d = np.array([_h2d_line(str(n) + " " + str(r)) for n, r in zip(p.line_names, p.lines["name"])] + [False],
+                        bool)
     meta = p.ev_meta[cp]
     meta = np.where((meta >= 0) & (meta < len(names)), meta, len(names))
     ln = p.ev_line[cp].astype(np.int64)
-    ln = np.where((ln >= 0) & (ln < len(lnames)), ln, len(lnames))
+    ln = np.where((ln >= 0) & (ln < n_lines), ln, n_lines)
     undirected = no_dir[meta]
     h2d[undirected] = line_h2d[ln[undirected]]
     known = np.zeros(cp.shape[0], bool)
@@ -370,6 +370,12 @@ def _device_class(name: str) -> int:
 
 
 @name_test
+def _h2d_line(name: str) -> bool:
+    """A line (its display and raw name, joined) that carries host-to-device copies: ``Stream #135(MemcpyH2D)``."""
+    return DEVICE_H2D_RE.search(name) is not None and DEVICE_OTHER_COPY_RE.search(name) is None
+
+
+@name_test
 def _no_direction(name: str) -> bool:
     return DEVICE_DIRECTION_RE.search(name[:96]) is None and not _is_memset(name)
 
@@ -400,13 +406,19 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
         order, bounds = _bucket(p.ev_line, p.ev_meta, line_cls, mc, 4, 8, 2)
         klass = {k: order[bounds[i]:bounds[i + 1]] for i, k in enumerate(keys)}
         # copies: direction from memcpy_details where it says, else from the names
-        cp = np.sort(np.concatenate([klass["dev_h2d"], klass["dev_copy"]]), kind="stable")
+        # the copies in row order, each marked with whether its name says host-to-device (the two classes'
+        # rows are distinct: a stable sort of both, labelled, is their merge)
+        both = np.concatenate([klass["dev_h2d"], klass["dev_copy"]])
+        cp = both
         if cp.shape[0]:
-            by_name = np.isin(cp, klass["dev_h2d"])
+            o = np.argsort(both, kind="stable")
+            cp = both[o]
+            by_name = o < klass["dev_h2d"].shape[0]
             h2d, known, pageable = _copy_directions(p, cp, by_name)
             klass["dev_h2d"], klass["dev_copy"] = cp[h2d], cp[~h2d]
             if klass["dev_h2d"].shape[0]:
-                names = {str(n) for n in p.names_of(klass["dev_h2d"])}
+                metas = np.unique(p.ev_meta[klass["dev_h2d"]]).tolist()
+                names = {str(p.event_names[m]) if 0 <= m < len(p.event_names) else "<unknown>" for m in metas}
                 h2d_xprof_named |= any(n.lower().startswith(XPROF_H2D_PREFIX) for n in names)
             dur = p.ev_dur_ps[cp]
             h2d_known_ps += int(dur[h2d & known].sum())

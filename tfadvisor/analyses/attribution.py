@@ -450,7 +450,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         "ms": np.array([r[3] for r in rows_out], np.float64),
         "pct": np.array([r[4] for r in rows_out], np.float64),
     }, n=len(rows_out))
-    res.tables["attribution_items"] = _items_table(items)
+    res.tables["attribution_items"] = functools.partial(_items_table, items)  # built when read
     return res
 
 

@@ -153,11 +153,12 @@ class Context:
 
     def once(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``, built once per analysis run: keyed by the function itself and its arguments'
-        identity (no names to collide; the arguments are kept so that their ids stay unique)."""
+        identity (no names to collide; the arguments are kept so that their ids stay unique, all but this
+        context itself: keeping it would make every analysis object a cycle for the garbage collector)."""
         key = (fn, *((0, a) if isinstance(a, (str, int, float, bool)) else (1, id(a)) for a in args))
         hit = self._once.get(key)
         if hit is None:
-            hit = (args, fn(*args))
+            hit = (tuple(a for a in args if a is not self), fn(*args))
             self._once[key] = hit
         return hit[1]
 

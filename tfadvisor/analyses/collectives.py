@@ -30,6 +30,7 @@ or the run's ``tfadvisor_run.json``); the link may be named (see :mod:`tfadvisor
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -246,9 +247,9 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
         if any(s[1].size for s in host_sources) or not sources:
             sources, where = host_sources, "host"
 
-    table = _table(sources)
-    if table is not None:
-        res.tables["collective_ops"] = table
+    parts = _table_parts(sources)
+    if parts:  # built when read (a run of many hosts reads it for a few only)
+        res.tables["collective_ops"] = functools.partial(_table, parts)
 
     ar = [s for s in sources if s[1].size]
     res.add("allreduce_present", bool(ar))
@@ -342,19 +343,21 @@ def _exposed(res: AnalysisResult, ctx: Context, where: str) -> None:
     res.add("collective_exposed_pct", max(0.0, float(share) - hidden))
 
 
-def _table(sources) -> Table | None:
-    parts = []
-    for p, ar_rows, other_rows, _ in sources:
-        for kind, rows in (("allreduce", ar_rows), ("collective", other_rows)):
-            if rows.size == 0:
-                continue
-            m = p.ev_meta[rows]
-            tot = np.bincount(m, weights=p.ev_dur_ps[rows].astype(np.float64), minlength=len(p.event_names))
-            cnt = np.bincount(m, minlength=len(p.event_names))
-            idx = np.flatnonzero(cnt)
-            parts.append(Table({"plane": p.name, "host": p.host, "name": p.event_names[idx].astype(str),
-                                "kind": kind, "count": cnt[idx], "total_ms": tot[idx] / PS_PER_MS,
-                                "mean_us": tot[idx] / cnt[idx] / 1e6}))
-    if not parts:
-        return None
-    return Table.concat(parts).sort("total_ms", descending=True)
+def _table_parts(sources) -> list[tuple]:
+    """What the ``collective_ops`` table is made of, per plane and kind: (plane, host, kind, the plane's
+    names, the rows' metadata and durations); copies, so that the table holds no plane."""
+    return [(p.name, p.host, kind, p.event_names, p.ev_meta[rows], p.ev_dur_ps[rows])
+            for p, ar_rows, other_rows, _ in sources
+            for kind, rows in (("allreduce", ar_rows), ("collective", other_rows)) if rows.size]
+
+
+def _table(parts: list[tuple]) -> Table:
+    tables = []
+    for plane, host, kind, names, m, dur in parts:
+        tot = np.bincount(m, weights=dur.astype(np.float64), minlength=len(names))
+        cnt = np.bincount(m, minlength=len(names))
+        idx = np.flatnonzero(cnt)
+        tables.append(Table({"plane": plane, "host": host, "name": names[idx].astype(str), "kind": kind,
+                             "count": cnt[idx], "total_ms": tot[idx] / PS_PER_MS,
+                             "mean_us": tot[idx] / cnt[idx] / 1e6}))
+    return Table.concat(tables).sort("total_ms", descending=True)

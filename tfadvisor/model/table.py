@@ -153,7 +153,8 @@ Lazy = Callable[[], "pd.DataFrame | None"]
 
 
 class Tables(MutableMapping):
-    """``{name: DataFrame}``, built on first read from a :class:`Table` or a function (then kept).
+    """``{name: DataFrame}``, built on first read from a :class:`Table` or a function returning a DataFrame or a
+    :class:`Table` (then kept).
 
     What was stored stays as it was (:meth:`raw` gives it: a :class:`Table`, a DataFrame or the
     function, whatever has been read); a read always gives a DataFrame (or the function's None)."""
@@ -175,6 +176,8 @@ class Tables(MutableMapping):
             v = v.to_pandas()
         elif callable(v):
             v = v()
+            if isinstance(v, Table):  # a function may build a Table
+                v = v.to_pandas()
         self._built[name] = v
         return v
 

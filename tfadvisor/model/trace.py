@@ -378,6 +378,10 @@ class Plane:
         n = kind.shape[0]
         if n == 0:
             return np.empty(0, np.int64), []
+        if n <= SMALL_VALUE_CODES:
+            small = self._value_codes_small(kind, raw)
+            if small is not None:
+                return small
         is_ref = kind == kinds.KIND_REF
         is_str = (kind == kinds.KIND_STR) | (kind == kinds.KIND_BYTES)
         key = raw.astype(np.int64, copy=False)
@@ -401,6 +405,40 @@ class Plane:
             first_parts.append(sel[first])
             offset += len(first)
         first = np.concatenate(first_parts)
+        return codes, list(self._stat_strings(kind[first], raw[first]))
+
+    def _value_codes_small(self, kind: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+        """:meth:`value_codes` of a few values in one Python pass (the same codes: key spaces in the same
+        order, each numbered by first appearance); None where an inline string lies outside the pool (the
+        general path reports it)."""
+        pool, off, ln = self.str_pool, self.str_off, self.str_len
+        size = pool.shape[0]
+        ref, s1, s2 = kinds.KIND_REF, kinds.KIND_STR, kinds.KIND_BYTES
+        groups: dict[int, dict] = {}  # key space -> key -> (code within the space, first index)
+        local = []
+        for i, (k, v) in enumerate(zip(kind.tolist(), raw.tolist())):
+            if k == ref:
+                sp, key = 0, v
+            elif k == s1 or k == s2:
+                if not 0 <= v < off.shape[0]:
+                    return None
+                o, m = int(off[v]), int(ln[v])
+                if m > 0 and (o < 0 or o + m > size):
+                    return None
+                sp, key = 1, (pool[o:o + m].tobytes() if m > 0 else b"")
+            else:
+                sp, key = 2 + k, v
+            g = groups.setdefault(sp, {})
+            c = g.get(key)
+            if c is None:
+                c = g[key] = (len(g), i)
+            local.append((sp, c[0]))
+        base, firsts = {}, []
+        for sp in sorted(groups):
+            base[sp] = len(firsts)
+            firsts.extend(i for _, i in groups[sp].values())
+        codes = np.array([base[sp] + c for sp, c in local], np.int64)
+        first = np.array(firsts, np.int64)
         return codes, list(self._stat_strings(kind[first], raw[first]))
 
     def _stat_strings(self, kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
@@ -437,6 +475,10 @@ class Plane:
             df.index = np.asarray(rows)
         return df
 
+
+#: Up to this many stat values, :meth:`Plane.value_codes` codes them in one Python pass (a dict beats the
+#: numpy passes' fixed cost on the few copies or samples of a small plane).
+SMALL_VALUE_CODES = 64
 
 #: ``_fnv1a(pool, off, ln)``: the 64-bit FNV-1a hash (int64) of each string ``pool[off[i]:off[i] + ln[i]]``.
 _fnv1a = _native.fnv1a
