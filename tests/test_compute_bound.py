@@ -62,6 +62,17 @@ def _protobuf_shares(run_dir: Path) -> dict[str, float]:
     return {t: 100 * v / total for t, v in by_type.items()}
 
 
+@pytest.mark.parametrize(("op", "want"), [
+    ("BiasAddGrad", "elementwise"),  # "...AddGrad": not cuDNN's dgrad (its share once inflated the matrix ops')
+    ("ReluGrad", "elementwise"), ("Conv2DBackpropInput", "matrix"), ("dgrad_engine", "matrix"),
+    ("wgrad_alg0_engine", "matrix"), ("sm80_xmma_dgrad_implicit_gemm", "matrix"), ("Convert", "elementwise"),
+])
+def test_op_categories(op, want):
+    from tfadvisor.analyses.opcost import category
+
+    assert category(op) == want
+
+
 def _finding(result, rule: str):
     return next(f for f in result.findings if finding_rule(f) == rule)
 

@@ -32,8 +32,7 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
                               r"reduce-scatter|collective|nccl|horovod|alltoall|all-to-all")),
     ("optimizer", re.compile(r"(?i)^(_mkl)?(resource)?apply|assign(add|sub)?variable|^assign(add|sub)?$")),
     ("matrix", re.compile(r"(?i)conv(?!ert)|matmul|einsum|^dot|gemm|attention|batchmatmul|^cijk_|cutlass|xmma|nvjet|"
-                          r"wgrad|"
-                          r"dgrad|fprop|flash")),
+                          r"(?<![a-z])(?:wgrad|dgrad)|fprop|flash")),  # cuDNN's dgrad_engine, not BiasAddGrad
     ("custom_call", re.compile(r"(?i)custom-call|custom_call|customcall|pallas|mosaic")),
     ("gather_scatter", re.compile(r"(?i)gather|scatter|segment|embedding|lookup")),
     ("data_movement", re.compile(r"(?i)copy|transpose|^_?send|^_?recv|_hostsend|_hostrecv|memcpy|offload|"
