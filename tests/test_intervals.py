@@ -13,7 +13,9 @@ import pytest
 from conftest import load_sample
 
 from tfadvisor.analyses.intervals import (
+    Lanes,
     Measure,
+    Runs,
     complement,
     contains_any,
     difference,
@@ -196,3 +198,53 @@ def test_outermost_keeps_the_outer_event_of_each_nest_per_line():
         s, e, mine = s[o], e[o], mine[o]
         keep = [i for i in range(mine.shape[0]) if i == 0 or e[i] > e[:i].max()]
         assert sorted(mine[keep].tolist()) == sorted(out[p.ev_line[out] == li].tolist())
+
+
+def test_runs_within_in_lanes_equals_thread_by_thread():
+    """Runs.within asks every thread's set at once (each moved to its own lane): the same lengths as one query
+    per thread, for windows anywhere (before, across, after the sets; inverted ones give the same negatives)."""
+    rng = np.random.default_rng(3)
+    for _ in range(1000):
+        base = int(rng.integers(-(10**12), 10**12))
+        runs = []
+        for _ in range(int(rng.integers(1, 8))):
+            s = rng.integers(base, base + 10**6, int(rng.integers(0, 20))).astype(np.int64)
+            runs.append(union(s, s + rng.integers(0, 10**4, s.shape[0])))
+        r = Runs(runs)
+        a = rng.integers(base - 10**4, base + 10**6 + 10**4, int(rng.integers(0, 15))).astype(np.int64)
+        b = a + rng.integers(-(10**3), 10**5, a.shape[0])
+        want = sum((m.within(a, b) for m in r.parts), np.zeros(a.shape[0], np.int64))
+        for _ in range(2):  # the first query and the cached lanes
+            assert np.array_equal(r.within(a, b), want)
+
+
+def test_lanes_refuse_times_that_would_overflow():
+    assert Lanes.fit(3, np.array([0, 10], np.int64)) is not None
+    assert Lanes.fit(2**20, np.array([0, 2**45], np.int64)) is None
+    assert Lanes.fit(2, np.array([-(2**62)], np.int64)) is None
+
+
+def test_tfdata_threads_minus_waits_in_lanes(monkeypatch):
+    """input._threads_minus_waits (every thread's union minus its waits, all threads in one pass) gives what
+    the thread-by-thread path gives, on random threads and waits of real samples."""
+    import tfadvisor.analyses.input as inp
+
+    rng = np.random.default_rng(5)
+    checked = 0
+    for name in ("tfdata_repeat_map", "tfdata_contention", "real_tf_gpu_multiworker", "keras_fit_spe4"):
+        for p in load_sample(name).planes:
+            if not len(p.lines) or not p.n_events:
+                continue
+            for _ in range(6):
+                lines = np.sort(rng.choice(len(p.lines), int(rng.integers(1, len(p.lines) + 1)), replace=False))
+                waits = np.sort(rng.choice(p.n_events, int(rng.integers(0, min(200, p.n_events) + 1)),
+                                           replace=False)).astype(np.int64)
+                fast = inp._threads_minus_waits(p, lines, waits)
+                with monkeypatch.context() as m:
+                    m.setattr(Lanes, "fit", classmethod(lambda cls, *a: None))
+                    slow = inp._threads_minus_waits(p, lines, waits)
+                assert len(fast) == len(slow)
+                for (s1, e1), (s2, e2) in zip(fast, slow):
+                    assert np.array_equal(s1, s2) and np.array_equal(e1, e2)
+                checked += 1
+    assert checked >= 40

@@ -35,7 +35,7 @@ import numpy as np
 from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import Measure, Runs, difference, line_rows, step_of, union
+from tfadvisor.analyses.intervals import Lanes, Measure, Runs, difference, line_rows, step_of, union
 from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
@@ -257,19 +257,48 @@ def tfdata_cpu_runs(act) -> Runs:
         waits = it[np.isin(p.ev_meta[it], waits_meta)] if waits_meta else np.empty(0, np.int64)
         inp = act.rows.get("input", np.empty(0, np.int64))
         waits = np.union1d(waits, inp)
-        for li in act.tfdata_lines:
-            r = line_rows(p, li)
-            r = r[p.ev_meta[r] >= 0]
-            if not r.shape[0]:
-                continue
-            us, ue = union(p.ev_start_ps[r], p.ev_end_ps[r])
-            w = waits[p.ev_line[waits] == li] if waits.shape[0] else waits
-            if w.shape[0]:
-                ws, we = union(p.ev_start_ps[w], p.ev_end_ps[w])
-                us, ue = difference(us, ue, ws, we)
-            runs.append((us.astype(np.int64), ue.astype(np.int64)))
+        runs = _threads_minus_waits(p, act.tfdata_lines, waits)
     m = act.thread[key] = Runs(runs)
     return m
+
+
+def _threads_minus_waits(p, lines: np.ndarray, waits: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each of ``lines`` (threads) with events: the union of its events minus that of its rows among
+    ``waits``. All threads in one pass, each moved to its own lane (:class:`Lanes`); thread by thread where
+    their times do not fit the lanes."""
+    lines = np.asarray(lines, np.int64)
+    rows = line_rows(p, lines)
+    rows = rows[p.ev_meta[rows] >= 0]
+    if not rows.shape[0]:
+        return []
+    w = waits[np.isin(p.ev_line[waits], lines)] if waits.shape[0] else waits
+    start, end = p.ev_start_ps, p.ev_end_ps
+    lanes = Lanes.fit(lines.shape[0], start[rows], end[rows], start[w], end[w])
+    if lanes is None:
+        out = []
+        for li in lines:
+            r = rows[p.ev_line[rows] == li]
+            if not r.shape[0]:
+                continue
+            us, ue = union(start[r], end[r])
+            wl = w[p.ev_line[w] == li]
+            if wl.shape[0]:
+                us, ue = difference(us, ue, *union(start[wl], end[wl]))
+            out.append((us.astype(np.int64), ue.astype(np.int64)))
+        return out
+    order = np.argsort(lines, kind="stable")
+    lane_of_line = np.full(len(p.lines) + 1, -1, np.int64)  # ev_line -1 (none) reads the last slot
+    lane_of_line[lines[order]] = order  # a line listed twice: its last lane (its rows are read once)
+    off = lanes.offsets()
+    shift = off[lane_of_line[p.ev_line[rows]]]
+    us, ue = union(start[rows] + shift, end[rows] + shift)
+    if w.shape[0]:
+        wshift = off[lane_of_line[p.ev_line[w]]]
+        us, ue = difference(us, ue, *union(start[w] + wshift, end[w] + wshift))
+    used = np.unique(lane_of_line[p.ev_line[rows]])  # the threads with events: one entry each, even if now empty
+    bounds = np.searchsorted(us, used * lanes.span, side="left")
+    ends = np.searchsorted(us, (used + 1) * lanes.span, side="left")
+    return [(us[a:b] - off[k], ue[a:b] - off[k]) for k, a, b in zip(used.tolist(), bounds.tolist(), ends.tolist())]
 
 
 def _pool_cores(act) -> int | None:
