@@ -279,3 +279,31 @@ def test_diff_shows_where_the_time_moved(problem):
     assert sum(f["before"] for f in parts) <= wall["before"] * 1.0001
     matrix = fig["attr_matrix_ms_per_step"]
     assert matrix["change"] < 0 and -matrix["change"] >= 0.5 * (wall["before"] - wall["after"])
+
+
+def test_device_items_added_at_once_equal_device_by_device():
+    """Devices that name the same things have their per-name totals added as arrays, device after device (lane
+    ``all`` at once, each device's own lane when the items table is read): the same items, sums and counts,
+    bit for bit, as adding one device after the other; devices that name different things take that path."""
+    from tfadvisor.analyses.attribution import OP_CATEGORIES, _Items, _Named
+
+    rng = np.random.default_rng(11)
+    names = np.array([None, "MatMul", "Conv2D", "Relu", "AllReduce", "Copy"], dtype=object)
+    cats = np.array([-1, 0, 0, 1, OP_CATEGORIES.index("collective"), -1], np.int8)
+    kinds = {n: "kernel" for n in names[1:]}
+    for trial in range(200):
+        devices = []
+        for d in range(int(rng.integers(1, 9))):
+            labels = names.copy()
+            if trial % 5 == 0 and d == 1:
+                labels[2] = "Conv3D"  # one device names something else
+            named = _Named(labels, np.zeros(0, np.int64), kinds | {"Conv3D": "kernel"}, np.zeros(0, np.int8), cats)
+            cnt = rng.integers(0, 3, names.shape[0])
+            tot = np.where(cnt > 0, rng.random(names.shape[0]) * 10.0 ** rng.integers(0, 12), 0.0)
+            devices.append((f"GPU:{d}", named, tot, cnt))
+        fast, slow = _Items(), _Items()
+        fast.add_devices(devices)
+        fast.settled()
+        for lane, named, tot, cnt in devices:
+            slow.add_by_category((lane, "all"), named, tot, cnt)
+        assert {k: v for k, v in fast.acc.items() if v} == {k: v for k, v in slow.acc.items() if v}

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -158,6 +158,35 @@ class _Items:
 
     def __init__(self) -> None:
         self.acc: dict[tuple[str, str], dict[str, list]] = {}
+        self.later: list[tuple[str, _Named, np.ndarray, np.ndarray]] = []  # device lanes, added when read
+
+    def add_devices(self, devices: list[tuple[str, _Named, np.ndarray, np.ndarray]]) -> None:
+        """Each device's per-name totals ``(lane, named, time, count)``: into lane ``all`` now, into the device's
+        own lane when the items are read (:meth:`settled`: only the items table reads them). Where the devices
+        name the same things in the same order (one metadata, the usual case), their totals are added device
+        by device as arrays, in the same order as one device after the other would: the same sums."""
+        # kept for later without their per-row columns (a big trace's rows must not outlive the analysis)
+        self.later.extend((lane, replace(named, codes=EMPTY, cat=EMPTY), tot, cnt) for lane, named, tot, cnt in devices)
+        if not devices:
+            return
+        first = devices[0][1]
+        if len(devices) > 1 and all(np.array_equal(d[1].labels, first.labels) and np.array_equal(d[1].label_cat,
+                                                                                                 first.label_cat)
+                                    for d in devices[1:]):
+            tot, cnt = devices[0][2].astype(np.float64), devices[0][3].astype(np.int64)
+            for _, _, t, c in devices[1:]:
+                tot = tot + t
+                cnt = cnt + c
+            devices = [("all", first, tot, cnt)]
+        for _, named, tot, cnt in devices:
+            self.add_by_category(("all",), named, tot, cnt)
+
+    def settled(self) -> _Items:
+        """These items with the device lanes added."""
+        for lane, named, tot, cnt in self.later:
+            self.add_by_category((lane,), named, tot, cnt)
+        self.later = []
+        return self
 
     def add(self, lane: str, part: str, named: _Named, sel: np.ndarray, ps: np.ndarray) -> None:
         """Add the rows ``sel`` (a mask over ``named``'s rows) with their times ``ps`` (one per selected row),
@@ -312,6 +341,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
     dev_layers: dict[str, list[Measure]] = {c: [] for c in OP_CATEGORIES}
     dev_lanes: list[tuple[str, dict[str, Measure]]] = []
     h2d_dev: list[Measure] = []
+    dev_items: list[tuple[str, _Named, np.ndarray, np.ndarray]] = []
     for p in act.devices:
         rows = _device_rows(p)
         if not rows.size:
@@ -325,7 +355,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
             dev_layers[c].append(m)
         if is_h2d.any():
             h2d_dev.append(Measure.of_rows(p, rows[is_h2d]))
-        items.add_by_category((lane, "all"), named, *named.totals(p.ev_dur_ps[rows]))
+        dev_items.append((lane, named, *named.totals(p.ev_dur_ps[rows])))
+    items.add_devices(dev_items)
 
     # host: TF ops (the device on a CPU-only trace), runtime, Python
     has_device = bool(dev_lanes)
@@ -512,6 +543,7 @@ def _host_event_items(act: Activity, items: _Items) -> None:
 
 
 def _items_table(items: _Items) -> Table:
+    items = items.settled()
     cols: dict[str, list] = {"lane": [], "part": [], "item": [], "kind": [], "ms": [], "pct": [], "count": [],
                              "mean_ms": []}
     for (lane, part) in sorted(items.acc):
