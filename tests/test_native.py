@@ -376,3 +376,30 @@ def test_constants_are_not_copied_by_hand():
             for t, v in zip(targets, values):
                 if isinstance(t, ast.Name) and t.id in names:
                     assert ast.unparse(v) == f"_native.{t.id}", f"{module.__name__}.{t.id} = {ast.unparse(v)}"
+
+
+def test_stat_at_equals_plane_stat(monkeypatch):
+    """Context.stat_at (a small plane's column read once per run, cut to the rows asked) gives Plane.stat's values
+    for the same rows, on small and (forced) big planes, for rows few and many, sorted or not."""
+    import tfadvisor
+    import tfadvisor.analyses.base as base
+    from tfadvisor.analyses import Context
+
+    rng = np.random.default_rng(13)
+    checked = 0
+    for name in ("real_tf_gpu_multiworker", "tfdata_repeat_map", "memory_heavy"):
+        for plane in tfadvisor.load(str(SAMPLES / name)).planes:
+            if not plane.n_events or not plane.stat_index:
+                continue
+            stats = list(plane.stat_index)
+            for small in (True, False):
+                monkeypatch.setattr(base, "SMALL_PLANE_STATS", 1 << 40 if small else -1)
+                ctx = Context()
+                for _ in range(10):
+                    stat = stats[int(rng.integers(len(stats)))]
+                    rows = rng.integers(0, plane.n_events, int(rng.integers(0, 60)))
+                    got, want = ctx.stat_at(plane, stat, rows), plane.stat(stat, rows)
+                    for a, b in ((got.rows, want.rows), (got.kind, want.kind), (got.raw, want.raw)):
+                        assert a.dtype == b.dtype and a.tolist() == b.tolist(), (name, plane.name, stat)
+                    checked += 1
+    assert checked >= 100

@@ -316,7 +316,8 @@ def _meta_class(nm: str) -> int:
     return M_NONE
 
 
-def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray,
+                     ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For copy rows ``cp`` (ascending): is each a host-to-device copy, is its direction known from
     ``memcpy_details`` kinds, and is its source pageable memory.
 
@@ -339,7 +340,7 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray) -> tuple[np.
     h2d[undirected] = line_h2d[ln[undirected]]
     known = np.zeros(cp.shape[0], bool)
     pageable = np.zeros(cp.shape[0], bool)
-    md = p.stat("memcpy_details", cp)
+    md = ctx.stat_at(p, "memcpy_details", cp)
     if len(md):
         codes, uniq = md.codes()  # each distinct value formatted once
         uniq = ["" if d is None else d for d in uniq]
@@ -414,7 +415,7 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
             o = np.argsort(both, kind="stable")
             cp = both[o]
             by_name = o < klass["dev_h2d"].shape[0]
-            h2d, known, pageable = _copy_directions(p, cp, by_name)
+            h2d, known, pageable = _copy_directions(p, cp, by_name, ctx)
             klass["dev_h2d"], klass["dev_copy"] = cp[h2d], cp[~h2d]
             if klass["dev_h2d"].shape[0]:
                 metas = np.unique(p.ev_meta[klass["dev_h2d"]]).tolist()

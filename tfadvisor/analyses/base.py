@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tfadvisor.model.table import Table, Tables
 from tfadvisor.model.trace import Plane, StatColumn, Trace
 
@@ -188,6 +190,24 @@ class Context:
         if want:
             cache.update(plane.stat_columns(want))
         return {n: cache[n] for n in names}
+
+
+    def stat_at(self, plane: Plane, name: str, rows: np.ndarray) -> StatColumn:
+        """``plane.stat(name, rows)``: on a small plane (or for many rows) cut from the column read once per
+        analysis run (:meth:`stats`), else found by binary search; the same values either way."""
+        rows = np.asarray(rows, np.int64)
+        if plane.st_stat.shape[0] > SMALL_PLANE_STATS and rows.shape[0] * 50 <= plane.n_events:
+            return plane.stat(name, rows)
+        col = self.stats(plane, (name,))[name]
+        if rows.shape[0] > 1 and not bool(np.all(rows[1:] > rows[:-1])):
+            rows = np.unique(rows)
+        k = np.isin(col.rows, rows, assume_unique=True) if rows.shape[0] else np.zeros(len(col), bool)
+        return StatColumn(plane, name, col.rows[k], col.kind[k], col.raw[k])
+
+
+#: Up to this many stat values a plane's stat columns are read whole once per analysis run, and cut to the rows
+#: each caller asks for (:meth:`Context.stat_at`): cheaper than a binary search per call.
+SMALL_PLANE_STATS = 1 << 16
 
 
 def _stat_store(plane: Plane) -> dict[str, StatColumn]:

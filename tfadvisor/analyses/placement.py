@@ -206,7 +206,8 @@ def _device_meta_classes(plane: Plane, ctx: Context | None) -> tuple[np.ndarray,
             first = np.full(len(names), -1, np.int64)
             first[m[::-1]] = rows[::-1]  # the last write wins: the first row of each name
             sample = first[cand]
-            col = plane.stat("memcpy_details", sample[sample >= 0])
+            col = plane.stat("memcpy_details", sample[sample >= 0]) if ctx is None else \
+                ctx.stat_at(plane, "memcpy_details", sample[sample >= 0])
             if len(col):
                 memcpy[plane.ev_meta[col.rows]] = True
     return memcpy, coll
