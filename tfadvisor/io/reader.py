@@ -518,9 +518,11 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     serial = int(line_len.sum()) < SERIAL_BELOW_BYTES
     count_lines = wire.count_lines_serial if serial else wire.count_lines
     fill_chunks = wire.fill_chunks_serial if serial else wire.fill_chunks
-    max_chunks = line_len // CHUNK_BYTES + 1
-    ch_base = np.concatenate([[0], np.cumsum(max_chunks)[:-1]]).astype(np.int64)
-    total = int(max_chunks.sum())
+    one_chunk = int(line_len.max()) < CHUNK_BYTES  # every line in one chunk (small planes): no chunk bookkeeping
+    max_chunks = np.ones(n_lines, np.int64) if one_chunk else line_len // CHUNK_BYTES + 1
+    ch_base = (np.arange(n_lines, dtype=np.int64) if one_chunk
+               else np.concatenate([[0], np.cumsum(max_chunks)[:-1]]).astype(np.int64))
+    total = n_lines if one_chunk else int(max_chunks.sum())
     ch_pos, ch_ev, ch_st, ch_str = (np.zeros(total, np.int64) for _ in range(4))
     n_chunks, n_stats, n_strs, errs, err_at = (np.zeros(n_lines, np.int64) for _ in range(5))
     count_lines(buf, line_off, line_len, lines, CHUNK_BYTES, ch_pos, ch_ev, ch_st, ch_str, ch_base,
@@ -534,12 +536,17 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     str_base = np.concatenate([[0], np.cumsum(n_strs)]).astype(np.int64)
     lines[:, wire.L_FIRST_EVENT] = ev_base[:-1]
     # Flatten the chunk marks: chunk c of line li covers [mark c, mark c+1 or the line's end).
-    line_of = np.repeat(np.arange(n_lines, dtype=np.int64), n_chunks)
-    within = np.arange(len(line_of), dtype=np.int64) - np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
-    idx = ch_base[line_of] + within
-    start = ch_pos[idx]
-    last = within == n_chunks[line_of] - 1
-    end = np.where(last, (line_off + line_len)[line_of], np.append(start[1:], 0))
+    if one_chunk and bool(np.all(n_chunks == 1)):
+        line_of = idx = ch_base
+        start = ch_pos
+        end = line_off + line_len
+    else:
+        line_of = np.repeat(np.arange(n_lines, dtype=np.int64), n_chunks)
+        within = np.arange(len(line_of), dtype=np.int64) - np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
+        idx = ch_base[line_of] + within
+        start = ch_pos[idx]
+        last = within == n_chunks[line_of] - 1
+        end = np.where(last, (line_off + line_len)[line_of], np.append(start[1:], 0))
     n_ev, n_st, n_str = int(ev_base[-1]), int(st_base[-1]), int(str_base[-1])
     if max(n_ev, n_lines) > INDEX_MAX:  # the int32 index columns (the kernels refuse it too, later)
         what = f"{n_ev:,} events" if n_ev > INDEX_MAX else f"{n_lines:,} lines"
