@@ -310,10 +310,9 @@ def _device_rows(p: Plane) -> np.ndarray:
 
 def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure]:
     out = {}
-    for c in OP_CATEGORIES:
-        sel = named.in_category(c)
-        if sel.any():
-            out[c] = Measure.of_rows(plane, rows[sel])
+    for ci in np.unique(named.cat).tolist():  # the categories present, in OP_CATEGORIES' order
+        if ci >= 0:
+            out[OP_CATEGORIES[ci]] = Measure.of_rows(plane, rows[named.cat == ci])
     return out
 
 

@@ -262,6 +262,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     res.add("allreduce_source", where)
 
     windows = _stats_windows(step_table)
+    steps_union = union(*windows) if windows is not None else None
     per_plane_ms, per_plane_pct, per_plane_count, per_plane_total, ov_num, ov_den = [], [], [], [], 0, 0
     for p, rows, _, comp in ar:
         us, ue = union(p.ev_start_ps[rows], p.ev_end_ps[rows])
@@ -279,7 +280,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
             counts = np.searchsorted(starts, we, side="left") - np.searchsorted(starts, ws, side="left")
             per_plane_count.append(float(counts.mean()))
             # Overlap with compute, inside steps.
-            a_s, a_e = intersect(us, ue, *union(ws, we), False)
+            a_s, a_e = intersect(us, ue, *steps_union, False)
             ov_den += int(np.sum(a_e - a_s))
             ov_num += int(compute.within(a_s, a_e).sum())
         else:
