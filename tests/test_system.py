@@ -321,7 +321,11 @@ def test_tf_capture_run_sleep_bound_loader_with_idle_cpus(tmp_path):
     assert list(Path(run.directory).glob("tfadvisor_system.*.npz"))
     r = tfadvisor.analyze(run)
     m = r.metrics
-    assert m["system_cpu_util_pct"] < 50 and m["input_pct"] >= 20 and m["system_cpu_idle_cores"] >= 1
+    # at least a core's worth of CPU idle; which core is idle is the scheduler's choice (seen on 2 cores: both
+    # ~24 % busy, so no single core under the 20 % that counts it idle)
+    idle_cores = (100.0 - m["system_cpu_util_pct"]) / 100.0 * m["system_cpu_cores"]
+    assert m["system_cpu_util_pct"] < 50 and m["input_pct"] >= 20 and idle_cores >= 1, (m["system_cpu_util_pct"],
+                                                                                       m["system_cpu_cores"])
     assert r.findings[0].rule == "system_input_underused", [(f.rule, f.impact_pct) for f in r.findings]
 
 

@@ -33,6 +33,32 @@ def test_a_function_may_build_a_table():
     assert callable(t.raw("lazy"))
 
 
+def test_a_built_table_read_as_columns_without_pandas():
+    """``Tables.table``: what a function builds, as the Table (no DataFrame made), built once; the DataFrame read
+    later comes from that Table; a pickle keeps the built Table; a DataFrame entry has no Table."""
+    import pickle
+
+    calls = []
+
+    def lazy():
+        calls.append(1)
+        return Table({"x": np.arange(3)})
+
+    t = Tables({"lazy": lazy, "df": lambda: pd.DataFrame({"b": [1.0]})})
+    first = t.table("lazy")
+    assert isinstance(first, Table) and t.table("lazy") is first and "lazy" not in t._built
+    assert t["lazy"]["x"].tolist() == [0, 1, 2] and calls == [1]
+    assert t.table("df") is None
+    back = pickle.loads(pickle.dumps(_read_first(lazy)))
+    assert isinstance(back.raw("lazy"), Table) and back["lazy"]["x"].tolist() == [0, 1, 2]
+
+
+def _read_first(fn) -> Tables:
+    t = Tables({"lazy": fn})
+    t.table("lazy")
+    return t
+
+
 def test_tables_pickle_with_their_built_frames():
     """A result's tables pickle (a notebook's cache) even when a table is made by a local function, once it was
     read; one never read stays the function and does not pickle."""

@@ -93,15 +93,15 @@ def _small_tables(tables, notes: list[str], keep: str) -> dict:
     out = {}
     names = list(tables) if keep == "all" else [n for n in HOST_TABLES if n in tables]
     for name in names:
-        raw = tables.raw(name)
-        df = raw if isinstance(raw, Table) else tables[name]
+        cols = tables.table(name)
+        df = cols if cols is not None else tables[name]
         if df is None:
             continue
         if len(df) > MAX_TABLE_ROWS:
             notes.append(f"multihost: table {name!r} ({len(df):,} rows) is not kept for multi-host runs")
             continue
         # A copy: a table must not keep a view into the trace's columns alive.
-        out[name] = Table({c: df[c].copy() for c in df.columns}, n=len(df)) if df is raw else df.copy(deep=True)
+        out[name] = Table({c: df[c].copy() for c in df.columns}, n=len(df)) if df is cols else df.copy(deep=True)
     return out
 
 

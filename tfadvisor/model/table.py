@@ -162,9 +162,11 @@ class Tables(MutableMapping):
     def __init__(self, items: Mapping[str, Any] | None = None):
         self._raw: dict[str, Any] = {}
         self._built: dict[str, Any] = {}
+        self._made: dict[str, Any] = {}  # what the functions returned (a Table, before its DataFrame)
         if isinstance(items, Tables):
             self._raw.update(items._raw)
             self._built.update(items._built)
+            self._made.update(items._made)
         elif items:
             self._raw.update(items)
 
@@ -172,22 +174,35 @@ class Tables(MutableMapping):
         if name in self._built:
             return self._built[name]
         v = self._raw[name]
+        if callable(v) and not isinstance(v, Table):
+            v = self._make(name, v)
         if isinstance(v, Table):
             v = v.to_pandas()
-        elif callable(v):
-            v = v()
-            if isinstance(v, Table):  # a function may build a Table
-                v = v.to_pandas()
         self._built[name] = v
         return v
+
+    def _make(self, name: str, fn: Lazy) -> Any:
+        if name not in self._made:
+            self._made[name] = fn()
+        return self._made[name]
+
+    def table(self, name: str) -> Table | None:
+        """The entry as numpy columns, without pandas: the stored :class:`Table`, or the one its function builds
+        (built once); None where it is a DataFrame (or the function gives one)."""
+        v = self._raw[name]
+        if callable(v) and not isinstance(v, Table):
+            v = self._make(name, v)
+        return v if isinstance(v, Table) else None
 
     def __setitem__(self, name: str, value: Any) -> None:
         self._raw[name] = value
         self._built.pop(name, None)
+        self._made.pop(name, None)
 
     def __delitem__(self, name: str) -> None:
         del self._raw[name]
         self._built.pop(name, None)
+        self._made.pop(name, None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._raw)
@@ -207,19 +222,22 @@ class Tables(MutableMapping):
         items = other._raw if isinstance(other, Tables) else other
         for name in items:
             self._built.pop(name, None)
+            self._made.pop(name, None)
         self._raw.update(items)
         if isinstance(other, Tables):
             self._built.update(other._built)
+            self._made.update(other._made)
 
     def __getstate__(self) -> dict[str, Any]:
         """What pickles: a built table as its frame (the function that made it may be a local lambda)."""
-        raw = {k: self._built.get(k, v) if callable(v) and not isinstance(v, Table) else v
+        raw = {k: self._built.get(k, self._made.get(k, v)) if callable(v) and not isinstance(v, Table) else v
                for k, v in self._raw.items()}
         return {"_raw": raw, "_built": dict(self._built)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._raw = state.get("_raw", {})
         self._built = state.get("_built", {})
+        self._made = {}
 
     def __repr__(self) -> str:
         return f"<Tables: {', '.join(self._raw) or 'none'}>"
