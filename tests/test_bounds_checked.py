@@ -11,6 +11,7 @@ does a crash. Cost: ~3 s to build, then ~0.1-0.5 s per input.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import asanlib
@@ -147,12 +148,23 @@ def _truncated_line_inputs(dest: Path, per_sample: int = 40) -> list[Path]:
     return out
 
 
+#: Children run at once, each over every CHILDREN-th target (the suite runs one test at a time: the other
+#: cores would idle through this one's ~80 s).
+CHILDREN = max(1, min(2, os.cpu_count() or 1))
+
+
 def run_instrumented(tmp_path: Path, targets: list[str], source: Path | None = None):
-    """The analysis of each target in a child under the sanitizers: (records by target, process)."""
+    """The analysis of each target in a child under the sanitizers (:data:`CHILDREN` children at once):
+    (records by target, the children's processes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     env = asanlib.instrumented(tmp_path / "asan", source)
-    proc = asanlib.run_child(CHILD, [str(PER_INPUT_LIMIT_S), *targets], env, TOTAL_LIMIT_S)
-    records = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    return {r["target"]: r for r in records if "target" in r}, proc
+    parts = [targets[k::CHILDREN] for k in range(CHILDREN) if targets[k::CHILDREN]]
+    with ThreadPoolExecutor(len(parts)) as pool:
+        procs = list(pool.map(lambda part: asanlib.run_child(CHILD, [str(PER_INPUT_LIMIT_S), *part], env,
+                                                             TOTAL_LIMIT_S), parts))
+    records = [json.loads(ln) for proc in procs for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    return {r["target"]: r for r in records if "target" in r}, procs
 
 
 def test_analysis_is_in_bounds_under_address_sanitizer(tmp_path):
@@ -162,13 +174,15 @@ def test_analysis_is_in_bounds_under_address_sanitizer(tmp_path):
     cut = _truncated_line_inputs(tmp_path / "cut")
     assert len(samples) >= 20
     targets = [str(p) for p in samples + real + cases + fuzz + cut]
-    done, proc = run_instrumented(tmp_path, targets)
-    tail = proc.stderr[-4000:]
-    report = asanlib.sanitizer_report(proc.stderr)
-    assert report is None, f"out-of-bounds access or undefined behaviour in the C kernels:\n{report}"
+    done, procs = run_instrumented(tmp_path, targets)
+    for proc in procs:
+        report = asanlib.sanitizer_report(proc.stderr)
+        assert report is None, f"out-of-bounds access or undefined behaviour in the C kernels:\n{report}"
     missing = [t for t in targets if t not in done]
-    assert proc.returncode == 0 and not missing, (
-        f"child exited {proc.returncode} (negative: signal) at {missing[:1]}; stderr:\n{tail}")
+    bad = [proc for proc in procs if proc.returncode != 0]
+    assert not bad and not missing, (
+        f"child exited {[p.returncode for p in bad]} (negative: signal) at {missing[:1]}; stderr:\n"
+        + "".join(p.stderr[-4000:] for p in bad))
 
     bad_samples = [r for t, r in done.items() if Path(t) in samples and r["status"] != "ok"
                    and not Path(t).name.startswith("bad_input")]
