@@ -191,7 +191,6 @@ class Context:
             cache.update(plane.stat_columns(want))
         return {n: cache[n] for n in names}
 
-
     def stat_at(self, plane: Plane, name: str, rows: np.ndarray) -> StatColumn:
         """``plane.stat(name, rows)``: on a small plane (or for many rows) cut from the column read once per
         analysis run (:meth:`stats`), else found by binary search; the same values either way."""

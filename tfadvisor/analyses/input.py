@@ -290,12 +290,12 @@ def _threads_minus_waits(p, lines: np.ndarray, waits: np.ndarray) -> list[tuple[
     lane_of_line = np.full(len(p.lines) + 1, -1, np.int64)  # ev_line -1 (none) reads the last slot
     lane_of_line[lines[order]] = order  # a line listed twice: its last lane (its rows are read once)
     off = lanes.offsets()
-    shift = off[lane_of_line[p.ev_line[rows]]]
-    us, ue = union(start[rows] + shift, end[rows] + shift)
+    lane = lane_of_line[p.ev_line[rows]]
+    us, ue = union(start[rows] + off[lane], end[rows] + off[lane])
     if w.shape[0]:
         wshift = off[lane_of_line[p.ev_line[w]]]
         us, ue = difference(us, ue, *union(start[w] + wshift, end[w] + wshift))
-    used = np.unique(lane_of_line[p.ev_line[rows]])  # the threads with events: one entry each, even if now empty
+    used = np.unique(lane)  # the threads with events: one entry each, even if now empty
     bounds = np.searchsorted(us, used * lanes.span, side="left")
     ends = np.searchsorted(us, (used + 1) * lanes.span, side="left")
     return [(us[a:b] - off[k], ue[a:b] - off[k]) for k, a, b in zip(used.tolist(), bounds.tolist(), ends.tolist())]

@@ -291,10 +291,6 @@ class Lanes:
         """The shift of each lane."""
         return np.arange(self.n, dtype=np.int64) * self.span - self.lo
 
-    def lane_of(self, shifted: np.ndarray) -> np.ndarray:
-        """The lane of shifted times."""
-        return shifted // self.span
-
     def queries(self, t: np.ndarray) -> np.ndarray:
         """Times ``t`` asked in every lane (lane-major, shape (n, t.size)), clipped to the lanes' range first (a
         set inside ``[lo, hi]`` covers as much up to ``t`` as up to ``t`` clipped there)."""
@@ -439,16 +435,16 @@ def priority_split(windows: tuple[np.ndarray, np.ndarray],
 def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure | Runs | LazyUnion | None]]]
                          ) -> list[dict[str, np.ndarray]]:
     """:func:`priority_split` of the one window ``[lo, hi)`` for each lane's own layers (the same names in
-    the same order in every lane, e.g. one lane per device), in one sweep: lane k's sets are moved to
-    ``[k * span, (k + 1) * span)`` (``span = hi - lo``), where no other lane's reach. Each value is an array of
-    one, as :func:`priority_split` gives for one window."""
-    span = hi - lo
-    if not lanes or span <= 0 or span * (len(lanes) + 1) >= 2**62 or abs(lo) >= 2**62:  # nothing to share, or
-        # no room to move them
+    the same order in every lane, e.g. one lane per device), in one sweep: each lane's sets (clipped to the
+    window) are moved into a lane of their own (:class:`Lanes`), where no other lane's reach. Each value is an
+    array of one, as :func:`priority_split` gives for one window."""
+    room = Lanes.fit(len(lanes), np.array([lo, hi], np.int64)) if hi > lo else None
+    if not lanes or room is None:  # nothing to share, or no room to move them
         return [priority_split((np.array([lo], np.int64), np.array([hi], np.int64)), layers) for layers in lanes]
     names = [name for name, _ in lanes[0]]
     if any([name for name, _ in layers] != names for layers in lanes):
         raise ValueError("priority_split_lanes: every lane needs the same layer names in the same order")
+    off = room.offsets()
     merged: list[tuple[str, Measure | None]] = []
     for j, name in enumerate(names):
         s_parts, e_parts = [], []
@@ -459,7 +455,7 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
             w = m.wall()
             if len(w) == 0:  # only empty intervals
                 continue
-            shift = k * span - lo
+            shift = off[k]
             if w.s[0] >= lo and w.e[-1] <= hi:  # sorted and disjoint: inside the window already
                 s_parts.append(w.s + shift)
                 e_parts.append(w.e + shift)
@@ -468,8 +464,8 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
                 e_parts.append(np.clip(w.e, lo, hi) + shift)
         merged.append((name, Measure(np.concatenate(s_parts), np.concatenate(e_parts), disjoint=True)
                        if s_parts else None))
-    starts = np.arange(len(lanes), dtype=np.int64) * span
-    out = priority_split((starts, starts + span), merged)
+    starts = off + lo
+    out = priority_split((starts, starts + (hi - lo)), merged)
     return [{name: v[k:k + 1] for name, v in out.items()} for k in range(len(lanes))]
 
 

@@ -173,25 +173,25 @@ class Tables(MutableMapping):
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name in self._built:
             return self._built[name]
-        v = self._raw[name]
-        if callable(v) and not isinstance(v, Table):
-            v = self._make(name, v)
+        v = self._stored(name)
         if isinstance(v, Table):
             v = v.to_pandas()
         self._built[name] = v
         return v
 
-    def _make(self, name: str, fn: Lazy) -> Any:
+    def _stored(self, name: str) -> Any:
+        """The entry as stored, or for a function what it returns (called once)."""
+        v = self._raw[name]
+        if not callable(v) or isinstance(v, Table):
+            return v
         if name not in self._made:
-            self._made[name] = fn()
+            self._made[name] = v()
         return self._made[name]
 
     def table(self, name: str) -> Table | None:
         """The entry as numpy columns, without pandas: the stored :class:`Table`, or the one its function builds
         (built once); None where it is a DataFrame (or the function gives one)."""
-        v = self._raw[name]
-        if callable(v) and not isinstance(v, Table):
-            v = self._make(name, v)
+        v = self._stored(name)
         return v if isinstance(v, Table) else None
 
     def __setitem__(self, name: str, value: Any) -> None:

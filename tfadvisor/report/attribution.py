@@ -36,9 +36,9 @@ def _rows(tables: Any, name: str) -> list[dict]:
     """A table's rows, read from the stored :class:`Table` when it is one (no pandas on the text path)."""
     if name not in tables:
         return []
-    raw = tables.raw(name) if hasattr(tables, "raw") else tables[name]
-    if callable(raw) and not isinstance(raw, Table):  # built when read: as a Table where it makes one
-        raw = (tables.table(name) if hasattr(tables, "table") else None) or tables[name]
+    raw = tables.table(name) if hasattr(tables, "table") else None  # a Table, or what its function builds
+    if raw is None:
+        raw = tables[name]
     if isinstance(raw, Table):
         return [raw.row(i) for i in range(len(raw))]
     return raw.to_dict("records") if hasattr(raw, "to_dict") else []
