@@ -7,6 +7,7 @@ Usage::
     python benchmarks/compare.py --install            # first pip-install tfadvisor (this checkout) and
                                                       # xprof-rs into fresh venvs under --workdir
     python benchmarks/compare.py --sizes 33,66,131,263 --no-xprof   # tfadvisor's cost against events
+    python benchmarks/compare.py --no-xprof --large-runs 1 --sizes 1051,4000,10000   # big traces (issue 28)
 
 Every measurement is one whole process, from its start to its exit: ``fork``/``exec`` of the tool's
 command line, reading the file, the analysis, the output written to a file, interpreter shutdown. Wall
@@ -29,7 +30,14 @@ kernels are compiled by ``pip install``). Warm = the best of ``--runs`` later ru
 The trace files are in the page cache for every tool (they are read once before measuring); nothing drops the OS caches.
 
 Traces are generated (``tfadvisor_dev.synthetic.write_large_trace``, SYNTHETIC) into ``--workdir``
-(default ``/tmp/tfadvisor-compare``), never into the repository, and reused when present.
+(default ``/tmp/tfadvisor-compare``), never into the repository, and reused when present; those of
+``--sizes`` are removed after they are measured (``--keep`` keeps them).
+
+``--sizes`` measures tfadvisor's cost against the file's size (one warm run each): seconds per million
+events, peak RSS and RSS per MB of file; xprof-rs beside it where its RSS per MB measured on the large
+trace says it fits in the memory available. Each process runs under an address-space limit (the memory
+available when the script starts, less 1 GB), so a size that does not fit fails alone, reported as such,
+instead of pushing the machine into its OOM killer.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -61,11 +70,29 @@ with open(sys.argv[1], "w" if isinstance(data, str) else "wb") as fh:
 """
 
 
+def available_bytes() -> int:
+    """The memory available now (``MemAvailable``), bytes."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise SystemExit("no MemAvailable in /proc/meminfo")
+
+
+#: The address space each measured process may take (set in main: the memory available less 1 GB).
+AS_LIMIT: list[int] = []
+
+
+def _limit_memory() -> None:
+    if AS_LIMIT:
+        resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT[0], AS_LIMIT[0]))
+
+
 def measure(cmd: list[str], env: dict[str, str], out: Path, cwd: Path | None = None) -> dict:
     """One whole process: wall seconds and its peak RSS (MB), stdout to ``out``."""
     with open(out, "wb") as fh:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.PIPE, env=env, cwd=cwd, preexec_fn=_limit_memory)
         err_chunks = []
         # read stderr while waiting (a tool that writes much to it must not block)
         assert proc.stderr is not None
@@ -76,8 +103,16 @@ def measure(cmd: list[str], env: dict[str, str], out: Path, cwd: Path | None = N
         proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         tail = b"".join(err_chunks)[-2000:].decode(errors="replace")
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+        raise Failed(f"failed ({proc.returncode}): {' '.join(cmd)}\n{tail}", wall, usage.ru_maxrss / 1024)
     return {"s": wall, "rss_mb": usage.ru_maxrss / 1024}
+
+
+class Failed(SystemExit):
+    """A measured process that exited non-zero (after ``s`` seconds, at ``rss_mb`` peak)."""
+
+    def __init__(self, text: str, s: float, rss_mb: float):
+        super().__init__(text)
+        self.s, self.rss_mb = s, rss_mb
 
 
 def trace_for(workdir: Path, mb: float) -> Path:
@@ -184,6 +219,29 @@ class Tools:
         res = [measure(cmd, env, self.scratch / "help.out") for _ in range(runs + 1)][1:]
         return min(res, key=lambda r: r["s"])
 
+    def size_row(self, tool: str, name: str, run: Path) -> dict:
+        """One warm run of ``tool`` on ``run`` (its bytecode compiled by a run on the small trace first);
+        a run that fails (out of the address space allowed) is returned with ``failed`` set."""
+        prefix = self.scratch / f"pycache-sizes-{tool}"
+        if not prefix.exists():
+            prefix.mkdir()
+            if tool != "xprof-rs":
+                self.run_tool(tool, SMALL, prefix)
+        for f in xplanes(run):  # into the page cache
+            with open(f, "rb") as fh:
+                while fh.read(1 << 24):
+                    pass
+        try:
+            r = self.run_tool(tool, run, prefix)
+        except Failed as err:
+            print(f"  {name}: {tool}: FAILED after {err.s:.1f} s at {err.rss_mb:.0f} MB: {str(err)[-300:]}", flush=True)
+            return {"tool": tool, "trace": name, "failed": True, "s": err.s, "rss_mb": err.rss_mb}
+        events = None
+        if tool == "tfadvisor":
+            events = json.loads((self.scratch / "tfadvisor.out").read_text())["summary"]["loaded"]["events"]
+        print(f"  {name}: {tool}: warm {r['s']:.2f} s, peak RSS {r['rss_mb']:.0f} MB", flush=True)
+        return {"tool": tool, "trace": name, "failed": False, "events": events, **r}
+
     def tools(self) -> list[str]:
         return ["tfadvisor"] + (["xprof"] if self.use_xprof else []) + (["xprof-rs"] if self.xprof_rs else [])
 
@@ -255,6 +313,7 @@ def main() -> None:
     ap.add_argument("--tfadvisor", type=Path, help="a tfadvisor console script (default: python -m tfadvisor)")
     ap.add_argument("--xprof-rs", type=Path, help="the xprof-rs binary (default: on PATH or in --workdir)")
     ap.add_argument("--no-xprof", action="store_true", help="skip xprof (it needs ~9 GB on the large trace)")
+    ap.add_argument("--keep", action="store_true", help="keep the traces generated for --sizes")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ap.add_argument("--readme", action="store_true",
                     help=f"write the tables into README.md between {README_START} and {README_END}")
@@ -263,6 +322,7 @@ def main() -> None:
     if workdir == ROOT or ROOT in workdir.parents:
         raise SystemExit("--workdir must be outside the repository")
     workdir.mkdir(parents=True, exist_ok=True)
+    AS_LIMIT.append(available_bytes() - (1 << 30))
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
     tools = Tools(args, workdir)
@@ -276,11 +336,25 @@ def main() -> None:
             size = sum(f.stat().st_size for f in xplanes(run)) / 1e6
             rows += tools.bench(f"synthetic {size:.0f} MB", run, args.large_runs)
         lin = []
+        rs_per_mb = None  # xprof-rs' RSS per MB of file on the large trace: does a size fit?
+        for r in rows:
+            if r["tool"] == "xprof-rs" and r["trace"].startswith("synthetic"):
+                rs_per_mb = r["rss_mb"] / float(r["trace"].split()[1])
         for mb in [float(x) for x in args.sizes.split(",")] if args.sizes else []:
             run = trace_for(workdir, mb)
             size = sum(f.stat().st_size for f in xplanes(run)) / 1e6
-            r = tools.bench(f"synthetic {size:.0f} MB", run, args.large_runs, ["tfadvisor"])[0]
-            lin.append((size, r))
+            name = f"synthetic {size:.0f} MB"
+            lin.append((size, tools.size_row("tfadvisor", name, run)))
+            if tools.xprof_rs:
+                if rs_per_mb is not None and rs_per_mb * size < AS_LIMIT[0] / 1e6:
+                    lin.append((size, tools.size_row("xprof-rs", name, run)))
+                else:
+                    need = f"~{rs_per_mb * size / 1e3:.0f} GB" if rs_per_mb else "unknown (no large-trace run)"
+                    print(f"  {name}: xprof-rs: not run (needs {need}; {AS_LIMIT[0] / 1e9:.0f} GB allowed)")
+                    lin.append((size, {"tool": "xprof-rs", "trace": name, "skipped": need}))
+            if not args.keep and mb != args.mb:
+                shutil.rmtree(run.parents[2], ignore_errors=True)  # the trace_<mb>mb directory
+                print(f"  removed {run.parents[2]}", flush=True)
     finally:
         shutil.rmtree(tools.scratch, ignore_errors=True)
     after = os.getloadavg()
@@ -289,12 +363,23 @@ def main() -> None:
            f"{os.cpu_count()} CPUs (load average {load[0]:.2f} before, {after[0]:.2f} after).", "", table(rows), "",
            f"`tfadvisor --help`: {h['s']:.3f} s (best of 3, warm), peak RSS {h['rss_mb']:.0f} MB."]
     if lin:
-        out += ["", "| trace | events | tfadvisor warm s | s per M events | peak RSS MB |", "|---|---|---|---|---|"]
-        for _, r in lin:
-            ev = r.get("events")
-            per = f"{r['warm_s'] / ev * 1e6:.3f}" if ev else "-"
-            out.append(f"| {r['trace']} | {ev / 1e6:.2f} M | {r['warm_s']:.2f} | {per} | {r['rss_mb']:.0f} |"
-                       if ev else f"| {r['trace']} | - | {r['warm_s']:.2f} | - | {r['rss_mb']:.0f} |")
+        out += ["", f"Sizes (one warm run each; each process limited to {AS_LIMIT[0] / 1e9:.1f} GB of address space):",
+                "", "| trace | tool | events | warm s | s per M events | peak RSS MB | RSS per MB of file |",
+                "|---|---|---|---|---|---|---|"]
+        events = {r["trace"]: r.get("events") for _, r in lin if r.get("events")}
+        for size, r in lin:
+            ev = events.get(r["trace"])
+            if r.get("skipped"):
+                out.append(f"| {r['trace']} | {r['tool']} | - | not run: needs {r['skipped']} | - | - | - |")
+                continue
+            if r["failed"]:
+                out.append(f"| {r['trace']} | {r['tool']} | - | failed after {r['s']:.1f} s (out of memory) | - | "
+                           f"{r['rss_mb']:.0f} | - |")
+                continue
+            per = f"{r['s'] / ev * 1e6:.3f}" if ev else "-"
+            evs = f"{ev / 1e6:.2f} M" if ev else "-"
+            out.append(f"| {r['trace']} | {r['tool']} | {evs} | {r['s']:.2f} | {per} | {r['rss_mb']:.0f} | "
+                       f"{r['rss_mb'] / size:.2f} |")
     text = "\n".join(out)
     print("\n" + text)
     if args.readme:

@@ -50,6 +50,7 @@ TESTS = ["tests/test_truth.py", "tests/test_analyses_steps.py", "tests/test_anal
          "tests/test_analyses_misc.py", "tests/test_analyses_memory.py", "tests/test_analyses_collectives.py"]
 #: figures whose truth checks are in one module: only that runs for them
 OWN_TESTS: dict[str, list[str]] = {"step_busy": ["tests/test_truth.py"], "op_share": ["tests/test_attribution.py"],
+                                   "memory_peak": ["tests/test_analyses_memory.py"],
                                    "top_part": ["tests/test_attribution.py"],
                                    "device_memory": ["tests/test_attribution.py"]}
 
@@ -109,15 +110,16 @@ def make_copy(dest: Path, figure: str | None) -> int:
     return n
 
 
-def run_tests(copy: Path, tests: list[str], timeout: int) -> tuple[set[str], str]:
-    """Run pytest on ``tests`` importing tfadvisor from ``copy``; returns (failed test ids, summary line)."""
+def run_tests(copy: Path, tests: list[str], timeout: int, first: bool = False) -> tuple[set[str], str]:
+    """Run pytest on ``tests`` importing tfadvisor from ``copy`` (with ``first``: up to the first failure);
+    returns (failed test ids, summary line)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(copy / "no_xprof"), str(copy)])
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     cmd = [sys.executable, "-c",
            "import sys, tfadvisor; assert tfadvisor.__file__.startswith(sys.argv[1]), tfadvisor.__file__; "
            "import pytest; sys.exit(pytest.main(sys.argv[2:]))",
-           str(copy), "-q", "-rfE", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
+           str(copy), "-q", "-rfE", "-p", "no:cacheprovider", "--rootdir", str(ROOT), *(["-x"] if first else []),
            *[str(ROOT / t) for t in tests]]
     p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
     out = p.stdout + p.stderr
@@ -134,6 +136,9 @@ def main() -> int:
     ap.add_argument("--tests", nargs="*", default=TESTS, help="test modules to run (default: %(default)s)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per pytest run")
     ap.add_argument("--show", type=int, default=3, help="failing test ids to print per figure")
+    ap.add_argument("--first", action="store_true",
+                    help="stop each mutant's run at its first new failure (caught or not is all it tells; the "
+                         "suite's way: a clean control is required, so that first failure is the mutation's)")
     args = ap.parse_args()
     figures = args.only or list(FIGURES)
     custom = args.tests != TESTS
@@ -155,7 +160,7 @@ def main() -> int:
             t0 = time.perf_counter()
             d = Path(tmp) / fig
             sites = make_copy(d, fig)
-            failed, summary = run_tests(d, tests_of(fig), args.timeout)
+            failed, summary = run_tests(d, tests_of(fig), args.timeout, first=args.first and not control)
             caught = sorted(failed - control)
             rows.append((fig, FIGURES[fig][1], sites, len(caught)))
             print(f"{fig}: {FIGURES[fig][1]} x {FACTOR} at {sites} site(s): {len(caught)} new failures "

@@ -169,18 +169,18 @@ def test_row_helpers_agree_with_a_mask_over_the_plane(grouped, every_row_below, 
     ok = np.zeros(len(q.lines) + 1, bool)
     ok[lines] = True
     got = union(*[np.concatenate(x) for x in zip(*line_runs(q, ok))])
-    want = union(q.ev_start_ps[rows], q.ev_end_ps[rows])
+    want = union(q.ev_start_ps[rows], q.ends(rows))
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
     for limit in (0, 1 << 30):  # thread by thread, and sorted at once in the kernel
         monkeypatch.setattr(intervals, "UNION_SORTED_ROWS", limit)
         assert all(np.array_equal(a, b) for a, b in zip(rows_union(q, rows), want))
         assert all(np.array_equal(a, b) for a, b in zip(rows_union(q, rows[::-1]), want))  # any order
     # rows touching a few windows: the same rows either way
-    lo, hi = int(q.ev_start_ps.min()), int(q.ev_end_ps.max())
+    lo, hi = int(q.ev_start_ps.min()), q.max_end()
     ws = np.linspace(lo, hi, 9).astype(np.int64)[1:-1:2]
     we = ws + (hi - lo) // 50
     touch = rows_touching(q, lines, ws, we)
-    s, e = q.ev_start_ps[rows], q.ev_end_ps[rows]
+    s, e = q.ev_start_ps[rows], q.ends(rows)
     hit = ((ws[None, :] < e[:, None]) & (we[None, :] > s[:, None])).any(axis=1)
     assert hit.any() and np.sort(touch).tolist() == rows[hit].tolist()
 
@@ -193,7 +193,7 @@ def test_outermost_keeps_the_outer_event_of_each_nest_per_line():
     assert np.all(np.diff(p.ev_start_ps[out]) >= 0)
     for li in np.unique(p.ev_line[rows])[:20]:
         mine = rows[p.ev_line[rows] == li]
-        s, e = p.ev_start_ps[mine], p.ev_end_ps[mine]
+        s, e = p.ev_start_ps[mine], p.ends(mine)
         o = np.lexsort((-e, s))
         s, e, mine = s[o], e[o], mine[o]
         keep = [i for i in range(mine.shape[0]) if i == 0 or e[i] > e[:i].max()]

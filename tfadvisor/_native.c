@@ -1356,8 +1356,14 @@ done:
     return res;
 }
 
-/* _union_rows(start, end, rows) -> (starts, ends): the union of the intervals [start[i], end[i]) of the event
- * rows (any order; empty intervals left out, touching ones joined), sorted. Rows outside the columns raise
+/* The end of an event: start + duration, wrapping as numpy's int64 addition does (no undefined overflow). */
+static inline int64_t end_of(int64_t start, int64_t dur)
+{
+    return (int64_t)((uint64_t)start + (uint64_t)dur);
+}
+
+/* _union_rows(start, dur, rows) -> (starts, ends): the union of the intervals [start[i], start[i] + dur[i]) of the
+ * event rows (any order; empty intervals left out, touching ones joined), sorted. Rows outside the columns raise
  * IndexError. For a few rows at a time: the intervals are sorted (O(n log n)). */
 typedef struct {
     int64_t s, e;
@@ -1374,7 +1380,7 @@ static PyObject *py_union_rows(PyObject *self, PyObject *args)
     PyArrayObject *a[3] = {NULL};
     if (parse_i64(args, 3, a, "_union_rows") < 0)
         return NULL;
-    const int64_t *st = I64P(a[0]), *en = I64P(a[1]), *rows = I64P(a[2]);
+    const int64_t *st = I64P(a[0]), *du = I64P(a[1]), *rows = I64P(a[2]);
     int64_t nev = min64(LEN(a[0]), LEN(a[1])), n = LEN(a[2]), m = 0;
     PyArrayObject *os_ = NULL, *oe = NULL;
     PyObject *res = NULL;
@@ -1389,9 +1395,10 @@ static PyObject *py_union_rows(PyObject *self, PyObject *args)
             PyErr_Format(PyExc_IndexError, "_union_rows: row %lld outside [0, %lld)", (long long)i, (long long)nev);
             goto done;
         }
-        if (en[i] > st[i]) {
+        int64_t e = end_of(st[i], du[i]);
+        if (e > st[i]) {
             sp[m].s = st[i];
-            sp[m].e = en[i];
+            sp[m].e = e;
             m++;
         }
     }
@@ -1657,7 +1664,8 @@ done:
     return res;
 }
 
-/* _merge_rows(start, end, line, rows) -> (starts, ends, bounds, ok): per-thread union of event rows. */
+/* _merge_rows(start, dur, line, rows) -> (starts, ends, bounds, ok): per-thread union of event rows (event i:
+ * [start[i], start[i] + dur[i])). */
 static PyObject *py_merge_rows(PyObject *self, PyObject *args)
 {
     PyObject *os, *oe, *ol, *orw;
@@ -1666,7 +1674,7 @@ static PyObject *py_merge_rows(PyObject *self, PyObject *args)
     PyArrayObject *st = NULL, *en = NULL, *rw = NULL, *o_s = NULL, *o_e = NULL, *bnd = NULL;
     IdxArr line = {0};
     PyObject *res = NULL;
-    if (!(st = in_arr(os, NPY_INT64, "start")) || !(en = in_arr(oe, NPY_INT64, "end")))
+    if (!(st = in_arr(os, NPY_INT64, "start")) || !(en = in_arr(oe, NPY_INT64, "dur")))
         goto done;
     if (idx_arr(ol, &line, "line") < 0 || !(rw = in_arr(orw, NPY_INT64, "rows")))
         goto done;
@@ -1677,7 +1685,7 @@ static PyObject *py_merge_rows(PyObject *self, PyObject *args)
         bnd = new_i64(n + 2);
         if (!o_s || !o_e || !bnd)
             goto done;
-        const int64_t *s = I64P(st), *e = I64P(en), *rows = I64P(rw);
+        const int64_t *s = I64P(st), *d = I64P(en), *rows = I64P(rw);
         int64_t *ps = I64P(o_s), *pe = I64P(o_e), *bounds = I64P(bnd);
         int64_t nb = 0, k = 0, cur_line = -1, run_start = 0, prev = 0;
         int ok = 1;
@@ -1688,7 +1696,7 @@ static PyObject *py_merge_rows(PyObject *self, PyObject *args)
                 ok = 0;
                 continue;
             }
-            int64_t x = s[i], y = e[i], ln = idx_get(&line, i);
+            int64_t x = s[i], y = end_of(s[i], d[i]), ln = idx_get(&line, i);
             if (ln != cur_line) {
                 if (ln < cur_line)
                     ok = 0;
@@ -1857,7 +1865,7 @@ static PyMethodDef methods[] = {
     {"prefix_lengths", py_prefix_lengths, METH_VARARGS, "Running sums of interval lengths."},
     {"cover_sorted", py_cover_sorted, METH_VARARGS, "Covered length up to ascending query points."},
     {"intersect", py_intersect, METH_VARARGS, "Pieces of one disjoint sorted set inside another."},
-    {"union_rows", py_union_rows, METH_VARARGS, "Union of the intervals of event rows (few rows)."},
+    {"union_rows", py_union_rows, METH_VARARGS, "Union of the intervals (start, duration) of event rows (few rows)."},
     {"priority_cover", py_priority_cover, METH_VARARGS, "Per layer and window: the time it covers first."},
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},

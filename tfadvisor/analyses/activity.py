@@ -465,7 +465,7 @@ def _activity(trace: Trace, ctx: Context) -> Activity:
     act = Activity(host=host, devices=devices, python_lines=EMPTY, tfdata_lines=EMPTY)
     lo, hi = None, None
     for p in ([host] if host is not None else []) + devices:
-        a, b = int(p.ev_start_ps.min()), int(p.ev_end_ps.max())
+        a, b = int(p.ev_start_ps.min()), p.max_end()
         lo = a if lo is None else min(lo, a)
         hi = b if hi is None else max(hi, b)
     act.span = (lo or 0, hi or 0)
@@ -482,7 +482,7 @@ def _activity(trace: Trace, ctx: Context) -> Activity:
     cr = act.code_rows
     ALL = (L_TRAIN, L_PYTHON, L_TFDATA, L_COMM)
     TRAIN_PY = (L_TRAIN, L_PYTHON)
-    start, end, dur = p.ev_start_ps, p.ev_end_ps, p.ev_dur_ps
+    start, end, dur = p.ev_start_ps, p.ends, p.ev_dur_ps
 
     rows = act.rows
     rows["input"] = cr(ALL, (M_INPUT,))
@@ -519,10 +519,10 @@ def _activity(trace: Trace, ctx: Context) -> Activity:
     func_rows = union_rows(ee[is_func == 1], union_rows(cr(ALL, (M_FUNC_CALL,)), cr((L_PYTHON,), (M_FUNC_RUN,))))
     func_m = Measure.of_rows(p, func_rows)
     e0 = ee[is_func == 0]
-    eager_rows = e0[~contained(func_m, start[e0], end[e0])]
+    eager_rows = e0[~contained(func_m, start[e0], end(e0))]
     eager_m = Measure.of_rows(p, eager_rows)
     ek = cr(ALL, (M_EAGER_KERNEL,))
-    ek = ek[contained(eager_m, start[ek], end[ek])]
+    ek = ek[contained(eager_m, start[ek], end(ek))]
     rows["func"], rows["eager"], rows["eager_kernel"] = func_rows, eager_rows, ek
 
     rows["python_all"] = cr((L_PYTHON,), KNOWN_META)

@@ -117,7 +117,7 @@ def self_time(plane: Plane, rows: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, np.int64)
     s = plane.ev_start_ps[rows]
-    e = plane.ev_end_ps[rows]
+    e = plane.ends(rows)
     ln = plane.ev_line[rows].astype(np.int64)
     order = np.lexsort((-e, s, ln))
     s, e, ln = s[order], e[order], ln[order]

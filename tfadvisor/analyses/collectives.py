@@ -265,12 +265,12 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     steps_union = union(*windows) if windows is not None else None
     per_plane_ms, per_plane_pct, per_plane_count, per_plane_total, ov_num, ov_den = [], [], [], [], 0, 0
     for p, rows, _, comp in ar:
-        us, ue = union(p.ev_start_ps[rows], p.ev_end_ps[rows])
+        us, ue = union(p.ev_start_ps[rows], p.ends(rows))
         # Only the compute intervals that touch an all-reduce matter for the overlap:
         # found by binary search per line (comp is a metadata mask of compute events).
         lines = device_lines(p) if where == "device" else np.arange(len(p.lines))
         near = rows_touching(p, lines, us, ue, comp)
-        compute = Measure.union(p.ev_start_ps[near], p.ev_end_ps[near])
+        compute = Measure.union(p.ev_start_ps[near], p.ends(near))
         if windows is not None:
             ws, we = windows
             in_step = Measure(us, ue, disjoint=True).within(ws, we)

@@ -112,7 +112,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
                              for n in op_names], bool) if er.shape[0] else np.zeros(0, bool)
         sel = er[~is_input]
         if sel.shape[0]:  # ops overlapping a training window
-            sel = sel[Measure(w[0], w[1], disjoint=True).within(p.ev_start_ps[sel], p.ev_end_ps[sel]) > 0]
+            sel = sel[Measure(w[0], w[1], disjoint=True).within(p.ev_start_ps[sel], p.ends(sel)) > 0]
         res.add("eager_op_count", int(sel.shape[0]))
         em = Measure.of_rows(p, sel)
         inp = act.get("input_wait")

@@ -70,8 +70,8 @@ def _host_classes(act, ctx: Context) -> dict[str, Measure]:
         cb_meta = name_mask(names, _is_callback, extra=False)
         em = np.where(p.ev_meta[rows] >= 0, p.ev_meta[rows], len(names))
         is_cb = cb_meta[em]
-        out["callbacks"] = Measure.union(p.ev_start_ps[rows[is_cb]], p.ev_end_ps[rows[is_cb]])
-        out["python"] = Measure.union(p.ev_start_ps[rows], p.ev_end_ps[rows])
+        out["callbacks"] = Measure.union(p.ev_start_ps[rows[is_cb]], p.ends(rows[is_cb]))
+        out["python"] = Measure.union(p.ev_start_ps[rows], p.ends(rows))
     out["input"] = LazyUnion(act.threads("tfdata").wall(), act.get("input_wait"))
     out["ops"] = act.get("train_threads")
     return out

@@ -272,18 +272,18 @@ def _threads_minus_waits(p, lines: np.ndarray, waits: np.ndarray) -> list[tuple[
     if not rows.shape[0]:
         return []
     w = waits[np.isin(p.ev_line[waits], lines)] if waits.shape[0] else waits
-    start, end = p.ev_start_ps, p.ev_end_ps
-    lanes = Lanes.fit(lines.shape[0], start[rows], end[rows], start[w], end[w])
+    start, end = p.ev_start_ps, p.ends
+    lanes = Lanes.fit(lines.shape[0], start[rows], end(rows), start[w], end(w))
     if lanes is None:
         out = []
         for li in lines:
             r = rows[p.ev_line[rows] == li]
             if not r.shape[0]:
                 continue
-            us, ue = union(start[r], end[r])
+            us, ue = union(start[r], end(r))
             wl = w[p.ev_line[w] == li]
             if wl.shape[0]:
-                us, ue = difference(us, ue, *union(start[wl], end[wl]))
+                us, ue = difference(us, ue, *union(start[wl], end(wl)))
             out.append((us.astype(np.int64), ue.astype(np.int64)))
         return out
     order = np.argsort(lines, kind="stable")
@@ -291,10 +291,10 @@ def _threads_minus_waits(p, lines: np.ndarray, waits: np.ndarray) -> list[tuple[
     lane_of_line[lines[order]] = order  # a line listed twice: its last lane (its rows are read once)
     off = lanes.offsets()
     lane = lane_of_line[p.ev_line[rows]]
-    us, ue = union(start[rows] + off[lane], end[rows] + off[lane])
+    us, ue = union(start[rows] + off[lane], end(rows) + off[lane])
     if w.shape[0]:
         wshift = off[lane_of_line[p.ev_line[w]]]
-        us, ue = difference(us, ue, *union(start[w] + wshift, end[w] + wshift))
+        us, ue = difference(us, ue, *union(start[w] + wshift, end(w) + wshift))
     used = np.unique(lane)  # the threads with events: one entry each, even if now empty
     bounds = np.searchsorted(us, used * lanes.span, side="left")
     ends = np.searchsorted(us, (used + 1) * lanes.span, side="left")

@@ -585,7 +585,7 @@ def rows_union(plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows = np.ascontiguousarray(rows, np.int64)
     if rows.shape[0] <= UNION_SORTED_ROWS:
         rows = rows[(rows >= 0) & (rows < plane.n_events)] if rows.shape[0] else rows
-        return _union_rows(plane.ev_start_ps, plane.ev_end_ps, rows)
+        return _union_rows(plane.ev_start_ps, plane.ev_dur_ps, rows)
     return union_runs(rows_runs(plane, rows))
 
 
@@ -597,10 +597,10 @@ def rows_runs(plane: Plane, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarr
         rows = rows[(rows >= 0) & (rows < plane.n_events)]
     if rows.shape[0] == 0:
         return []
-    s, e, b, ok = _merge_rows(plane.ev_start_ps, plane.ev_end_ps, plane.ev_line, rows)
+    s, e, b, ok = _merge_rows(plane.ev_start_ps, plane.ev_dur_ps, plane.ev_line, rows)
     if ok:
         return _runs_to_list(s, e, b)
-    return union_per_line(plane.ev_line[rows], plane.ev_start_ps[rows], plane.ev_end_ps[rows])
+    return union_per_line(plane.ev_line[rows], plane.ev_start_ps[rows], plane.ends(rows))
 
 
 def line_runs(plane: Plane, line_ok: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -612,10 +612,10 @@ def line_runs(plane: Plane, line_ok: np.ndarray) -> list[tuple[np.ndarray, np.nd
         for li in np.flatnonzero(ok[:len(plane.lines)]):
             x, y = int(rng[li, 0]), int(rng[li, 1])
             if y > x:
-                out.append(union(plane.ev_start_ps[x:y], plane.ev_end_ps[x:y]))
+                out.append(union(plane.ev_start_ps[x:y], plane.ends(slice(x, y))))
         return out
     m = ok[plane.ev_line] & (plane.ev_meta >= 0)
-    return union_per_line(plane.ev_line[m], plane.ev_start_ps[m], plane.ev_end_ps[m])
+    return union_per_line(plane.ev_line[m], plane.ev_start_ps[m], plane.ends(m))
 
 
 #: :func:`rows_touching` tests every row of its lines where they hold fewer events than this in all.
@@ -690,7 +690,7 @@ def outermost(plane: Plane, rows: np.ndarray) -> np.ndarray:
     intervals on a line, the first)."""
     if rows.shape[0] <= 1:
         return rows
-    s, e, ln = plane.ev_start_ps[rows], plane.ev_end_ps[rows], plane.ev_line[rows].astype(np.int64)
+    s, e, ln = plane.ev_start_ps[rows], plane.ends(rows), plane.ev_line[rows].astype(np.int64)
     order = np.lexsort((-e, s, ln))
     rows, s, e, ln = rows[order], s[order], e[order], ln[order]
     keep = np.ones(rows.shape[0], bool)

@@ -45,7 +45,7 @@ def python_tf_rows(act, ctx: Context, starts: np.ndarray, ends: np.ndarray) -> n
     fc = ctx.stats(p, STEP_STATS)["tf_function_call"]
     if len(fc):
         drop |= np.isin(rows, fc.rows)
-    s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
+    s, e = p.ev_start_ps[rows], p.ends(rows)
     drop |= contains_any(s, e, starts, ends)  # wrappers around whole steps
     return rows[~drop & (e > s)]
 

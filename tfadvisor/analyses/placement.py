@@ -482,7 +482,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     # Host op time: wall time during which some host-placed op runs (any thread).
     # One union over every host plane: two planes' ops at the same instant are one instant.
     step_ps = None
-    parts = [(p.ev_start_ps[hr], p.ev_end_ps[hr]) for p, hr in host_rows_all if hr.size]
+    parts = [(p.ev_start_ps[hr], p.ends(hr)) for p, hr in host_rows_all if hr.size]
     host_ps = 0
     if parts:
         host = Measure.union(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]))

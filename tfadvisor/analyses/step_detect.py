@@ -198,17 +198,17 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
             if pb.shape[0]:
                 both = outermost(p, union_rows(outer_roots, pb))
                 # keep the outermost marker of each nest that holds a root marker
-                rm = Measure(p.ev_start_ps[outer_roots], p.ev_end_ps[outer_roots])
-                holds = rm.within(p.ev_start_ps[both], p.ev_end_ps[both]) > 0
+                rm = Measure(p.ev_start_ps[outer_roots], p.ends(outer_roots))
+                holds = rm.within(p.ev_start_ps[both], p.ends(both)) > 0
                 rows = both[holds]
                 # the root marker inside each (for the step number)
                 idx = np.searchsorted(p.ev_start_ps[outer_roots], p.ev_start_ps[rows], side="left")
                 inner = outer_roots[np.minimum(idx, outer_roots.shape[0] - 1)]
-            return StepSet("trace_context", p.ev_start_ps[rows], p.ev_end_ps[rows],
+            return StepSet("trace_context", p.ev_start_ps[rows], p.ends(rows),
                            _step_numbers(p, st, rows, inner), p.names_of(rows), rows)
         if pb.shape[0]:
             rows = outermost(p, pb)
-            return StepSet("profiled_batch", p.ev_start_ps[rows], p.ev_end_ps[rows], _step_numbers(p, st, rows),
+            return StepSet("profiled_batch", p.ev_start_ps[rows], p.ends(rows), _step_numbers(p, st, rows),
                            p.names_of(rows), rows)
     dev = device_steps(act, ctx)
     if dev:
@@ -247,13 +247,13 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
             rows = cand[names == best]
             rows = rows[np.argsort(p.ev_start_ps[rows], kind="stable")]
             s = p.ev_start_ps[rows]
-            e = np.append(s[1:], p.ev_end_ps[rows[-1]])
+            e = np.append(s[1:], p.ends(rows[-1]))
             # a step followed by validation (other Keras step functions) ends with its own call
             other = cand[(names != best) & np.array([KERAS_STEP_FN_RE.search(n) is not None for n in names], bool)]
             if other.shape[0] and rows.shape[0] > 1:
                 t = np.sort(p.ev_start_ps[other])
                 held = np.searchsorted(t, s[1:], side="left") > np.searchsorted(t, s[:-1], side="left")
-                e[:-1][held] = p.ev_end_ps[rows[:-1][held]]
+                e[:-1][held] = p.ends(rows[:-1][held])
             return StepSet("function_cadence", s, e, np.arange(rows.shape[0], dtype=np.int64),
                            np.full(rows.shape[0], str(best), dtype=object),
                            note=f"no step markers: steps follow the calls of {best}")
@@ -264,7 +264,7 @@ def _detect_steps(trace: Trace, ctx: Context) -> StepSet:
         it = it[p.ev_line[it] == line_ids[np.argmax(line_n)]]  # the line with the most calls
         if it.shape[0] >= 2:
             s = p.ev_start_ps[it]
-            e = np.append(s[1:], p.ev_end_ps[it[-1]])
+            e = np.append(s[1:], p.ends(it[-1]))
             return StepSet("iterator_cadence", s, e, np.arange(it.shape[0], dtype=np.int64),
                            np.full(it.shape[0], "IteratorGetNext", dtype=object),
                            note="no step markers or repeating function: steps follow the IteratorGetNext calls")

@@ -84,7 +84,7 @@ def _python_host(act: Activity, steps: StepSet) -> Measure:
     if p is None:
         return Measure.empty()
     rows = act.rows.get("python_all", EMPTY)
-    s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
+    s, e = p.ev_start_ps[rows], p.ends(rows)
     drop = np.zeros(rows.shape[0], bool)
     mk = union_rows(act.rows.get("roots", EMPTY), act.rows.get("profiled_batch", EMPTY))
     if mk.shape[0]:

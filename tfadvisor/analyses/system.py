@@ -409,7 +409,7 @@ def _first_get_next(trace: Trace, steps: Table | None, st: dict, put, res: Analy
             rows = p.events_named(None, prefix="IteratorGetNext")
         if not len(rows):
             continue
-        s, e = p.ev_start_ps[rows], p.ev_end_ps[rows]
+        s, e = p.ev_start_ps[rows], p.ends(rows)
         keep = (s < hi) & (e > lo)
         total += int((np.minimum(e[keep], hi) - np.maximum(s[keep], lo)).sum())
     put("startup_first_get_next_ms", total / PS_PER_MS)

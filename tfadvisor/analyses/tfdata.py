@@ -116,7 +116,7 @@ def _enclosing(p: Plane, outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     ok = pos >= 0
     cand = outer[np.maximum(pos, 0)]
     ok &= p.ev_line[cand] == p.ev_line[inner]
-    ok &= p.ev_end_ps[cand] >= p.ev_end_ps[inner]
+    ok &= p.ends(cand) >= p.ends(inner)
     return np.where(ok, cand, -1)
 
 
@@ -132,7 +132,7 @@ def _first_inside(p: Plane, outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     ok = pos < inner.shape[0]
     cand = inner[np.minimum(pos, inner.shape[0] - 1)]
     ok &= p.ev_line[cand] == p.ev_line[outer]
-    ok &= p.ev_start_ps[cand] < p.ev_end_ps[outer]
+    ok &= p.ev_start_ps[cand] < p.ends(outer)
     return np.where(ok, cand, -1)
 
 
@@ -345,7 +345,7 @@ def _concurrency(p: Plane, body_rows: np.ndarray, launches: np.ndarray, total_ps
     rows = body_rows[np.isin(cid, pid[pid != 0])]
     if not rows.shape[0] or total_ps <= 0:
         return 1.0
-    starts, ends = union(p.ev_start_ps[rows], p.ev_end_ps[rows])
+    starts, ends = union(p.ev_start_ps[rows], p.ends(rows))
     covered = float((ends - starts).sum())
     return max(total_ps / covered, 1.0) if covered > 0 else 1.0
 

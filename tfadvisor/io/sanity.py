@@ -218,7 +218,7 @@ def _line_starts_ps(p: Plane) -> np.ndarray:
 
 def _forget(p: Plane) -> None:
     """Drop cached values derived from the event columns."""
-    for name in ("ev_end_ps", "stats_by_event"):
+    for name in ("stats_by_event",):
         p.__dict__.pop(name, None)
 
 

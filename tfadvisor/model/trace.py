@@ -30,6 +30,8 @@ FRAMEWORK_SCOPE_LINES = ("Framework Name Scope", "TensorFlow Name Scope")
 STEP_LINES = ("Steps",)
 
 _EMPTY = np.empty(0, np.int64)
+#: :meth:`Plane.max_end` reads the events this many at a time.
+END_SLICE = 1 << 20
 
 
 @dataclass
@@ -186,9 +188,15 @@ class Plane:
         n = len(self.stat_names)
         return dict(zip(self.stat_names[::-1].tolist(), range(n - 1, -1, -1)))  # the first index is set last
 
-    @cached_property
-    def ev_end_ps(self) -> np.ndarray:
-        return self.ev_start_ps + self.ev_dur_ps
+    def ends(self, rows) -> np.ndarray:
+        """End (ps) of the event rows (an index array, a mask or a slice): start + duration, computed where asked
+        (a column of every event's end would cost 8 bytes per event for as long as the plane lives)."""
+        return self.ev_start_ps[rows] + self.ev_dur_ps[rows]
+
+    def max_end(self) -> int:
+        """The latest event end (ps), computed in slices (no column of every end); the plane must have events."""
+        step = END_SLICE
+        return max(int(self.ends(slice(i, i + step)).max()) for i in range(0, self.n_events, step))
 
     @cached_property
     def line_names(self) -> np.ndarray:
@@ -550,7 +558,7 @@ class Trace:
         for p in self.planes:
             if p.n_events:
                 a = int(p.ev_start_ps.min())
-                b = int(p.ev_end_ps.max())
+                b = p.max_end()
                 lo = a if lo is None else min(lo, a)
                 hi = b if hi is None else max(hi, b)
         return (lo or 0, hi or 0)
