@@ -57,6 +57,8 @@ OP_CATEGORIES = ("collective", "matrix", "data_movement", "optimizer", "gather_s
 PARTS = OP_CATEGORIES + ("input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
 #: How many items each lane and part keeps.
 TOP_ITEMS = 5
+#: Rows summed per name this many at a time (the temporaries of a big trace's millions of rows stay small).
+ROW_SLICE = 1 << 20
 #: A Python frame event: ``$file.py:123 function``.
 _FRAME_RE = re.compile(r"^\$(?P<file>[^:\s]*):(?P<line>\d+) (?P<fn>.*)$")
 #: A Python-tracer event of a C function: ``$module function`` (``$<unknown> sort``).
@@ -267,6 +269,13 @@ def _named(plane: Plane, rows: np.ndarray) -> _Named:
     codes = plane.ev_meta[rows] + 1  # -1 (unknown) -> 0
     n = len(plane.event_names) + 1
     used = np.flatnonzero(np.bincount(codes, minlength=n)) if codes.size else np.zeros(0, np.int64)
+    named = _named_codes(plane, used)
+    return replace(named, codes=codes, cat=named.label_cat[codes])
+
+
+def _named_codes(plane: Plane, used: np.ndarray) -> _Named:
+    """The names of the codes ``used`` (metadata index + 1), without rows (``codes`` and ``cat`` empty)."""
+    n = len(plane.event_names) + 1
     labels = np.full(n, None, dtype=object)
     cat_of = np.full(n, -1, np.int8)
     kinds: dict[str, str] = {}
@@ -276,7 +285,7 @@ def _named(plane: Plane, rows: np.ndarray) -> _Named:
         labels[k] = nm
         kinds[nm] = kind
         cat_of[k] = c
-    return _Named(labels, codes, kinds, cat_of[codes], cat_of)
+    return _Named(labels, EMPTY, kinds, EMPTY, cat_of)
 
 
 def _category_index(display: str) -> int:
@@ -373,7 +382,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
                 sel = named.in_category(c) & keep
                 if sel.any():
                     part = c if not has_device else "host_ops"
-                    host_op_layers[c].append(Measure.of_rows(host, rows[sel]))
+                    if not has_device:  # with devices the host's ops are not layers of their own
+                        host_op_layers[c].append(Measure.of_rows(host, rows[sel]))
                     which = named_ok & (named.label_cat == OP_CATEGORIES.index(c))
                     items.add_totals("all", part, named, tot, cnt, which)
 
@@ -533,12 +543,22 @@ def _host_event_items(act: Activity, items: _Items) -> None:
     p = act.host
     if p is None:
         return
+    n = len(p.event_names) + 1
     for part, keys in (("input", ("input", "h2d_api")), ("runtime", ("launch", "func", "eager"))):
-        rows = np.concatenate([act.rows.get(k, EMPTY) for k in keys]).astype(np.int64)
-        rows = rows[(p.ev_meta[rows] >= 0) & (p.ev_dur_ps[rows] > 0)] if rows.size else rows
-        if rows.size:
-            named = _named(p, rows)
-            items.add("all", part, named, np.ones(rows.shape[0], bool), p.ev_dur_ps[rows])
+        # per-metadata totals, a slice of rows at a time (a big trace has millions of launches: no per-row
+        # columns of them all); the times are whole picoseconds, so the float sums are exact in any order
+        tot, cnt = np.zeros(n), np.zeros(n, np.int64)
+        for k in keys:
+            rows = act.rows.get(k, EMPTY)
+            for i in range(0, rows.shape[0], ROW_SLICE):
+                r = rows[i:i + ROW_SLICE]
+                meta, dur = p.ev_meta[r], p.ev_dur_ps[r]
+                ok = (meta >= 0) & (dur > 0)
+                codes = meta[ok] + 1
+                tot += np.bincount(codes, weights=dur[ok], minlength=n)
+                cnt += np.bincount(codes, minlength=n)
+        if cnt.any():
+            items.add_totals("all", part, _named_codes(p, np.flatnonzero(cnt)), tot, cnt)
 
 
 def _items_table(items: _Items) -> Table:
