@@ -453,3 +453,21 @@ def test_window_estimated_when_a_thread_is_absurd(tmp_path: Path, absurd: int):
     assert trace.planes[0].n_events == 400
     notes = " ".join(trace.load_notes["h"])
     assert f"{absurd} event(s) starting far outside the capture window" in notes, notes
+
+
+def test_event_ends_without_a_column(monkeypatch):
+    """Ends are computed where asked (no column of every end is kept): ``Plane.ends`` equals start + duration
+    for rows, masks and slices, and ``Plane.max_end`` read in slices (of 5 events here) equals the largest."""
+    import tfadvisor.model.trace as trace_model
+
+    monkeypatch.setattr(trace_model, "END_SLICE", 5)
+    trace = tfadvisor.load(SAMPLES / "custom_loop_python")
+    for plane in trace.planes:
+        if not plane.n_events:
+            continue
+        every = plane.ev_start_ps + plane.ev_dur_ps
+        assert plane.max_end() == int(every.max())
+        rows = np.arange(0, plane.n_events, 3)
+        assert np.array_equal(plane.ends(rows), every[rows])
+        assert np.array_equal(plane.ends(plane.ev_dur_ps > 0), every[plane.ev_dur_ps > 0])
+        assert np.array_equal(plane.ends(slice(1, 4)), every[1:4])
