@@ -438,8 +438,8 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
     the same order in every lane, e.g. one lane per device), in one sweep: each lane's sets (clipped to the
     window) are moved into a lane of their own (:class:`Lanes`), where no other lane's reach. Each value is an
     array of one, as :func:`priority_split` gives for one window."""
-    room = Lanes.fit(len(lanes), np.array([lo, hi], np.int64)) if hi > lo else None
-    if not lanes or room is None:  # nothing to share, or no room to move them
+    room = Lanes.fit(len(lanes), np.array([lo, hi], np.int64)) if hi > lo and len(lanes) > 1 else None
+    if room is None:  # one lane or none (nothing to share: no shifted copy of its sets), or no room to move them
         return [priority_split((np.array([lo], np.int64), np.array([hi], np.int64)), layers) for layers in lanes]
     names = [name for name, _ in lanes[0]]
     if any([name for name, _ in layers] != names for layers in lanes):
