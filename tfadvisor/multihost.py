@@ -86,13 +86,13 @@ def analyze_run(
     """The one path from a run to its metrics and tables (no findings): every host of a multi-host run
     through :func:`analyze_hosts`, a single host here (``trace``: already loaded, not read again).
     The facade (:func:`tfadvisor.api.analyze`) and the scaling view both start here."""
-    from tfadvisor.analyses import analyze_trace, options_from
+    from tfadvisor.analyses import analyze_trace, event_stats, options_from
     from tfadvisor.io.reader import load_run
     from tfadvisor.result import RunResult
 
     if len(run.files) > 1:
         return analyze_hosts(run, options=options, progress=progress, jobs=jobs, dask=dask)
-    trace = trace if trace is not None else load_run(run, progress=progress)
+    trace = trace if trace is not None else load_run(run, progress=progress, stats=event_stats())
     opts = options_from(trace, options)
     host = analyze_trace(trace, opts, host=trace.hosts[0] if trace.hosts else "")
     return RunResult(run=run, summary=trace.summary(), metrics=host.metrics, tables=Tables(host.tables),

@@ -113,7 +113,7 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
     ``"all"``, or ``"host"`` for :data:`HOST_TABLES` and the comparison analyses only (the others never run)."""
     if tables not in ("all", "host"):
         raise ValueError(f"tables must be 'all' or 'host', not {tables!r}")
-    from tfadvisor.analyses import COMPARISON, Options, analyze_trace, options_from
+    from tfadvisor.analyses import COMPARISON, Options, analyze_trace, event_stats, options_from
     from tfadvisor.errors import TraceError
     from tfadvisor.io.reader import load_run
 
@@ -122,7 +122,7 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
     opts = dataclasses.replace(options) if options is not None else Options()
     held_from = time.time()
     try:
-        trace = load_run(run, hosts=[host])
+        trace = load_run(run, hosts=[host], stats=event_stats())
         t_load = time.perf_counter() - t0
         opts = options_from(trace, opts)
         ha = analyze_trace(trace, opts, host=host, only=COMPARISON if tables == "host" else None)

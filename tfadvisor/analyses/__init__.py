@@ -10,7 +10,9 @@ only when read: see :mod:`tfadvisor.model.table`).
 
 from __future__ import annotations
 
+import functools
 import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +62,17 @@ def metric_registry() -> dict[str, Declarations]:
     for module in modules.values():
         importlib.import_module(module)
     return {source: declarations(source) for source in modules}
+
+
+@functools.cache
+def event_stats() -> frozenset[str]:
+    """The event-level stat names the analyses read: every module's ``EVENT_STATS`` (a module that reads a stat
+    declares it there; :meth:`~tfadvisor.model.trace.Plane.stat_columns` refuses a name the reader did not keep).
+    The reader drops the others as it decodes (:func:`tfadvisor.io.reader.load_run`'s ``stats``)."""
+    names: set[str] = set()
+    for info in pkgutil.iter_modules(__path__):
+        names.update(getattr(importlib.import_module(f"{__name__}.{info.name}"), "EVENT_STATS", ()))
+    return frozenset(names)
 
 
 def known_metrics() -> frozenset[str]:

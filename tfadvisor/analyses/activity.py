@@ -108,6 +108,8 @@ _PRODUCE_RE = re.compile(r"^(Parallel)?Map(AndBatch)?Produce$|^ParallelMapProduc
 L_TRAIN, L_PYTHON, L_TFDATA, L_COMM = range(4)
 
 STEP_STATS = ("_r", "step_num", "step_id", "iter_num", "is_func", "tf_function_call", "tracing_count")
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = STEP_STATS + ("memcpy_details",)
 
 
 @dataclass

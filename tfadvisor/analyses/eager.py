@@ -70,6 +70,9 @@ def _occasional_spans(ctx: Context, tbl: Table | None) -> tuple[np.ndarray, np.n
     return np.asarray(tbl["start_ps"])[rows], np.asarray(tbl["wall_end_ps"])[rows]
 
 
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = ("eager_op",) + STEP_STATS
+
 DECLARED = declare(
     "eager",
     ("eager_op_count", "count", "ops dispatched eagerly (EagerExecute, is_func 0, outside functions; input fetches "

@@ -40,6 +40,9 @@ from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = ("threadpool_size", "cpu_budget")
+
 HIGH_PCT = 20.0
 #: The event of a tensor made from host data (NumPy arrays passed to a tf.function are converted so).
 NUMPY_FEED = "tf.constant"

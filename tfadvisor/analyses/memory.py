@@ -35,6 +35,8 @@ ALLOC, DEALLOC = "MemoryAllocation", "MemoryDeallocation"
 NUMERIC = ("index_on_host", "bytes_allocated", "bytes_reserved", "bytes_available", "peak_bytes_in_use",
            "requested_bytes", "allocation_bytes", "fragmentation", "data_type")
 STRINGS = ("allocator_name", "tf_op", "shape", "region_type")
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = NUMERIC + ("addr",) + STRINGS
 #: Allocators of a device's memory (``GPU_0_bfc``); ``cuda_host_bfc`` and the CPU BFC are host memory.
 DEVICE_ALLOCATOR = re.compile(r"(?i)^(gpu|tpu|xpu|device)[_:]?\d")
 #: The timeline keeps at most about this many points per allocator.

@@ -50,6 +50,9 @@ def python_tf_rows(act, ctx: Context, starts: np.ndarray, ends: np.ndarray) -> n
     return rows[~drop & (e > s)]
 
 
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = STEP_STATS
+
 DECLARED = declare(
     "overhead",
     ("step_outliers_excess_ms", "ms", "time the outlier steps take beyond the median step, summed"),

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 # ----------------------------------------------------------------------------------------
 
 
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = ("memcpy_details", "tf_op")
+
 #: An op dispatched eagerly from Python: ``EagerLocalExecute: <Type>``.
 EAGER_OP_RE = re.compile(r"^EagerLocalExecute: ([A-Za-z_][A-Za-z0-9_]*)$")
 

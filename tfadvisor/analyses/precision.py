@@ -47,6 +47,9 @@ from tfadvisor.model.trace import Trace
 if TYPE_CHECKING:
     import pandas as pd
 
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = ("hlo_module", "hlo_op", "program_id", "tf_op", "tensor_shapes")
+
 CLASSES = ("fp16", "bf16", "tf32", "fp32", "int8", "fp8", "fp64", "unknown")
 LOW_PRECISION = ("fp16", "bf16", "int8", "fp8")
 

@@ -31,6 +31,9 @@ from tfadvisor.model.trace import Plane, Trace
 #: Ops listed per device.
 TOP = 10
 
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = ("flops", "bytes_accessed")
+
 DECLARED = declare(
     "roofline",
     ("roofline_peak_tflops", "", "peak FLOP/s of the device (TFLOP/s, plane stat peak_teraflops_per_second)"),

@@ -58,6 +58,9 @@ from tfadvisor.model.table import group_sum
 from tfadvisor.model.trace import Plane, StatColumn, Trace
 from tfadvisor.runmeta import steps_per_execution
 
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = ("step_num", "group_id", "step_id") + STEP_STATS
+
 #: The functions a training step calls (preferred over others repeating on the python thread).
 TRAIN_FN_RE = re.compile(r"multi_step_on_iterator|train_step|train_function|one_step_on|step_on_iterator")
 #: Keras' step functions (train, test, predict; Keras 3 names them all multi_step_on_iterator).

@@ -56,6 +56,8 @@ VECTORIZE_MAX_US = 50.0
 #: Flags need the stage's time to be at least this share of the step time.
 MATERIAL_PCT = 5.0
 STAGE_STATS = ("name", "parallelism", "autotune", "buffered_elements", "batch_size", "buffer_limit", "cpu_budget")
+#: The event-level stats this module reads (the reader keeps only those some module declares).
+EVENT_STATS = ("_p", "_c") + STAGE_STATS
 _MAP_RE = re.compile(r"^(Parallel)?Map(V\d)?$|^MapAndBatch$|^MapAndFilter$|^ParallelMapV\d$|^LegacyParallelMap$")
 #: Stages that run ahead of their consumer on their own threads (they buffer).
 _ASYNC_RE = re.compile(r"^(Prefetch|MapAndBatch|ParallelMap|LegacyParallelMap|ParallelBatch|ParallelInterleave|"

@@ -65,14 +65,19 @@ class InflateBudget:
 Progress = Callable[[int, int], None]
 
 
-def load(path, run: str | None = None, progress: Progress | None = None) -> Trace:
-    """Load a profile: a logdir (newest run), a run directory, or ``.xplane.pb`` file(s)."""
+def load(path, run: str | None = None, progress: Progress | None = None, stats: frozenset[str] | None = None
+         ) -> Trace:
+    """Load a profile: a logdir (newest run), a run directory, or ``.xplane.pb`` file(s). ``stats``: the
+    event-level stat names to keep (the analyses' :func:`~tfadvisor.analyses.event_stats`); None keeps all."""
     chosen = path if isinstance(path, Run) else resolve(path, run=run)
-    return load_run(chosen, progress=progress)
+    return load_run(chosen, progress=progress, stats=stats)
 
 
-def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None = None) -> Trace:
-    """Load every host file of ``run`` (or only ``hosts``)."""
+def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None = None,
+             stats: frozenset[str] | None = None) -> Trace:
+    """Load every host file of ``run`` (or only ``hosts``), keeping the event-level stats named in ``stats``
+    (None: all). The others are dropped as each plane is decoded, before its strings are gathered: a big
+    trace's kernels carry several stats each that no analysis reads (correlation ids, kernel details...)."""
     files = [f for f in run.files if hosts is None or host_name(f) in hosts]
     total = sum(_size(f) for f in files)
     done = 0
@@ -91,7 +96,7 @@ def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None
     gc.disable()
     try:
         for f in files:
-            read_file(f, trace, step)
+            read_file(f, trace, step, stats)
     finally:
         if gc_was_on:
             gc.enable()
@@ -186,12 +191,13 @@ def _read_varint(fh: BinaryIO, path: str, where: int) -> tuple[int, int]:
 WRITING_RECENT_S = 60.0
 
 
-def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = None) -> None:
+def read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = None,
+              stats: frozenset[str] | None = None) -> None:
     """Stream one host file into ``trace`` (planes appended). A truncated file that was modified in the last
     :data:`WRITING_RECENT_S` seconds, or that grew while it was read, is reported as incomplete."""
     mtime, size = _stamp(path)
     try:
-        _read_file(path, trace, progress)
+        _read_file(path, trace, progress, stats)
     except TraceError as err:
         if not err.problem.startswith("truncated"):
             raise
@@ -219,7 +225,8 @@ def _stamp(path: str) -> tuple[float | None, int | None]:
     return st.st_mtime, st.st_size
 
 
-def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = None) -> None:
+def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None = None,
+               stats: frozenset[str] | None = None) -> None:
     host = host_name(path)
     size = _size(path)
     if size == 0 and not is_remote(path):
@@ -270,7 +277,7 @@ def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None =
                 else:
                     if key is not None:
                         seen.add(key)
-                    trace.planes.append(decode_plane(buf, host, path, pos, budget))
+                    trace.planes.append(decode_plane(buf, host, path, pos, budget, stats))
                 del buf
                 n_planes += 1
             else:
@@ -323,8 +330,10 @@ def _lookup(sorted_ids: np.ndarray) -> np.ndarray:
     return table
 
 
-def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: InflateBudget | None = None) -> Plane:
-    """Decode one XPlane's bytes into a :class:`Plane` (``budget``: the file's inflate allowance)."""
+def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: InflateBudget | None = None,
+                 stats: frozenset[str] | None = None) -> Plane:
+    """Decode one XPlane's bytes into a :class:`Plane` (``budget``: the file's inflate allowance; ``stats``: the
+    event-level stat names kept, None for all)."""
     budget = budget if budget is not None else InflateBudget()
     end = buf.shape[0]
     cap = 4096
@@ -347,6 +356,14 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
 
     cols = decode_lines(buf, line_off, line_len, md.ev_lut, md.ev_ids, md.st_lut, md.st_ids, path, base)
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
+    skipped = 0
+    if stats is not None:
+        keep = np.append(np.array([str(n) in stats for n in md.stat_names], bool), False)  # -1: unknown id
+        kept = keep[st_stat]
+        skipped = int(kept.shape[0] - np.count_nonzero(kept))
+        if skipped:
+            st_event, st_stat, st_kind, st_value, str_off, str_len = _keep_stats(
+                kept, st_event, st_stat, st_kind, st_value, str_off, str_len)
     n_str = len(str_off)
 
     def text(off: int, ln: int) -> str:
@@ -404,7 +421,19 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
         meta_stats=meta_stats,
         stats=dict(md.plane_stats),
         child_ids={k: list(v) for k, v in md.child_ids.items()},
+        kept_stats=stats,
+        stats_skipped=skipped,
     )
+
+
+def _keep_stats(kept, st_event, st_stat, st_kind, st_value, str_off, str_len):
+    """The stat rows ``kept`` selects, and the strings they hold (renumbered, in their order)."""
+    st_event, st_stat, st_kind, st_value = st_event[kept], st_stat[kept], st_kind[kept], st_value[kept]
+    holds = (st_kind == kinds.KIND_STR) | (st_kind == kinds.KIND_BYTES) | (st_kind == kinds.KIND_GZIP)
+    used = np.zeros(str_off.shape[0], bool)
+    used[st_value[holds]] = True
+    st_value[holds] = (np.cumsum(used) - 1)[st_value[holds]]
+    return st_event, st_stat, st_kind, st_value, str_off[used], str_len[used]
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,8 @@ class Plane:
     meta_stats: Table  # metadata-level stats: meta, stat, kind, raw
     stats: dict = field(default_factory=dict)  # plane-level stats by name
     child_ids: dict = field(default_factory=dict)  # dense meta -> list of child dense metas
+    kept_stats: frozenset | None = None  # the event-level stat names the reader kept (None: all)
+    stats_skipped: int = 0  # event-level stats the reader dropped (not in ``kept_stats``)
 
     def __repr__(self) -> str:
         return f"<Plane {self.host} {self.name!r}: {len(self.lines)} lines, {self.n_events:,} events>"
@@ -277,6 +279,10 @@ class Plane:
         value (with ``metadata_level``).
         """
         names = list(dict.fromkeys(names))
+        if self.kept_stats is not None and not self.kept_stats.issuperset(names):
+            missing = sorted(set(names) - self.kept_stats)
+            raise KeyError(f"stat(s) {missing} were not kept by the reader: an analysis reads them without "
+                           "declaring them in its module's EVENT_STATS")
         out = {n: StatColumn.empty(self, n) for n in names}
         sids = {n: self.stat_index[n] for n in names if n in self.stat_index}
         if rows is not None:
@@ -580,7 +586,7 @@ class Trace:
                     "name": p.name,
                     "lines": len(p.lines),
                     "events": p.n_events,
-                    "stats": p.n_stats,
+                    "stats": p.n_stats + p.stats_skipped,  # those the reader skipped too: the plane's own
                     "line_names": [str(n) for n in p.line_names],
                 }
                 for p in self.planes
