@@ -583,7 +583,11 @@ import tfadvisor
 x, y = data()
 m = model()
 m.train_on_batch(x[:16], y[:16])  # traced before the window
-stop_at = float(sys.argv[3])
+open(sys.argv[2] + ".ready", "w").close()  # the parent names the stop moment once both are here
+go = sys.argv[3]
+while not os.path.exists(go):
+    time.sleep(0.05)
+stop_at = float(open(go).read())
 with tfadvisor.profile(logdir, analyze=False) as p:
     i = 0
     while time.time() < stop_at:  # both processes stop at the same moment: the same run directory (by the second)
@@ -596,10 +600,19 @@ write_result(run_dir=p.run_dir, steps=p.steps, pid=os.getpid())
 
 def case_two_processes_one_logdir(work: Path) -> Outcome:
     script = write_script(work, TWO_WRITERS)
-    stop_at = f"{int(time.time()) + 12.3:.1f}"  # a moment both reach after TensorFlow's import, early in a second
+    go = work / "go"
     procs = [subprocess.Popen([sys.executable, str(script), str(work / "logs"), str(work / f"result{i}.json"),
-                               stop_at], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               str(go)], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for i in range(2)]
+    # the stop moment is named once both have imported TensorFlow and built the model (a fixed delay from the
+    # start failed on a loaded machine: the moment passed before one of them was ready), early in a second
+    ready = [work / f"result{i}.json.ready" for i in range(2)]
+    deadline = time.time() + 240
+    while not all(r.exists() for r in ready) and time.time() < deadline and all(p.poll() is None for p in procs):
+        time.sleep(0.05)
+    tmp = go.with_suffix(".tmp")
+    tmp.write_text(f"{int(time.time()) + 2.3:.1f}")
+    tmp.rename(go)  # whole, never half-written
     for p in procs:
         p.wait(timeout=300)
     results = []
