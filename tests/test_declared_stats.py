@@ -73,3 +73,24 @@ def test_kept_stats_are_the_full_loads_and_others_are_refused():
     # the summary counts every event stat of the plane, read or skipped
     assert [p["stats"] for p in part.summary()["planes"]] == [p["stats"] for p in full.summary()["planes"]]
 
+
+
+@pytest.mark.parametrize("path", [SAMPLES / "custom_loop_python", *REAL[:1]], ids=lambda p: p.name)
+def test_stats_kept_batch_by_batch_equal_one_batch(path, monkeypatch):
+    """With a stat filter the reader fills a plane's stats a batch of chunks at a time and keeps the declared
+    ones (the rest never all held at once): batches of 3 stats over chunks of 256 bytes give the same columns,
+    strings and counts as one batch."""
+    import tfadvisor.io.reader as reader
+    from tfadvisor.analyses import event_stats
+
+    cols = ("ev_line", "ev_meta", "ev_start_ps", "ev_dur_ps", "st_event", "st_stat", "st_kind", "st_value",
+            "str_pool", "str_off", "str_len")
+    one = tfadvisor.load(path, stats=event_stats())
+    monkeypatch.setattr(reader, "STAT_BATCH", 3)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 256)
+    many = tfadvisor.load(path, stats=event_stats())
+    assert sum(p.stats_skipped for p in one.planes) > 0
+    for a, b in zip(one.planes, many.planes, strict=True):
+        assert b.stats_skipped == a.stats_skipped
+        for c in cols:
+            assert np.array_equal(getattr(a, c), getattr(b, c)), c

@@ -354,16 +354,10 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     md = _plane_meta(_records(buf, tag_at, np.append(tag_at[1:], end), ~is_line & ((wts == 0) | (wts == 2))),
                      path, base, budget)
 
-    cols = decode_lines(buf, line_off, line_len, md.ev_lut, md.ev_ids, md.st_lut, md.st_ids, path, base)
+    keep = None if stats is None else np.append(np.array([str(n) in stats for n in md.stat_names], bool), False)
+    cols, skipped = decode_lines(buf, line_off, line_len, md.ev_lut, md.ev_ids, md.st_lut, md.st_ids, path, base,
+                                 keep)
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
-    skipped = 0
-    if stats is not None:
-        keep = np.append(np.array([str(n) in stats for n in md.stat_names], bool), False)  # -1: unknown id
-        kept = keep[st_stat]
-        skipped = int(kept.shape[0] - np.count_nonzero(kept))
-        if skipped:
-            st_event, st_stat, st_kind, st_value, str_off, str_len = _keep_stats(
-                kept, st_event, st_stat, st_kind, st_value, str_off, str_len)
     n_str = len(str_off)
 
     def text(off: int, ln: int) -> str:
@@ -426,13 +420,14 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     )
 
 
-def _keep_stats(kept, st_event, st_stat, st_kind, st_value, str_off, str_len):
-    """The stat rows ``kept`` selects, and the strings they hold (renumbered, in their order)."""
+def _keep_stats(kept, st_event, st_stat, st_kind, st_value, str_off, str_len, first_string: int = 0):
+    """The stat rows ``kept`` selects, and the strings they hold (renumbered in their order, from
+    ``first_string``)."""
     st_event, st_stat, st_kind, st_value = st_event[kept], st_stat[kept], st_kind[kept], st_value[kept]
     holds = (st_kind == kinds.KIND_STR) | (st_kind == kinds.KIND_BYTES) | (st_kind == kinds.KIND_GZIP)
     used = np.zeros(str_off.shape[0], bool)
     used[st_value[holds]] = True
-    st_value[holds] = (np.cumsum(used) - 1)[st_value[holds]]
+    st_value[holds] = (np.cumsum(used) - 1 + first_string)[st_value[holds]]
     return st_event, st_stat, st_kind, st_value, str_off[used], str_len[used]
 
 
@@ -536,14 +531,21 @@ INDEX_MAX = 2**31 - 1
 CHUNK_BYTES = 4 << 20
 
 
-def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: str, base: int):
-    """Both decoding passes over a plane's lines; returns the line matrix and the columns."""
+#: With a stat filter, the second pass fills the stats of about this many at a time and keeps those asked for,
+#: so that the stats no analysis reads are never all held at once (a big plane has tens of millions).
+STAT_BATCH = 1 << 22
+
+
+def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: str, base: int,
+                 keep: np.ndarray | None = None):
+    """Both decoding passes over a plane's lines; returns (the line matrix and the columns, the stats skipped).
+    ``keep``: per dense stat id (and a last entry for unknown ids), whether its stats are kept; None keeps all."""
     n_lines = len(line_off)
     lines = np.zeros((n_lines, wire.N_LINE_COLS), dtype=np.int64)
     if n_lines == 0:
         i32, i64 = np.empty(0, np.int32), np.empty(0, np.int64)
-        return lines, i32, i32.copy(), i64, i64.copy(), i32.copy(), i32.copy(), np.empty(0, np.uint8), \
-            i64.copy(), i64.copy(), i64.copy()
+        return (lines, i32, i32.copy(), i64, i64.copy(), i32.copy(), i32.copy(), np.empty(0, np.uint8),
+                i64.copy(), i64.copy(), i64.copy()), 0
     serial = int(line_len.sum()) < SERIAL_BELOW_BYTES
     count_lines = wire.count_lines_serial if serial else wire.count_lines
     fill_chunks = wire.fill_chunks_serial if serial else wire.fill_chunks
@@ -585,22 +587,38 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     ev_meta = np.empty(n_ev, np.int32)
     ev_start = np.empty(n_ev, np.int64)
     ev_dur = np.empty(n_ev, np.int64)
-    st_event = np.empty(n_st, np.int32)
-    st_stat = np.empty(n_st, np.int32)
-    st_kind = np.empty(n_st, np.uint8)
-    st_value = np.empty(n_st, np.int64)
-    str_off = np.empty(n_str, np.int64)
-    str_len = np.empty(n_str, np.int64)
-    c_err = np.zeros(len(line_of), np.int64)
-    c_at = np.zeros(len(line_of), np.int64)
-    fill_chunks(buf, line_of, start, end, ev_base[line_of] + ch_ev[idx], st_base[line_of] + ch_st[idx],
-                str_base[line_of] + ch_str[idx], lines[:, wire.L_TS_NS].copy(), ev_lut, ev_ids, st_lut, st_ids,
-                ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len,
-                c_err, c_at)
-    bad = np.flatnonzero(c_err)
-    if len(bad):
-        raise _fail(path, base, int(c_err[bad[0]]), int(c_at[bad[0]]), "an event")
-    return lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len
+    line_ts = lines[:, wire.L_TS_NS].copy()
+    ev_b, st_b, str_b = ev_base[line_of] + ch_ev[idx], st_base[line_of] + ch_st[idx], str_base[line_of] + ch_str[idx]
+    # Chunks in batches of about STAT_BATCH stats when stats are filtered (one batch otherwise): each batch's
+    # stats and strings are filled into arrays of its own, numbered from its first, then the kept ones taken.
+    n_chunk = len(line_of)
+    cuts = [0, n_chunk] if keep is None else \
+        np.unique(np.concatenate([[0], np.searchsorted(st_b, np.arange(STAT_BATCH, n_st, STAT_BATCH)), [n_chunk]]))
+    parts, skipped, strings = [], 0, 0
+    for j0, j1 in zip(cuts[:-1], cuts[1:]):
+        j0, j1 = int(j0), int(j1)
+        s0, s1 = int(st_b[j0]), (int(st_b[j1]) if j1 < n_chunk else n_st)
+        k0, k1 = int(str_b[j0]), (int(str_b[j1]) if j1 < n_chunk else n_str)
+        cols = (np.empty(s1 - s0, np.int32), np.empty(s1 - s0, np.int32), np.empty(s1 - s0, np.uint8),
+                np.empty(s1 - s0, np.int64), np.empty(k1 - k0, np.int64), np.empty(k1 - k0, np.int64))
+        c_err = np.zeros(j1 - j0, np.int64)
+        c_at = np.zeros(j1 - j0, np.int64)
+        fill_chunks(buf, line_of[j0:j1], start[j0:j1], end[j0:j1], ev_b[j0:j1], st_b[j0:j1] - s0,
+                    str_b[j0:j1] - k0, line_ts, ev_lut, ev_ids, st_lut, st_ids, ev_line, ev_meta, ev_start, ev_dur,
+                    *cols, c_err, c_at)
+        bad = np.flatnonzero(c_err)
+        if len(bad):
+            raise _fail(path, base, int(c_err[bad[0]]), int(c_at[bad[0]]), "an event")
+        if keep is not None:
+            kept = keep[cols[1]]
+            skipped += int(kept.shape[0] - np.count_nonzero(kept))
+            cols = _keep_stats(kept, *cols, first_string=strings)
+            strings += cols[4].shape[0]
+        parts.append(cols)
+    st_event, st_stat, st_kind, st_value, str_off, str_len = (
+        parts[0] if len(parts) == 1 else [np.concatenate(c) for c in zip(*parts)])
+    return (lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len), \
+        skipped
 
 
 def _dense_id(lut: np.ndarray, ids: np.ndarray, key: int) -> int:
