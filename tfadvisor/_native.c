@@ -1467,38 +1467,64 @@ static void heap_pop(int64_t *ht, int32_t *hl, int64_t *n)
     hl[i] = last_l;
 }
 
-/* _priority_cover(s, e, bounds, a, b) -> int64 array of K * W, or None.
+/* _priority_cover(starts, ends, a, b) -> int64 array of K * W, or None.
  *
- * Layer k is the intervals [s[i], e[i]) for i in [bounds[k], bounds[k + 1]), sorted and disjoint; the
- * windows [a[j], b[j]) have ascending starts and ascending ends (disjoint, or steps whose device work runs
+ * Layer k is the intervals [starts[k][i], ends[k][i]) (two sequences of K int64 arrays), sorted and disjoint;
+ * the windows [a[j], b[j]) have ascending starts and ascending ends (disjoint, or steps whose device work runs
  * past the next step's start: each counts the time inside it). out[k * W + j] is the time inside window j
  * that layer k covers and no earlier layer does (the first layer wins overlaps). One sweep over every
- * layer's boundaries at once (a heap of the layers' next boundaries); nothing but the output is allocated
- * per interval. None when an input is not as described (the caller then takes the general path). */
+ * layer's boundaries at once (a heap of the layers' next boundaries); the layers are read where they are
+ * (no joined copy of them all) and nothing but the output is allocated per interval. None when an input is
+ * not as described (the caller then takes the general path). */
 static PyObject *py_priority_cover(PyObject *self, PyObject *args)
 {
-    PyObject *o[5];
-    if (!PyArg_UnpackTuple(args, "_priority_cover", 5, 5, &o[0], &o[1], &o[2], &o[3], &o[4]))
+    PyObject *o[4];
+    if (!PyArg_UnpackTuple(args, "_priority_cover", 4, 4, &o[0], &o[1], &o[2], &o[3]))
         return NULL;
-    PyArrayObject *a[5] = {NULL};
-    PyObject *res = NULL;
+    PyArrayObject *a[2] = {NULL}, **ls = NULL, **le = NULL;
+    PyObject *fs = NULL, *fe = NULL, *res = NULL;
     PyArrayObject *out = NULL;
-    int64_t *pos = NULL, *ht = NULL;
+    int64_t *pos = NULL, *ht = NULL, *len = NULL, K = 0;
+    const int64_t **sp = NULL, **ep = NULL;
     int32_t *hl = NULL;
     uint64_t *inside = NULL; /* one bit per layer: the lowest set bit is the winner */
-    for (int i = 0; i < 5; i++) {
-        if (!(a[i] = in_arr(o[i], NPY_INT64, "_priority_cover")))
+    if (!(fs = PySequence_Fast(o[0], "_priority_cover: starts must be a sequence of arrays")) ||
+        !(fe = PySequence_Fast(o[1], "_priority_cover: ends must be a sequence of arrays")))
+        goto done;
+    K = PySequence_Fast_GET_SIZE(fs);
+    if (PySequence_Fast_GET_SIZE(fe) != K || K >= (1 << 30)) {
+        PyErr_SetString(PyExc_ValueError, "_priority_cover: as many ends as starts (and fewer than 2**30 layers)");
+        goto done;
+    }
+    ls = PyMem_Calloc((size_t)K + 1, sizeof(PyArrayObject *));
+    le = PyMem_Calloc((size_t)K + 1, sizeof(PyArrayObject *));
+    sp = PyMem_Calloc((size_t)K + 1, sizeof(int64_t *));
+    ep = PyMem_Calloc((size_t)K + 1, sizeof(int64_t *));
+    len = PyMem_Calloc((size_t)K + 1, sizeof(int64_t));
+    if (!ls || !le || !sp || !ep || !len) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t k = 0; k < K; k++) {
+        if (!(ls[k] = in_arr(PySequence_Fast_GET_ITEM(fs, k), NPY_INT64, "_priority_cover")) ||
+            !(le[k] = in_arr(PySequence_Fast_GET_ITEM(fe, k), NPY_INT64, "_priority_cover")))
+            goto done;
+        sp[k] = I64P(ls[k]);
+        ep[k] = I64P(le[k]);
+        len[k] = min64(LEN(ls[k]), LEN(le[k]));
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!(a[i] = in_arr(o[i + 2], NPY_INT64, "_priority_cover")))
             goto done;
     }
     {
-        const int64_t *s = I64P(a[0]), *e = I64P(a[1]), *bd = I64P(a[2]), *wa = I64P(a[3]), *wb = I64P(a[4]);
-        int64_t n = min64(LEN(a[0]), LEN(a[1])), K = LEN(a[2]) - 1, W = min64(LEN(a[3]), LEN(a[4]));
-        int ok = K >= 0 && K < (1 << 30);
+        const int64_t *wa = I64P(a[0]), *wb = I64P(a[1]);
+        int64_t W = min64(LEN(a[0]), LEN(a[1]));
+        int ok = 1;
         for (int64_t k = 0; ok && k < K; k++) {
-            if (bd[k] < 0 || bd[k + 1] < bd[k] || bd[k + 1] > n)
-                ok = 0;
-            for (int64_t i = bd[k]; ok && i < bd[k + 1]; i++)
-                if (e[i] < s[i] || (i > bd[k] && s[i] < e[i - 1]))
+            const int64_t *s = sp[k], *e = ep[k];
+            for (int64_t i = 0; ok && i < len[k]; i++)
+                if (e[i] < s[i] || (i > 0 && s[i] < e[i - 1]))
                     ok = 0;
         }
         for (int64_t j = 0; ok && j < W; j++)
@@ -1523,9 +1549,9 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
         int64_t *op = I64P(out), nh = 0;
         Py_BEGIN_ALLOW_THREADS
         for (int64_t k = 0; k < K; k++) {
-            pos[k] = bd[k];
-            if (pos[k] < bd[k + 1])
-                heap_push(ht, hl, &nh, s[pos[k]], (int32_t)k);
+            pos[k] = 0;
+            if (pos[k] < len[k])
+                heap_push(ht, hl, &nh, sp[k][0], (int32_t)k);
         }
         int64_t prev = 0, j = 0;
         int64_t win = -1;
@@ -1547,11 +1573,11 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
                 if (inside[k >> 6] & bit) {
                     inside[k >> 6] &= ~bit;
                     pos[k]++;
-                    if (pos[k] < bd[k + 1])
-                        heap_push(ht, hl, &nh, s[pos[k]], k);
+                    if (pos[k] < len[k])
+                        heap_push(ht, hl, &nh, sp[k][pos[k]], k);
                 } else {
                     inside[k >> 6] |= bit;
-                    heap_push(ht, hl, &nh, e[pos[k]], k);
+                    heap_push(ht, hl, &nh, ep[k][pos[k]], k);
                 }
             }
             win = -1;
@@ -1572,7 +1598,18 @@ done:
     PyMem_Free(ht);
     PyMem_Free(hl);
     PyMem_Free(inside);
-    release(a, 5);
+    for (int64_t k = 0; ls && le && k < K; k++) {
+        Py_XDECREF(ls[k]);
+        Py_XDECREF(le[k]);
+    }
+    PyMem_Free(ls);
+    PyMem_Free(le);
+    PyMem_Free((void *)sp);
+    PyMem_Free((void *)ep);
+    PyMem_Free(len);
+    Py_XDECREF(fs);
+    Py_XDECREF(fe);
+    release(a, 2);
     return res;
 }
 

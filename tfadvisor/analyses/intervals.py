@@ -55,8 +55,9 @@ _merge_rows = _native.merge_rows
 #: with (unless ``with_index`` is false) the index into set 2.
 intersect = _native.intersect
 
-#: ``_priority_cover(s, e, bounds, a, b)``: per layer (``bounds``) and window, the time the layer covers first
-#: (K x W, flat); None when a layer is not sorted and disjoint, or the windows' starts or ends do not ascend.
+#: ``_priority_cover(starts, ends, a, b)``: per layer (``starts[k]``, ``ends[k]``: arrays, read in place) and window,
+#: the time the layer covers first (K x W, flat); None when a layer is not sorted and disjoint, or the windows'
+#: starts or ends do not ascend.
 _priority_cover = _native.priority_cover
 
 #: ``_union_rows(start, end, rows)``: the union of the intervals of event rows in any order (sorted in the kernel).
@@ -478,18 +479,14 @@ def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, 
     if a.ndim != 1 or a.shape != b.shape:
         return None
     kept = [(name, m.wall()) for name, m in layers if m is not None and len(m)]
-    parts = [(w.s, w.e) for _, w in kept]
-    bounds = np.zeros(len(parts) + 1, np.int64)
-    bounds[1:] = np.cumsum([p[0].shape[0] for p in parts])
-    s = np.concatenate([p[0] for p in parts]) if parts else EMPTY
-    e = np.concatenate([p[1] for p in parts]) if parts else EMPTY
     order = None
     if a.shape[0] > 1 and not bool(np.all(a[1:] >= a[:-1])):  # windows in any order: taken by start
         order = np.lexsort((b, a))
-    cover = _priority_cover(s, e, bounds, a if order is None else a[order], b if order is None else b[order])
+    cover = _priority_cover([w.s for _, w in kept], [w.e for _, w in kept], a if order is None else a[order],
+                            b if order is None else b[order])
     if cover is None:
         return None
-    cover = cover.reshape(len(parts), a.shape[0])
+    cover = cover.reshape(len(kept), a.shape[0])
     if order is not None:
         back = np.empty_like(cover)
         back[:, order] = cover
