@@ -38,11 +38,12 @@ def _real_file() -> Path:
     return next(REAL[0].rglob("*.xplane.pb"))
 
 
-def _bomb() -> bytes:
+def _bomb(stat: str = "tf_op") -> bytes:
+    """A gzip stat that inflates to 80 MiB, named ``stat`` (``tf_op``: one the analyses read, so inflated)."""
     space = xplane_pb2.XSpace()
     p = space.planes.add(id=1, name="/host:CPU")
     p.event_metadata[1].name = "ev"
-    p.stat_metadata[2].name = "big"
+    p.stat_metadata[2].name = stat
     e = p.lines.add(id=1, name="python").events.add(metadata_id=1, offset_ps=0, duration_ps=1)
     e.stats.add(metadata_id=2, compressed_str_value=gzip.compress(b"\0" * (80 * 1024 * 1024), compresslevel=9))
     return space.SerializeToString()
@@ -64,6 +65,20 @@ def test_bad_files(tmp_path: Path, case: str):
     f = tmp_path / f"{case}.xplane.pb"
     f.write_bytes(make())
     assert_one_line_error(run_cli("analyze", str(f)), str(f), problem)
+
+
+def test_bomb_in_a_stat_no_analysis_reads(tmp_path: Path):
+    """The reader keeps only the stats the analyses declare: a gzip bomb in any other stat is never inflated, so
+    the analysis runs (at no cost for it); loading every stat (``tfadvisor.load``) still refuses it."""
+    import tfadvisor
+    from tfadvisor.errors import TraceError
+
+    f = tmp_path / "bomb_unread.xplane.pb"
+    f.write_bytes(_bomb("big"))
+    proc = run_cli("analyze", str(f), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    with pytest.raises(TraceError, match="expands beyond"):
+        tfadvisor.load(f)
 
 
 def test_truncated(tmp_path: Path):
