@@ -247,16 +247,9 @@ class _Named:
     label_cat: np.ndarray  # by metadata index + 1
 
     def totals(self, plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Time and count per name (by ``labels`` index) of the rows (those this was made of), summed a slice of
-        :data:`ROW_SLICE` rows at a time (no column of every row's duration); the durations are whole
-        picoseconds, so the float sums are exact in any order while a name's total is below 2**53 ps (2.5 h)."""
-        n = self.labels.shape[0]
-        tot, cnt = np.zeros(n), np.zeros(n, np.int64)
-        for i in range(0, rows.shape[0], ROW_SLICE):
-            codes = self.codes[i:i + ROW_SLICE]
-            tot += np.bincount(codes, weights=plane.ev_dur_ps[rows[i:i + ROW_SLICE]], minlength=n)
-            cnt += np.bincount(codes, minlength=n)
-        return tot, cnt
+        """Time and count per name (by ``labels`` index) of the rows (those this was made of): see
+        :func:`_sums_by_code`."""
+        return _sums_by_code(plane, rows, self.labels.shape[0], self.codes)
 
     def label_test(self, test) -> np.ndarray:
         """``test(display name)`` per ``labels`` entry (False where unused)."""
@@ -269,6 +262,26 @@ class _Named:
     def per_row(self, test) -> np.ndarray:
         """``test(display name)`` for every row, evaluated once per name."""
         return self.label_test(test)[self.codes]
+
+
+def _sums_by_code(plane: Plane, rows: np.ndarray, n: int, codes: np.ndarray | None = None,
+                  into: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Time and count of ``rows`` per code (``codes``, one per row; without them, metadata index + 1 of the rows
+    with known metadata and a positive duration), added ``into`` given totals; a slice of :data:`ROW_SLICE` rows
+    at a time (no column of every row's duration). Durations are whole picoseconds, so the float sums are exact
+    in any order while a code's total is below 2**53 ps (2.5 h)."""
+    tot, cnt = into if into is not None else (np.zeros(n), np.zeros(n, np.int64))
+    for i in range(0, rows.shape[0], ROW_SLICE):
+        dur = plane.ev_dur_ps[rows[i:i + ROW_SLICE]]
+        if codes is None:
+            meta = plane.ev_meta[rows[i:i + ROW_SLICE]]
+            ok = (meta >= 0) & (dur > 0)
+            c, dur = meta[ok] + 1, dur[ok]
+        else:
+            c = codes[i:i + ROW_SLICE]
+        tot += np.bincount(c, weights=dur, minlength=n)
+        cnt += np.bincount(c, minlength=n)
+    return tot, cnt
 
 
 def _named(plane: Plane, rows: np.ndarray) -> _Named:
@@ -552,19 +565,10 @@ def _host_event_items(act: Activity, items: _Items) -> None:
         return
     n = len(p.event_names) + 1
     for part, keys in (("input", ("input", "h2d_api")), ("runtime", ("launch", "func", "eager"))):
-        # per-metadata totals, a slice of rows at a time (a big trace has millions of launches: no per-row
-        # columns of them all); the times are whole picoseconds, so the float sums are exact in any order
-        # (below 2**53 ps, 2.5 h, per name)
+        # per-metadata totals (a big trace has millions of launches: no per-row columns of them all)
         tot, cnt = np.zeros(n), np.zeros(n, np.int64)
         for k in keys:
-            rows = act.rows.get(k, EMPTY)
-            for i in range(0, rows.shape[0], ROW_SLICE):
-                r = rows[i:i + ROW_SLICE]
-                meta, dur = p.ev_meta[r], p.ev_dur_ps[r]
-                ok = (meta >= 0) & (dur > 0)
-                codes = meta[ok] + 1
-                tot += np.bincount(codes, weights=dur[ok], minlength=n)
-                cnt += np.bincount(codes, minlength=n)
+            _sums_by_code(p, act.rows.get(k, EMPTY), n, into=(tot, cnt))
         if cnt.any():
             items.add_totals("all", part, _named_codes(p, np.flatnonzero(cnt)), tot, cnt)
 
