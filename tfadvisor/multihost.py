@@ -118,7 +118,9 @@ def analyze_hosts(
     if jobs is not None and jobs < 1:
         raise TraceError("--jobs", f"must be 1 or more (got {jobs})")
     metadata = read_run_metadata(run.directory)
-    sizes = {h: sum(_size(f) for f in run.files if host_name(f) == h) for h in hosts}
+    sizes = dict.fromkeys(hosts, 0)  # one pass over the files (256 hosts: 65,536 name tests when asked per host)
+    for f in run.files:
+        sizes[host_name(f)] += _size(f)
     total = sum(sizes.values())
     done = 0
     if progress is not None:
@@ -126,8 +128,11 @@ def analyze_hosts(
     payloads: dict[str, dict] = {}
     full: dict[str, dict] = {}  # the hosts analysed again in full (hosts_in_full), by the same workers
     tables = "all" if len(hosts) <= ALL_TABLES_UP_TO else "host"
+    compared: list = []  # _rows_of the comparison payloads, worked out once for more() and combine_hosts
+
     def more() -> list[str]:
-        return hosts_in_full([payloads[h] for h in hosts])
+        compared[:] = [_rows_of([payloads[h] for h in hosts])]
+        return hosts_in_full([payloads[h] for h in hosts], compared[0])
 
     stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe,
                                  tables=tables, more=more if tables == "host" else None)
@@ -153,7 +158,8 @@ def analyze_hosts(
             stream.close()
         return _checked(payload)
 
-    return combine_hosts(run, ordered, metadata=metadata, executor=executor, in_full=in_full, full=full)
+    return combine_hosts(run, ordered, metadata=metadata, executor=executor, in_full=in_full, full=full,
+                         rows=compared[0] if compared else None)
 
 
 def _shared(payload: dict, canon: dict[str, dict]) -> dict:
@@ -366,13 +372,14 @@ def _drawn(rows: list[dict], payloads: list[dict], straggler: str | None) -> lis
                   key=lambda i: (rows[i]["host"] != straggler, i))[:FULL_STAND_OUTS]
 
 
-def hosts_in_full(payloads: list[dict]) -> list[str]:
+def hosts_in_full(payloads: list[dict], rows: tuple | None = None) -> list[str]:
     """The hosts :func:`combine_hosts` reads in full (every analysis and table) when the payloads hold the
     comparison analyses only: the median host, then the hosts drawn (:func:`_drawn`). Known from the
-    comparison payloads alone, so that an executor can analyse them while its workers are still up."""
+    comparison payloads alone, so that an executor can analyse them while its workers are still up.
+    ``rows``: :func:`_rows_of` the payloads, when already worked out."""
     if not payloads:
         return []
-    has, rows, _, misaligned, mi = _rows_of(payloads)
+    has, rows, _, misaligned, mi = rows if rows is not None else _rows_of(payloads)
     straggler, ratio, *_ = _straggler(rows, mi, len(has), [])
     med_row = rows[mi]
     _stand_out(rows, straggler, ratio, misaligned, med_row["step_time_used_ms"] or med_row["step_time_mean_ms"])
@@ -381,12 +388,14 @@ def hosts_in_full(payloads: list[dict]) -> list[str]:
 
 
 def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None,
-                  in_full: Callable[[str], dict] | None = None, full: dict[str, dict] | None = None):
+                  in_full: Callable[[str], dict] | None = None, full: dict[str, dict] | None = None,
+                  rows: tuple | None = None):
     """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result.
 
     For the median host and the hosts that stand out, when their payloads hold the comparison analyses and
     per-host tables only, the payload with every analysis and table: from ``full`` (host -> payload; see
-    :func:`hosts_in_full`), else from ``in_full(host)``."""
+    :func:`hosts_in_full`), else from ``in_full(host)``. ``rows``: :func:`_rows_of` these payloads, when
+    already worked out (:func:`hosts_in_full` did; its ``stands_out`` are set again here)."""
     from tfadvisor.result import RunResult as Result
 
     def whole(host: str) -> dict | None:
@@ -394,7 +403,8 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
         return got if got is not None else (in_full(host) if in_full is not None else None)
 
     metadata = metadata or {}
-    has, rows, common, misaligned, mi = _rows_of(payloads)
+    has, rows, common, misaligned, mi = rows if rows is not None else _rows_of(payloads)
+    has = list(has)
     names = [h.host for h in has]
     notes: list[str] = []
 
@@ -638,10 +648,14 @@ def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:
         if tbl is None or not len(tbl):
             continue
         cols = [c for c in ["step", "duration_ms", *[f"{c}_ms" for c in CATEGORIES]] if c in tbl]
-        parts.append(pd.DataFrame({"host": np.full(len(tbl), h.host, dtype=object), **{c: tbl[c] for c in cols}}))
+        parts.append({"host": np.full(len(tbl), h.host, dtype=object), **{c: np.asarray(tbl[c]) for c in cols}})
     if not parts:
         return pd.DataFrame(columns=["host", "step", "duration_ms"])
-    return pd.concat(parts, ignore_index=True)
+    first = parts[0]
+    if all(list(p) == list(first) and all(p[c].dtype == first[c].dtype for c in first) for p in parts):
+        # the hosts alike (the usual case): one frame of the joined columns, not one frame per host joined
+        return pd.DataFrame({c: np.concatenate([p[c] for p in parts]) for c in first})
+    return pd.concat([pd.DataFrame(p) for p in parts], ignore_index=True)
 
 
 def _plain(v: Any) -> Any:
