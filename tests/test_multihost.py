@@ -21,6 +21,7 @@ from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.multihost import analyze_hosts, combine_hosts
 from tfadvisor.multihost_worker import analyze_host
 from tfadvisor.runtime import HostEvent, InFlight, run_pool
+from tfadvisor.runtime.local import host_peak_bytes
 from tfadvisor.scaling import scaling_report
 from tfadvisor_dev import synthetic as syn
 
@@ -547,3 +548,38 @@ def test_analyze_cli_multihost(straggler_dir):
     doc = json.loads(out.stdout)
     assert doc["metrics"]["straggler_host"] == "host2"
     assert [h["host"] for h in doc["hosts"]] == ["host0", "host1", "host2", "host3"]
+
+
+def test_hosts_too_big_to_fit_beside_each_other_wait(many_hosts):
+    """With the memory counted for each host (2.2 bytes per byte of file + 150 MB) larger than the budget for
+    two, the pool runs one host at a time and says so; with room for two it runs two: the same results."""
+    run = resolve(str(many_hosts))
+    sizes = {h: os.path.getsize(f) for h, f in zip(run.hosts, run.files)}
+    one = max(host_peak_bytes(s) for s in sizes.values())
+    results = {}
+    for memory, peak in ((2 * one + 1, 2), (one + 1, 1)):
+        seen, info = InFlight(), {}
+        got = dict(run_pool(run, run.hosts, None, 2, observe=seen, sizes=sizes, memory=memory, info=info))
+        assert sorted(got) == sorted(run.hosts) == sorted(seen.hosts("finished"))
+        assert seen.max_in_flight == peak  # the executor's count of hosts handed out at once
+        assert seen.max_held <= peak  # the workers' own load-to-drop intervals
+        # each host after the first waited with a slot free (one held back at a time)
+        assert info.get("waited_for_memory", 0) == (0 if peak == 2 else len(run.hosts) - 1)
+        results[peak] = {h: p["metrics"] for h, p in got.items()}
+    assert results[1] == results[2]
+
+
+def test_memory_wait_is_a_note_of_the_run(many_hosts, monkeypatch):
+    """Through analyze: the note and the summary's count, when the memory available holds one host at a time."""
+    import tfadvisor.runtime as rt
+
+    run = resolve(str(many_hosts))
+    one = max(host_peak_bytes(os.path.getsize(f)) for f in run.files)
+    monkeypatch.setattr(rt, "available_memory", lambda: one + 1)  # the machine's memory, as small as one host
+    res = analyze_hosts(run, jobs=2)
+    assert res.summary["waited_for_memory"] == len(run.hosts) - 1
+    assert any("waited for memory" in n for n in res.notes)
+    monkeypatch.undo()
+    free = analyze_hosts(run, jobs=2)  # this machine's own memory: room for both
+    assert "waited_for_memory" not in free.summary
+    assert res.metrics == free.metrics

@@ -54,6 +54,7 @@ from tfadvisor.io.reader import _size, read_run_metadata
 from tfadvisor.model.table import Table, Tables, to_float
 from tfadvisor.runmeta import positive as _positive
 from tfadvisor.runtime import Observer, run_hosts
+from tfadvisor.runtime.local import PEAK_PER_FILE_BYTE
 from tfadvisor.units import finite_number
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def analyze_hosts(
         return hosts_in_full([payloads[h] for h in hosts], compared[0])
 
     stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe,
-                                 tables=tables, more=more if tables == "host" else None)
+                                 tables=tables, more=more if tables == "host" else None, sizes=sizes)
     canon: dict[str, dict] = {}
     try:
         for host, payload in stream:
@@ -429,6 +430,10 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
 
     put("hosts_count", len(has))
     put("median_host", median.host)
+    if (executor or {}).get("waited_for_memory"):
+        notes.append(f"multihost: {executor['waited_for_memory']} host(s) waited for memory, not only for a free "
+                     f"slot: counted at ~{PEAK_PER_FILE_BYTE} bytes per byte of their files, they did not fit "
+                     f"beside the hosts in flight in the {executor['memory_available_mb']:,} MB available")
     notes.append(f"multihost: per-step figures are those of {median.host}, the median host by work per step "
                  f"(of {len(has)}); every host is in the 'hosts' table")
 

@@ -15,6 +15,9 @@ machine's RAM is still analysed. Results come back as they complete, as ``(host,
   host starts while the workers are still starting, so the N peaks do not coincide), and it is
   faster. After each host the task gives freed heap back to the OS (``malloc_trim``), so a worker's
   memory does not creep from host to host.
+  Hosts too big to run side by side wait: a host starts beside others only while every host in flight,
+  counted at ~2.2 bytes of memory per byte of its files, fits in the memory available when the pool starts
+  (one host alone always starts); the run's summary says how many waited (``waited_for_memory``).
 * ``dask="tcp://scheduler:8786"`` (:mod:`tfadvisor.runtime.dask`): the same per-host function
   submitted to an existing Dask distributed cluster (``distributed.Client(address)``); at most
   ``jobs`` (default: the cluster's thread count) hosts in flight.
@@ -34,7 +37,7 @@ from tfadvisor.analyses import Options
 from tfadvisor.io.discovery import Run
 from tfadvisor.runtime.dask import run_dask
 from tfadvisor.runtime.inflight import HostEvent, InFlight, Observer
-from tfadvisor.runtime.local import More, run_inline, run_pool
+from tfadvisor.runtime.local import More, available_memory, run_inline, run_pool
 
 #: Without an explicit ``jobs``, runs whose files add up to less than this are analysed in-process.
 INLINE_BELOW_BYTES = 32_000_000
@@ -43,12 +46,15 @@ INLINE_BELOW_BYTES = 32_000_000
 def run_hosts(run: Run, hosts: list[str], options: Options | None, *, jobs: int | None = None,
               dask: str | None = None, total_bytes: int = 0,
               observe: Observer | None = None,
-              tables: str = "all", more: More | None = None) -> tuple[Iterator[tuple[str, dict]], dict[str, Any]]:
+              tables: str = "all", more: More | None = None,
+              sizes: dict[str, int] | None = None) -> tuple[Iterator[tuple[str, dict]], dict[str, Any]]:
     """The executor for these arguments, started lazily: its ``(host, payload)`` stream (close it to
     cancel what has not started and stop the workers) and how it runs (``executor``, ``jobs``, ...:
     they go into the run's summary). ``tables``: which tables each host sends back
     (:func:`~tfadvisor.multihost_worker.analyze_host`). ``more``: hosts to analyse again in full once every
-    result is in (:data:`~tfadvisor.runtime.local.More`; the local executors only: Dask ignores it)."""
+    result is in (:data:`~tfadvisor.runtime.local.More`; the local executors only: Dask ignores it). ``sizes``:
+    bytes of each host's files; the local pool starts a host beside others only while their counted peaks fit
+    in the memory available when it starts (:func:`~tfadvisor.runtime.local.run_pool`)."""
     if dask:
         return run_dask(run, hosts, options, dask, jobs, observe, tables), {"executor": "dask", "scheduler": dask}
     n = min(jobs or os.cpu_count() or 1, len(hosts))
@@ -56,8 +62,10 @@ def run_hosts(run: Run, hosts: list[str], options: Options | None, *, jobs: int 
         n = 1  # starting worker processes costs more than analysing small files here
     if n <= 1:
         return run_inline(run, hosts, options, observe, tables, more), {"executor": "in-process", "jobs": 1}
-    return run_pool(run, hosts, options, n, observe=observe, tables=tables, more=more), {
-        "executor": "processes", "jobs": n, "worker_processes": n - 1}
+    memory = available_memory() if sizes is not None else None
+    info: dict[str, Any] = {"executor": "processes", "jobs": n, "worker_processes": n - 1}
+    return run_pool(run, hosts, options, n, observe=observe, tables=tables, more=more, sizes=sizes, memory=memory,
+                    info=info), info
 
 
 __all__ = ["INLINE_BELOW_BYTES", "HostEvent", "InFlight", "More", "Observer", "run_dask", "run_hosts", "run_inline",

@@ -34,15 +34,46 @@ def run_inline(run: Run, hosts: list[str], options: Options | None,
         more = None
 
 
+#: Peak memory of analysing one host, per byte of its files: the 1 GB and 4 GB SYNTHETIC traces peaked at 2.11 and
+#: 1.99 bytes per byte (README, "big traces"; one process, its ~150 MB base included), so a host is counted at
+#: :data:`PEAK_PER_FILE_BYTE` times its size plus :data:`PEAK_BASE_BYTES`.
+PEAK_PER_FILE_BYTE = 2.2
+PEAK_BASE_BYTES = 150 << 20
+
+
+def host_peak_bytes(file_bytes: int) -> int:
+    """The memory analysing a host of ``file_bytes`` is counted at (:data:`PEAK_PER_FILE_BYTE`)."""
+    return int(PEAK_PER_FILE_BYTE * max(0, int(file_bytes))) + PEAK_BASE_BYTES
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new work now (Linux ``MemAvailable``), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, local_slot: bool = True,
              observe: Observer | None = None, tables: str = "all",
-             more: More | None = None) -> Iterator[tuple[str, dict]]:
+             more: More | None = None, sizes: dict[str, int] | None = None, memory: int | None = None,
+             info: dict | None = None) -> Iterator[tuple[str, dict]]:
     """At most ``jobs`` hosts in flight; results as they complete (``tables``: as
     :func:`~tfadvisor.multihost_worker.analyze_host`'s; ``more``: see :data:`More`).
 
     With ``local_slot`` one of the ``jobs`` slots is a thread of this process (which has
     tfadvisor imported already and would otherwise only wait) and ``jobs - 1`` are worker
-    processes; without it all ``jobs`` are worker processes."""
+    processes; without it all ``jobs`` are worker processes.
+
+    ``memory`` (bytes; None: no bound) with ``sizes`` (bytes of each host's files): a host starts beside the
+    hosts in flight only while all of them are counted (:func:`host_peak_bytes`) within ``memory``; alone it
+    always starts. So big hosts run fewer at once instead of running the machine out of memory. Where a host
+    waited for memory (not for a slot), ``info`` gets ``waited_for_memory`` (how many did) and
+    ``memory_available_mb`` (``memory``)."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
@@ -56,6 +87,18 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
              if n_proc else None)
     local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
     failed = False
+    waited: list = [None, 0]  # the host last counted as waiting for memory, how many did
+
+    def admit() -> str | None:
+        """The first queued host that fits beside those in flight (see ``memory``), taken off the queue."""
+        if memory is None or not pending:
+            return queue.pop(0)
+        held = sum(host_peak_bytes((sizes or {}).get(h, 0)) for h, _ in pending.values())
+        for i, h in enumerate(queue):
+            if held + host_peak_bytes((sizes or {}).get(h, 0)) <= memory:
+                return queue.pop(i)
+        return None
+
     try:
         while queue or pending or more is not None:
             if not queue and not pending:  # every result is in: the hosts to analyse in full, if any
@@ -63,16 +106,20 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
                 continue
             kinds = [k for _, k in pending.values()]
             # the workers first: they start on the first submits, a forked one before this process' own thread
-            while procs is not None and queue and kinds.count("process") < n_proc:
-                h = queue.pop(0)
+            while procs is not None and queue and kinds.count("process") < n_proc and (h := admit()) is not None:
                 with main_module_hidden():
                     pending[procs.submit(analyze_host, runs[h], h, options, threads, tables)] = (h, "process")
                 dispatch.started(h, "process")
                 kinds.append("process")
-            if local is not None and queue and "thread" not in kinds:
-                h = queue.pop(0)
+            if local is not None and queue and "thread" not in kinds and (h := admit()) is not None:
                 pending[local.submit(analyze_host, runs[h], h, options, threads, tables)] = (h, "thread")
                 dispatch.started(h, "thread")
+            if queue and len(pending) < jobs and waited[0] != queue[0]:
+                waited[0] = queue[0]  # a slot is free, and the next host waits for memory
+                waited[1] += 1
+                if info is not None:
+                    info["waited_for_memory"] = waited[1]
+                    info["memory_available_mb"] = round(memory / 2**20)
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 h, _kind = pending.pop(fut)
@@ -98,4 +145,5 @@ def file_of(run: Run, host: str) -> str:
     return next((f for f in run.files if host_name(f) == host), run.directory)
 
 
-__all__ = ["More", "file_of", "run_inline", "run_pool"]
+__all__ = ["PEAK_BASE_BYTES", "PEAK_PER_FILE_BYTE", "More", "available_memory", "file_of", "host_peak_bytes",
+           "run_inline", "run_pool"]
