@@ -215,7 +215,9 @@ def _set_odd_value(rng: random.Random, stat: pb.XStat, plane: pb.XPlane) -> str:
         v = f"{len(v)} random bytes"
     elif kind == "ref":
         used = set(plane.stat_metadata.keys())
-        v = rng.choice([UINT64_MAX, 2**63, 2**63 + 5, _missing_id(rng, used) % 2**64] + sorted(used)[:3])
+        # a reference is a uint64: ids mutated negative (m_ids, m_huge_ids) are referred to as they wrap
+        v = rng.choice([UINT64_MAX, 2**63, 2**63 + 5, _missing_id(rng, used) % 2**64]
+                       + [u % 2**64 for u in sorted(used)[:3]])
         stat.ref_value = v
     else:
         which = rng.choice(["bad", "truncated", "junk", "big", "empty"])
