@@ -76,18 +76,18 @@ def test_kept_stats_are_the_full_loads_and_others_are_refused():
 
 
 @pytest.mark.parametrize("path", [SAMPLES / "custom_loop_python", *REAL[:1]], ids=lambda p: p.name)
-def test_stats_kept_batch_by_batch_equal_one_batch(path, monkeypatch):
-    """With a stat filter the reader fills a plane's stats a batch of chunks at a time and keeps the declared
-    ones (the rest never all held at once): batches of 3 stats over chunks of 256 bytes give the same columns,
-    strings and counts as one batch."""
+def test_stats_kept_chunk_by_chunk_equal_one_chunk(path, monkeypatch):
+    """With a stat filter both decoding passes count, place and fill only the declared stats (the others are read
+    through, never stored): lines cut into chunks of 256 bytes, each placed by the kept stats and strings before it
+    and filled on the decoder's threads, give the same columns, strings and counts as whole lines."""
     import tfadvisor.io.reader as reader
     from tfadvisor.analyses import event_stats
 
     cols = ("ev_line", "ev_meta", "ev_start_ps", "ev_dur_ps", "st_event", "st_stat", "st_kind", "st_value",
             "str_pool", "str_off", "str_len")
     one = tfadvisor.load(path, stats=event_stats())
-    monkeypatch.setattr(reader, "STAT_BATCH", 3)
     monkeypatch.setattr(reader, "CHUNK_BYTES", 256)
+    monkeypatch.setattr(reader, "SERIAL_BELOW_BYTES", 0)  # the threaded passes, on any plane
     many = tfadvisor.load(path, stats=event_stats())
     assert sum(p.stats_skipped for p in one.planes) > 0
     for a, b in zip(one.planes, many.planes, strict=True):

@@ -346,11 +346,50 @@ done:
     return res;
 }
 
-/* Count the stats of one XEvent in buf[pos:end]; returns the error code. */
-static int count_event(const uint8_t *buf, int64_t pos, int64_t end, int64_t *n_stats_out, int64_t *n_strs_out,
-                       int64_t *err_at)
+/* Map a metadata id to its dense index (-1 when unknown). */
+static inline int32_t dense(const int32_t *lookup, int64_t n_lookup, const int64_t *sorted, int64_t n_sorted,
+                            int64_t key)
 {
-    int64_t n_stats = 0, n_strs = 0;
+    if (key >= 0 && key < n_lookup)
+        return lookup[key];
+    int64_t lo = 0, hi = n_sorted; /* searchsorted, side="left" */
+    while (lo < hi) {
+        int64_t mid = lo + ((hi - lo) >> 1);
+        if (sorted[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < n_sorted && sorted[lo] == key)
+        return (int32_t)lo; /* lo < n_sorted <= INT32_MAX (fill_chunks checks) */
+    return -1;
+}
+
+/* The stats a plane's decode keeps: every stat (keep == NULL), else those whose metadata id's dense index `d`
+ * has keep[d] != 0; a stat naming no id or an id not in the metadata takes the mask's last entry. */
+typedef struct {
+    const uint8_t *keep;
+    int64_t n_keep;
+    const int32_t *lookup;
+    int64_t n_lookup;
+    const int64_t *sorted;
+    int64_t n_sorted;
+} StatKeep;
+
+static inline int stat_kept(const StatKeep *k, int has_meta, int64_t meta)
+{
+    if (!k->keep)
+        return 1;
+    int64_t d = has_meta ? dense(k->lookup, k->n_lookup, k->sorted, k->n_sorted, meta) : -1;
+    int64_t i = d < 0 ? k->n_keep - 1 : d;
+    return i >= 0 && i < k->n_keep && k->keep[i] != 0;
+}
+
+/* Count the stats of one XEvent in buf[pos:end] (those `keep` keeps, and all of them); returns the error code. */
+static int count_event(const StatKeep *keep, const uint8_t *buf, int64_t pos, int64_t end, int64_t *n_stats_out,
+                       int64_t *n_strs_out, int64_t *n_all_out, int64_t *err_at)
+{
+    int64_t n_stats = 0, n_strs = 0, n_all = 0;
     while (pos < end) {
         int64_t tag_at = pos;
         uint64_t tag;
@@ -363,9 +402,10 @@ static int count_event(const uint8_t *buf, int64_t pos, int64_t end, int64_t *n_
             pos = varint(buf, pos, end, &ln);
             if (pos < 0 || ln > (uint64_t)(end - pos)) { *err_at = tag_at; return ERR_TRUNCATED; }
             int64_t stat_end = pos + (int64_t)ln;
-            n_stats++;
-            /* A string-valued stat needs a slot in the plane's string table. */
-            int64_t p = pos;
+            n_all++;
+            /* A string-valued stat needs a slot in the plane's string table (where the stat is kept). */
+            int64_t p = pos, strs = 0, meta = 0;
+            int has_meta = 0;
             while (p < stat_end) {
                 int64_t t2_at = p;
                 uint64_t t2;
@@ -374,10 +414,22 @@ static int count_event(const uint8_t *buf, int64_t pos, int64_t end, int64_t *n_
                 uint64_t f2 = t2 >> 3;
                 int64_t w2 = (int64_t)(t2 & 7);
                 if (w2 == 2 && (f2 == 5 || f2 == 6 || f2 == 8))
-                    n_strs++;
+                    strs++;
+                if (w2 == 0 && f2 == 1) { /* the metadata id (the last one wins, as in pass 2) */
+                    uint64_t v;
+                    p = varint(buf, p, stat_end, &v);
+                    if (p < 0) { *err_at = t2_at; return ERR_TRUNCATED; }
+                    meta = (int64_t)v;
+                    has_meta = 1;
+                    continue;
+                }
                 p = skip(buf, p, stat_end, w2);
                 if (p == -2) { *err_at = t2_at; return ERR_WIRE_TYPE; }
                 if (p < 0) { *err_at = t2_at; return ERR_TRUNCATED; }
+            }
+            if (stat_kept(keep, has_meta, meta)) {
+                n_stats++;
+                n_strs += strs;
             }
             pos = stat_end;
         } else {
@@ -388,6 +440,7 @@ static int count_event(const uint8_t *buf, int64_t pos, int64_t end, int64_t *n_
     }
     *n_stats_out = n_stats;
     *n_strs_out = n_strs;
+    *n_all_out = n_all;
     return OK;
 }
 
@@ -402,15 +455,17 @@ typedef struct {
     int64_t ch_len;
     const int64_t *ch_base;
     int64_t *out_chunks, *out_stats, *out_strs, *out_err, *out_err_at;
+    StatKeep keep;
+    int64_t *out_all; /* per line: every stat, kept or not (NULL: not asked) */
 } CountCtx;
 
 /* Pass 1 for one line: its scalar fields, its event/stat/string counts and chunk marks. */
 static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, int64_t cb, int64_t *chunks_out,
-                      int64_t *stats_out, int64_t *strs_out, int64_t *err_at)
+                      int64_t *stats_out, int64_t *strs_out, int64_t *all_out, int64_t *err_at)
 {
     const uint8_t *buf = c->buf;
     int64_t *row = c->lines + li * N_LINE_COLS;
-    int64_t n_events = 0, n_stats = 0, n_strs = 0, n_chunks = 1;
+    int64_t n_events = 0, n_stats = 0, n_strs = 0, n_all = 0, n_chunks = 1;
     int64_t chunk_bytes = c->chunk_bytes;
     if (cb < 0 || cb >= c->ch_len) { *err_at = pos; return ERR_TRUNCATED; }
     c->ch_pos[cb] = pos;
@@ -460,13 +515,14 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
                 n_chunks++;
                 next_mark = tag_at + chunk_bytes;
             }
-            int64_t s = 0, k = 0;
-            int err = count_event(buf, pos, sub_end, &s, &k, err_at);
+            int64_t s = 0, k = 0, a = 0;
+            int err = count_event(&c->keep, buf, pos, sub_end, &s, &k, &a, err_at);
             if (err != OK)
                 return err;
             n_events++;
             n_stats += s;
             n_strs += k;
+            n_all += a;
         } else if (field == 2) {
             row[L_NAME_OFF] = pos;
             row[L_NAME_LEN] = (int64_t)ln;
@@ -480,6 +536,7 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
     *chunks_out = n_chunks;
     *stats_out = n_stats;
     *strs_out = n_strs;
+    *all_out = n_all;
     return OK;
 }
 
@@ -487,40 +544,66 @@ static void count_one(void *ctx, int64_t li)
 {
     const CountCtx *c = (const CountCtx *)ctx;
     int64_t pos = c->line_off[li], ln = c->line_len[li];
-    int64_t chunks = 0, stats = 0, strs = 0, at = 0;
+    int64_t chunks = 0, stats = 0, strs = 0, all = 0, at = 0;
     int err;
     if (pos < 0 || ln < 0 || ln > c->buf_len - pos) {
         err = ERR_TRUNCATED; /* a line outside the buffer (the caller's offsets come from scan_fields) */
         at = pos;
     } else {
-        err = count_line(c, li, pos, pos + ln, c->ch_base[li], &chunks, &stats, &strs, &at);
+        err = count_line(c, li, pos, pos + ln, c->ch_base[li], &chunks, &stats, &strs, &all, &at);
     }
     if (err != OK) {
-        chunks = stats = strs = 0;
+        chunks = stats = strs = all = 0;
     } else {
         at = 0;
     }
     c->out_chunks[li] = chunks;
     c->out_stats[li] = stats;
     c->out_strs[li] = strs;
+    if (c->out_all)
+        c->out_all[li] = all;
     c->out_err[li] = err;
     c->out_err_at[li] = at;
 }
 
+/* The optional stat filter of a pass (st_lookup, st_sorted, keep; keep None: every stat) into `k`, holding the
+ * arrays in `held` (new references, NULL where not given); 0 on error (an exception set). */
+static int stat_keep_args(PyObject *o_lookup, PyObject *o_sorted, PyObject *o_keep, StatKeep *k, PyArrayObject **held)
+{
+    StatKeep none = {NULL, 0, NULL, 0, NULL, 0};
+    *k = none;
+    if (o_keep == NULL || o_keep == Py_None)
+        return 1;
+    if (!(held[0] = in_arr(o_lookup, NPY_INT32, "st_lookup"))) return 0;
+    if (!(held[1] = in_arr(o_sorted, NPY_INT64, "st_sorted"))) return 0;
+    if (!(held[2] = in_arr(o_keep, NPY_UINT8, "keep"))) return 0;
+    if (LEN(held[1]) > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "stat filter: more stat metadata ids than the int32 columns hold");
+        return 0;
+    }
+    StatKeep got = {U8P(held[2]), LEN(held[2]), I32P(held[0]), LEN(held[0]), I64P(held[1]), LEN(held[1])};
+    *k = got;
+    return 1;
+}
+
 static PyObject *count_lines_impl(PyObject *args, int parallel)
 {
-    PyObject *o[15];
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
-                          &o[9], &o[10], &o[11], &o[12], &o[13], &o[14]))
+    PyObject *o[19] = {NULL};
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO|OOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18]))
         return NULL;
     long long chunk_bytes = PyLong_AsLongLong(o[4]);
     if (chunk_bytes == -1 && PyErr_Occurred())
         return NULL;
     PyArrayObject *a[15] = {NULL};
+    PyArrayObject *held[4] = {NULL}; /* st_lookup, st_sorted, keep, out_all */
     static const char *names[15] = {"buf", "line_off", "line_len", "lines", "chunk_bytes", "ch_pos", "ch_ev",
                                     "ch_st", "ch_str", "ch_base", "out_chunks", "out_stats", "out_strs",
                                     "out_err", "out_err_at"};
     PyObject *res = NULL;
+    StatKeep keep;
+    if (!stat_keep_args(o[15], o[16], o[17], &keep, held)) goto done;
+    if (o[18] != NULL && o[18] != Py_None && !(held[3] = out_arr(o[18], NPY_INT64, 1, "out_all"))) goto done;
     a[0] = in_arr(o[0], NPY_UINT8, names[0]);
     if (!a[0]) goto done;
     for (int i = 1; i <= 2; i++)
@@ -537,6 +620,7 @@ static PyObject *count_lines_impl(PyObject *args, int parallel)
                  && PyArray_DIM(a[3], 1) == N_LINE_COLS && chunk_bytes > 0;
         for (int i = 10; i <= 14; i++)
             ok = ok && LEN(a[i]) >= n;
+        ok = ok && (held[3] == NULL || LEN(held[3]) >= n);
         int64_t ch_len = LEN(a[5]);
         for (int i = 6; i <= 8; i++)
             if (LEN(a[i]) < ch_len) ch_len = LEN(a[i]);
@@ -546,7 +630,8 @@ static PyObject *count_lines_impl(PyObject *args, int parallel)
         }
         CountCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), PyArray_DIM(a[3], 0),
                       (int64_t)chunk_bytes, I64P(a[5]), I64P(a[6]), I64P(a[7]), I64P(a[8]), ch_len, I64P(a[9]),
-                      I64P(a[10]), I64P(a[11]), I64P(a[12]), I64P(a[13]), I64P(a[14])};
+                      I64P(a[10]), I64P(a[11]), I64P(a[12]), I64P(a[13]), I64P(a[14]), keep,
+                      held[3] ? I64P(held[3]) : NULL};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
         run_items(count_one, &c, n, nt);
@@ -557,6 +642,8 @@ static PyObject *count_lines_impl(PyObject *args, int parallel)
 done:
     for (int i = 0; i < 15; i++)
         Py_XDECREF(a[i]);
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(held[i]);
     return res;
 }
 
@@ -586,25 +673,44 @@ typedef struct {
     int64_t *str_off, *str_len;
     int64_t n_str;
     int64_t *out_err, *out_err_at;
+    StatKeep keep;
 } FillCtx;
 
-/* Map a metadata id to its dense index (-1 when unknown). */
-static inline int32_t dense(const int32_t *lookup, int64_t n_lookup, const int64_t *sorted, int64_t n_sorted,
-                            int64_t key)
+/* One XStat in buf[q:s_end] read through without writing anything: its metadata id (the last one wins; *has_meta
+ * 0 without one) and the same checks, in the same order, as pass 2's decode of it. Returns the error code. */
+static int stat_meta(const uint8_t *buf, int64_t q, int64_t s_end, int64_t *meta, int *has_meta, int64_t *err_at)
 {
-    if (key >= 0 && key < n_lookup)
-        return lookup[key];
-    int64_t lo = 0, hi = n_sorted; /* searchsorted, side="left" */
-    while (lo < hi) {
-        int64_t mid = lo + ((hi - lo) >> 1);
-        if (sorted[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
+    *has_meta = 0;
+    while (q < s_end) {
+        int64_t u_at = q;
+        uint64_t u;
+        q = varint(buf, q, s_end, &u);
+        if (q < 0) { *err_at = u_at; return ERR_VARINT; }
+        int64_t g = (int64_t)(u >> 3);
+        int64_t x = (int64_t)(u & 7);
+        if (x == 0) {
+            uint64_t v;
+            q = varint(buf, q, s_end, &v);
+            if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
+            if (g == 1) {
+                *meta = (int64_t)v;
+                *has_meta = 1;
+            }
+        } else if (x == 1) {
+            if (q + 8 > s_end) { *err_at = u_at; return ERR_TRUNCATED; }
+            q += 8;
+        } else if (x == 2) {
+            uint64_t vl;
+            q = varint(buf, q, s_end, &vl);
+            if (q < 0 || vl > (uint64_t)(s_end - q)) { *err_at = u_at; return ERR_TRUNCATED; }
+            q += (int64_t)vl;
+        } else {
+            q = skip(buf, q, s_end, x);
+            if (q == -2) { *err_at = u_at; return ERR_WIRE_TYPE; }
+            if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
+        }
     }
-    if (lo < n_sorted && sorted[lo] == key)
-        return (int32_t)lo; /* lo < n_sorted <= INT32_MAX (fill_chunks checks) */
-    return -1;
+    return OK;
 }
 
 static inline int64_t start_ps(int base_ok, int64_t base, int64_t offset)
@@ -670,8 +776,19 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
                 uint64_t sl;
                 p = varint(buf, p, sub_end, &sl);
                 if (p < 0 || sl > (uint64_t)(sub_end - p)) { *err_at = t_at; return ERR_TRUNCATED; }
-                if (si >= n_st) { *err_at = t_at; return ERR_TRUNCATED; }
                 int64_t s_end = p + (int64_t)sl;
+                if (c->keep.keep) { /* a stat not kept is checked as it would be decoded, and not written */
+                    int64_t meta_id = 0;
+                    int has_meta = 0;
+                    int err = stat_meta(buf, p, s_end, &meta_id, &has_meta, err_at);
+                    if (err != OK)
+                        return err;
+                    if (!stat_kept(&c->keep, has_meta, meta_id)) {
+                        p = s_end;
+                        continue;
+                    }
+                }
+                if (si >= n_st) { *err_at = t_at; return ERR_TRUNCATED; }
                 c->st_event[si] = (int32_t)ei; /* ei < n_ev <= INT32_MAX (fill_chunks checks) */
                 c->st_stat[si] = -1;
                 c->st_kind[si] = KIND_NONE;
@@ -767,10 +884,12 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
 {
     enum { N = 24 };
     PyObject *o[N];
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18],
-                          &o[19], &o[20], &o[21], &o[22], &o[23]))
+    PyObject *o_keep = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17],
+                          &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o_keep))
         return NULL;
+    PyArrayObject *held[4] = {NULL};
     static const char *names[N] = {"buf", "ch_line", "ch_start", "ch_end", "ch_ev", "ch_st", "ch_str", "line_ts",
                                    "ev_lookup", "ev_sorted", "st_lookup", "st_sorted", "ev_line", "ev_meta",
                                    "ev_start", "ev_dur", "st_event", "st_stat", "st_kind", "st_value", "str_off",
@@ -822,11 +941,14 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
                 }
             }
         }
+        StatKeep keep; /* the stat filter, on the same stat lookup as the decode (st_lookup, st_sorted) */
+        if (!stat_keep_args(o[10], o[11], o_keep, &keep, held))
+            goto done;
         FillCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), I64P(a[4]), I64P(a[5]), I64P(a[6]),
                      I64P(a[7]), LEN(a[7]), I32P(a[8]), LEN(a[8]), I64P(a[9]), LEN(a[9]), I32P(a[10]), LEN(a[10]),
                      I64P(a[11]), LEN(a[11]), I32P(a[12]), I32P(a[13]), I64P(a[14]), I64P(a[15]), n_ev,
                      I32P(a[16]), I32P(a[17]), U8P(a[18]), I64P(a[19]), n_st, I64P(a[20]), I64P(a[21]), n_str,
-                     I64P(a[22]), I64P(a[23])};
+                     I64P(a[22]), I64P(a[23]), keep};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
         run_items(fill_one, &c, n, nt);
@@ -837,6 +959,8 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
 done:
     for (int i = 0; i < N; i++)
         Py_XDECREF(a[i]);
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(held[i]);
     return res;
 }
 

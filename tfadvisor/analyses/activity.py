@@ -31,7 +31,7 @@ from tfadvisor.analyses.intervals import (
     union_of,
     union_runs,
 )
-from tfadvisor.analyses.names import name_mask, name_test
+from tfadvisor.analyses.names import name_mask, name_test, name_values
 from tfadvisor.model.trace import Plane, Trace
 
 #: ``_bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes)``: Class code per event (line
@@ -273,12 +273,8 @@ def _maybe_collective(nm: str) -> bool:
 
 
 def _meta_classes(plane: Plane) -> np.ndarray:
-    names = plane.event_names
-    out = np.zeros(len(names) + 1, np.int64)
-    out[-1] = M_UNKNOWN
-    for i, nm in enumerate(names):
-        out[i] = _meta_class(str(nm))
-    return out
+    """Per event metadata of a host plane its class (``M_*``), and ``M_UNKNOWN`` last (read-only)."""
+    return name_values(plane.event_names, _meta_class, np.int64, M_UNKNOWN)
 
 
 @name_test
@@ -405,7 +401,7 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
         line_cls = np.ones(len(p.lines) + 1, np.int64)  # 1: not activity
         line_cls[act_lines] = 0
         names = p.event_names
-        mc = np.array([_device_class(str(nm)) for nm in names] + [4], np.int64)  # 4: unknown metadata, skipped
+        mc = name_values(names, _device_class, np.int64, 4)  # 4: unknown metadata, skipped
         order, bounds = _bucket(p.ev_line, p.ev_meta, line_cls, mc, 4, 8, 2)
         klass = {k: order[bounds[i]:bounds[i + 1]] for i, k in enumerate(keys)}
         # copies: direction from memcpy_details where it says, else from the names

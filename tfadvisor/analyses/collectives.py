@@ -38,7 +38,7 @@ import numpy as np
 import tfadvisor.interconnects as links
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
 from tfadvisor.analyses.intervals import Measure, intersect, rows_touching, union
-from tfadvisor.analyses.names import name_test
+from tfadvisor.analyses.names import name_test, name_values
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
     device_lines,
@@ -97,7 +97,7 @@ def _kernel_kind(name: str) -> str | None:
 
 def _device_collectives(p: Plane, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """(rows, kind per row: 1 all-reduce, 2 other) of collective kernels on a device plane."""
-    kinds = _meta_kinds(p, _kernel_kind)
+    kinds = _meta_kinds(p)
     empty = np.empty(0, np.int64)
     if not kinds.any():
         return empty, np.empty(0, np.int8)
@@ -112,12 +112,15 @@ def _device_collectives(p: Plane, ctx: Context) -> tuple[np.ndarray, np.ndarray]
     return all_rows, ev_k[all_rows]
 
 
-def _meta_kinds(p: Plane, fn) -> np.ndarray:
-    out = np.zeros(len(p.event_names), np.int8)
-    for i, n in enumerate(p.event_names):
-        k = fn(n)
-        out[i] = 1 if k == "allreduce" else (2 if k == "collective" else 0)
-    return out
+def _meta_kinds(p: Plane) -> np.ndarray:
+    """Per event metadata of a device plane: 1 all-reduce kernel, 2 other collective, 0 neither (read-only)."""
+    return name_values(p.event_names, _kernel_kind_code, np.int8)
+
+
+@name_test
+def _kernel_kind_code(name: str) -> int:
+    k = _kernel_kind(name)
+    return 1 if k == "allreduce" else (2 if k == "collective" else 0)
 
 
 def _host_collectives(p: Plane) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -212,6 +212,7 @@ def _device_meta_classes(plane: Plane, ctx: Context | None) -> tuple[np.ndarray,
             col = plane.stat("memcpy_details", sample[sample >= 0]) if ctx is None else \
                 ctx.stat_at(plane, "memcpy_details", sample[sample >= 0])
             if len(col):
+                memcpy = memcpy.copy()  # name_mask's array is shared by every plane of these names
                 memcpy[plane.ev_meta[col.rows]] = True
     return memcpy, coll
 

@@ -20,7 +20,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 import numpy as np
@@ -79,6 +79,7 @@ def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None
     (None: all). The others are dropped as each plane is decoded, before its strings are gathered: a big
     trace's kernels carry several stats each that no analysis reads (correlation ids, kernel details...)."""
     files = [f for f in run.files if hosts is None or host_name(f) in hosts]
+    stats = frozenset(stats) if stats is not None else None  # any iterable of names; a frozenset is a key
     total = sum(_size(f) for f in files)
     done = 0
     planes: list[Plane] = []
@@ -354,7 +355,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     md = _plane_meta(_records(buf, tag_at, np.append(tag_at[1:], end), ~is_line & ((wts == 0) | (wts == 2))),
                      path, base, budget)
 
-    keep = None if stats is None else np.append(np.array([str(n) in stats for n in md.stat_names], bool), False)
+    keep = None if stats is None else md.keep_mask(stats)
     cols, skipped = decode_lines(buf, line_off, line_len, md.ev_lut, md.ev_ids, md.st_lut, md.st_ids, path, base,
                                  keep)
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
@@ -420,17 +421,6 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     )
 
 
-def _keep_stats(kept, st_event, st_stat, st_kind, st_value, str_off, str_len, first_string: int = 0):
-    """The stat rows ``kept`` selects, and the strings they hold (renumbered in their order, from
-    ``first_string``)."""
-    st_event, st_stat, st_kind, st_value = st_event[kept], st_stat[kept], st_kind[kept], st_value[kept]
-    holds = (st_kind == kinds.KIND_STR) | (st_kind == kinds.KIND_BYTES) | (st_kind == kinds.KIND_GZIP)
-    used = np.zeros(str_off.shape[0], bool)
-    used[st_value[holds]] = True
-    st_value[holds] = (np.cumsum(used) - 1 + first_string)[st_value[holds]]
-    return st_event, st_stat, st_kind, st_value, str_off[used], str_len[used]
-
-
 @dataclass(frozen=True)
 class _PlaneMeta:
     """A plane's metadata records decoded: ids, names, lookups, metadata-level stats (strings indexed from 0
@@ -453,6 +443,16 @@ class _PlaneMeta:
     extra_strings: tuple[bytes, ...]
     child_ids: dict
     plane_stats: dict
+    keeps: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def keep_mask(self, stats: frozenset[str]) -> np.ndarray:
+        """Per dense stat id, and a last entry for ids not in the metadata: whether ``stats`` keeps its stats
+        (worked out once per set of names: every host of a pod repeats its devices' metadata)."""
+        got = self.keeps.get(stats)
+        if got is None:
+            got = self.keeps[stats] = np.append(np.array([str(n) in stats for n in self.stat_names], bool), False)
+            got.setflags(write=False)
+        return got
 
 
 #: Decoded metadata by its record bytes, at most this many (most recently used kept): the planes of a pod's
@@ -531,15 +531,12 @@ INDEX_MAX = 2**31 - 1
 CHUNK_BYTES = 4 << 20
 
 
-#: With a stat filter, the second pass fills the stats of about this many at a time and keeps those asked for,
-#: so that the stats no analysis reads are never all held at once (a big plane has tens of millions).
-STAT_BATCH = 1 << 22
-
-
 def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: str, base: int,
                  keep: np.ndarray | None = None):
     """Both decoding passes over a plane's lines; returns (the line matrix and the columns, the stats skipped).
-    ``keep``: per dense stat id (and a last entry for unknown ids), whether its stats are kept; None keeps all."""
+    ``keep``: per dense stat id (and a last entry for unknown ids), whether its stats are kept; None keeps all.
+    A stat not kept is read through and checked in both passes as any other, but never counted, stored nor given a
+    string slot, so the stats no analysis reads are never held (a big plane has tens of millions)."""
     n_lines = len(line_off)
     lines = np.zeros((n_lines, wire.N_LINE_COLS), dtype=np.int64)
     if n_lines == 0:
@@ -555,9 +552,12 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
                else np.concatenate([[0], np.cumsum(max_chunks)[:-1]]).astype(np.int64))
     total = n_lines if one_chunk else int(max_chunks.sum())
     ch_pos, ch_ev, ch_st, ch_str = (np.zeros(total, np.int64) for _ in range(4))
-    n_chunks, n_stats, n_strs, errs, err_at = (np.zeros(n_lines, np.int64) for _ in range(5))
+    n_chunks, n_stats, n_strs, errs, err_at, n_all = (np.zeros(n_lines, np.int64) for _ in range(6))
+    # keep: the stats kept are the only ones counted, filled and given string slots (the others are read through
+    # and checked, never stored)
+    keep_u8 = None if keep is None else np.ascontiguousarray(keep, np.uint8)
     count_lines(buf, line_off, line_len, lines, CHUNK_BYTES, ch_pos, ch_ev, ch_st, ch_str, ch_base,
-                n_chunks, n_stats, n_strs, errs, err_at)
+                n_chunks, n_stats, n_strs, errs, err_at, st_lut, st_ids, keep_u8, n_all)
     bad = np.flatnonzero(errs)
     if len(bad):
         raise _fail(path, base, int(errs[bad[0]]), int(err_at[bad[0]]), "a line")
@@ -589,34 +589,17 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     ev_dur = np.empty(n_ev, np.int64)
     line_ts = lines[:, wire.L_TS_NS].copy()
     ev_b, st_b, str_b = ev_base[line_of] + ch_ev[idx], st_base[line_of] + ch_st[idx], str_base[line_of] + ch_str[idx]
-    # Chunks in batches of about STAT_BATCH stats when stats are filtered (one batch otherwise): each batch's
-    # stats and strings are filled into arrays of its own, numbered from its first, then the kept ones taken.
-    n_chunk = len(line_of)
-    cuts = [0, n_chunk] if keep is None else \
-        np.unique(np.concatenate([[0], np.searchsorted(st_b, np.arange(STAT_BATCH, n_st, STAT_BATCH)), [n_chunk]]))
-    parts, skipped, strings = [], 0, 0
-    for j0, j1 in zip(cuts[:-1], cuts[1:]):
-        j0, j1 = int(j0), int(j1)
-        s0, s1 = int(st_b[j0]), (int(st_b[j1]) if j1 < n_chunk else n_st)
-        k0, k1 = int(str_b[j0]), (int(str_b[j1]) if j1 < n_chunk else n_str)
-        cols = (np.empty(s1 - s0, np.int32), np.empty(s1 - s0, np.int32), np.empty(s1 - s0, np.uint8),
-                np.empty(s1 - s0, np.int64), np.empty(k1 - k0, np.int64), np.empty(k1 - k0, np.int64))
-        c_err = np.zeros(j1 - j0, np.int64)
-        c_at = np.zeros(j1 - j0, np.int64)
-        fill_chunks(buf, line_of[j0:j1], start[j0:j1], end[j0:j1], ev_b[j0:j1], st_b[j0:j1] - s0,
-                    str_b[j0:j1] - k0, line_ts, ev_lut, ev_ids, st_lut, st_ids, ev_line, ev_meta, ev_start, ev_dur,
-                    *cols, c_err, c_at)
-        bad = np.flatnonzero(c_err)
-        if len(bad):
-            raise _fail(path, base, int(c_err[bad[0]]), int(c_at[bad[0]]), "an event")
-        if keep is not None:
-            kept = keep[cols[1]]
-            skipped += int(kept.shape[0] - np.count_nonzero(kept))
-            cols = _keep_stats(kept, *cols, first_string=strings)
-            strings += cols[4].shape[0]
-        parts.append(cols)
-    st_event, st_stat, st_kind, st_value, str_off, str_len = (
-        parts[0] if len(parts) == 1 else [np.concatenate(c) for c in zip(*parts)])
+    st_event, st_stat, st_value = np.empty(n_st, np.int32), np.empty(n_st, np.int32), np.empty(n_st, np.int64)
+    st_kind = np.empty(n_st, np.uint8)
+    str_off, str_len = np.empty(n_str, np.int64), np.empty(n_str, np.int64)
+    c_err = np.zeros(len(line_of), np.int64)
+    c_at = np.zeros(len(line_of), np.int64)
+    fill_chunks(buf, line_of, start, end, ev_b, st_b, str_b, line_ts, ev_lut, ev_ids, st_lut, st_ids, ev_line,
+                ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len, c_err, c_at, keep_u8)
+    bad = np.flatnonzero(c_err)
+    if len(bad):
+        raise _fail(path, base, int(c_err[bad[0]]), int(c_at[bad[0]]), "an event")
+    skipped = int(n_all.sum()) - n_st
     return (lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len), \
         skipped
 
