@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import load_sample
+from conftest import SAMPLES, load_sample
 
 from tfadvisor.analyses.intervals import (
     Lanes,
@@ -248,3 +248,28 @@ def test_tfdata_threads_minus_waits_in_lanes(monkeypatch):
                     assert np.array_equal(s1, s2) and np.array_equal(e1, e2)
                 checked += 1
     assert checked >= 40
+
+
+def test_line_rows_of_any_lines_are_their_runs_in_line_order():
+    """line_rows of lines in any order, repeated or out of range: each distinct line's run of rows, in line order,
+    as joining one arange per line gives (random choices on a real capture's planes)."""
+    import random
+
+    import tfadvisor
+    from tfadvisor.analyses.intervals import line_ranges
+
+    trace = tfadvisor.load(SAMPLES / "real_tf_gpu_multiworker")
+    rand = random.Random(0)
+    for p in trace.planes:
+        rng = line_ranges(p)
+        if rng is None:
+            continue
+        nl = len(p.lines)
+        for _ in range(100):
+            lines = np.array([rand.randint(-2, nl + 1) for _ in range(rand.randint(0, nl + 2))], np.int64)
+            u = np.unique(lines)
+            u = u[(u >= 0) & (u < nl)]
+            runs = [np.arange(rng[i, 0], rng[i, 1]) for i in u if rng[i, 1] > rng[i, 0]]
+            want = np.concatenate(runs) if runs else np.empty(0, np.int64)
+            got = line_rows(p, lines)
+            assert got.dtype == np.int64 and np.array_equal(got, want), (p.name, lines.tolist())

@@ -547,14 +547,21 @@ def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
     if rng is not None and isinstance(lines, (int, np.integer)):  # one line: its range
         li = int(lines)
         return np.arange(rng[li, 0], rng[li, 1], dtype=np.int64) if 0 <= li < rng.shape[0] else EMPTY
-    lines = np.unique(np.asarray(lines, np.int64))
+    lines = np.asarray(lines, np.int64).ravel()
+    if lines.shape[0] > 1 and not bool(np.all(lines[1:] > lines[:-1])):
+        lines = np.unique(lines)
     if rng is None:
         return np.flatnonzero(plane.line_event_mask(lines))
     lines = lines[(lines >= 0) & (lines < rng.shape[0])]
-    parts = [np.arange(rng[i, 0], rng[i, 1], dtype=np.int64) for i in lines if rng[i, 1] > rng[i, 0]]
-    if not parts:
+    a, b = rng[lines, 0], rng[lines, 1]
+    full = b > a
+    a, b = a[full], b[full]
+    if not a.shape[0]:
         return EMPTY
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if a.shape[0] == 1 or bool(np.all(a[1:] == b[:-1])):  # adjacent lines: one run of rows
+        return np.arange(a[0], b[-1], dtype=np.int64)
+    n = b - a  # each line's run of rows, in line order (the lines' ranges ascend)
+    return np.repeat(a - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(int(n.sum()), dtype=np.int64)
 
 
 def _runs_to_list(s: np.ndarray, e: np.ndarray, bounds: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
