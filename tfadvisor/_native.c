@@ -676,11 +676,20 @@ typedef struct {
     StatKeep keep;
 } FillCtx;
 
-/* One XStat in buf[q:s_end] read through without writing anything: its metadata id (the last one wins; *has_meta
- * 0 without one) and the same checks, in the same order, as pass 2's decode of it. Returns the error code. */
-static int stat_meta(const uint8_t *buf, int64_t q, int64_t s_end, int64_t *meta, int *has_meta, int64_t *err_at)
+/* Read one XStat in buf[q:s_end]. With `out` >= 0 it is written as stat row `out` (its dense metadata id, kind and
+ * value; its string values take the string slots from *ki on); with -1 nothing is written. Either way the same
+ * checks in the same order, and its metadata id (the last one wins; *has_meta 0 without one). Returns the error code. */
+static int read_stat(const FillCtx *c, int64_t q, int64_t s_end, int64_t out, int64_t *ki, int64_t *meta,
+                     int *has_meta, int64_t *err_at)
 {
+    const uint8_t *buf = c->buf;
+    const int w = out >= 0;
     *has_meta = 0;
+    if (w) {
+        c->st_stat[out] = -1;
+        c->st_kind[out] = KIND_NONE;
+        c->st_value[out] = 0;
+    }
     while (q < s_end) {
         int64_t u_at = q;
         uint64_t u;
@@ -696,13 +705,39 @@ static int stat_meta(const uint8_t *buf, int64_t q, int64_t s_end, int64_t *meta
                 *meta = (int64_t)v;
                 *has_meta = 1;
             }
+            if (!w)
+                continue;
+            if (g == 1) {
+                c->st_stat[out] = dense(c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted, (int64_t)v);
+            } else if (g == 3) {
+                c->st_kind[out] = KIND_UINT64;
+                c->st_value[out] = (int64_t)v;
+            } else if (g == 4) {
+                c->st_kind[out] = KIND_INT64;
+                c->st_value[out] = (int64_t)v;
+            } else if (g == 7) {
+                c->st_kind[out] = KIND_REF;
+                c->st_value[out] = dense(c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted, (int64_t)v);
+            }
         } else if (x == 1) {
             if (q + 8 > s_end) { *err_at = u_at; return ERR_TRUNCATED; }
+            if (w && g == 2) {
+                c->st_kind[out] = KIND_DOUBLE;
+                c->st_value[out] = (int64_t)fixed64(buf, q);
+            }
             q += 8;
         } else if (x == 2) {
             uint64_t vl;
             q = varint(buf, q, s_end, &vl);
             if (q < 0 || vl > (uint64_t)(s_end - q)) { *err_at = u_at; return ERR_TRUNCATED; }
+            if (w && (g == 5 || g == 6 || g == 8)) {
+                if (*ki >= c->n_str) { *err_at = u_at; return ERR_TRUNCATED; }
+                c->st_kind[out] = g == 5 ? KIND_STR : (g == 6 ? KIND_BYTES : KIND_GZIP);
+                c->str_off[*ki] = q;
+                c->str_len[*ki] = (int64_t)vl;
+                c->st_value[out] = *ki;
+                (*ki)++;
+            }
             q += (int64_t)vl;
         } else {
             q = skip(buf, q, s_end, x);
@@ -731,7 +766,7 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
     const uint8_t *buf = c->buf;
     int base_ok = -MAX_TS_NS <= ts_ns && ts_ns <= MAX_TS_NS;
     int64_t base = base_ok ? ts_ns * 1000 : 0;
-    const int64_t n_ev = c->n_ev, n_st = c->n_st, n_str = c->n_str;
+    const int64_t n_ev = c->n_ev, n_st = c->n_st;
     if (ei < 0 || si < 0 || ki < 0) { *err_at = pos; return ERR_TRUNCATED; }
     while (pos < end) {
         int64_t tag_at = pos;
@@ -777,10 +812,10 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
                 p = varint(buf, p, sub_end, &sl);
                 if (p < 0 || sl > (uint64_t)(sub_end - p)) { *err_at = t_at; return ERR_TRUNCATED; }
                 int64_t s_end = p + (int64_t)sl;
+                int64_t meta_id = 0;
+                int has_meta = 0, err;
                 if (c->keep.keep) { /* a stat not kept is checked as it would be decoded, and not written */
-                    int64_t meta_id = 0;
-                    int has_meta = 0;
-                    int err = stat_meta(buf, p, s_end, &meta_id, &has_meta, err_at);
+                    err = read_stat(c, p, s_end, -1, &ki, &meta_id, &has_meta, err_at);
                     if (err != OK)
                         return err;
                     if (!stat_kept(&c->keep, has_meta, meta_id)) {
@@ -790,61 +825,9 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
                 }
                 if (si >= n_st) { *err_at = t_at; return ERR_TRUNCATED; }
                 c->st_event[si] = (int32_t)ei; /* ei < n_ev <= INT32_MAX (fill_chunks checks) */
-                c->st_stat[si] = -1;
-                c->st_kind[si] = KIND_NONE;
-                c->st_value[si] = 0;
-                int64_t q = p;
-                while (q < s_end) {
-                    int64_t u_at = q;
-                    uint64_t u;
-                    q = varint(buf, q, s_end, &u);
-                    if (q < 0) { *err_at = u_at; return ERR_VARINT; }
-                    int64_t g = (int64_t)(u >> 3);
-                    int64_t x = (int64_t)(u & 7);
-                    if (x == 0) {
-                        uint64_t v;
-                        q = varint(buf, q, s_end, &v);
-                        if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
-                        if (g == 1) {
-                            c->st_stat[si] = dense(c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted,
-                                                   (int64_t)v);
-                        } else if (g == 3) {
-                            c->st_kind[si] = KIND_UINT64;
-                            c->st_value[si] = (int64_t)v;
-                        } else if (g == 4) {
-                            c->st_kind[si] = KIND_INT64;
-                            c->st_value[si] = (int64_t)v;
-                        } else if (g == 7) {
-                            c->st_kind[si] = KIND_REF;
-                            c->st_value[si] = dense(c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted,
-                                                    (int64_t)v);
-                        }
-                    } else if (x == 1) {
-                        if (q + 8 > s_end) { *err_at = u_at; return ERR_TRUNCATED; }
-                        if (g == 2) {
-                            c->st_kind[si] = KIND_DOUBLE;
-                            c->st_value[si] = (int64_t)fixed64(buf, q);
-                        }
-                        q += 8;
-                    } else if (x == 2) {
-                        uint64_t vl;
-                        q = varint(buf, q, s_end, &vl);
-                        if (q < 0 || vl > (uint64_t)(s_end - q)) { *err_at = u_at; return ERR_TRUNCATED; }
-                        if (g == 5 || g == 6 || g == 8) {
-                            if (ki >= n_str) { *err_at = u_at; return ERR_TRUNCATED; }
-                            c->st_kind[si] = g == 5 ? KIND_STR : (g == 6 ? KIND_BYTES : KIND_GZIP);
-                            c->str_off[ki] = q;
-                            c->str_len[ki] = (int64_t)vl;
-                            c->st_value[si] = ki;
-                            ki++;
-                        }
-                        q += (int64_t)vl;
-                    } else {
-                        q = skip(buf, q, s_end, x);
-                        if (q == -2) { *err_at = u_at; return ERR_WIRE_TYPE; }
-                        if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
-                    }
-                }
+                err = read_stat(c, p, s_end, si, &ki, &meta_id, &has_meta, err_at);
+                if (err != OK)
+                    return err;
                 si++;
                 p = s_end;
                 continue;
