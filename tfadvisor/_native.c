@@ -385,6 +385,94 @@ static inline int stat_kept(const StatKeep *k, int has_meta, int64_t meta)
     return i >= 0 && i < k->n_keep && k->keep[i] != 0;
 }
 
+/* Where read_stat writes a stat: the plane's stat and string columns, and the stat metadata lookup. */
+typedef struct {
+    int32_t *st_stat;
+    uint8_t *st_kind;
+    int64_t *st_value;
+    int64_t *str_off, *str_len;
+    int64_t n_str;
+    const int32_t *st_lookup;
+    int64_t n_st_lookup;
+    const int64_t *st_sorted;
+    int64_t n_st_sorted;
+} StatOut;
+
+/* Read one XStat in buf[q:s_end], the one reading of a stat both passes share. With `o` it is written as stat row
+ * `out` (its dense metadata id, kind and value; its string values take the string slots from *ki on); with NULL
+ * nothing is written. Either way the same checks in the same order, its string-valued fields counted into *n_strs
+ * and its metadata id (the last one wins; *has_meta 0 without one). Returns the error code. */
+static int read_stat(const uint8_t *buf, int64_t q, int64_t s_end, const StatOut *o, int64_t out, int64_t *ki,
+                     int64_t *n_strs, int64_t *meta, int *has_meta, int64_t *err_at)
+{
+    *has_meta = 0;
+    *n_strs = 0;
+    if (o) {
+        o->st_stat[out] = -1;
+        o->st_kind[out] = KIND_NONE;
+        o->st_value[out] = 0;
+    }
+    while (q < s_end) {
+        int64_t u_at = q;
+        uint64_t u;
+        q = varint(buf, q, s_end, &u);
+        if (q < 0) { *err_at = u_at; return ERR_VARINT; }
+        int64_t g = (int64_t)(u >> 3);
+        int64_t x = (int64_t)(u & 7);
+        if (x == 0) {
+            uint64_t v;
+            q = varint(buf, q, s_end, &v);
+            if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
+            if (g == 1) {
+                *meta = (int64_t)v;
+                *has_meta = 1;
+            }
+            if (!o)
+                continue;
+            if (g == 1) {
+                o->st_stat[out] = dense(o->st_lookup, o->n_st_lookup, o->st_sorted, o->n_st_sorted, (int64_t)v);
+            } else if (g == 3) {
+                o->st_kind[out] = KIND_UINT64;
+                o->st_value[out] = (int64_t)v;
+            } else if (g == 4) {
+                o->st_kind[out] = KIND_INT64;
+                o->st_value[out] = (int64_t)v;
+            } else if (g == 7) {
+                o->st_kind[out] = KIND_REF;
+                o->st_value[out] = dense(o->st_lookup, o->n_st_lookup, o->st_sorted, o->n_st_sorted, (int64_t)v);
+            }
+        } else if (x == 1) {
+            if (q + 8 > s_end) { *err_at = u_at; return ERR_TRUNCATED; }
+            if (o && g == 2) {
+                o->st_kind[out] = KIND_DOUBLE;
+                o->st_value[out] = (int64_t)fixed64(buf, q);
+            }
+            q += 8;
+        } else if (x == 2) {
+            uint64_t vl;
+            q = varint(buf, q, s_end, &vl);
+            if (q < 0 || vl > (uint64_t)(s_end - q)) { *err_at = u_at; return ERR_TRUNCATED; }
+            if (g == 5 || g == 6 || g == 8) { /* a string value: it needs a slot in the plane's string table */
+                (*n_strs)++;
+                if (o) {
+                    if (*ki >= o->n_str) { *err_at = u_at; return ERR_TRUNCATED; }
+                    o->st_kind[out] = g == 5 ? KIND_STR : (g == 6 ? KIND_BYTES : KIND_GZIP);
+                    o->str_off[*ki] = q;
+                    o->str_len[*ki] = (int64_t)vl;
+                    o->st_value[out] = *ki;
+                    (*ki)++;
+                }
+            }
+            q += (int64_t)vl;
+        } else {
+            q = skip(buf, q, s_end, x);
+            if (q == -2) { *err_at = u_at; return ERR_WIRE_TYPE; }
+            if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
+        }
+    }
+    return OK;
+}
+
 /* Count the stats of one XEvent in buf[pos:end] (those `keep` keeps, and all of them); returns the error code. */
 static int count_event(const StatKeep *keep, const uint8_t *buf, int64_t pos, int64_t end, int64_t *n_stats_out,
                        int64_t *n_strs_out, int64_t *n_all_out, int64_t *err_at)
@@ -403,30 +491,11 @@ static int count_event(const StatKeep *keep, const uint8_t *buf, int64_t pos, in
             if (pos < 0 || ln > (uint64_t)(end - pos)) { *err_at = tag_at; return ERR_TRUNCATED; }
             int64_t stat_end = pos + (int64_t)ln;
             n_all++;
-            /* A string-valued stat needs a slot in the plane's string table (where the stat is kept). */
-            int64_t p = pos, strs = 0, meta = 0;
+            int64_t strs = 0, meta = 0, no_slot = 0;
             int has_meta = 0;
-            while (p < stat_end) {
-                int64_t t2_at = p;
-                uint64_t t2;
-                p = varint(buf, p, stat_end, &t2);
-                if (p < 0) { *err_at = t2_at; return ERR_VARINT; }
-                uint64_t f2 = t2 >> 3;
-                int64_t w2 = (int64_t)(t2 & 7);
-                if (w2 == 2 && (f2 == 5 || f2 == 6 || f2 == 8))
-                    strs++;
-                if (w2 == 0 && f2 == 1) { /* the metadata id (the last one wins, as in pass 2) */
-                    uint64_t v;
-                    p = varint(buf, p, stat_end, &v);
-                    if (p < 0) { *err_at = t2_at; return ERR_TRUNCATED; }
-                    meta = (int64_t)v;
-                    has_meta = 1;
-                    continue;
-                }
-                p = skip(buf, p, stat_end, w2);
-                if (p == -2) { *err_at = t2_at; return ERR_WIRE_TYPE; }
-                if (p < 0) { *err_at = t2_at; return ERR_TRUNCATED; }
-            }
+            int err = read_stat(buf, pos, stat_end, NULL, -1, &no_slot, &strs, &meta, &has_meta, err_at);
+            if (err != OK)
+                return err;
             if (stat_kept(keep, has_meta, meta)) {
                 n_stats++;
                 n_strs += strs;
@@ -676,78 +745,6 @@ typedef struct {
     StatKeep keep;
 } FillCtx;
 
-/* Read one XStat in buf[q:s_end]. With `out` >= 0 it is written as stat row `out` (its dense metadata id, kind and
- * value; its string values take the string slots from *ki on); with -1 nothing is written. Either way the same
- * checks in the same order, and its metadata id (the last one wins; *has_meta 0 without one). Returns the error code. */
-static int read_stat(const FillCtx *c, int64_t q, int64_t s_end, int64_t out, int64_t *ki, int64_t *meta,
-                     int *has_meta, int64_t *err_at)
-{
-    const uint8_t *buf = c->buf;
-    const int w = out >= 0;
-    *has_meta = 0;
-    if (w) {
-        c->st_stat[out] = -1;
-        c->st_kind[out] = KIND_NONE;
-        c->st_value[out] = 0;
-    }
-    while (q < s_end) {
-        int64_t u_at = q;
-        uint64_t u;
-        q = varint(buf, q, s_end, &u);
-        if (q < 0) { *err_at = u_at; return ERR_VARINT; }
-        int64_t g = (int64_t)(u >> 3);
-        int64_t x = (int64_t)(u & 7);
-        if (x == 0) {
-            uint64_t v;
-            q = varint(buf, q, s_end, &v);
-            if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
-            if (g == 1) {
-                *meta = (int64_t)v;
-                *has_meta = 1;
-            }
-            if (!w)
-                continue;
-            if (g == 1) {
-                c->st_stat[out] = dense(c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted, (int64_t)v);
-            } else if (g == 3) {
-                c->st_kind[out] = KIND_UINT64;
-                c->st_value[out] = (int64_t)v;
-            } else if (g == 4) {
-                c->st_kind[out] = KIND_INT64;
-                c->st_value[out] = (int64_t)v;
-            } else if (g == 7) {
-                c->st_kind[out] = KIND_REF;
-                c->st_value[out] = dense(c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted, (int64_t)v);
-            }
-        } else if (x == 1) {
-            if (q + 8 > s_end) { *err_at = u_at; return ERR_TRUNCATED; }
-            if (w && g == 2) {
-                c->st_kind[out] = KIND_DOUBLE;
-                c->st_value[out] = (int64_t)fixed64(buf, q);
-            }
-            q += 8;
-        } else if (x == 2) {
-            uint64_t vl;
-            q = varint(buf, q, s_end, &vl);
-            if (q < 0 || vl > (uint64_t)(s_end - q)) { *err_at = u_at; return ERR_TRUNCATED; }
-            if (w && (g == 5 || g == 6 || g == 8)) {
-                if (*ki >= c->n_str) { *err_at = u_at; return ERR_TRUNCATED; }
-                c->st_kind[out] = g == 5 ? KIND_STR : (g == 6 ? KIND_BYTES : KIND_GZIP);
-                c->str_off[*ki] = q;
-                c->str_len[*ki] = (int64_t)vl;
-                c->st_value[out] = *ki;
-                (*ki)++;
-            }
-            q += (int64_t)vl;
-        } else {
-            q = skip(buf, q, s_end, x);
-            if (q == -2) { *err_at = u_at; return ERR_WIRE_TYPE; }
-            if (q < 0) { *err_at = u_at; return ERR_TRUNCATED; }
-        }
-    }
-    return OK;
-}
-
 static inline int64_t start_ps(int base_ok, int64_t base, int64_t offset)
 {
     if (!base_ok)
@@ -767,6 +764,8 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
     int base_ok = -MAX_TS_NS <= ts_ns && ts_ns <= MAX_TS_NS;
     int64_t base = base_ok ? ts_ns * 1000 : 0;
     const int64_t n_ev = c->n_ev, n_st = c->n_st;
+    const StatOut out = {c->st_stat, c->st_kind, c->st_value, c->str_off, c->str_len, c->n_str,
+                         c->st_lookup, c->n_st_lookup, c->st_sorted, c->n_st_sorted};
     if (ei < 0 || si < 0 || ki < 0) { *err_at = pos; return ERR_TRUNCATED; }
     while (pos < end) {
         int64_t tag_at = pos;
@@ -812,10 +811,10 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
                 p = varint(buf, p, sub_end, &sl);
                 if (p < 0 || sl > (uint64_t)(sub_end - p)) { *err_at = t_at; return ERR_TRUNCATED; }
                 int64_t s_end = p + (int64_t)sl;
-                int64_t meta_id = 0;
+                int64_t meta_id = 0, strs = 0;
                 int has_meta = 0, err;
                 if (c->keep.keep) { /* a stat not kept is checked as it would be decoded, and not written */
-                    err = read_stat(c, p, s_end, -1, &ki, &meta_id, &has_meta, err_at);
+                    err = read_stat(buf, p, s_end, NULL, -1, &ki, &strs, &meta_id, &has_meta, err_at);
                     if (err != OK)
                         return err;
                     if (!stat_kept(&c->keep, has_meta, meta_id)) {
@@ -825,7 +824,7 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
                 }
                 if (si >= n_st) { *err_at = t_at; return ERR_TRUNCATED; }
                 c->st_event[si] = (int32_t)ei; /* ei < n_ev <= INT32_MAX (fill_chunks checks) */
-                err = read_stat(c, p, s_end, si, &ki, &meta_id, &has_meta, err_at);
+                err = read_stat(buf, p, s_end, &out, si, &ki, &strs, &meta_id, &has_meta, err_at);
                 if (err != OK)
                     return err;
                 si++;

@@ -132,8 +132,9 @@ def analyze_hosts(
     compared: list = []  # _rows_of the comparison payloads, worked out once for more() and combine_hosts
 
     def more() -> list[str]:
-        compared[:] = [_rows_of([payloads[h] for h in hosts])]
-        return hosts_in_full([payloads[h] for h in hosts], compared[0])
+        got = [payloads[h] for h in hosts]
+        compared[:] = [_rows_of(got)]
+        return hosts_in_full(got, compared[0])
 
     stream, executor = run_hosts(run, hosts, options, jobs=jobs, dask=dask, total_bytes=total, observe=observe,
                                  tables=tables, more=more if tables == "host" else None, sizes=sizes)

@@ -76,8 +76,8 @@ def load(path, run: str | None = None, progress: Progress | None = None, stats: 
 def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None = None,
              stats: frozenset[str] | None = None) -> Trace:
     """Load every host file of ``run`` (or only ``hosts``), keeping the event-level stats named in ``stats``
-    (None: all). The others are dropped as each plane is decoded, before its strings are gathered: a big
-    trace's kernels carry several stats each that no analysis reads (correlation ids, kernel details...)."""
+    (None: all). The others are read and checked but never stored (:func:`decode_lines`): a big trace's kernels
+    carry several stats each that no analysis reads (correlation ids, kernel details...)."""
     files = [f for f in run.files if hosts is None or host_name(f) in hosts]
     stats = frozenset(stats) if stats is not None else None  # any iterable of names; a frozenset is a key
     total = sum(_size(f) for f in files)

@@ -85,17 +85,20 @@ def get_num_threads() -> int:
 scan_fields = _native.scan_fields
 
 #: Pass 1, ``count_lines(buf, line_off, line_len, lines, chunk_bytes, ch_pos, ch_ev, ch_st, ch_str, ch_base,
-#: out_chunks, out_stats, out_strs, out_err, out_err_at)``: per line its scalar fields (into ``lines``, a
-#: (lines, N_LINE_COLS) int64 matrix), its event/stat/string counts and chunk marks (from ``ch_base[line]``:
-#: a mark at the first event that starts at least ``chunk_bytes`` after the previous one, so that pass 2
-#: can fill chunks in parallel); lines on threads (:func:`set_num_threads`).
+#: out_chunks, out_stats, out_strs, out_err, out_err_at[, st_lookup, st_sorted, keep, out_all])``: per line its
+#: scalar fields (into ``lines``, a (lines, N_LINE_COLS) int64 matrix), its event/stat/string counts and chunk
+#: marks (from ``ch_base[line]``: a mark at the first event that starts at least ``chunk_bytes`` after the
+#: previous one, so that pass 2 can fill chunks in parallel); lines on threads (:func:`set_num_threads`). With
+#: ``keep`` (uint8 per dense stat id, and a last entry for ids not in the metadata; None: every stat) only the
+#: kept stats and their strings are counted, and ``out_all`` gets every stat per line.
 count_lines = _native.count_lines
 #: :func:`count_lines` in this thread: a parallel launch costs more than a small plane's decode.
 count_lines_serial = _native.count_lines_serial
 
 #: Pass 2, ``fill_chunks(buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, ev_lookup, ev_sorted,
 #: st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off,
-#: str_len, out_err, out_err_at)``: decode each chunk's events and their stats into preallocated columns.
+#: str_len, out_err, out_err_at[, keep])``: decode each chunk's events and their stats into preallocated columns
+#: (with ``keep`` as in :func:`count_lines`, only the kept stats; the others are read and checked, not stored).
 #: Event starts are absolute picoseconds, ``line.timestamp_ns * 1000 + offset_ps`` (:data:`START_OVERFLOW`
 #: when that leaves int64); metadata ids become dense indexes into the plane's sorted metadata ids
 #: (``*_lookup``: a direct table, ``*_sorted``: binary search; -1 when unknown); string, bytes and gzip

@@ -88,14 +88,15 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
     local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
     failed = False
     waited: list = [None, 0]  # the host last counted as waiting for memory, how many did
+    peak = {h: host_peak_bytes((sizes or {}).get(h, 0)) for h in hosts} if memory is not None else {}
 
     def admit() -> str | None:
         """The first queued host that fits beside those in flight (see ``memory``), taken off the queue."""
         if memory is None or not pending:
             return queue.pop(0)
-        held = sum(host_peak_bytes((sizes or {}).get(h, 0)) for h, _ in pending.values())
+        held = sum(peak[h] for h, _ in pending.values())
         for i, h in enumerate(queue):
-            if held + host_peak_bytes((sizes or {}).get(h, 0)) <= memory:
+            if held + peak[h] <= memory:
                 return queue.pop(i)
         return None
 
