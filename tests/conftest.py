@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +26,52 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # tfadvisor_dev (the synthetic generator) lives beside the package, not in it
     sys.path.append(str(ROOT))
 SAMPLES = ROOT / "sample_traces"
+
+
+# --------------------------------------------------------------------------- serial tests under xdist
+# The suite runs on two pytest-xdist workers (pyproject's addopts). A test marked ``serial`` or ``slow`` (every
+# TensorFlow capture: its figures are timed against a clock, some against a competing load) runs alone: it takes
+# the run's lock exclusively, every other test takes it shared. A second, "gate" lock held while waiting for
+# the exclusive one keeps a serial test from waiting forever behind a stream of shared ones.
+
+
+_LOCKS_ENV = "TFADVISOR_TEST_LOCKS"
+
+
+def pytest_configure(config):
+    """The controller (or a run without xdist) makes the lock directory; its workers inherit it by environment. A
+    pytest run started by a test (benchmarks/mutation_check.py) makes its own: sharing its parent's would let it
+    wait on a serial test that waits on the parent."""
+    if not hasattr(config, "workerinput"):
+        os.environ[_LOCKS_ENV] = config._tfadvisor_locks = tempfile.mkdtemp(prefix="tfadvisor-tests-")
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, "_tfadvisor_locks", None)
+    if made:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _held(path: Path, mode: int):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, mode)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup, call and teardown of a ``serial`` test with no other test running; others side by side."""
+    base = Path(os.environ[_LOCKS_ENV])
+    serial = any(item.get_closest_marker(m) is not None for m in ("serial", "slow"))
+    with contextlib.ExitStack() as stack:
+        with _held(base / "gate", fcntl.LOCK_EX):
+            stack.enter_context(_held(base / "run", fcntl.LOCK_EX if serial else fcntl.LOCK_SH))
+        return (yield)
 
 
 def sample_dirs() -> list[Path]:

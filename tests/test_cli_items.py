@@ -179,6 +179,7 @@ print("RESULT " + json.dumps(res))
 '''
 
 
+@pytest.mark.serial  # a TensorFlow capture (conftest)
 def test_profile_analyses_on_exit(tmp_path):
     script = tmp_path / "prof.py"
     script.write_text(PROFILE_SCRIPT)

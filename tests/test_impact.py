@@ -151,6 +151,7 @@ CAPTURE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.serial  # a TensorFlow capture timed against its own clock (conftest)
 def test_outlier_impact_is_their_excess_over_the_median(tmp_path):
     """A real capture with two planted slow steps (+60 ms, +25 ms): the impact is their summed
     excess over the median step, not count x (max ratio - 1) x median."""

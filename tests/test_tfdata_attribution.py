@@ -13,6 +13,10 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
+
+# TensorFlow captures timed against the script's own clock: no other test beside them (conftest).
+pytestmark = pytest.mark.serial
+
 import tfadvisor  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
