@@ -17,7 +17,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -211,24 +210,38 @@ def _logdir(case: str, tmp_path: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- running and checking
+#: Runs the CLI and reports its exit code and own peak RSS. It sits between the test and the CLI because Linux
+#: copies the forking process's RSS high-water mark into the child (kept across exec): the CLI forked straight
+#: from a pytest worker that has grown to 1.5 GB reported 1542 MB for every case. Forked from this small process it
+#: reports its own.
+_WAIT_CHILD = r"""
+import json, os, subprocess, sys, threading
+report, timeout, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+proc = subprocess.Popen(cmd)
+killer = threading.Timer(timeout, proc.kill)
+killer.start()
+try:
+    _, status, usage = os.wait4(proc.pid, 0)
+finally:
+    killer.cancel()
+with open(report, "w") as fh:
+    json.dump({"code": os.waitstatus_to_exitcode(status), "rss_mb": usage.ru_maxrss / 1024}, fh)
+"""
+
+
 def _run_cli(logdir: Path, tmp_path: Path) -> tuple[int, str, str, float, float]:
     """(exit code, stdout, stderr, seconds, peak RSS in MB) of the real CLI on ``logdir``."""
-    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    out, err, report = tmp_path / "stdout", tmp_path / "stderr", tmp_path / "child.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("TFADVISOR_DEBUG", None)
     with open(out, "wb") as fo, open(err, "wb") as fe:
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "tfadvisor", "analyze", str(logdir), "--format", "json"],
-                                stdout=fo, stderr=fe, env=env)
-        killer = threading.Timer(TIMEOUT_S, proc.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
-        finally:
-            killer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        subprocess.run([sys.executable, "-c", _WAIT_CHILD, str(report), str(TIMEOUT_S), sys.executable, "-m",
+                        "tfadvisor", "analyze", str(logdir), "--format", "json"], stdout=fo, stderr=fe, env=env,
+                       check=True, timeout=TIMEOUT_S + 60)
         seconds = time.monotonic() - t0
-    return proc.returncode, out.read_text(), err.read_text(), seconds, usage.ru_maxrss / 1024
+    child = json.loads(report.read_text())
+    return child["code"], out.read_text(), err.read_text(), seconds, child["rss_mb"]
 
 
 def _reject_nonfinite(token: str) -> float:
