@@ -29,10 +29,11 @@ SAMPLES = ROOT / "sample_traces"
 
 
 # --------------------------------------------------------------------------- serial tests under xdist
-# The suite runs on two pytest-xdist workers (pyproject's addopts). A test marked ``serial`` or ``slow`` (every
-# TensorFlow capture: its figures are timed against a clock, some against a competing load) runs alone: it takes
-# the run's lock exclusively, every other test takes it shared. A second, "gate" lock held while waiting for
-# the exclusive one keeps a serial test from waiting forever behind a stream of shared ones.
+# The suite runs on two pytest-xdist workers (pyproject's addopts). A test marked ``serial`` (a TensorFlow capture
+# whose figures are timed against a clock, CPU use or a competing load) runs alone: it takes the run's lock
+# exclusively, every other test takes it shared (captures that test survival, not time, run side by side). A
+# second, "gate" lock held while waiting for the exclusive one keeps a serial test from waiting forever behind a
+# stream of shared ones.
 
 
 _LOCKS_ENV = "TFADVISOR_TEST_LOCKS"
@@ -67,7 +68,7 @@ def _held(path: Path, mode: int):
 def pytest_runtest_protocol(item, nextitem):
     """Setup, call and teardown of a ``serial`` test with no other test running; others side by side."""
     base = Path(os.environ[_LOCKS_ENV])
-    serial = any(item.get_closest_marker(m) is not None for m in ("serial", "slow"))
+    serial = item.get_closest_marker("serial") is not None
     with contextlib.ExitStack() as stack:
         with _held(base / "gate", fcntl.LOCK_EX):
             stack.enter_context(_held(base / "run", fcntl.LOCK_EX if serial else fcntl.LOCK_SH))
@@ -163,6 +164,7 @@ def capture_env(**extra: str) -> dict[str, str]:
 #: Marks of a test module that captures with real TensorFlow in child processes.
 CAPTURE_MARKS = [
     pytest.mark.slow,
+    pytest.mark.serial,  # what these captures measure is timed: no other test beside them
     pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                        reason="capture tests need TensorFlow (pip install 'tfadvisor[tf-cpu]')"),
 ]

@@ -25,6 +25,7 @@ from tfadvisor.io.discovery import find_runs
 # TensorFlow only runs in subprocesses: this process does not import it.
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.serial,  # the captured window and steps are timed against the script's clock (conftest)
     pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                        reason="capture tests need TensorFlow (pip install 'tfadvisor[tf-cpu]')"),
 ]

@@ -290,6 +290,7 @@ def _scenario(tmp_path: Path, kind: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # CPU use and idle cores are the figures under test (conftest)
 @needs_tf
 def test_tf_callback_writes_samples_and_cpu_bound_preprocessing_is_found(tmp_path):
     run_dir = _scenario(tmp_path, "cpu")
@@ -307,6 +308,7 @@ def test_tf_callback_writes_samples_and_cpu_bound_preprocessing_is_found(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # CPU use and idle cores are the figures under test (conftest)
 @needs_tf
 def test_tf_capture_run_sleep_bound_loader_with_idle_cpus(tmp_path):
     script = tmp_path / "scenario.py"
@@ -330,6 +332,7 @@ def test_tf_capture_run_sleep_bound_loader_with_idle_cpus(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # CPU use and idle cores are the figures under test (conftest)
 @needs_tf
 def test_tf_slow_start_from_many_small_files(tmp_path):
     r = tfadvisor.analyze(_scenario(tmp_path, "slowstart"))

@@ -69,6 +69,7 @@ def _run(tmp_path: Path, case: str) -> tuple[object, list[float]]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # trace times against the script's perf_counter (conftest)
 def test_a_retrace_in_the_window_is_a_one_time_compilation(tmp_path):
     res, clock = _run(tmp_path, "retrace")
     m = res.metrics
@@ -84,6 +85,7 @@ def test_a_retrace_in_the_window_is_a_one_time_compilation(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # trace times against the script's perf_counter (conftest)
 def test_a_checkpoint_every_4th_step_is_periodic_work(tmp_path):
     res, clock = _run(tmp_path, "checkpoint")
     m = res.metrics
