@@ -331,8 +331,11 @@ def test_dask_gives_the_same_as_local(straggler_dir, straggler_local, dask_clust
     assert _bounded(seen, run.hosts, 2) and {e.slot for e in seen.events} == {"dask"}  # 2 workers x 1 thread
 
 
-def test_dask_bad_address_is_a_trace_error(straggler_dir):
+def test_dask_bad_address_is_a_trace_error(straggler_dir, monkeypatch):
     pytest.importorskip("distributed")
+    import tfadvisor.runtime.dask as rd
+
+    monkeypatch.setattr(rd, "CONNECT_TIMEOUT_S", 2)  # nothing listens there: the wait is all this test would cost
     with pytest.raises(TraceError) as err:
         analyze_hosts(resolve(straggler_dir), dask="tcp://127.0.0.1:1")
     assert "Dask scheduler" in err.value.problem

@@ -22,6 +22,10 @@ def absolute(run: Run) -> Run:
     return dataclasses.replace(run, files=files, directory=directory)
 
 
+#: How long to wait for the scheduler before the run fails with a TraceError.
+CONNECT_TIMEOUT_S = 20
+
+
 def run_dask(run: Run, hosts: list[str], options: Options | None, address: str, jobs: int | None,
              observe: Observer | None = None, tables: str = "all") -> Iterator[tuple[str, dict]]:
     """The same per-host tasks on the Dask scheduler at ``address``; results as they complete."""
@@ -30,7 +34,7 @@ def run_dask(run: Run, hosts: list[str], options: Options | None, address: str, 
     except ImportError:
         raise TraceError(address, "--dask needs dask.distributed: pip install 'tfadvisor[dist]'") from None
     try:
-        client = Client(address, timeout="20s", set_as_default=False)
+        client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s", set_as_default=False)
     except (OSError, TimeoutError, ValueError) as err:
         raise TraceError(address, f"cannot connect to the Dask scheduler ({type(err).__name__}: {err})") from None
     try:
