@@ -149,6 +149,63 @@ def test_bucket_kernel_codes_in_range():
     assert rows == {2: [0], 4: [4], 8 + 3: [1], 16: [2, 3]}
 
 
+def test_bucket_kernel_equals_a_stable_sort_of_the_codes():
+    """The order is the rows sorted by code (stable), the bounds each code's run: the codes worked out twice in the
+    kernel (no column of them) give what one column of codes gives numpy."""
+    rng = np.random.default_rng(5)
+    for it in range(200):
+        n, nl, nm = int(rng.integers(0, 300)), int(rng.integers(0, 6)), int(rng.integers(0, 9))
+        ev_line = rng.integers(-1, nl + 2, n).astype(np.int32 if it % 2 else np.int64)
+        ev_meta = rng.integers(-1, nm + 2, n).astype(np.int32)
+        line_cls, meta_cls = rng.integers(0, 3, nl), rng.integers(0, 4, nm)
+        order, counts = _native.bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, 3, 4, 12)
+        ok_l, ok_m = (ev_line >= 0) & (ev_line < nl), (ev_meta >= 0) & (ev_meta < nm)
+        mc = np.where(ok_m, meta_cls[np.where(ok_m, ev_meta, 0)] if nm else 0, 3)
+        codes = np.where(ok_l, (line_cls[np.where(ok_l, ev_line, 0)] if nl else 0) * 4 + mc, 12)
+        assert order.tolist() == np.argsort(codes, kind="stable").tolist()
+        assert counts.tolist() == [0] + np.cumsum(np.bincount(codes, minlength=13)).tolist()
+
+
+# -------------------------------------------------------------------------- merge_rows_all: one union of rows
+
+def _rows_union_by_numpy(start, dur, rows):
+    from tfadvisor.analyses.intervals import union
+
+    return union(start[rows], start[rows] + dur[rows])
+
+
+def test_merge_rows_all_is_the_union_of_the_rows():
+    """Rows grouped by thread and sorted by start in each: the kernel's one merge is the union numpy gives (empty
+    intervals left out, touching ones joined); rows in any other order, or outside the columns, are refused
+    (ok False, nothing merged) so the caller takes the general path."""
+    rng = np.random.default_rng(7)
+    refused = merged = 0
+    for it in range(400):
+        nl, n = int(rng.integers(1, 7)), int(rng.integers(0, 250))
+        line = np.sort(rng.integers(0, nl, n)).astype(np.int32 if it % 2 else np.int64)
+        start = np.zeros(n, np.int64)
+        for li in range(nl):
+            m = line == li
+            start[m] = np.sort(rng.integers(0, 2000, int(m.sum())))
+        dur = rng.integers(-5, 80, n).astype(np.int64)  # some empty or negative: left out
+        rows = np.flatnonzero(rng.random(n) < 0.7).astype(np.int64)
+        bad = it % 5 == 4 and rows.shape[0] > 2
+        if bad:
+            rows = [rows[::-1].copy(), np.append(rows, n), np.append(rows, -1)][it % 3]
+        s, e, ok = _native.merge_rows_all(start, dur, line, rows)
+        assert s.dtype == e.dtype == np.int64
+        if bad and not (it % 3 == 0 and np.unique(line[rows]).shape[0] == 1
+                        and np.all(np.diff(start[rows]) >= 0)):
+            assert not ok and s.shape[0] == e.shape[0] == 0
+            refused += 1
+            continue
+        assert ok
+        want = _rows_union_by_numpy(start, dur, rows)
+        assert s.tolist() == want[0].tolist() and e.tolist() == want[1].tolist()
+        merged += 1
+    assert refused > 30 and merged > 300
+
+
 @pytest.mark.parametrize("line_cls, meta_cls, unknown, stride, ncodes", [
     ([0, -1, 1], [2, 3, 4], 4, 8, 16),  # a negative line class
     ([0, 2, 1], [2, 3, 4], 4, 8, 16),  # line class 2: codes 16..23, past ncodes

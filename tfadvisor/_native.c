@@ -1719,6 +1719,16 @@ done:
     return res;
 }
 
+/* An event's bucket code: in [0, ncodes) by the checks of _bucket_kernel; the overflow bucket ncodes for a line
+ * of no class. */
+static inline int64_t bucket_code(const IdxArr *line, const IdxArr *meta, int64_t i, const int64_t *lcl, int64_t nl,
+                                  const int64_t *mcl, int64_t nm, int64_t stride, int64_t unknown, int64_t ncodes)
+{
+    int64_t ln = idx_get(line, i), m = idx_get(meta, i);
+    int64_t mcv = (0 <= m && m < nm) ? mcl[m] : unknown;
+    return (0 <= ln && ln < nl) ? lcl[ln] * stride + mcv : ncodes;
+}
+
 /* _bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes) -> (order, counts).
  *
  * An event's code is line_cls[line] * stride + (meta_cls[meta], or `unknown` when meta is outside
@@ -1747,7 +1757,7 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
         return NULL;
     }
     IdxArr line = {0}, meta = {0};
-    PyArrayObject *lc = NULL, *mc = NULL, *order = NULL, *counts = NULL, *codes = NULL, *pos = NULL;
+    PyArrayObject *lc = NULL, *mc = NULL, *order = NULL, *counts = NULL, *pos = NULL;
     PyObject *res = NULL;
     if (idx_arr(ol, &line, "ev_line") < 0 || idx_arr(om, &meta, "ev_meta") < 0)
         goto done;
@@ -1774,36 +1784,28 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
                 goto done;
             }
         }
-        codes = new_i64(n);
         counts = (PyArrayObject *)PyArray_ZEROS(1, (npy_intp[]){(npy_intp)(ncodes + 2)}, NPY_INT64, 0);
         pos = new_i64(ncodes + 1);
         order = new_i64(n);
-        if (!codes || !counts || !pos || !order)
+        if (!counts || !pos || !order)
             goto done;
-        int64_t *cd = I64P(codes), *ct = I64P(counts), *ps = I64P(pos), *od = I64P(order);
+        int64_t *ct = I64P(counts), *ps = I64P(pos), *od = I64P(order);
         Py_BEGIN_ALLOW_THREADS
-        for (int64_t i = 0; i < n; i++) {
-            int64_t ln = idx_get(&line, i), m = idx_get(&meta, i);
-            int64_t mcv = (0 <= m && m < nm) ? mcl[m] : unknown;
-            /* in [0, ncodes) by the checks above; the overflow bucket ncodes for a line of no class */
-            int64_t c = (0 <= ln && ln < nl) ? lcl[ln] * stride + mcv : ncodes;
-            cd[i] = c;
-            ct[c + 1]++;
-        }
+        /* each event's code worked out in both passes (a column of every event's code would cost 8 bytes per
+         * event) */
+        for (int64_t i = 0; i < n; i++)
+            ct[bucket_code(&line, &meta, i, lcl, nl, mcl, nm, stride, unknown, ncodes) + 1]++;
         for (int64_t c = 0; c < ncodes + 1; c++)
             ct[c + 1] += ct[c];
         memcpy(ps, ct, (size_t)(ncodes + 1) * sizeof(int64_t));
-        for (int64_t i = 0; i < n; i++) {
-            int64_t c = cd[i];
-            od[ps[c]] = i;
-            ps[c]++;
-        }
+        for (int64_t i = 0; i < n; i++)
+            od[ps[bucket_code(&line, &meta, i, lcl, nl, mcl, nm, stride, unknown, ncodes)]++] = i;
         Py_END_ALLOW_THREADS
         res = Py_BuildValue("OO", order, counts);
     }
 done:
     Py_XDECREF(line.arr); Py_XDECREF(meta.arr); Py_XDECREF(lc); Py_XDECREF(mc);
-    Py_XDECREF(order); Py_XDECREF(counts); Py_XDECREF(codes); Py_XDECREF(pos);
+    Py_XDECREF(order); Py_XDECREF(counts); Py_XDECREF(pos);
     return res;
 }
 
@@ -1872,6 +1874,125 @@ static PyObject *py_merge_rows(PyObject *self, PyObject *args)
 done:
     Py_XDECREF(st); Py_XDECREF(en); Py_XDECREF(rw); Py_XDECREF(line.arr);
     Py_XDECREF(o_s); Py_XDECREF(o_e); Py_XDECREF(bnd);
+    return res;
+}
+
+/* _merge_rows_all(start, dur, line, rows) -> (starts, ends, ok): the union over every thread of the intervals of
+ * event rows, as _merge_rows would give it per thread and a union of those sets after it (empty intervals left
+ * out, touching ones joined): the threads' rows merged by start in one pass (a heap of the threads' next rows),
+ * with no per-thread sets in between. ok is False (and the result empty) unless the rows are in the columns,
+ * grouped by thread in ascending order and ascending by start within each. */
+static void heap_down(int64_t *heap, int64_t n, int64_t at, const int64_t *key)
+{
+    for (;;) {
+        int64_t l = 2 * at + 1, r = l + 1, m = at;
+        if (l < n && key[heap[l]] < key[heap[m]])
+            m = l;
+        if (r < n && key[heap[r]] < key[heap[m]])
+            m = r;
+        if (m == at)
+            return;
+        int64_t t = heap[at];
+        heap[at] = heap[m];
+        heap[m] = t;
+        at = m;
+    }
+}
+
+static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
+{
+    PyObject *os, *oe, *ol, *orw;
+    if (!PyArg_UnpackTuple(args, "_merge_rows_all", 4, 4, &os, &oe, &ol, &orw))
+        return NULL;
+    PyArrayObject *st = NULL, *en = NULL, *rw = NULL, *o_s = NULL, *o_e = NULL;
+    IdxArr line = {0};
+    int64_t *grp = NULL; /* per thread: its next position in rows, its end, its next start; then the heap */
+    PyObject *res = NULL;
+    if (!(st = in_arr(os, NPY_INT64, "start")) || !(en = in_arr(oe, NPY_INT64, "dur")))
+        goto done;
+    if (idx_arr(ol, &line, "line") < 0 || !(rw = in_arr(orw, NPY_INT64, "rows")))
+        goto done;
+    {
+        int64_t n = LEN(rw), nev = min64(min64(LEN(st), LEN(en)), line.n), ng = 0;
+        const int64_t *s = I64P(st), *d = I64P(en), *rows = I64P(rw);
+        int ok = 1;
+        for (int64_t j = 0; j < n && ok; j++) { /* check, and count the threads */
+            int64_t i = rows[j];
+            if (i < 0 || i >= nev) {
+                ok = 0;
+                break;
+            }
+            if (j == 0 || idx_get(&line, i) != idx_get(&line, rows[j - 1])) {
+                if (j > 0 && idx_get(&line, i) < idx_get(&line, rows[j - 1]))
+                    ok = 0;
+                ng++;
+            } else if (s[i] < s[rows[j - 1]]) {
+                ok = 0;
+            }
+        }
+        o_s = new_i64(ok ? n : 0);
+        o_e = new_i64(ok ? n : 0);
+        if (!o_s || !o_e)
+            goto done;
+        if (!ok) {
+            res = Py_BuildValue("OOO", o_s, o_e, Py_False);
+            goto done;
+        }
+        grp = PyMem_Malloc((size_t)(4 * ng + 1) * sizeof(int64_t));
+        if (!grp) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        int64_t *pos = grp, *stop = grp + ng, *key = grp + 2 * ng, *heap = grp + 3 * ng;
+        int64_t *ps = I64P(o_s), *pe = I64P(o_e), k = 0;
+        Py_BEGIN_ALLOW_THREADS
+        int64_t g = -1;
+        for (int64_t j = 0; j < n; j++) {
+            if (j == 0 || idx_get(&line, rows[j]) != idx_get(&line, rows[j - 1])) {
+                if (g >= 0)
+                    stop[g] = j;
+                g++;
+                pos[g] = j;
+            }
+        }
+        if (g >= 0)
+            stop[g] = n;
+        int64_t nh = 0;
+        for (int64_t t = 0; t < ng; t++) {
+            key[t] = s[rows[pos[t]]];
+            heap[nh++] = t;
+        }
+        for (int64_t h = nh / 2 - 1; h >= 0; h--)
+            heap_down(heap, nh, h, key);
+        while (nh > 0) {
+            int64_t t = heap[0], i = rows[pos[t]];
+            int64_t x = s[i], y = end_of(s[i], d[i]);
+            if (y > x) {
+                if (k > 0 && x <= pe[k - 1]) {
+                    if (y > pe[k - 1])
+                        pe[k - 1] = y;
+                } else {
+                    ps[k] = x;
+                    pe[k] = y;
+                    k++;
+                }
+            }
+            if (++pos[t] < stop[t]) {
+                key[t] = s[rows[pos[t]]];
+            } else {
+                heap[0] = heap[--nh];
+            }
+            heap_down(heap, nh, 0, key);
+        }
+        Py_END_ALLOW_THREADS
+        if (shrink(o_s, k) < 0 || shrink(o_e, k) < 0)
+            goto done;
+        res = Py_BuildValue("OOO", o_s, o_e, Py_True);
+    }
+done:
+    PyMem_Free(grp);
+    Py_XDECREF(st); Py_XDECREF(en); Py_XDECREF(rw); Py_XDECREF(line.arr);
+    Py_XDECREF(o_s); Py_XDECREF(o_e);
     return res;
 }
 
@@ -2012,6 +2133,7 @@ static PyMethodDef methods[] = {
     {"priority_cover", py_priority_cover, METH_VARARGS, "Per layer and window: the time it covers first."},
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},
+    {"merge_rows_all", py_merge_rows_all, METH_VARARGS, "Union over every thread of the intervals of event rows."},
     {"meta_totals", py_meta_totals, METH_VARARGS, "Events and total duration per event metadata."},
     {"time_checks", py_time_checks, METH_VARARGS, "Count negative durations and int64-overflowing events."},
     {"window_checks", py_window_checks, METH_VARARGS, "Count events outside or past the capture window."},

@@ -255,10 +255,6 @@ class _Named:
         """``test(display name)`` per ``labels`` entry (False where unused)."""
         return np.array([n is not None and bool(test(str(n))) for n in self.labels], bool)
 
-    def in_category(self, c: str) -> np.ndarray:
-        """Per row: its op category is ``c``."""
-        return self.cat == OP_CATEGORIES.index(c)
-
     def per_row(self, test) -> np.ndarray:
         """``test(display name)`` for every row, evaluated once per name."""
         return self.label_test(test)[self.codes]
@@ -286,7 +282,8 @@ def _sums_by_code(plane: Plane, rows: np.ndarray, n: int, codes: np.ndarray | No
 
 def _named(plane: Plane, rows: np.ndarray) -> _Named:
     """Display names of rows (by metadata, once each), their kinds, and each row's op category."""
-    codes = plane.ev_meta[rows] + 1  # -1 (unknown) -> 0
+    codes = plane.ev_meta[rows]
+    codes += 1  # -1 (unknown) -> 0; in place (a big host has tens of millions of rows)
     n = len(plane.event_names) + 1
     used = np.flatnonzero(np.bincount(codes, minlength=n)) if codes.size else np.zeros(0, np.int64)
     named = _named_codes(plane, used)
@@ -337,11 +334,51 @@ def _device_rows(p: Plane) -> np.ndarray:
     return rows
 
 
+def _device_lane(p: Plane) -> tuple[str, dict[str, Measure], Measure | None, tuple] | None:
+    """A device's lane: its name, its op categories' interval sets, its H2D copies' set (None without any) and
+    its items ``(lane, named, time, count)``, the names without their per-row columns (a big device's rows do
+    not outlive this call); None without activity."""
+    rows = _device_rows(p)
+    if not rows.size:
+        return None
+    named = _named(p, rows)
+    lane = dl.short_name(p)
+    is_h2d = named.per_row(_is_h2d)
+    meas = _category_measures(p, rows, named)
+    h2d = Measure.of_rows(p, rows[is_h2d]) if is_h2d.any() else None
+    tot, cnt = named.totals(p, rows)
+    return lane, meas, h2d, (lane, replace(named, codes=EMPTY, cat=EMPTY), tot, cnt)
+
+
+def _host_op_items(host: Plane, act: Activity, items: _Items, has_device: bool,
+                   layers: dict[str, list[Measure]]) -> None:
+    """The host's TF ops (and eager kernels) into ``items`` by op category, input ops left out (they are waits,
+    not math): as ``host_ops`` beside devices, else each category its own part, with its interval set added to
+    ``layers`` (the per-row columns of a big host do not outlive this call)."""
+    op_rows = act.rows.get("op", EMPTY)
+    ek = act.rows.get("eager_kernel", EMPTY)
+    rows = np.union1d(op_rows, ek) if ek.shape[0] else op_rows
+    if not rows.shape[0]:
+        return
+    named = _named(host, rows)
+    named_ok = named.label_test(lambda n: not INPUT_OPS.match(n))  # False where no row has the name
+    tot, cnt = named.totals(host, rows)
+    for ci, c in enumerate(OP_CATEGORIES):
+        which = named_ok & (named.label_cat == ci)  # by name: some row is an op of category c, not an input op
+        if not which.any():
+            continue
+        if not has_device:  # with devices the host's ops are not layers of their own
+            layers[c].append(Measure.of_rows(host, rows[which[named.codes]]))
+        items.add_totals("all", c if not has_device else "host_ops", named, tot, cnt, which)
+
+
 def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure]:
     out = {}
-    for ci in np.unique(named.cat).tolist():  # the categories present, in OP_CATEGORIES' order
-        if ci >= 0:
-            out[OP_CATEGORIES[ci]] = Measure.of_rows(plane, rows[named.cat == ci])
+    used = np.array([n is not None for n in named.labels], bool)  # the names some row has
+    present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
+    for ci in present.tolist():
+        if ci >= 0:  # every row of one category (the usual device): its rows as they are, not a copy
+            out[OP_CATEGORIES[ci]] = Measure.of_rows(plane, rows if present.shape[0] == 1 else rows[named.cat == ci])
     return out
 
 
@@ -371,41 +408,23 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
     h2d_dev: list[Measure] = []
     dev_items: list[tuple[str, _Named, np.ndarray, np.ndarray]] = []
     for p in act.devices:
-        rows = _device_rows(p)
-        if not rows.size:
+        got = _device_lane(p)
+        if got is None:
             continue
-        named = _named(p, rows)
-        lane = dl.short_name(p)
-        is_h2d = named.per_row(_is_h2d)
-        meas = _category_measures(p, rows, named)
+        lane, meas, h2d, item = got
         dev_lanes.append((lane, meas))
         for c, m in meas.items():
             dev_layers[c].append(m)
-        if is_h2d.any():
-            h2d_dev.append(Measure.of_rows(p, rows[is_h2d]))
-        dev_items.append((lane, named, *named.totals(p, rows)))
+        if h2d is not None:
+            h2d_dev.append(h2d)
+        dev_items.append(item)
     items.add_devices(dev_items)
 
     # host: TF ops (the device on a CPU-only trace), runtime, Python
     has_device = bool(dev_lanes)
     host_op_layers: dict[str, list[Measure]] = {c: [] for c in OP_CATEGORIES}
     if host is not None:
-        op_rows = act.rows.get("op", EMPTY)
-        ek = act.rows.get("eager_kernel", EMPTY)
-        rows = np.union1d(op_rows, ek) if ek.shape[0] else op_rows
-        if rows.shape[0]:
-            named = _named(host, rows)
-            named_ok = named.label_test(lambda n: not INPUT_OPS.match(n))  # input ops are waits, not math
-            keep = named_ok[named.codes]
-            tot, cnt = named.totals(host, rows)
-            for c in OP_CATEGORIES:
-                sel = named.in_category(c) & keep
-                if sel.any():
-                    part = c if not has_device else "host_ops"
-                    if not has_device:  # with devices the host's ops are not layers of their own
-                        host_op_layers[c].append(Measure.of_rows(host, rows[sel]))
-                    which = named_ok & (named.label_cat == OP_CATEGORIES.index(c))
-                    items.add_totals("all", part, named, tot, cnt, which)
+        _host_op_items(host, act, items, has_device, host_op_layers)
 
     # the scopes: the window, and each step's wall time (the steps table's: start to the next start,
     # to its own end before a validation or an epoch end, which are outside the steps)

@@ -51,6 +51,11 @@ _cover_sorted = _native.cover_sorted
 #: thread's starts were not sorted.
 _merge_rows = _native.merge_rows
 
+#: ``_merge_rows_all(start, dur, line, rows)``: (starts, ends, ok), the union over every thread of the intervals of
+#: event rows grouped by thread (ascending) and sorted by start in each, in one merge; ok False (nothing merged)
+#: for rows outside the columns or not in that order.
+_merge_rows_all = _native.merge_rows_all
+
 #: ``intersect(s1, e1, s2, e2, with_index=True)``: Pieces of (disjoint sorted) set 1 inside (disjoint sorted) set 2,
 #: with (unless ``with_index`` is false) the index into set 2.
 intersect = _native.intersect
@@ -590,6 +595,9 @@ def rows_union(plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if rows.shape[0] <= UNION_SORTED_ROWS:
         rows = rows[(rows >= 0) & (rows < plane.n_events)] if rows.shape[0] else rows
         return _union_rows(plane.ev_start_ps, plane.ev_dur_ps, rows)
+    s, e, ok = _merge_rows_all(plane.ev_start_ps, plane.ev_dur_ps, plane.ev_line, rows)
+    if ok:  # grouped by thread, sorted in each: merged in one pass, no per-thread sets in between
+        return s, e
     return union_runs(rows_runs(plane, rows))
 
 
