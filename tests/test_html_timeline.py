@@ -139,9 +139,12 @@ def test_timeline_has_lanes_per_host(chromium, reports, tmp_path, name):  # noqa
     assert n == [len(h.tables["steps"]) for h in res.hosts]  # every host's steps, one bar each
 
 
-def test_coarsen_keeps_the_widest_holes_and_all_the_time():
+@pytest.mark.parametrize("cover_slice", [7, 1 << 20], ids=["sliced", "one_slice"])
+def test_coarsen_keeps_the_widest_holes_and_all_the_time(cover_slice, monkeypatch):
+    from tfadvisor.analyses import timeline
     from tfadvisor.analyses.timeline import coarsen
 
+    monkeypatch.setattr(timeline, "COVER_SLICE", cover_slice)  # the covered time summed a slice at a time
     rng = np.random.default_rng(1)
     gaps = rng.integers(1, 1000, 5000)
     lens = rng.integers(1, 500, 5000)
@@ -153,6 +156,9 @@ def test_coarsen_keeps_the_widest_holes_and_all_the_time():
     assert (t["start_ps"][1:] >= t["end_ps"][:-1]).all()
     kept = np.sort(t["start_ps"][1:] - t["end_ps"][:-1])
     assert (kept == np.sort(s[1:] - e[:-1])[-49:]).all()  # the 49 widest holes, exactly
+    first = np.searchsorted(s, t["start_ps"])  # each span's own intervals: its covered time, one by one
+    want = [int((e[a:a + c] - s[a:a + c]).sum()) for a, c in zip(first.tolist(), t["count"].tolist())]
+    assert t["covered_ps"].tolist() == want
 
 
 @pytest.mark.parametrize("sample", ["input_bound_defaults_off", "eager", "python_overhead", "keras_fit_callback"])

@@ -48,17 +48,35 @@ def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS, lane: str 
         keep = np.arange(n)
     else:
         neg_holes = e[:-1] - s[1:]  # minus each hole's width (one temporary: lanes hold millions)
-        cut = np.argpartition(neg_holes, max_spans - 2)[:max_spans - 1]
+        cut = np.argpartition(neg_holes, max_spans - 2)
         del neg_holes
-        keep = np.concatenate([[0], np.sort(cut) + 1])
+        keep = np.concatenate([[0], np.sort(cut[:max_spans - 1]) + 1])  # a copy: the whole order is let go
+        del cut
     first = keep
     last = np.append(keep[1:], n) - 1
-    lens = np.empty(n + 1, np.int64)
-    lens[0] = 0
-    np.subtract(e, s, out=lens[1:])
-    np.cumsum(lens[1:], out=lens[1:])
+    covered = _covered_upto(s, e, np.concatenate([first, last + 1]))
     return Table({"lane": lane, "start_ps": s[first], "end_ps": e[last],
-                  "covered_ps": lens[last + 1] - lens[first], "count": last - first + 1})
+                  "covered_ps": covered[first.shape[0]:] - covered[:first.shape[0]], "count": last - first + 1})
+
+
+#: :func:`_covered_upto` sums the lengths of this many intervals at a time.
+COVER_SLICE = 1 << 20
+
+
+def _covered_upto(s: np.ndarray, e: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The summed length of intervals ``[0, i)`` for each ``i`` of ``at`` (in [0, n], any order), a slice of
+    :data:`COVER_SLICE` intervals at a time: no running sum of every interval is held (a lane holds millions)."""
+    out = np.zeros(at.shape[0], np.int64)
+    order = np.argsort(at, kind="stable")
+    srt = at[order]
+    carry = 0
+    for lo in range(0, s.shape[0], COVER_SLICE):
+        hi = min(lo + COVER_SLICE, s.shape[0])
+        run = np.cumsum(e[lo:hi] - s[lo:hi])
+        a, b = np.searchsorted(srt, [lo + 1, hi + 1])  # the points i in (lo, hi]
+        out[order[a:b]] = carry + run[srt[a:b] - lo - 1]
+        carry += int(run[-1])
+    return out
 
 
 def idle_set(act, ctx: Context, steps, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -66,6 +84,7 @@ def idle_set(act, ctx: Context, steps, lo: int, hi: int) -> tuple[np.ndarray, np
     inside them the time no step-time layer but ``idle`` covers."""
     busy = busy_set(act, ctx).wall()
     out_s, out_e = complement(busy.s, busy.e, lo, hi)
+    del busy  # a union of the device sets (a copy of the biggest): not held while the steps' layers are joined
     if steps is None or not steps.start.shape[0]:
         return out_s, out_e
     ss, se = union(steps.start, steps.end)
