@@ -75,6 +75,36 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
 
 
+# --------------------------------------------------------------------------- how the tests are shared out
+# ``--dist loadgroup`` (pyproject's addopts): the tests of a module stay together on one worker (as ``--dist
+# loadfile`` keeps them, so a module fixture such as a capture is built once), except in the modules below, whose
+# tests are independent of each other and go one by one to whichever worker is free. Kept together, each of these
+# ran for minutes on one worker at the end of the run while the other sat idle.
+
+#: Modules with no costly module fixture, their tests shared out one by one.
+SPLIT_MODULES = frozenset({
+    "test_report_html.py",  # a CLI run and a Chromium run per sample
+    "test_capture_faults.py",  # a capture per fault case
+    "test_declared_stats.py",  # two analyses per sample and real trace
+    "test_real_traces.py",  # five CLI runs per real trace
+    "test_fuzz_cases.py",  # a CLI run per reproducer
+    "test_samples_findings.py",
+})
+#: Modules started first: each is one long test (minutes) that, started last, would run alone at the end.
+FIRST_MODULES = ("test_mutation_check.py", "test_bounds_checked.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group every test by its module (but those of :data:`SPLIT_MODULES`), before xdist reads the groups; the
+    long single tests of :data:`FIRST_MODULES` first."""
+    for item in items:
+        name = item.path.name
+        if name not in SPLIT_MODULES and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(name))
+    items.sort(key=lambda it: it.path.name not in FIRST_MODULES)  # stable: the modules' own order kept
+
+
 def sample_dirs() -> list[Path]:
     """Every sample directory that has an expected.toml."""
     return sorted(p.parent for p in SAMPLES.glob("*/expected.toml"))
