@@ -193,3 +193,56 @@ def test_rule_wording(rule_id, metrics, must, must_not):
         assert w in text, (w, text[:300])
     for w in must_not:
         assert w not in text, (w, text[:300])
+
+
+def _kernel_tables_by_pandas(kernels, class_ps, matrix_ps, total_ps):
+    """The pandas statement of the ``precision_mix`` and ``kernels`` tables (group, sum, sort, left join), which
+    :func:`precision._kernel_tables` computes with numpy."""
+    import numpy as np
+    import pandas as pd
+
+    keys = ["kernel", "precision", "matrix", "tensor_core", "xprof_16bit"]
+    k = kernels.to_pandas().groupby(keys, as_index=False)[["count", "total_ps"]].sum()
+    k["total_ms"] = k["total_ps"] / precision.PS_PER_MS
+    k["pct"] = np.minimum(100.0, 100.0 * k["total_ps"] / total_ps)
+    k = k.sort_values(["total_ps", "kernel"], ascending=[False, True], kind="stable")
+    mix = pd.DataFrame({"precision": list(precision.CLASSES), "total_ms": class_ps / precision.PS_PER_MS,
+                        "pct": 100.0 * class_ps / total_ps, "matrix_ms": matrix_ps / precision.PS_PER_MS})
+    kn = k.groupby("precision").agg(kernels=("kernel", "size"), count=("count", "sum"))
+    mix = mix.join(kn, on="precision")
+    mix = mix[mix["total_ms"] > 0].sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)
+    return (mix[["precision", "kernels", "count", "total_ms", "pct", "matrix_ms"]],
+            k.head(precision.TOP_KERNELS).drop(columns="total_ps").reset_index(drop=True))
+
+
+@pytest.mark.parametrize("every_class", [False, True], ids=["some_classes", "every_class"])
+def test_kernel_tables_are_the_pandas_group_and_join(every_class):
+    """Random kernel rows (repeated names across devices, equal times, every class or some): the numpy tables are
+    the pandas ones, row for row and dtype for dtype (floats where a class has no kernel, as the join leaves)."""
+    import numpy as np
+    import pandas as pd
+
+    from tfadvisor.model.table import Table
+
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        n = int(rng.integers(0 if not every_class else 8, 120))
+        classes = list(precision.CLASSES)
+        prec = [classes[i % 8] for i in range(8)] + [classes[int(c)] for c in rng.integers(0, 8, n - 8)] \
+            if every_class else [classes[int(c)] for c in rng.integers(0, 5, n)]
+        kernels = Table({
+            "kernel": np.array([f"k{int(i)}" for i in rng.integers(0, 25, n)]),
+            "precision": prec,
+            "matrix": rng.random(n) < 0.5,
+            "tensor_core": rng.random(n) < 0.3,
+            "xprof_16bit": rng.random(n) < 0.2,
+            "count": rng.integers(1, 50, n),
+            "total_ps": rng.integers(1, 6, n).astype(np.float64) * 1e6,  # equal times: the tie order counts
+        }, n=n)
+        class_ps = rng.integers(0, 4, 8).astype(np.float64) * 1e9
+        matrix_ps = class_ps / 2
+        total = float(class_ps.sum()) or 1.0
+        got = precision._kernel_tables(kernels, class_ps, matrix_ps, total)
+        want = _kernel_tables_by_pandas(kernels, class_ps, matrix_ps, total)
+        for g, w in zip(got, want):
+            pd.testing.assert_frame_equal(g.to_pandas(), w, check_dtype=True)

@@ -38,6 +38,7 @@ median host's step time (the time the run would gain per step: the rules' impact
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -502,17 +503,16 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
     put("load_imbalance_pct", imbalance)
     put("slowest_host_excess_pct", excess)
 
-    import pandas as pd
-
     _stand_out(rows, straggler, straggler_ratio, misaligned, step_ms)
     put("hosts_standing_out_count", sum(1 for r in rows if r["stands_out"]))
     for i in _drawn(rows, payloads, straggler):  # the hosts that stand out are drawn (charts, timeline): in full
         if i != mi and (got := whole(has[i].host)) is not None:
             has[i] = _host_analysis(got)
     tables = Tables(median.tables)
-    tables["hosts"] = pd.DataFrame(rows)
-    tables["hosts_distribution"] = _distribution(rows)
-    tables["hosts_steps"] = _hosts_steps(has)
+    # built when a report reads them (pandas is imported then, as for a single host's tables)
+    tables["hosts"] = functools.partial(_hosts_frame, rows)
+    tables["hosts_distribution"] = functools.partial(_distribution, rows)
+    tables["hosts_steps"] = functools.partial(_hosts_steps, list(has))
     first_opts = payloads[mi].get("options") or {}
     opts = Options(**{k: v for k, v in first_opts.items() if k in {f.name for f in dataclasses.fields(Options)}})
     return Result(run=run, summary=_merge_summaries(run, payloads, executor or {}), metrics=metrics,
@@ -617,6 +617,13 @@ def _stand_out(rows: list[dict], straggler: str | None, ratio: float | None, mis
                 why[host].append(f"{words} {shown} (median)")
     for r in rows:
         r["stands_out"] = "; ".join(why[r["host"]])
+
+
+def _hosts_frame(rows: list[dict]) -> pd.DataFrame:
+    """The ``hosts`` table: one row per host."""
+    import pandas as pd
+
+    return pd.DataFrame(rows)
 
 
 def _distribution(rows: list[dict]) -> pd.DataFrame:

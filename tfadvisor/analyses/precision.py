@@ -462,22 +462,48 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
 
 
 def _kernel_tables(kernels: Table, class_ps: np.ndarray, matrix_ps: np.ndarray,
-                   total_ps: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The ``precision_mix`` and ``kernels`` tables (built when somebody reads them)."""
-    import pandas as pd
+                   total_ps: float) -> tuple[Table, Table]:
+    """The ``precision_mix`` and ``kernels`` tables (built when somebody reads them), as numpy columns: a host of
+    a pod analysed in full in a worker builds them without importing pandas (half a second, once per process).
 
-    keys = ["kernel", "precision", "matrix", "tensor_core", "xprof_16bit"]
-    k = kernels.to_pandas().groupby(keys, as_index=False)[["count", "total_ps"]].sum()
-    k["total_ms"] = k["total_ps"] / PS_PER_MS
-    k["pct"] = np.minimum(100.0, 100.0 * k["total_ps"] / total_ps)
-    k = k.sort_values(["total_ps", "kernel"], ascending=[False, True])
-    mix = pd.DataFrame({"precision": list(CLASSES), "total_ms": class_ps / PS_PER_MS,
-                        "pct": 100.0 * class_ps / total_ps, "matrix_ms": matrix_ps / PS_PER_MS})
-    kn = k.groupby("precision").agg(kernels=("kernel", "size"), count=("count", "sum"))
-    mix = mix.join(kn, on="precision")
-    mix = mix[mix["total_ms"] > 0].sort_values("total_ms", ascending=False).reset_index(drop=True)
-    return (mix[["precision", "kernels", "count", "total_ms", "pct", "matrix_ms"]],
-            k.head(TOP_KERNELS).drop(columns="total_ps").reset_index(drop=True))
+    ``kernels``: the rows of the devices' kernels summed by (kernel, precision, matrix, tensor_core, xprof_16bit),
+    the :data:`TOP_KERNELS` longest (by time, then name; equal ones in the order of those keys). ``precision_mix``:
+    per precision class with time, its kernels and their events, the longest first; ``kernels`` and ``count`` are
+    floats where some class has no kernel (as a left join leaves them)."""
+    keys = ("kernel", "precision", "matrix", "tensor_core", "xprof_16bit")
+    codes = [np.unique(kernels[c].astype(str) if kernels[c].dtype == object else kernels[c], return_inverse=True)
+             for c in keys]
+    order = np.lexsort([inv for _, inv in codes[::-1]]) if len(kernels) else np.zeros(0, np.int64)
+    key_rows = np.stack([inv[order] for _, inv in codes]) if len(kernels) else np.zeros((len(keys), 0), np.int64)
+    first = np.flatnonzero(np.append(True, np.any(key_rows[:, 1:] != key_rows[:, :-1], axis=0))) if len(kernels) \
+        else np.zeros(0, np.int64)
+    groups = Table({c: kernels[c][order[first]] for c in keys})
+    groups["count"] = np.add.reduceat(np.asarray(kernels["count"])[order], first) if first.shape[0] else \
+        np.zeros(0, np.int64)
+    tps = np.add.reduceat(np.asarray(kernels["total_ps"], np.float64)[order], first) if first.shape[0] else \
+        np.zeros(0)  # whole picoseconds as floats: exact sums in any order
+    groups["total_ms"] = tps / PS_PER_MS
+    groups["pct"] = np.minimum(100.0, 100.0 * tps / total_ps)
+    top = groups.take(np.lexsort((groups["kernel"].astype(str), -tps))[:TOP_KERNELS])  # stable: keys' order kept
+
+    per = {c: (int(n), int(cnt)) for c, n, cnt in zip(*_per_class(groups["precision"], groups["count"]))}
+    keep = np.flatnonzero(class_ps / PS_PER_MS > 0)
+    keep = keep[np.argsort(-(class_ps[keep] / PS_PER_MS), kind="stable")]
+    gap = len(per) < len(CLASSES)  # a class without kernels: a left join's missing values, so floats
+    num = np.float64 if gap else np.int64
+    mix = Table({"precision": [CLASSES[i] for i in keep.tolist()],
+                 "kernels": np.array([per.get(CLASSES[i], (np.nan, np.nan))[0] for i in keep.tolist()], num),
+                 "count": np.array([per.get(CLASSES[i], (np.nan, np.nan))[1] for i in keep.tolist()], num),
+                 "total_ms": class_ps[keep] / PS_PER_MS, "pct": 100.0 * class_ps[keep] / total_ps,
+                 "matrix_ms": matrix_ps[keep] / PS_PER_MS}, n=keep.shape[0])
+    return mix, top
+
+
+def _per_class(precision: np.ndarray, count: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
+    """Per precision class among the kernel rows: the class, its rows and their events."""
+    names, inv = np.unique(precision.astype(str), return_inverse=True)
+    return names.tolist(), np.bincount(inv, minlength=len(names)), np.bincount(inv, weights=count,
+                                                                               minlength=len(names))
 
 
 MATRIX_METRICS = ("matrix_time_ms", "matrix_fp16_pct", "matrix_bf16_pct", "matrix_tf32_pct", "matrix_fp32_pct",
