@@ -1201,6 +1201,20 @@ static void release(PyArrayObject **a, int count)
         Py_XDECREF(a[i]);
 }
 
+/* One interval [x, y), taken in order of start, into the union built so far (k intervals in ps, pe): joined to the
+ * last one where it starts inside or at its end, else appended. Returns the new count. */
+static inline int64_t join_or_append(int64_t *ps, int64_t *pe, int64_t k, int64_t x, int64_t y)
+{
+    if (k > 0 && x <= pe[k - 1]) {
+        if (y > pe[k - 1])
+            pe[k - 1] = y;
+        return k;
+    }
+    ps[k] = x;
+    pe[k] = y;
+    return k + 1;
+}
+
 /* _merge_sorted(s, e) -> (starts, ends, ok): union of start-sorted intervals; ok False when not sorted. */
 static PyObject *py_merge_sorted(PyObject *self, PyObject *args)
 {
@@ -1225,14 +1239,7 @@ static PyObject *py_merge_sorted(PyObject *self, PyObject *args)
             }
             if (y <= x)
                 continue;
-            if (k > 0 && x <= pe[k - 1]) {
-                if (y > pe[k - 1])
-                    pe[k - 1] = y;
-            } else {
-                ps[k] = x;
-                pe[k] = y;
-                k++;
-            }
+            k = join_or_append(ps, pe, k, x, y);
         }
         Py_END_ALLOW_THREADS
         if (shrink(os_, k) < 0 || shrink(oe, k) < 0)
@@ -1271,14 +1278,7 @@ static PyObject *py_union2_linear(PyObject *self, PyObject *args)
                 y = e2[j];
                 j++;
             }
-            if (k > 0 && x <= pe[k - 1]) {
-                if (y > pe[k - 1])
-                    pe[k - 1] = y;
-            } else {
-                ps[k] = x;
-                pe[k] = y;
-                k++;
-            }
+            k = join_or_append(ps, pe, k, x, y);
         }
         Py_END_ALLOW_THREADS
         if (shrink(os_, k) < 0 || shrink(oe, k) < 0)
@@ -1968,14 +1968,7 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
             int64_t t = heap[0], i = rows[pos[t]];
             int64_t x = s[i], y = end_of(s[i], d[i]);
             if (y > x) {
-                if (k > 0 && x <= pe[k - 1]) {
-                    if (y > pe[k - 1])
-                        pe[k - 1] = y;
-                } else {
-                    ps[k] = x;
-                    pe[k] = y;
-                    k++;
-                }
+                k = join_or_append(ps, pe, k, x, y);
             }
             if (++pos[t] < stop[t]) {
                 key[t] = s[rows[pos[t]]];
