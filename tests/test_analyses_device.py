@@ -161,3 +161,16 @@ def test_empty_trace(module):
     for name, m in res.metrics.items():
         if name != "device_present":
             assert m.value is None, name
+
+
+@pytest.mark.parametrize("sample", ["synthetic_gpu_allreduce", "gpu_jax_mlp_bf16", "real_tf_gpu_multiworker"])
+def test_kernel_rows_found_again_give_the_held_answers(sample, monkeypatch):
+    """A big device plane does not hold its kernel rows for the run (``placement.HOLD_ROWS_UP_TO``): every plane
+    treated as big, each caller finding them again, gives the same metrics and tables as held ones."""
+    from test_declared_stats import _plain
+
+    from tfadvisor import api
+
+    held = _plain(api.analyze(str(SAMPLES / sample), jobs=1))
+    monkeypatch.setattr(placement, "HOLD_ROWS_UP_TO", 0)
+    assert _plain(api.analyze(str(SAMPLES / sample), jobs=1)) == held

@@ -56,6 +56,25 @@ def test_union_within_and_overlap():
     assert s.tolist() == [0] and e.tolist() == [6]
 
 
+@pytest.mark.parametrize("prefix_max", [0, 1 << 20], ids=["one_pass_per_query", "running_sum"])
+def test_repeated_queries_are_the_painted_cover(prefix_max, monkeypatch):
+    """A set queried again and again (few points each time): with its running sum of lengths kept, or read in one
+    pass per query (a set above ``PREFIX_MAX_INTERVALS``), the covered time in each window is the painted one."""
+    from tfadvisor.analyses import intervals
+
+    monkeypatch.setattr(intervals, "PREFIX_MAX_INTERVALS", prefix_max)
+    rng = np.random.default_rng(4)
+    s = np.arange(0, 20_000, 10)  # 2000 intervals: a query of 6 points is "few" (the running sum pays)
+    e = s + rng.integers(1, 10, s.shape[0])
+    m = Measure(s, e, disjoint=True)
+    cover = _paint(zip(s.tolist(), e.tolist()), 0, 20_100)
+    for _ in range(6):  # the first query streams; later ones use the running sum where it is kept
+        a = rng.integers(0, 20_000, 3)
+        b = a + rng.integers(0, 60, 3)
+        assert m.within(a, b).tolist() == [int(cover[x:y].sum()) for x, y in zip(a.tolist(), b.tolist())]
+    assert (m._prefix is None) == (prefix_max == 0)
+
+
 @pytest.mark.parametrize("most_layers", [6, 140])  # the kernel keeps the layers in 64-bit words
 @pytest.mark.parametrize("windows", ["disjoint", "overlapping", "nested"])
 def test_priority_split_matches_painting(windows, most_layers):

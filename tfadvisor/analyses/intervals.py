@@ -22,6 +22,11 @@ import numpy as np
 import tfadvisor._native as _native
 from tfadvisor.model.trace import Plane
 
+#: A disjoint set queried again with few points keeps a running sum of its lengths (8 bytes per interval) up to this
+#: many intervals; a bigger one (a big trace's kernels: tens of millions) is read in one pass per query instead, a few
+#: ms each (a run asks ~15 times), rather than hold the sum for as long as the set lives.
+PREFIX_MAX_INTERVALS = 1 << 20
+
 #: An empty int64 column (shared: never written to).
 EMPTY = np.empty(0, np.int64)
 
@@ -217,7 +222,8 @@ class Measure:
         t = np.asarray(t, np.int64)
         if self.s.shape[0] == 0:
             return np.zeros(t.shape, np.int64)
-        if self.disjoint and (self._prefix is not None or (self._queries >= 1 and t.size * 64 < self.s.shape[0])):
+        if self.disjoint and (self._prefix is not None or (self._queries >= 1 and t.size * 64 < self.s.shape[0]
+                                                            and self.s.shape[0] <= PREFIX_MAX_INTERVALS)):
             # queried again with few points: binary search in a prefix sum of the lengths
             if self._prefix is None:
                 self._prefix = _prefix_lengths(self.s, self.e)
