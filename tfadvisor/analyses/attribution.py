@@ -374,7 +374,7 @@ def _host_op_items(host: Plane, act: Activity, items: _Items, has_device: bool,
 
 def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure]:
     out = {}
-    used = np.array([n is not None for n in named.labels], bool)  # the names some row has
+    used = named.label_test(lambda _: True)  # the names some row has
     present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
     for ci in present.tolist():
         if ci >= 0:  # every row of one category (the usual device): its rows as they are, not a copy

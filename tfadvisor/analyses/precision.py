@@ -41,7 +41,7 @@ from tfadvisor.analyses.placement import (
     tf_op_meta_mask,
 )
 from tfadvisor.analyses.tf_dtypes import DTYPE_CLASS, DTYPE_NAMES
-from tfadvisor.model.table import Table
+from tfadvisor.model.table import Table, group_sum
 from tfadvisor.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -471,39 +471,37 @@ def _kernel_tables(kernels: Table, class_ps: np.ndarray, matrix_ps: np.ndarray,
     per precision class with time, its kernels and their events, the longest first; ``kernels`` and ``count`` are
     floats where some class has no kernel (as a left join leaves them)."""
     keys = ("kernel", "precision", "matrix", "tensor_core", "xprof_16bit")
-    codes = [np.unique(kernels[c].astype(str) if kernels[c].dtype == object else kernels[c], return_inverse=True)
-             for c in keys]
-    order = np.lexsort([inv for _, inv in codes[::-1]]) if len(kernels) else np.zeros(0, np.int64)
-    key_rows = np.stack([inv[order] for _, inv in codes]) if len(kernels) else np.zeros((len(keys), 0), np.int64)
-    first = np.flatnonzero(np.append(True, np.any(key_rows[:, 1:] != key_rows[:, :-1], axis=0))) if len(kernels) \
-        else np.zeros(0, np.int64)
-    groups = Table({c: kernels[c][order[first]] for c in keys})
-    groups["count"] = np.add.reduceat(np.asarray(kernels["count"])[order], first) if first.shape[0] else \
-        np.zeros(0, np.int64)
-    tps = np.add.reduceat(np.asarray(kernels["total_ps"], np.float64)[order], first) if first.shape[0] else \
-        np.zeros(0)  # whole picoseconds as floats: exact sums in any order
+    # one code per row, ordered as the keys are (the first most significant): the groups come out in key order
+    kcodes = [np.unique(_sortable(kernels[c]), return_inverse=True)[1].reshape(-1) for c in keys]
+    code = np.ravel_multi_index(kcodes, [int(k.max()) + 1 if k.shape[0] else 1 for k in kcodes])
+    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    n = first.shape[0]
+    groups = Table({c: kernels[c][first] for c in keys}, n=n)
+    groups["count"] = group_sum(inv, kernels["count"], n).astype(np.int64)  # whole counts: exact as floats
+    tps = group_sum(inv, kernels["total_ps"], n)  # whole picoseconds as floats: exact sums in any order
     groups["total_ms"] = tps / PS_PER_MS
     groups["pct"] = np.minimum(100.0, 100.0 * tps / total_ps)
-    top = groups.take(np.lexsort((groups["kernel"].astype(str), -tps))[:TOP_KERNELS])  # stable: keys' order kept
+    top = groups.take(np.lexsort((_sortable(groups["kernel"]), -tps))[:TOP_KERNELS])  # stable: keys' order kept
 
-    per = {c: (int(n), int(cnt)) for c, n, cnt in zip(*_per_class(groups["precision"], groups["count"]))}
-    keep = np.flatnonzero(class_ps / PS_PER_MS > 0)
-    keep = keep[np.argsort(-(class_ps[keep] / PS_PER_MS), kind="stable")]
-    gap = len(per) < len(CLASSES)  # a class without kernels: a left join's missing values, so floats
-    num = np.float64 if gap else np.int64
+    names, cls = np.unique(_sortable(groups["precision"]), return_inverse=True)
+    per = dict(zip(names.tolist(), zip(np.bincount(cls, minlength=len(names)).tolist(),
+                                       group_sum(cls, groups["count"], len(names)).astype(np.int64).tolist())))
+    ms = class_ps / PS_PER_MS
+    keep = np.flatnonzero(ms > 0)
+    keep = keep[np.argsort(-ms[keep], kind="stable")]
+    # a class without kernels: a left join's missing values, so the columns are floats
+    got = [per.get(CLASSES[i], (np.nan, np.nan)) for i in keep.tolist()]
+    num = np.float64 if len(per) < len(CLASSES) else np.int64
     mix = Table({"precision": [CLASSES[i] for i in keep.tolist()],
-                 "kernels": np.array([per.get(CLASSES[i], (np.nan, np.nan))[0] for i in keep.tolist()], num),
-                 "count": np.array([per.get(CLASSES[i], (np.nan, np.nan))[1] for i in keep.tolist()], num),
-                 "total_ms": class_ps[keep] / PS_PER_MS, "pct": 100.0 * class_ps[keep] / total_ps,
+                 "kernels": np.array([g[0] for g in got], num), "count": np.array([g[1] for g in got], num),
+                 "total_ms": ms[keep], "pct": 100.0 * class_ps[keep] / total_ps,
                  "matrix_ms": matrix_ps[keep] / PS_PER_MS}, n=keep.shape[0])
     return mix, top
 
 
-def _per_class(precision: np.ndarray, count: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
-    """Per precision class among the kernel rows: the class, its rows and their events."""
-    names, inv = np.unique(precision.astype(str), return_inverse=True)
-    return names.tolist(), np.bincount(inv, minlength=len(names)), np.bincount(inv, weights=count,
-                                                                               minlength=len(names))
+def _sortable(values: np.ndarray) -> np.ndarray:
+    """Text columns (object) as strings numpy sorts; others as they are."""
+    return values.astype(str) if values.dtype == object else values
 
 
 MATRIX_METRICS = ("matrix_time_ms", "matrix_fp16_pct", "matrix_bf16_pct", "matrix_tf32_pct", "matrix_fp32_pct",
