@@ -225,6 +225,10 @@ static void run_items(item_fn fn, void *ctx, int64_t n, int nthreads)
 /* Read a varint from buf[pos:end]; return the new position, or -1 on error. */
 static inline int64_t varint(const uint8_t *buf, int64_t pos, int64_t end, uint64_t *out)
 {
+    if (pos < end && buf[pos] < 0x80) { /* one byte (tags, field numbers, small values): most varints */
+        *out = buf[pos];
+        return pos + 1;
+    }
     uint64_t result = 0;
     int shift = 0;
     while (pos < end) {
