@@ -188,13 +188,14 @@ POD_TIME_TARGET = 1.5
 POD_RSS_TARGET = 1.25
 
 
-def write_pod(root: Path, hosts: int) -> Path:
-    """N SYNTHETIC pod hosts (8 GPUs, all-reduce, host N//3 1.35x slower) under ``root``; their run dir."""
+def write_pod(root: Path, hosts: int, gpus: int = 8) -> Path:
+    """N SYNTHETIC pod hosts (``gpus`` GPUs each, all-reduce, host N//3 1.35x slower) under ``root``; their run dir."""
     from tfadvisor_dev import synthetic as syn
 
-    specs = [syn.SyntheticSpec(steps=12, num_gpus=8, allreduce_ms=20.0, host=f"host{i:03d}", seed=i, ops_per_step=64,
-                               slowdown=1.35 if i == hosts // 3 else 1.0, step_time_ms=100.0) for i in range(hosts)]
-    paths, _ = syn.write_run(str(root), specs, run_meta={"hosts": hosts, "replicas": 8 * hosts})
+    specs = [syn.SyntheticSpec(steps=12, num_gpus=gpus, allreduce_ms=20.0, host=f"host{i:03d}", seed=i,
+                               ops_per_step=64, slowdown=1.35 if i == hosts // 3 else 1.0, step_time_ms=100.0)
+             for i in range(hosts)]
+    paths, _ = syn.write_run(str(root), specs, run_meta={"hosts": hosts, "replicas": gpus * hosts})
     return Path(paths[0]).parent
 
 

@@ -7,8 +7,8 @@ Usage::
 
 A pod run's time is its hosts' CPU (``benchmarks/multihost.py --pods``), and on a shared machine wall and
 CPU times of one host (~40 ms) move by 10 % from one minute to the next: too much to tell a 3 % change from
-noise. Instructions do not move. This script writes SYNTHETIC pod hosts (the shape of
-``multihost.py --pods``: 12 steps, an all-reduce, ``tfadvisor_dev.synthetic.write_run``) with 1 and with 8
+noise. Instructions do not move. This script writes SYNTHETIC pod hosts (made as
+``multihost.py --pods`` makes them, :func:`benchmarks.multihost.write_pod`) with 1 and with 8
 GPUs, and analyses each host as a pod's worker does (``multihost_worker.analyze_host``, comparison
 analyses only) under valgrind's callgrind, which writes its counters at a marker call between phases:
 the load, each input an analysis declares (built once per host), each analysis' own work, the rest. It
@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.multihost import write_pod  # noqa: E402 - after the path: the pods' hosts, made as they are there
 
 #: Hosts analysed before the counted ones (imports, caches).
 WARM_HOSTS = 2
@@ -88,17 +90,7 @@ for h in hosts[warm:]:
     analyze_host(runs[h], h, None, 1, "host")
 phase("end")
 print("LABELS " + "|".join(labels))
-print("HOSTS", len(hosts) - warm)
 """
-
-
-def write_pod(root: Path, hosts: int, gpus: int) -> Path:
-    from tfadvisor_dev import synthetic as syn
-
-    specs = [syn.SyntheticSpec(steps=12, num_gpus=gpus, allreduce_ms=20.0, host=f"host{i:03d}", seed=i,
-                               ops_per_step=64, step_time_ms=100.0) for i in range(hosts)]
-    paths, _ = syn.write_run(str(root), specs)
-    return Path(paths[0]).parent
 
 
 def _dump_ir(path: str) -> int:
@@ -110,8 +102,8 @@ def _dump_ir(path: str) -> int:
     return 0
 
 
-def count(run_dir: Path, hosts: int, work: Path) -> tuple[dict[str, float], int]:
-    """Instructions per host by phase (callgrind), and the hosts counted."""
+def count(run_dir: Path, hosts: int, work: Path) -> dict[str, float]:
+    """Instructions per host by phase (callgrind)."""
     out_dir = work / f"cg-{run_dir.parent.parent.parent.name}"
     out_dir.mkdir()
     exe = os.path.realpath(sys.executable)
@@ -128,7 +120,7 @@ def count(run_dir: Path, hosts: int, work: Path) -> tuple[dict[str, float], int]
     got: dict[str, float] = defaultdict(float)
     for label, path in zip(labels, dumps[start:start + len(labels)]):
         got[label] += _dump_ir(path)
-    return {k: v / hosts for k, v in got.items()}, hosts
+    return {k: v / hosts for k, v in got.items()}
 
 
 def main() -> None:
@@ -144,7 +136,7 @@ def main() -> None:
         per: dict[int, dict[str, float]] = {}
         for g in gpus:
             run_dir = write_pod(work / f"g{g}", a.hosts + WARM_HOSTS, g)
-            per[g], _ = count(run_dir, a.hosts, work)
+            per[g] = count(run_dir, a.hosts, work)
     phases = sorted({k for d in per.values() for k in d}, key=lambda k: -max(d.get(k, 0) for d in per.values()))
     head = "".join(f"{f'{g} GPU/host':>14}" for g in gpus)
     lo, hi = min(gpus), max(gpus)
