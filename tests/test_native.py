@@ -460,3 +460,99 @@ def test_stat_at_equals_plane_stat(monkeypatch):
                         assert a.dtype == b.dtype and a.tolist() == b.tolist(), (name, plane.name, stat)
                     checked += 1
     assert checked >= 100
+
+
+def _raw_set(rng, n: int, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted disjoint intervals as the kernel takes them, empty ones and touching ones included."""
+    cuts = np.sort(rng.integers(0, span, 2 * n)).astype(np.int64)
+    return cuts[0::2].copy(), cuts[1::2].copy()
+
+
+@pytest.mark.parametrize("most_layers", [8, 40])  # up to 32 layers the skipping sweep, above it the heap
+def test_priority_cover_equals_painting(most_layers):
+    """Per layer and window, the time the layer covers and no earlier one does, painted unit by unit: empty and
+    touching intervals, no windows, windows sharing ends, layers with nothing in any window."""
+    rng = np.random.default_rng(7)
+    for _ in range(600):
+        k = int(rng.integers(0, most_layers))
+        layers = [_raw_set(rng, int(rng.integers(0, 12)), 300) for _ in range(k)]
+        w = int(rng.integers(0, 5))
+        a = np.sort(rng.integers(0, 300, w)).astype(np.int64)
+        b = np.sort(a + rng.integers(0, 80, w)).astype(np.int64)
+        got = np.asarray(_native.priority_cover([s for s, _ in layers], [e for _, e in layers], a, b)).reshape(k, w)
+        taken = np.zeros(400, bool)
+        for i, (s, e) in enumerate(layers):
+            paint = np.zeros(400, bool)
+            for x, y in zip(s.tolist(), e.tolist()):
+                paint[x:y] = True
+            mine = paint & ~taken
+            assert got[i].tolist() == [int(mine[x:y].sum()) for x, y in zip(a.tolist(), b.tolist())]
+            taken |= paint
+
+
+def test_rows_where_equals_flatnonzero_of_the_mask():
+    rng = np.random.default_rng(8)
+    for it in range(200):
+        n, nm = int(rng.integers(0, 300)), int(rng.integers(0, 20))
+        idx = rng.integers(-1, nm + 2, n).astype(np.int32 if it % 2 else np.int64)
+        mask = rng.random(nm) < 0.3
+        want = np.flatnonzero(np.append(np.append(mask, [False, False]), False)[idx])
+        got = _native.rows_where(idx, mask)
+        assert got.dtype == np.int64 and got.tolist() == want.tolist()
+
+
+def test_starts_at_marks_the_lines_with_a_start_at_a_mark():
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        n, nl = int(rng.integers(0, 300)), int(rng.integers(0, 8))
+        start = rng.integers(0, 100, n).astype(np.int64)
+        line = rng.integers(-1, nl + 1, n).astype(np.int32)
+        marks = np.unique(rng.integers(0, 100, int(rng.integers(0, 10)))).astype(np.int64)
+        want = np.zeros(nl, np.uint8)
+        hit = np.isin(start, marks) & (line >= 0) & (line < nl)
+        want[line[hit]] = 1
+        assert _native.starts_at(start, line, marks, nl).tolist() == want.tolist()
+
+
+def test_step_tally_equals_bincount():
+    """Each event in its step (the last step starting at or before it, if it has not ended), by metadata, with
+    line and metadata masks or none: the numpy expressions variation.py used before, step starts in any spacing
+    and events in any order."""
+    rng = np.random.default_rng(10)
+    for it in range(300):
+        n_ev, nm, nl, n = int(rng.integers(0, 400)), int(rng.integers(1, 12)), int(rng.integers(1, 6)), \
+            int(rng.integers(1, 9))
+        a = np.sort(rng.choice(1000, n, replace=False)).astype(np.int64)
+        b = np.minimum(a + rng.integers(0, 200, n), np.append(a[1:], 10**6)).astype(np.int64)
+        ends = (a + (b - a) // 2).astype(np.int64)
+        start = rng.integers(-50, 1100, n_ev).astype(np.int64)
+        if it % 3 == 0:
+            start.sort()
+        dur = rng.integers(0, 10**6, n_ev).astype(np.int64)
+        meta = rng.integers(-1, nm, n_ev).astype(np.int32)
+        line = rng.integers(0, nl, n_ev).astype(np.int32)
+        pres = None if it % 2 else (rng.random(nl) < 0.6).astype(np.uint8)
+        op_meta = None if it % 4 < 2 else rng.random(nm) < 0.5
+        op_lines = None if it % 4 < 2 else rng.random(nl) < 0.7
+        i = np.searchsorted(a, start, side="right") - 1
+        ok = (i >= 0) & (meta >= 0)
+        i = np.maximum(i, 0)
+        ok &= start < b[i]
+        okp = ok & (True if pres is None else pres.astype(bool)[line])
+        key = meta[okp].astype(np.int64) * n + i[okp]
+        want_cnt = np.bincount(key, minlength=nm * n)
+        want_tim = np.bincount(key, weights=dur[okp].astype(float), minlength=nm * n)
+        after = (start[okp] >= ends[i[okp]]) * dur[okp].astype(float)
+        want_aft = np.bincount(meta[okp], weights=after, minlength=nm)
+        oko = ok if op_meta is None else ok & op_meta[np.maximum(meta, 0)] & op_lines[line]
+        want_ops = np.bincount(i[oko], weights=dur[oko].astype(float), minlength=n)
+        cnt, tim, aft, ops = np.zeros(nm * n, np.int64), np.zeros(nm * n), np.zeros(nm), np.zeros(n)
+        _native.step_tally(start, dur, meta, line, a, b, ends, pres, op_meta, op_lines, cnt, tim, aft, ops)
+        assert cnt.tolist() == want_cnt.tolist() and tim.tolist() == want_tim.tolist()
+        assert aft.tolist() == want_aft.tolist() and ops.tolist() == want_ops.tolist()
+    with pytest.raises(ValueError):  # outputs of the wrong size are never written
+        z = np.zeros(3, np.int64)
+        _native.step_tally(z, z, z, z, z, z, z, None, None, None, np.zeros(2, np.int64), np.zeros(2), np.zeros(1),
+                           np.zeros(3))
+    with pytest.raises(TypeError):
+        _native.step_tally(z, z, z, z, z, z, z, None, None, None, np.zeros(3), np.zeros(3), np.zeros(1), np.zeros(3))

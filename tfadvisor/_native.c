@@ -1577,6 +1577,149 @@ static void heap_pop(int64_t *ht, int32_t *hl, int64_t *n)
     hl[i] = last_l;
 }
 
+/* The first index i >= from with e[i] > t (len if none), e ascending: a gallop from ``from``, then a binary search. */
+static int64_t first_end_after(const int64_t *e, int64_t from, int64_t len, int64_t t)
+{
+    if (from >= len || e[from] > t)
+        return from;
+    int64_t lo = from, hi = len, step = 1; /* e[lo] <= t; e[hi] > t, or hi == len */
+    while (lo + step < len) {
+        if (e[lo + step] > t) {
+            hi = lo + step;
+            break;
+        }
+        lo += step;
+        step <<= 1;
+    }
+    while (hi - lo > 1) {
+        int64_t m = lo + (hi - lo) / 2;
+        if (e[m] > t)
+            hi = m;
+        else
+            lo = m;
+    }
+    return hi;
+}
+
+/* Up to this many layers _priority_cover sweeps with cover_skip (a scan of the layers per boundary), above it
+ * with a heap of every layer's next boundary. */
+#define COVER_SKIP_LAYERS 32
+
+/* Layer k's state at time t for cover_skip, from pos[k] on: inside its first interval that ends after t if that
+ * one has begun (bit k of *inside), its next boundary in nb[k]; a layer with none left leaves *live. */
+static inline void cover_place(int64_t k, int64_t t, const int64_t **sp, const int64_t **ep, const int64_t *len,
+                               int64_t *pos, int64_t *nb, uint64_t *inside, uint64_t *live)
+{
+    uint64_t bit = (uint64_t)1 << k;
+    int64_t i = first_end_after(ep[k], pos[k], len[k], t);
+    pos[k] = i;
+    if (i >= len[k]) {
+        *live &= ~bit;
+        *inside &= ~bit;
+    } else if (sp[k][i] <= t) {
+        *live |= bit;
+        *inside |= bit;
+        nb[k] = ep[k][i];
+    } else {
+        *live |= bit;
+        *inside &= ~bit;
+        nb[k] = sp[k][i];
+    }
+}
+
+/* _priority_cover's sweep for up to COVER_SKIP_LAYERS layers (see there), skipping what cannot change the answer:
+ * while layer w holds the time, only the boundaries of layers 0..w can end its hold, so the next stop is the
+ * earliest of those; the later layers jump to it (a gallop in their ends) instead of stepping through each of
+ * their boundaries. The sweep starts at the first window's start and ends at the last window's end. */
+static void cover_skip(int64_t K, const int64_t **sp, const int64_t **ep, const int64_t *len, const int64_t *wa,
+                       const int64_t *wb, int64_t W, int64_t *op, int64_t *pos, int64_t *nb)
+{
+    if (W == 0)
+        return;
+    uint64_t inside = 0, live = 0; /* bit k: layer k holds the time now; layer k has boundaries left */
+    int64_t t = wa[0], stop = wb[W - 1], j = 0;
+    for (int64_t k = 0; k < K; k++) {
+        pos[k] = 0;
+        cover_place(k, t, sp, ep, len, pos, nb, &inside, &live);
+    }
+    while (t < stop) {
+        int64_t win = inside ? (int64_t)__builtin_ctzll(inside) : -1;
+        uint64_t cand = live & (win >= 0 ? ((uint64_t)2 << win) - 1 : ~(uint64_t)0);
+        if (!cand)
+            break;
+        int64_t next = INT64_MAX;
+        for (uint64_t c = cand; c; c &= c - 1) {
+            int64_t k = __builtin_ctzll(c);
+            if (nb[k] < next)
+                next = nb[k];
+        }
+        if (win >= 0) { /* [t, next) is the winner's */
+            while (j < W && wb[j] <= t)
+                j++;
+            for (int64_t q = j; q < W && wa[q] < next; q++) {
+                int64_t x = max64(t, wa[q]), y = min64(next, wb[q]);
+                if (y > x)
+                    op[win * W + q] += y - x;
+            }
+        }
+        t = next;
+        for (uint64_t c = live; c; c &= c - 1) {
+            int64_t k = __builtin_ctzll(c);
+            if (nb[k] <= t)
+                cover_place(k, t, sp, ep, len, pos, nb, &inside, &live);
+        }
+    }
+}
+
+/* _priority_cover's sweep for more than COVER_SKIP_LAYERS layers (see there): every layer's boundaries in time
+ * order, from a heap of each layer's next one. */
+static void cover_heap(int64_t K, const int64_t **sp, const int64_t **ep, const int64_t *len, const int64_t *wa,
+                       const int64_t *wb, int64_t W, int64_t *op, int64_t *pos, int64_t *ht, int32_t *hl,
+                       uint64_t *inside, int64_t nwords)
+{
+    int64_t nh = 0;
+    for (int64_t k = 0; k < K; k++) {
+        pos[k] = 0;
+        if (pos[k] < len[k])
+            heap_push(ht, hl, &nh, sp[k][0], (int32_t)k);
+    }
+    int64_t prev = 0, j = 0;
+    int64_t win = -1;
+    while (nh > 0) {
+        int64_t t = ht[0];
+        if (win >= 0 && t > prev) { /* [prev, t) is the winner's */
+            while (j < W && wb[j] <= prev)
+                j++;
+            for (int64_t q = j; q < W && wa[q] < t; q++) {
+                int64_t x = max64(prev, wa[q]), y = min64(t, wb[q]);
+                if (y > x)
+                    op[win * W + q] += y - x;
+            }
+        }
+        while (nh > 0 && ht[0] == t) {
+            int32_t k = hl[0];
+            uint64_t bit = (uint64_t)1 << (k & 63);
+            heap_pop(ht, hl, &nh);
+            if (inside[k >> 6] & bit) {
+                inside[k >> 6] &= ~bit;
+                pos[k]++;
+                if (pos[k] < len[k])
+                    heap_push(ht, hl, &nh, sp[k][pos[k]], k);
+            } else {
+                inside[k >> 6] |= bit;
+                heap_push(ht, hl, &nh, ep[k][pos[k]], k);
+            }
+        }
+        win = -1;
+        for (int64_t w = 0; w < nwords; w++)
+            if (inside[w]) {
+                win = w * 64 + __builtin_ctzll(inside[w]);
+                break;
+            }
+        prev = t;
+    }
+}
+
 /* _priority_cover(starts, ends, a, b) -> int64 array of K * W, or None.
  *
  * Layer k is the intervals [starts[k][i], ends[k][i]) (two sequences of K int64 arrays), sorted and disjoint;
@@ -1594,7 +1737,7 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
     PyArrayObject *a[2] = {NULL}, **ls = NULL, **le = NULL;
     PyObject *fs = NULL, *fe = NULL, *res = NULL;
     PyArrayObject *out = NULL;
-    int64_t *pos = NULL, *ht = NULL, *len = NULL, K = 0;
+    int64_t *pos = NULL, *ht = NULL, *len = NULL, *nb = NULL, K = 0;
     const int64_t **sp = NULL, **ep = NULL;
     int32_t *hl = NULL;
     uint64_t *inside = NULL; /* one bit per layer: the lowest set bit is the winner */
@@ -1649,55 +1792,20 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
         pos = PyMem_Malloc(sizeof(int64_t) * (size_t)(K + 1));
         ht = PyMem_Malloc(sizeof(int64_t) * (size_t)(K + 1));
         hl = PyMem_Malloc(sizeof(int32_t) * (size_t)(K + 1));
+        nb = PyMem_Malloc(sizeof(int64_t) * (size_t)(K + 1));
         int64_t nwords = K / 64 + 1;
         inside = PyMem_Calloc((size_t)nwords, sizeof(uint64_t));
-        if (!out || !pos || !ht || !hl || !inside) {
+        if (!out || !pos || !ht || !hl || !nb || !inside) {
             if (!PyErr_Occurred())
                 PyErr_NoMemory();
             goto done;
         }
-        int64_t *op = I64P(out), nh = 0;
+        int64_t *op = I64P(out);
         Py_BEGIN_ALLOW_THREADS
-        for (int64_t k = 0; k < K; k++) {
-            pos[k] = 0;
-            if (pos[k] < len[k])
-                heap_push(ht, hl, &nh, sp[k][0], (int32_t)k);
-        }
-        int64_t prev = 0, j = 0;
-        int64_t win = -1;
-        while (nh > 0) {
-            int64_t t = ht[0];
-            if (win >= 0 && t > prev) { /* [prev, t) is the winner's */
-                while (j < W && wb[j] <= prev)
-                    j++;
-                for (int64_t q = j; q < W && wa[q] < t; q++) {
-                    int64_t x = max64(prev, wa[q]), y = min64(t, wb[q]);
-                    if (y > x)
-                        op[win * W + q] += y - x;
-                }
-            }
-            while (nh > 0 && ht[0] == t) {
-                int32_t k = hl[0];
-                uint64_t bit = (uint64_t)1 << (k & 63);
-                heap_pop(ht, hl, &nh);
-                if (inside[k >> 6] & bit) {
-                    inside[k >> 6] &= ~bit;
-                    pos[k]++;
-                    if (pos[k] < len[k])
-                        heap_push(ht, hl, &nh, sp[k][pos[k]], k);
-                } else {
-                    inside[k >> 6] |= bit;
-                    heap_push(ht, hl, &nh, ep[k][pos[k]], k);
-                }
-            }
-            win = -1;
-            for (int64_t w = 0; w < nwords; w++)
-                if (inside[w]) {
-                    win = w * 64 + __builtin_ctzll(inside[w]);
-                    break;
-                }
-            prev = t;
-        }
+        if (K <= COVER_SKIP_LAYERS)
+            cover_skip(K, sp, ep, len, wa, wb, W, op, pos, nb);
+        else
+            cover_heap(K, sp, ep, len, wa, wb, W, op, pos, ht, hl, inside, nwords);
         Py_END_ALLOW_THREADS
         res = (PyObject *)out;
         out = NULL;
@@ -1707,6 +1815,7 @@ done:
     PyMem_Free(pos);
     PyMem_Free(ht);
     PyMem_Free(hl);
+    PyMem_Free(nb);
     PyMem_Free(inside);
     for (int64_t k = 0; ls && le && k < K; k++) {
         Py_XDECREF(ls[k]);
@@ -1993,6 +2102,200 @@ done:
     return res;
 }
 
+/* The last index i with a[i] <= t in the ascending a[0..n) (-1 if none), as searchsorted(a, t, "right") - 1;
+ * tried first at the guess h and the index after it (times in a line mostly ascend: the answer rarely moves). */
+static inline int64_t last_at_or_before(const int64_t *a, int64_t n, int64_t t, int64_t h)
+{
+    if (h >= 0 && h < n && a[h] <= t) {
+        if (h + 1 == n || a[h + 1] > t)
+            return h;
+        if (h + 2 >= n || a[h + 2] > t)
+            return h + 1;
+    } else if (h == -1 && (n == 0 || a[0] > t)) {
+        return -1;
+    }
+    int64_t lo = 0, hi = n; /* the first index with a[i] > t */
+    while (lo < hi) {
+        int64_t m = lo + (hi - lo) / 2;
+        if (a[m] <= t)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo - 1;
+}
+
+/* An optional uint8 array argument: NULL (and *arr NULL) for None. 0 on success. */
+static int opt_u8(PyObject *obj, PyArrayObject **arr, const char *name)
+{
+    *arr = NULL;
+    if (obj == Py_None)
+        return 0;
+    *arr = in_arr(obj, NPY_UINT8, name);
+    return *arr ? 0 : -1;
+}
+
+/* starts_at(ev_start, ev_line, marks, n_lines) -> uint8[n_lines]: 1 for each line (in [0, n_lines)) with an event
+ * that starts exactly at one of the ascending times ``marks``. */
+static PyObject *py_starts_at(PyObject *self, PyObject *args)
+{
+    PyObject *os, *ol, *om;
+    long long nl;
+    if (!PyArg_ParseTuple(args, "OOOL", &os, &ol, &om, &nl))
+        return NULL;
+    if (nl < 0) {
+        PyErr_SetString(PyExc_ValueError, "starts_at: n_lines < 0");
+        return NULL;
+    }
+    IdxArr line = {0};
+    PyArrayObject *st = NULL, *mk = NULL, *out = NULL;
+    PyObject *res = NULL;
+    if (!(st = in_arr(os, NPY_INT64, "ev_start")) || idx_arr(ol, &line, "ev_line") < 0
+        || !(mk = in_arr(om, NPY_INT64, "marks")))
+        goto done;
+    {
+        npy_intp dims = (npy_intp)nl;
+        if (!(out = (PyArrayObject *)PyArray_ZEROS(1, &dims, NPY_UINT8, 0)))
+            goto done;
+        const int64_t *s = I64P(st), *m = I64P(mk);
+        int64_t n = min64(LEN(st), line.n), nm = LEN(mk), h = -1;
+        uint8_t *o = U8P(out);
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < n; i++) {
+            h = last_at_or_before(m, nm, s[i], h);
+            int64_t l = idx_get(&line, i);
+            if (h >= 0 && m[h] == s[i] && l >= 0 && l < nl)
+                o[l] = 1;
+        }
+        Py_END_ALLOW_THREADS
+        res = (PyObject *)out;
+        out = NULL;
+    }
+done:
+    Py_XDECREF(st); Py_XDECREF(line.arr); Py_XDECREF(mk); Py_XDECREF(out);
+    return res;
+}
+
+/* step_tally(ev_start, ev_dur, ev_meta, ev_line, a, b, ends, pres_lines, op_meta, op_lines, cnt, tim, aft, ops)
+ *
+ * Each event whose start lies in a step [a[i], b[i]) (a ascending; the last step starting at or before it) and
+ * whose metadata m is in [0, M), M = len(aft), is added up, in event order:
+ * - where its line is marked in pres_lines (uint8 per line; None: every line): cnt[m * n + i] += 1,
+ *   tim[m * n + i] += duration, and aft[m] += duration where it starts at or after ends[i];
+ * - where op_meta[m] and op_lines[its line] are set (uint8; None: every one): ops[i] += duration.
+ * Durations as float64; cnt int64[M * n], tim float64[M * n], aft float64[M], ops float64[n], added to in place.
+ * A line outside a mask's range is not marked. */
+static PyObject *py_step_tally(PyObject *self, PyObject *args)
+{
+    PyObject *o[14];
+    if (!PyArg_UnpackTuple(args, "step_tally", 14, 14, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                           &o[8], &o[9], &o[10], &o[11], &o[12], &o[13]))
+        return NULL;
+    IdxArr meta = {0}, line = {0};
+    PyArrayObject *in[5] = {NULL}, *mask[3] = {NULL}, *out[4] = {NULL};
+    PyObject *res = NULL;
+    static const char *in_names[5] = {"ev_start", "ev_dur", "a", "b", "ends"};
+    static const char *mask_names[3] = {"pres_lines", "op_meta", "op_lines"};
+    static const char *out_names[4] = {"cnt", "tim", "aft", "ops"};
+    for (int i = 0; i < 5; i++)
+        if (!(in[i] = in_arr(o[i < 2 ? i : i + 2], NPY_INT64, in_names[i])))
+            goto done;
+    if (idx_arr(o[2], &meta, "ev_meta") < 0 || idx_arr(o[3], &line, "ev_line") < 0)
+        goto done;
+    for (int i = 0; i < 3; i++)
+        if (opt_u8(o[7 + i], &mask[i], mask_names[i]) < 0)
+            goto done;
+    for (int i = 0; i < 4; i++)
+        if (!(out[i] = out_arr(o[10 + i], i == 0 ? NPY_INT64 : NPY_FLOAT64, 1, out_names[i])))
+            goto done;
+    {
+        int64_t n = LEN(in[2]), M = LEN(out[2]);
+        if (LEN(in[3]) != n || LEN(in[4]) != n || LEN(out[3]) != n || LEN(out[0]) != M * n || LEN(out[1]) != M * n
+            || (mask[1] && LEN(mask[1]) < M)) {
+            PyErr_SetString(PyExc_ValueError, "step_tally: a, b, ends and ops need one entry per step, cnt and tim "
+                                              "len(aft) * steps, op_meta one per metadata");
+            goto done;
+        }
+        const int64_t *s = I64P(in[0]), *d = I64P(in[1]), *wa = I64P(in[2]), *wb = I64P(in[3]), *we = I64P(in[4]);
+        const uint8_t *pl = mask[0] ? U8P(mask[0]) : NULL, *om = mask[1] ? U8P(mask[1]) : NULL;
+        const uint8_t *ol = mask[2] ? U8P(mask[2]) : NULL;
+        int64_t npl = mask[0] ? LEN(mask[0]) : 0, nol = mask[2] ? LEN(mask[2]) : 0;
+        int64_t *cnt = I64P(out[0]);
+        double *tim = (double *)PyArray_DATA(out[1]), *aft = (double *)PyArray_DATA(out[2]);
+        double *ops = (double *)PyArray_DATA(out[3]);
+        int64_t ne = min64(min64(LEN(in[0]), LEN(in[1])), min64(meta.n, line.n)), h = -1;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t e = 0; e < ne; e++) {
+            int64_t t = s[e];
+            h = last_at_or_before(wa, n, t, h);
+            if (h < 0 || t >= wb[h])
+                continue;
+            int64_t m = idx_get(&meta, e), l = idx_get(&line, e);
+            if (m < 0 || m >= M)
+                continue;
+            double dur = (double)d[e];
+            if (!pl || (l >= 0 && l < npl && pl[l])) {
+                cnt[m * n + h] += 1;
+                tim[m * n + h] += dur;
+                if (t >= we[h])
+                    aft[m] += dur;
+            }
+            if ((!om || om[m]) && (!ol || (l >= 0 && l < nol && ol[l])))
+                ops[h] += dur;
+        }
+        Py_END_ALLOW_THREADS
+        res = Py_None;
+        Py_INCREF(res);
+    }
+done:
+    release(in, 5);
+    release(mask, 3);
+    release(out, 4);
+    Py_XDECREF(meta.arr); Py_XDECREF(line.arr);
+    return res;
+}
+
+/* rows_where(idx, mask) -> int64 rows: the ascending rows e with idx[e] in [0, len(mask)) and mask[idx[e]] set
+ * (np.flatnonzero(np.append(mask, False)[idx]) for idx >= -1, without a mask of every row): two passes, a
+ * count, then the rows. */
+static PyObject *py_rows_where(PyObject *self, PyObject *args)
+{
+    PyObject *oi, *om;
+    if (!PyArg_ParseTuple(args, "OO", &oi, &om))
+        return NULL;
+    IdxArr idx = {0};
+    PyArrayObject *mk = NULL, *out = NULL;
+    PyObject *res = NULL;
+    if (idx_arr(oi, &idx, "idx") < 0 || !(mk = in_arr(om, NPY_UINT8, "mask")))
+        goto done;
+    {
+        const uint8_t *m = U8P(mk);
+        int64_t nm = LEN(mk), n = idx.n, k = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t e = 0; e < n; e++) {
+            int64_t v = idx_get(&idx, e);
+            k += (v >= 0 && v < nm && m[v]);
+        }
+        Py_END_ALLOW_THREADS
+        npy_intp dims = (npy_intp)k;
+        if (!(out = (PyArrayObject *)PyArray_EMPTY(1, &dims, NPY_INT64, 0)))
+            goto done;
+        int64_t *o = I64P(out), j = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t e = 0; e < n && j < k; e++) {
+            int64_t v = idx_get(&idx, e);
+            if (v >= 0 && v < nm && m[v])
+                o[j++] = e;
+        }
+        Py_END_ALLOW_THREADS
+        res = (PyObject *)out;
+        out = NULL;
+    }
+done:
+    Py_XDECREF(idx.arr); Py_XDECREF(mk); Py_XDECREF(out);
+    return res;
+}
+
 /* meta_totals(ev_meta, ev_dur, nm) -> (counts int64[nm], durations float64[nm]): per event metadata in
  * [0, nm), its number of events and the sum of max(duration, 0) as float64 (summed in event order, as
  * np.bincount does); events with metadata outside [0, nm) are left out. */
@@ -2131,6 +2434,9 @@ static PyMethodDef methods[] = {
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},
     {"merge_rows_all", py_merge_rows_all, METH_VARARGS, "Union over every thread of the intervals of event rows."},
+    {"rows_where", py_rows_where, METH_VARARGS, "Rows whose index is set in a mask."},
+    {"starts_at", py_starts_at, METH_VARARGS, "Lines with an event starting at one of the given times."},
+    {"step_tally", py_step_tally, METH_VARARGS, "Per step: events by metadata, their time, op time."},
     {"meta_totals", py_meta_totals, METH_VARARGS, "Events and total duration per event metadata."},
     {"time_checks", py_time_checks, METH_VARARGS, "Count negative durations and int64-overflowing events."},
     {"window_checks", py_window_checks, METH_VARARGS, "Count events outside or past the capture window."},

@@ -328,7 +328,7 @@ def _device_rows(p: Plane) -> np.ndarray:
     lines = dl.activity_lines(p)
     if not lines.size:
         return EMPTY
-    rows = np.flatnonzero(p.line_event_mask(lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+    rows = p.timed_rows_on_lines(lines)
     if rows.size and dl.activity_kind(p) != dl.STREAM:
         rows = outermost(p, rows)  # XLA Ops nest (a fusion's sub-ops)
     return rows
@@ -555,7 +555,7 @@ def _python_items(act: Activity, steps, w_end: np.ndarray, items: _Items) -> int
     p = act.host
     if p is None or not act.python_lines.size:
         return 0
-    rows = np.flatnonzero(p.line_event_mask(act.python_lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+    rows = p.timed_rows_on_lines(act.python_lines)
     if not rows.size:
         return 0
     selft = self_time(p, rows)

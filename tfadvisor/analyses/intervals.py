@@ -562,7 +562,7 @@ def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
     if lines.shape[0] > 1 and not bool(np.all(lines[1:] > lines[:-1])):
         lines = np.unique(lines)
     if rng is None:
-        return np.flatnonzero(plane.line_event_mask(lines))
+        return plane.rows_on_lines(lines)
     lines = lines[(lines >= 0) & (lines < rng.shape[0])]
     a, b = rng[lines, 0], rng[lines, 1]
     full = b > a

@@ -63,7 +63,7 @@ def _memory_events(trace: Trace) -> pd.DataFrame | None:
         names = p.event_names
         if not ((names == ALLOC).any() or (names == DEALLOC).any()):
             continue
-        rows = np.flatnonzero(p.event_mask(p.meta_mask([ALLOC, DEALLOC])))
+        rows = p.events_named([ALLOC, DEALLOC])
         if rows.size:
             found.append((pi, p, rows))
     return _events_frame(found) if found else None

@@ -365,7 +365,7 @@ def device_op_rows(p: Plane) -> np.ndarray:
     lines = dl.op_lines(p)
     if not lines.size:
         return np.empty(0, np.int64)
-    rows = np.flatnonzero(p.line_event_mask(lines) & (p.ev_meta >= 0) & (p.ev_dur_ps > 0))
+    rows = p.timed_rows_on_lines(lines)
     return outermost(p, rows) if rows.size else rows
 
 
@@ -474,7 +474,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
         n_host = int(cnt[host_meta].sum())
         host_count += n_host
         dev_count += int(cnt[dev_meta].sum())
-        hr = np.flatnonzero(p.event_mask(host_meta)) if n_host else np.empty(0, np.int64)
+        hr = p.rows_with_meta(host_meta) if n_host else np.empty(0, np.int64)
         host_rows_all.append((p, hr))
         idx = np.flatnonzero(host_meta & (cnt > 0))
         if idx.size:

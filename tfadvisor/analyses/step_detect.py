@@ -115,7 +115,7 @@ def _device_steps(act: Activity) -> list[tuple[Plane, np.ndarray, np.ndarray]]:
         lr = device_lines.step_lines(d)
         if not lr.shape[0]:
             continue
-        rows = np.flatnonzero(d.line_event_mask(lr) & (d.ev_dur_ps > 0) & (d.ev_meta >= 0))
+        rows = d.timed_rows_on_lines(lr)
         if not rows.shape[0]:
             continue
         rows = rows[np.argsort(d.ev_start_ps[rows], kind="stable")]

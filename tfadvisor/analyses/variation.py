@@ -32,8 +32,8 @@ import re
 
 import numpy as np
 
+import tfadvisor._native as _native
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import step_of
 from tfadvisor.analyses.tfdata_graph import EPOCH_RE
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
@@ -143,22 +143,12 @@ def _kind(names: list[str], weights: np.ndarray) -> str:
     return kind if w >= 0.25 * float(weights.sum()) else "other"
 
 
-#: Events placed in their steps this many at a time (the per-event temporaries of one chunk, not of a
-#: plane: the sums are of whole picoseconds, exact in float64 whatever the chunking).
-CHUNK_EVENTS = 1 << 20
-
-
-def _chunks(n_events: int):
-    """Slices of a plane's events, :data:`CHUNK_EVENTS` at a time."""
-    for lo in range(0, n_events, CHUNK_EVENTS):
-        yield slice(lo, min(lo + CHUNK_EVENTS, n_events))
-
-
 def _per_plane(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
-    """One pass over every plane's events, a chunk at a time: each event placed in its step (its start in
+    """One pass over every plane's events (``_native.step_tally``): each event placed in its step (its start in
     the step's wall span, known metadata). Returns ``name -> (steps present bool[n], time ps per step [n],
-    time between the markers ps)`` (:func:`_merge_presence`) and the time of the ops each step runs, ms
-    (:func:`_op_chunk`)."""
+    time between the markers ps)`` (:func:`_merge_presence`; on a host plane only the training thread's events,
+    :func:`_marker_lines`) and the time of the ops each step runs, ms (host TF op events not on tf.data's
+    threads, which run its functions' ops, and every device event)."""
     n = a.shape[0]
     pres: dict[str, list] = {}
     ops = np.zeros(n)
@@ -171,43 +161,18 @@ def _per_plane(trace: Trace, a: np.ndarray, b: np.ndarray, ends: np.ndarray):
         aft = np.zeros(n_meta)
         op_ps = np.zeros(n)
         train_lines = _marker_lines(p, a) if p.is_host else None
-        op_meta, data_lines = _op_masks(p) if p.is_host else (None, None)
-        for sl in _chunks(p.n_events):
-            i, ok = step_of(a, b, p.ev_start_ps[sl])
-            ok &= p.ev_meta[sl] >= 0
-            _presence_chunk(p, sl, i, ok, ends, train_lines, cnt, tim, aft)
-            _op_chunk(p, sl, i, ok, op_meta, data_lines, op_ps)
+        op_meta, op_lines = _op_masks(p) if p.is_host else (None, None)
+        _native.step_tally(p.ev_start_ps, p.ev_dur_ps, p.ev_meta, p.ev_line, a, b, ends, train_lines, op_meta,
+                           op_lines, cnt, tim, aft, op_ps)
         _merge_presence(p, cnt.reshape(n_meta, n), tim.reshape(n_meta, n), aft, pres)
         ops += op_ps / PS_PER_MS
     return pres, ops
 
 
 def _marker_lines(p: Plane, a: np.ndarray) -> np.ndarray:
-    """The training thread: the lines that hold the step markers (work on other threads, tf.data's or a
-    user's pool, runs beside the steps; it does not make one step longer than another)."""
-    marks = np.unique(a)
-    lines = []
-    for sl in _chunks(p.n_events):
-        s = p.ev_start_ps[sl]
-        k = np.minimum(np.searchsorted(marks, s), marks.shape[0] - 1)
-        lines.append(np.unique(p.ev_line[sl][marks[k] == s]))
-    return np.unique(np.concatenate(lines)) if lines else np.empty(0, p.ev_line.dtype)
-
-
-def _presence_chunk(p: Plane, sl: slice, i, ok, ends, train_lines, cnt, tim, aft) -> None:
-    """Add one chunk's events to a plane's count, time and time-after-the-marker per (name, step)."""
-    if train_lines is not None:
-        ok = ok & np.isin(p.ev_line[sl], train_lines)  # a copy: the op time reads the chunk's own ``ok``
-    if not ok.any():
-        return
-    n = ends.shape[0]
-    meta, step = p.ev_meta[sl][ok], i[ok]
-    dur = p.ev_dur_ps[sl][ok].astype(np.float64)
-    after = (p.ev_start_ps[sl][ok] >= ends[step]).astype(np.float64) * dur
-    key = meta.astype(np.int64) * n + step
-    cnt += np.bincount(key, minlength=cnt.shape[0])
-    tim += np.bincount(key, weights=dur, minlength=tim.shape[0])
-    aft += np.bincount(meta, weights=after, minlength=aft.shape[0])
+    """The training thread: the lines (uint8 per line) that hold the step markers (work on other threads,
+    tf.data's or a user's pool, runs beside the steps; it does not make one step longer than another)."""
+    return _native.starts_at(p.ev_start_ps, p.ev_line, np.unique(a), len(p.lines))
 
 
 def _merge_presence(p: Plane, cnt, tim, aft, out: dict[str, list]) -> None:
@@ -225,19 +190,10 @@ def _merge_presence(p: Plane, cnt, tim, aft, out: dict[str, list]) -> None:
 
 
 def _op_masks(p: Plane) -> tuple[np.ndarray, np.ndarray]:
-    """On a host plane: which metadata are TF ops (``name:Type``), which lines are tf.data's threads."""
+    """On a host plane: which metadata are TF ops (``name:Type``), which lines are not tf.data's threads."""
     is_op = np.fromiter((bool(_OP_RE.match(str(x))) for x in p.event_names), bool, len(p.event_names))
-    data = np.fromiter((str(x).startswith("tf_data") for x in p.line_names), bool, len(p.line_names))
-    return np.append(is_op, False), data
-
-
-def _op_chunk(p: Plane, sl: slice, i, ok, op_meta, data_lines, out: np.ndarray) -> None:
-    """Add one chunk's op time per step: host TF op events (not on tf.data's threads: it runs its
-    functions' ops there) and device events."""
-    if op_meta is not None:
-        ok = ok & op_meta[p.ev_meta[sl]] & ~data_lines[p.ev_line[sl]]
-    if ok.any():
-        out += np.bincount(i[ok], weights=p.ev_dur_ps[sl][ok].astype(np.float64), minlength=out.shape[0])
+    not_data = np.fromiter((not str(x).startswith("tf_data") for x in p.line_names), bool, len(p.line_names))
+    return is_op, not_data
 
 
 def _period(rows: np.ndarray, train: np.ndarray) -> int | None:
