@@ -556,3 +556,27 @@ def test_step_tally_equals_bincount():
                            np.zeros(3))
     with pytest.raises(TypeError):
         _native.step_tally(z, z, z, z, z, z, z, None, None, None, np.zeros(3), np.zeros(3), np.zeros(1), np.zeros(3))
+
+
+def test_row_sums_equal_bincount():
+    """Time and count per code of event rows (attribution's per-name totals), with codes given or taken from the
+    metadata (known metadata, positive durations only); rows outside the columns are refused."""
+    rng = np.random.default_rng(12)
+    for it in range(300):
+        n_ev, n = int(rng.integers(1, 300)), int(rng.integers(1, 15))
+        dur = rng.integers(-5, 10**9, n_ev).astype(np.int64)
+        meta = rng.integers(-1, n - 1, n_ev).astype(np.int32)
+        rows = rng.integers(0, n_ev, int(rng.integers(0, 400))).astype(np.int64)
+        if it % 2:
+            codes = rng.integers(0, n, rows.shape[0]).astype(np.int32)
+            c, d = codes, dur[rows]
+        else:
+            codes = None
+            ok = (meta[rows] >= 0) & (dur[rows] > 0)
+            c, d = meta[rows][ok] + 1, dur[rows][ok]
+        tot, cnt = np.zeros(n), np.zeros(n, np.int64)
+        _native.row_sums(dur, rows, codes, meta, tot, cnt)
+        assert tot.tolist() == np.bincount(c, weights=d.astype(float), minlength=n).tolist()
+        assert cnt.tolist() == np.bincount(c, minlength=n).tolist()
+    with pytest.raises(IndexError):
+        _native.row_sums(dur, np.array([n_ev], np.int64), None, meta, tot, cnt)

@@ -1616,6 +1616,7 @@ static inline void cover_place(int64_t k, int64_t t, const int64_t **sp, const i
     if (i >= len[k]) {
         *live &= ~bit;
         *inside &= ~bit;
+        nb[k] = INT64_MAX;
     } else if (sp[k][i] <= t) {
         *live |= bit;
         *inside |= bit;
@@ -1644,15 +1645,12 @@ static void cover_skip(int64_t K, const int64_t **sp, const int64_t **ep, const 
     }
     while (t < stop) {
         int64_t win = inside ? (int64_t)__builtin_ctzll(inside) : -1;
-        uint64_t cand = live & (win >= 0 ? ((uint64_t)2 << win) - 1 : ~(uint64_t)0);
-        if (!cand)
+        int64_t lim = win >= 0 ? win + 1 : K;
+        if (!(live & (lim >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << lim) - 1)))
             break;
-        int64_t next = INT64_MAX;
-        for (uint64_t c = cand; c; c &= c - 1) {
-            int64_t k = __builtin_ctzll(c);
-            if (nb[k] < next)
-                next = nb[k];
-        }
+        int64_t next = INT64_MAX; /* the layers with none left have INT64_MAX as next boundary */
+        for (int64_t k = 0; k < lim; k++)
+            next = nb[k] < next ? nb[k] : next;
         if (win >= 0) { /* [t, next) is the winner's */
             while (j < W && wb[j] <= t)
                 j++;
@@ -1663,11 +1661,9 @@ static void cover_skip(int64_t K, const int64_t **sp, const int64_t **ep, const 
             }
         }
         t = next;
-        for (uint64_t c = live; c; c &= c - 1) {
-            int64_t k = __builtin_ctzll(c);
-            if (nb[k] <= t)
+        for (int64_t k = 0; k < K; k++)
+            if (nb[k] <= t && (live >> k & 1))
                 cover_place(k, t, sp, ep, len, pos, nb, &inside, &live);
-        }
     }
 }
 
@@ -2296,6 +2292,67 @@ done:
     return res;
 }
 
+/* row_sums(ev_dur, rows, codes, ev_meta, tot, cnt): for each row rows[j] its code, codes[j] (an array with one
+ * per row), or with codes None its metadata + 1 where that is known and the duration positive (other rows left
+ * out); tot[code] += duration as float64 and cnt[code] += 1, in row order (as np.bincount sums), for codes in
+ * [0, len(tot)). Rows outside ev_dur (or ev_meta) are refused. */
+static PyObject *py_row_sums(PyObject *self, PyObject *args)
+{
+    PyObject *od, *orw, *oc, *om, *ot, *on;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &od, &orw, &oc, &om, &ot, &on))
+        return NULL;
+    IdxArr rows = {0}, codes = {0}, meta = {0};
+    PyArrayObject *dur = NULL, *tot = NULL, *cnt = NULL;
+    PyObject *res = NULL;
+    if (!(dur = in_arr(od, NPY_INT64, "ev_dur")) || idx_arr(orw, &rows, "rows") < 0
+        || (oc != Py_None && idx_arr(oc, &codes, "codes") < 0) || idx_arr(om, &meta, "ev_meta") < 0
+        || !(tot = out_arr(ot, NPY_FLOAT64, 1, "tot")) || !(cnt = out_arr(on, NPY_INT64, 1, "cnt")))
+        goto done;
+    {
+        int64_t nr = rows.n, nd = min64(LEN(dur), meta.n), n = min64(LEN(tot), LEN(cnt));
+        int has_codes = oc != Py_None, bad = 0;
+        if (has_codes && codes.n < nr) {
+            PyErr_SetString(PyExc_ValueError, "row_sums: fewer codes than rows");
+            goto done;
+        }
+        const int64_t *d = I64P(dur);
+        double *t = (double *)PyArray_DATA(tot);
+        int64_t *c = I64P(cnt);
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t j = 0; j < nr; j++) {
+            int64_t r = idx_get(&rows, j);
+            if (r < 0 || r >= nd) {
+                bad = 1;
+                break;
+            }
+            int64_t k, x = d[r];
+            if (has_codes) {
+                k = idx_get(&codes, j);
+            } else {
+                int64_t m = idx_get(&meta, r);
+                if (m < 0 || x <= 0)
+                    continue;
+                k = m + 1;
+            }
+            if (k >= 0 && k < n) {
+                t[k] += (double)x;
+                c[k]++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_IndexError, "row_sums: a row outside the event columns");
+            goto done;
+        }
+        res = Py_None;
+        Py_INCREF(res);
+    }
+done:
+    Py_XDECREF(dur); Py_XDECREF(rows.arr); Py_XDECREF(codes.arr); Py_XDECREF(meta.arr);
+    Py_XDECREF(tot); Py_XDECREF(cnt);
+    return res;
+}
+
 /* meta_totals(ev_meta, ev_dur, nm) -> (counts int64[nm], durations float64[nm]): per event metadata in
  * [0, nm), its number of events and the sum of max(duration, 0) as float64 (summed in event order, as
  * np.bincount does); events with metadata outside [0, nm) are left out. */
@@ -2434,6 +2491,7 @@ static PyMethodDef methods[] = {
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},
     {"merge_rows_all", py_merge_rows_all, METH_VARARGS, "Union over every thread of the intervals of event rows."},
+    {"row_sums", py_row_sums, METH_VARARGS, "Time and count of event rows per code."},
     {"rows_where", py_rows_where, METH_VARARGS, "Rows whose index is set in a mask."},
     {"starts_at", py_starts_at, METH_VARARGS, "Lines with an event starting at one of the given times."},
     {"step_tally", py_step_tally, METH_VARARGS, "Per step: events by metadata, their time, op time."},

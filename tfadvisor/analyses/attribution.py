@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
@@ -57,8 +58,6 @@ OP_CATEGORIES = ("collective", "matrix", "data_movement", "optimizer", "gather_s
 PARTS = OP_CATEGORIES + ("input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
 #: How many items each lane and part keeps.
 TOP_ITEMS = 5
-#: Rows summed per name this many at a time (the temporaries of a big trace's millions of rows stay small).
-ROW_SLICE = 1 << 20
 #: A Python frame event: ``$file.py:123 function``.
 _FRAME_RE = re.compile(r"^\$(?P<file>[^:\s]*):(?P<line>\d+) (?P<fn>.*)$")
 #: A Python-tracer event of a C function: ``$module function`` (``$<unknown> sort``).
@@ -263,20 +262,11 @@ class _Named:
 def _sums_by_code(plane: Plane, rows: np.ndarray, n: int, codes: np.ndarray | None = None,
                   into: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Time and count of ``rows`` per code (``codes``, one per row; without them, metadata index + 1 of the rows
-    with known metadata and a positive duration), added ``into`` given totals; a slice of :data:`ROW_SLICE` rows
-    at a time (no column of every row's duration). Durations are whole picoseconds, so the float sums are exact
-    in any order while a code's total is below 2**53 ps (2.5 h)."""
+    with known metadata and a positive duration), added ``into`` given totals, in one pass (``_native.row_sums``).
+    Durations are whole picoseconds, so the float sums are exact in any order while a code's total is below
+    2**53 ps (2.5 h)."""
     tot, cnt = into if into is not None else (np.zeros(n), np.zeros(n, np.int64))
-    for i in range(0, rows.shape[0], ROW_SLICE):
-        dur = plane.ev_dur_ps[rows[i:i + ROW_SLICE]]
-        if codes is None:
-            meta = plane.ev_meta[rows[i:i + ROW_SLICE]]
-            ok = (meta >= 0) & (dur > 0)
-            c, dur = meta[ok] + 1, dur[ok]
-        else:
-            c = codes[i:i + ROW_SLICE]
-        tot += np.bincount(c, weights=dur, minlength=n)
-        cnt += np.bincount(c, minlength=n)
+    _native.row_sums(plane.ev_dur_ps, rows, codes, plane.ev_meta, tot, cnt)
     return tot, cnt
 
 
