@@ -310,16 +310,27 @@ def test_device_items_added_at_once_equal_device_by_device():
 
 
 @pytest.mark.parametrize("sample", ["custom_loop_python", "gpu_jax_eager_jit"])
-def test_host_items_summed_in_slices_equal_all_at_once(sample, monkeypatch):
-    """The host's waits and launches are summed per name a slice of rows at a time (a big trace's millions of
-    launches never become per-row columns): slices of 7 rows give the same items table as one slice."""
+def test_items_summed_in_c_equal_bincount(sample, monkeypatch):
+    """Time and count per name are summed in one C pass (``_native.row_sums``: a big trace's millions of launches
+    never become per-row columns): the items table is the one the numpy expressions it replaced give."""
     import tfadvisor.analyses.attribution as attribution
 
-    def items(slice_rows: int) -> dict:
-        monkeypatch.setattr(attribution, "ROW_SLICE", slice_rows)
+    def by_bincount(plane, rows, n, codes=None, into=None):
+        tot, cnt = into if into is not None else (np.zeros(n), np.zeros(n, np.int64))
+        dur = plane.ev_dur_ps[rows]
+        if codes is None:
+            meta = plane.ev_meta[rows]
+            ok = (meta >= 0) & (dur > 0)
+            codes, dur = meta[ok] + 1, dur[ok]
+        tot += np.bincount(codes, weights=dur, minlength=n)
+        cnt += np.bincount(codes, minlength=n)
+        return tot, cnt
+
+    def items() -> dict:
         t = api.analyze(str(SAMPLES / sample), jobs=1).tables.table("attribution_items")
         return {k: t[k].tolist() for k in ("lane", "part", "item", "kind", "ms", "pct", "count", "mean_ms")}
 
-    whole = items(1 << 40)
-    assert any(p in ("input", "runtime") for p in whole["part"])  # the path under test has rows here
-    assert items(7) == whole
+    native = items()
+    assert any(p in ("input", "runtime") for p in native["part"])  # the host's rows are summed here
+    monkeypatch.setattr(attribution, "_sums_by_code", by_bincount)
+    assert items() == native

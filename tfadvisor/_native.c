@@ -2284,6 +2284,10 @@ static PyObject *py_rows_where(PyObject *self, PyObject *args)
                 o[j++] = e;
         }
         Py_END_ALLOW_THREADS
+        if (j != k) { /* the arrays changed between the passes: no unwritten rows handed back */
+            PyErr_SetString(PyExc_RuntimeError, "rows_where: idx or mask changed during the call");
+            goto done;
+        }
         res = (PyObject *)out;
         out = NULL;
     }
