@@ -1577,6 +1577,19 @@ static void heap_pop(int64_t *ht, int32_t *hl, int64_t *n)
     hl[i] = last_l;
 }
 
+/* The first index i in [lo, hi) with a[i] > t (hi if none), a ascending there: a binary search. */
+static inline int64_t first_above(const int64_t *a, int64_t lo, int64_t hi, int64_t t)
+{
+    while (lo < hi) {
+        int64_t m = lo + (hi - lo) / 2;
+        if (a[m] <= t)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
 /* The first index i >= from with e[i] > t (len if none), e ascending: a gallop from ``from``, then a binary search. */
 static int64_t first_end_after(const int64_t *e, int64_t from, int64_t len, int64_t t)
 {
@@ -1591,14 +1604,21 @@ static int64_t first_end_after(const int64_t *e, int64_t from, int64_t len, int6
         lo += step;
         step <<= 1;
     }
-    while (hi - lo > 1) {
-        int64_t m = lo + (hi - lo) / 2;
-        if (e[m] > t)
-            hi = m;
-        else
-            lo = m;
+    return first_above(e, lo + 1, hi, t);
+}
+
+/* Add [from, to) to winner layer ``win``'s time in each window it overlaps (out[win * W + q]); the windows have
+ * ascending starts and ends, and *j (the first window not yet ended, kept between calls) only moves forward. */
+static inline void credit_span(int64_t *out, int64_t win, int64_t from, int64_t to, const int64_t *wa,
+                               const int64_t *wb, int64_t W, int64_t *j)
+{
+    while (*j < W && wb[*j] <= from)
+        (*j)++;
+    for (int64_t q = *j; q < W && wa[q] < to; q++) {
+        int64_t x = max64(from, wa[q]), y = min64(to, wb[q]);
+        if (y > x)
+            out[win * W + q] += y - x;
     }
-    return hi;
 }
 
 /* Up to this many layers _priority_cover sweeps with cover_skip (a scan of the layers per boundary), above it
@@ -1651,15 +1671,8 @@ static void cover_skip(int64_t K, const int64_t **sp, const int64_t **ep, const 
         int64_t next = INT64_MAX; /* the layers with none left have INT64_MAX as next boundary */
         for (int64_t k = 0; k < lim; k++)
             next = nb[k] < next ? nb[k] : next;
-        if (win >= 0) { /* [t, next) is the winner's */
-            while (j < W && wb[j] <= t)
-                j++;
-            for (int64_t q = j; q < W && wa[q] < next; q++) {
-                int64_t x = max64(t, wa[q]), y = min64(next, wb[q]);
-                if (y > x)
-                    op[win * W + q] += y - x;
-            }
-        }
+        if (win >= 0) /* [t, next) is the winner's */
+            credit_span(op, win, t, next, wa, wb, W, &j);
         t = next;
         for (int64_t k = 0; k < K; k++)
             if (nb[k] <= t && (live >> k & 1))
@@ -1683,15 +1696,8 @@ static void cover_heap(int64_t K, const int64_t **sp, const int64_t **ep, const 
     int64_t win = -1;
     while (nh > 0) {
         int64_t t = ht[0];
-        if (win >= 0 && t > prev) { /* [prev, t) is the winner's */
-            while (j < W && wb[j] <= prev)
-                j++;
-            for (int64_t q = j; q < W && wa[q] < t; q++) {
-                int64_t x = max64(prev, wa[q]), y = min64(t, wb[q]);
-                if (y > x)
-                    op[win * W + q] += y - x;
-            }
-        }
+        if (win >= 0 && t > prev) /* [prev, t) is the winner's */
+            credit_span(op, win, prev, t, wa, wb, W, &j);
         while (nh > 0 && ht[0] == t) {
             int32_t k = hl[0];
             uint64_t bit = (uint64_t)1 << (k & 63);
@@ -2110,15 +2116,7 @@ static inline int64_t last_at_or_before(const int64_t *a, int64_t n, int64_t t, 
     } else if (h == -1 && (n == 0 || a[0] > t)) {
         return -1;
     }
-    int64_t lo = 0, hi = n; /* the first index with a[i] > t */
-    while (lo < hi) {
-        int64_t m = lo + (hi - lo) / 2;
-        if (a[m] <= t)
-            lo = m + 1;
-        else
-            hi = m;
-    }
-    return lo - 1;
+    return first_above(a, 0, n, t) - 1;
 }
 
 /* An optional uint8 array argument: NULL (and *arr NULL) for None. 0 on success. */

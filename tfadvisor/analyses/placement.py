@@ -323,7 +323,7 @@ def _op_line_names(p: Plane) -> set[str]:
     lines = dl.lines_of(p, dl.OPS)
     if not lines.size:
         return set()
-    m = p.ev_meta[p.line_event_mask(lines)]
+    m = p.ev_meta[p.rows_on_lines(lines)]
     m = np.unique(m[(m >= 0) & (m < len(p.event_names))])
     return {str(x) for x in p.event_names[m]}
 

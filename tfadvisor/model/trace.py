@@ -253,24 +253,17 @@ class Plane:
         ]
         return np.flatnonzero(np.array(hit, dtype=bool))
 
-    def line_event_mask(self, line_rows: np.ndarray) -> np.ndarray:
-        return self._line_sel(line_rows)[self.ev_line]
-
     def rows_on_lines(self, line_rows: np.ndarray) -> np.ndarray:
-        """Event rows (ascending) on the lines ``line_rows``: the rows of :meth:`line_event_mask`, found without
-        a mask of every event."""
-        return _native.rows_where(self.ev_line, self._line_sel(line_rows))
+        """Event rows (ascending) on the lines ``line_rows``, found without a mask of every event."""
+        sel = np.zeros(len(self.lines) + 1, dtype=bool)
+        sel[np.asarray(line_rows, dtype=np.int64)] = True
+        return _native.rows_where(self.ev_line, sel)
 
     def timed_rows_on_lines(self, line_rows: np.ndarray) -> np.ndarray:
         """:meth:`rows_on_lines` of known metadata and a positive duration."""
         rows = self.rows_on_lines(line_rows)
         keep = (self.ev_meta[rows] >= 0) & (self.ev_dur_ps[rows] > 0)
         return rows if bool(keep.all()) else rows[keep]
-
-    def _line_sel(self, line_rows: np.ndarray) -> np.ndarray:
-        sel = np.zeros(len(self.lines) + 1, dtype=bool)
-        sel[np.asarray(line_rows, dtype=np.int64)] = True
-        return sel
 
     def names_of(self, rows: np.ndarray) -> np.ndarray:
         ext = np.append(self.event_names, "<unknown>")
