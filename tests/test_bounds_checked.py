@@ -194,3 +194,36 @@ def test_analysis_is_in_bounds_under_address_sanitizer(tmp_path):
           f"{len(cases)} fuzz cases, {FUZZ_N} fuzz mutations, {len(cut)} cut lines): {counts}; other "
           "exceptions (the fuzz test's business): "
           + "; ".join(f"{Path(r['target']).name}: {r['detail'][:80]}" for r in others[:5]))
+
+
+PARALLEL_COVER = r"""
+import numpy as np
+from tfadvisor import _native
+import tfadvisor.io.wire as wire
+rng = np.random.default_rng(5)
+for case in range(6):
+    k = int(rng.integers(1, 33))
+    layers = []
+    for _ in range(k):
+        cuts = np.sort(rng.integers(0, 10**9, 2 * (300_000 // k + 1))).astype(np.int64)
+        layers.append((cuts[0::2].copy(), cuts[1::2].copy()))
+    w = [1, 2, 300, 7, 1, 40][case]
+    a = np.sort(rng.integers(-10**8, 11 * 10**8, w)).astype(np.int64)
+    b = np.sort(a + rng.integers(0, 4 * 10**8, w)).astype(np.int64)
+    got = []
+    for threads in (1, 2, 5):
+        wire.set_num_threads(threads)
+        got.append(np.asarray(_native.priority_cover([s for s, _ in layers], [e for _, e in layers], a, b)).tolist())
+    assert got[0] == got[1] == got[2], case
+print("ok")
+"""
+
+
+def test_parallel_priority_sweep_is_in_bounds_under_address_sanitizer(tmp_path):
+    """The priority sweep on parts of the time on several threads (from 2**18 intervals on, more than any sample
+    has), each part's clipped windows and output, under the sanitizers; same answers as one sweep."""
+    env = asanlib.instrumented(tmp_path / "asan")
+    proc = asanlib.run_child(PARALLEL_COVER, [], env, 600)
+    report = asanlib.sanitizer_report(proc.stderr)
+    assert report is None, f"out-of-bounds access or undefined behaviour in priority_cover:\n{report}"
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]

@@ -490,6 +490,52 @@ def test_priority_cover_equals_painting(most_layers):
             taken |= paint
 
 
+def _cover_threads(threads, layers, a, b):
+    before = wire.get_num_threads()
+    try:
+        wire.set_num_threads(threads)
+        return np.asarray(_native.priority_cover([s for s, _ in layers], [e for _, e in layers], a, b))
+    finally:
+        wire.set_num_threads(before)
+
+
+def test_priority_cover_in_parallel_parts_equals_one_sweep():
+    """From 2**18 intervals on, the skipping sweep runs on parts of the time on several threads: the same answer as
+    one sweep (and, on a first case small enough to paint, as painting), for windows cut between parts, steps whose
+    ends pass the next start, one window over everything, windows outside the layers and empty ones, and layers
+    bunched in one place (parts with nothing in them)."""
+    rng = np.random.default_rng(31)
+    span = 3_000_000
+    layers = [_raw_set(rng, 140_000, span) for _ in range(3)]
+    a = np.sort(rng.integers(0, span, 40)).astype(np.int64)
+    b = np.minimum(np.sort(a + rng.integers(0, span // 10, 40)), span).astype(np.int64)
+    got = _cover_threads(3, layers, a, b).reshape(3, 40)
+    taken = np.zeros(span + 1, bool)
+    for i, (s, e) in enumerate(layers):
+        d = np.zeros(span + 2, np.int64)
+        np.add.at(d, s, 1)
+        np.add.at(d, e, -1)
+        mine = (np.cumsum(d)[: span + 1] > 0) & ~taken
+        c = np.concatenate(([0], np.cumsum(mine)))
+        assert got[i].tolist() == (c[b] - c[a]).tolist()
+        taken |= mine
+    for case in range(8):
+        k = int(rng.integers(1, 33))
+        n = 300_000 // k + 1
+        if case == 6:  # every interval in a hundredth of the time
+            layers = [(s // 100, e // 100) for s, e in (_raw_set(rng, n, 10**9) for _ in range(k))]
+        else:
+            layers = [_raw_set(rng, n, 10**9) for _ in range(k)]
+        w = [1, 3, 200, 2000, 0, 57, 1, 900][case]
+        a = np.sort(rng.integers(-10**8, 11 * 10**8, w)).astype(np.int64)
+        b = np.sort(a + rng.integers(0, 3 * 10**8 if w < 10 else 10**6, w)).astype(np.int64)
+        if case == 4:
+            a, b = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        one = _cover_threads(1, layers, a, b)
+        for threads in (2, 3, 7):
+            assert _cover_threads(threads, layers, a, b).tolist() == one.tolist(), (case, threads)
+
+
 def test_rows_where_equals_flatnonzero_of_the_mask():
     rng = np.random.default_rng(8)
     for it in range(200):

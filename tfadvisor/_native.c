@@ -1722,13 +1722,127 @@ static void cover_heap(int64_t K, const int64_t **sp, const int64_t **ep, const 
     }
 }
 
+/* The first index i in [lo, hi) with a[i] >= t (hi if none), a ascending there. */
+static inline int64_t first_at_or_above(const int64_t *a, int64_t lo, int64_t hi, int64_t t)
+{
+    while (lo < hi) {
+        int64_t m = lo + (hi - lo) / 2;
+        if (a[m] < t)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+/* From this many intervals over all layers on, cover_split runs cover_skip on parts of the time in parallel. */
+#define COVER_PARALLEL_MIN 262144
+
+/* One part of cover_split: the time [lo, hi), the windows j0.. that overlap it clipped to it (wa, wb: W of them),
+ * its own output (K x W) and scratch (pos, nb). */
+typedef struct {
+    int64_t lo, hi, j0, W;
+    int64_t *wa, *wb, *op, *pos, *nb;
+} CoverPart;
+
+typedef struct {
+    int64_t K;
+    const int64_t **sp, **ep;
+    const int64_t *len;
+    CoverPart *parts;
+} CoverSplit;
+
+static void cover_part(void *ctx, int64_t i)
+{
+    const CoverSplit *c = (const CoverSplit *)ctx;
+    CoverPart *p = &c->parts[i];
+    cover_skip(c->K, c->sp, c->ep, c->len, p->wa, p->wb, p->W, p->op, p->pos, p->nb);
+}
+
+/* How many intervals of all layers start at or before t. */
+static int64_t starts_upto(int64_t K, const int64_t **sp, const int64_t *len, int64_t t)
+{
+    int64_t n = 0;
+    for (int64_t k = 0; k < K; k++)
+        n += first_above(sp[k], 0, len[k], t);
+    return n;
+}
+
+/* The earliest t in [lo, hi] by which at least `want` intervals have started (hi if none). */
+static int64_t time_of_count(int64_t K, const int64_t **sp, const int64_t *len, int64_t lo, int64_t hi, int64_t want)
+{
+    while (lo < hi) {
+        int64_t m = lo + (int64_t)(((uint64_t)hi - (uint64_t)lo) / 2);
+        if (starts_upto(K, sp, len, m) >= want)
+            hi = m;
+        else
+            lo = m + 1;
+    }
+    return lo;
+}
+
+/* cover_skip on T parts of the sweep's time at once, each on a thread: the time from the first window's start to
+ * the last window's end is cut where about as many intervals have started in each part; each part sweeps the
+ * windows clipped to it (their starts and ends stay ascending), and a window cut in two gets both parts' time.
+ * The same answer as one sweep: a layer's time inside a window is the sum of its time in the window's pieces.
+ * Returns 0 when out of memory (nothing written). */
+static int cover_split(int64_t K, const int64_t **sp, const int64_t **ep, const int64_t *len, const int64_t *wa,
+                       const int64_t *wb, int64_t W, int64_t *op, int T)
+{
+    CoverPart *parts = calloc((size_t)T, sizeof(CoverPart));
+    int64_t *scratch = NULL;
+    if (!parts)
+        return 0;
+    int64_t lo = wa[0], hi = wb[W - 1];
+    int64_t base = starts_upto(K, sp, len, lo), top = starts_upto(K, sp, len, hi);
+    int64_t need = 0;
+    for (int i = 0; i < T; i++) {
+        CoverPart *p = &parts[i];
+        p->lo = i == 0 ? lo : parts[i - 1].hi;
+        p->hi = i == T - 1 ? hi : time_of_count(K, sp, len, p->lo, hi, base + (top - base) / T * (i + 1));
+        p->j0 = first_above(wb, 0, W, p->lo); /* the first window ending after the part's start */
+        p->W = p->hi > p->lo ? first_at_or_above(wa, p->j0, W, p->hi) - p->j0 : 0;
+        need += 2 * p->W + K * p->W + 2 * K;
+    }
+    scratch = calloc((size_t)need + 1, sizeof(int64_t));
+    if (!scratch) {
+        free(parts);
+        return 0;
+    }
+    int64_t *at = scratch;
+    for (int i = 0; i < T; i++) {
+        CoverPart *p = &parts[i];
+        p->wa = at; at += p->W;
+        p->wb = at; at += p->W;
+        p->op = at; at += K * p->W;
+        p->pos = at; at += K;
+        p->nb = at; at += K;
+        for (int64_t q = 0; q < p->W; q++) {
+            p->wa[q] = max64(wa[p->j0 + q], p->lo);
+            p->wb[q] = min64(wb[p->j0 + q], p->hi);
+        }
+    }
+    CoverSplit c = {K, sp, ep, len, parts};
+    run_items(cover_part, &c, T, T);
+    for (int i = 0; i < T; i++) {
+        const CoverPart *p = &parts[i];
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t q = 0; q < p->W; q++)
+                op[k * W + p->j0 + q] += p->op[k * p->W + q];
+    }
+    free(scratch);
+    free(parts);
+    return 1;
+}
+
 /* _priority_cover(starts, ends, a, b) -> int64 array of K * W, or None.
  *
  * Layer k is the intervals [starts[k][i], ends[k][i]) (two sequences of K int64 arrays), sorted and disjoint;
  * the windows [a[j], b[j]) have ascending starts and ascending ends (disjoint, or steps whose device work runs
  * past the next step's start: each counts the time inside it). out[k * W + j] is the time inside window j
  * that layer k covers and no earlier layer does (the first layer wins overlaps). One sweep over every
- * layer's boundaries at once (a heap of the layers' next boundaries); the layers are read where they are
+ * layer's boundaries at once (cover_skip, or cover_heap above COVER_SKIP_LAYERS layers; from COVER_PARALLEL_MIN
+ * intervals on, cover_split: parts of the time on the decoder's threads); the layers are read where they are
  * (no joined copy of them all) and nothing but the output is allocated per interval. None when an input is
  * not as described (the caller then takes the general path). */
 static PyObject *py_priority_cover(PyObject *self, PyObject *args)
@@ -1803,8 +1917,18 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
             goto done;
         }
         int64_t *op = I64P(out);
+        int64_t total = 0;
+        for (int64_t k = 0; k < K; k++)
+            total += len[k];
+        int nt = threads_now();
+        int split = K <= COVER_SKIP_LAYERS && W > 0 && total >= COVER_PARALLEL_MIN && nt > 1;
+        int done_split = 0;
         Py_BEGIN_ALLOW_THREADS
-        if (K <= COVER_SKIP_LAYERS)
+        if (split)
+            done_split = cover_split(K, sp, ep, len, wa, wb, W, op, nt > 64 ? 64 : nt);
+        if (done_split)
+            ;
+        else if (K <= COVER_SKIP_LAYERS)
             cover_skip(K, sp, ep, len, wa, wb, W, op, pos, nb);
         else
             cover_heap(K, sp, ep, len, wa, wb, W, op, pos, ht, hl, inside, nwords);
