@@ -165,8 +165,7 @@ def _lines_inside(busy: list[Plane], window: tuple[int, int]) -> bool:
     slack = max(w1 - w0, MIN_SLACK_PS)
     inside = total = 0
     for p in busy:
-        has = np.bincount(p.ev_line, minlength=len(p.lines))[: len(p.lines)] > 0
-        total += int(has.sum())
+        total += int((_line_counts(p) > 0).sum())
         ps = _line_starts_ps(p)
         inside += int(((ps >= w0 - slack) & (ps <= w1 + slack)).sum())
     return total > 0 and 2 * inside >= total
@@ -209,9 +208,18 @@ def _middle_half(starts: np.ndarray, lines: np.ndarray, empty: int | None) -> tu
     return lo, hi
 
 
+def _line_counts(p: Plane) -> np.ndarray:
+    """Events per line: the lines table's ``n_events`` (the decoder's count, kept by :func:`_keep`) where it adds
+    up to the plane's events, else counted from ``ev_line`` (a pass over every event)."""
+    n = p.lines["n_events"] if len(p.lines) and "n_events" in p.lines else None
+    if n is not None and int(np.sum(n)) == p.n_events and bool(np.all(n >= 0)):
+        return np.asarray(n)
+    return np.bincount(p.ev_line[p.ev_line >= 0], minlength=len(p.lines))[: len(p.lines)]
+
+
 def _line_starts_ps(p: Plane) -> np.ndarray:
     """Start (ps) of each line that has events, where it fits in int64 ps."""
-    has = np.bincount(p.ev_line, minlength=len(p.lines))[: len(p.lines)] > 0
+    has = _line_counts(p) > 0
     ts = p.lines["timestamp_ns"][has]
     return ts[(ts >= -wire.MAX_TS_NS) & (ts <= wire.MAX_TS_NS)] * PS_PER_NS
 
