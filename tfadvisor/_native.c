@@ -1487,20 +1487,26 @@ static int span_cmp(const void *a, const void *b)
 
 static PyObject *py_union_rows(PyObject *self, PyObject *args)
 {
-    PyArrayObject *a[3] = {NULL};
-    if (parse_i64(args, 3, a, "_union_rows") < 0)
+    PyObject *ost, *odu, *orw;
+    if (!PyArg_UnpackTuple(args, "_union_rows", 3, 3, &ost, &odu, &orw))
         return NULL;
-    const int64_t *st = I64P(a[0]), *du = I64P(a[1]), *rows = I64P(a[2]);
-    int64_t nev = min64(LEN(a[0]), LEN(a[1])), n = LEN(a[2]), m = 0;
+    PyArrayObject *a[2] = {NULL};
+    IdxArr rows = {0};
     PyArrayObject *os_ = NULL, *oe = NULL;
     PyObject *res = NULL;
-    Span *sp = PyMem_Malloc(sizeof(Span) * (size_t)(n > 0 ? n : 1));
+    Span *sp = NULL;
+    if (!(a[0] = in_arr(ost, NPY_INT64, "_union_rows")) || !(a[1] = in_arr(odu, NPY_INT64, "_union_rows"))
+        || idx_arr(orw, &rows, "_union_rows") < 0)
+        goto done;
+    const int64_t *st = I64P(a[0]), *du = I64P(a[1]);
+    int64_t nev = min64(LEN(a[0]), LEN(a[1])), n = (int64_t)rows.n, m = 0;
+    sp = PyMem_Malloc(sizeof(Span) * (size_t)(n > 0 ? n : 1));
     if (!sp) {
         PyErr_NoMemory();
         goto done;
     }
     for (int64_t j = 0; j < n; j++) {
-        int64_t i = rows[j];
+        int64_t i = idx_get(&rows, j);
         if (i < 0 || i >= nev) {
             PyErr_Format(PyExc_IndexError, "_union_rows: row %lld outside [0, %lld)", (long long)i, (long long)nev);
             goto done;
@@ -1536,7 +1542,8 @@ static PyObject *py_union_rows(PyObject *self, PyObject *args)
 done:
     PyMem_Free(sp);
     Py_XDECREF(os_); Py_XDECREF(oe);
-    release(a, 3);
+    release(a, 2);
+    Py_XDECREF(rows.arr);
     return res;
 }
 
@@ -1974,7 +1981,8 @@ static inline int64_t bucket_code(const IdxArr *line, const IdxArr *meta, int64_
  * meta_cls); an event whose line is outside line_cls goes to the overflow bucket ncodes. The classes
  * are checked once, before any event: every metadata class and `unknown` in [0, stride), every line
  * class in [0, ncodes / stride) (so that each code lies in [0, ncodes) and the arithmetic cannot
- * overflow); a class outside its range raises ValueError (nothing is written). */
+ * overflow); a class outside its range raises ValueError (nothing is written). `order`: the rows, int32 where
+ * every row fits, else int64. */
 static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
 {
     PyObject *ol, *om, *olc, *omc;
@@ -2025,10 +2033,13 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
         }
         counts = (PyArrayObject *)PyArray_ZEROS(1, (npy_intp[]){(npy_intp)(ncodes + 2)}, NPY_INT64, 0);
         pos = new_i64(ncodes + 1);
-        order = new_i64(n);
+        /* the rows as int32 where every row fits (half the memory of a big host's rows, held for the whole run) */
+        int narrow = n <= (int64_t)INT32_MAX;
+        order = (PyArrayObject *)PyArray_EMPTY(1, (npy_intp[]){(npy_intp)n}, narrow ? NPY_INT32 : NPY_INT64, 0);
         if (!counts || !pos || !order)
             goto done;
-        int64_t *ct = I64P(counts), *ps = I64P(pos), *od = I64P(order);
+        int64_t *ct = I64P(counts), *ps = I64P(pos), *od = narrow ? NULL : I64P(order);
+        int32_t *od32 = narrow ? I32P(order) : NULL;
         Py_BEGIN_ALLOW_THREADS
         /* each event's code worked out in both passes (a column of every event's code would cost 8 bytes per
          * event) */
@@ -2037,8 +2048,13 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
         for (int64_t c = 0; c < ncodes + 1; c++)
             ct[c + 1] += ct[c];
         memcpy(ps, ct, (size_t)(ncodes + 1) * sizeof(int64_t));
-        for (int64_t i = 0; i < n; i++)
-            od[ps[bucket_code(&line, &meta, i, lcl, nl, mcl, nm, stride, unknown, ncodes)]++] = i;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = ps[bucket_code(&line, &meta, i, lcl, nl, mcl, nm, stride, unknown, ncodes)]++;
+            if (od32)
+                od32[at] = (int32_t)i; /* i < n <= INT32_MAX */
+            else
+                od[at] = i;
+        }
         Py_END_ALLOW_THREADS
         res = Py_BuildValue("OO", order, counts);
     }
@@ -2055,27 +2071,27 @@ static PyObject *py_merge_rows(PyObject *self, PyObject *args)
     PyObject *os, *oe, *ol, *orw;
     if (!PyArg_UnpackTuple(args, "_merge_rows", 4, 4, &os, &oe, &ol, &orw))
         return NULL;
-    PyArrayObject *st = NULL, *en = NULL, *rw = NULL, *o_s = NULL, *o_e = NULL, *bnd = NULL;
-    IdxArr line = {0};
+    PyArrayObject *st = NULL, *en = NULL, *o_s = NULL, *o_e = NULL, *bnd = NULL;
+    IdxArr line = {0}, rw = {0};
     PyObject *res = NULL;
     if (!(st = in_arr(os, NPY_INT64, "start")) || !(en = in_arr(oe, NPY_INT64, "dur")))
         goto done;
-    if (idx_arr(ol, &line, "line") < 0 || !(rw = in_arr(orw, NPY_INT64, "rows")))
+    if (idx_arr(ol, &line, "line") < 0 || idx_arr(orw, &rw, "rows") < 0)
         goto done;
     {
-        int64_t n = LEN(rw), nev = min64(min64(LEN(st), LEN(en)), line.n);
+        int64_t n = (int64_t)rw.n, nev = min64(min64(LEN(st), LEN(en)), line.n);
         o_s = new_i64(n);
         o_e = new_i64(n);
         bnd = new_i64(n + 2);
         if (!o_s || !o_e || !bnd)
             goto done;
-        const int64_t *s = I64P(st), *d = I64P(en), *rows = I64P(rw);
+        const int64_t *s = I64P(st), *d = I64P(en);
         int64_t *ps = I64P(o_s), *pe = I64P(o_e), *bounds = I64P(bnd);
         int64_t nb = 0, k = 0, cur_line = -1, run_start = 0, prev = 0;
         int ok = 1;
         Py_BEGIN_ALLOW_THREADS
         for (int64_t j = 0; j < n; j++) {
-            int64_t i = rows[j];
+            int64_t i = idx_get(&rw, j);
             if (i < 0 || i >= nev) {
                 ok = 0;
                 continue;
@@ -2111,7 +2127,7 @@ static PyObject *py_merge_rows(PyObject *self, PyObject *args)
         res = Py_BuildValue("OOOO", o_s, o_e, bnd, ok ? Py_True : Py_False);
     }
 done:
-    Py_XDECREF(st); Py_XDECREF(en); Py_XDECREF(rw); Py_XDECREF(line.arr);
+    Py_XDECREF(st); Py_XDECREF(en); Py_XDECREF(rw.arr); Py_XDECREF(line.arr);
     Py_XDECREF(o_s); Py_XDECREF(o_e); Py_XDECREF(bnd);
     return res;
 }
@@ -2143,29 +2159,29 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
     PyObject *os, *oe, *ol, *orw;
     if (!PyArg_UnpackTuple(args, "_merge_rows_all", 4, 4, &os, &oe, &ol, &orw))
         return NULL;
-    PyArrayObject *st = NULL, *en = NULL, *rw = NULL, *o_s = NULL, *o_e = NULL;
-    IdxArr line = {0};
+    PyArrayObject *st = NULL, *en = NULL, *o_s = NULL, *o_e = NULL;
+    IdxArr line = {0}, rw = {0};
     int64_t *grp = NULL; /* per thread: its next position in rows, its end, its next start; then the heap */
     PyObject *res = NULL;
     if (!(st = in_arr(os, NPY_INT64, "start")) || !(en = in_arr(oe, NPY_INT64, "dur")))
         goto done;
-    if (idx_arr(ol, &line, "line") < 0 || !(rw = in_arr(orw, NPY_INT64, "rows")))
+    if (idx_arr(ol, &line, "line") < 0 || idx_arr(orw, &rw, "rows") < 0)
         goto done;
     {
-        int64_t n = LEN(rw), nev = min64(min64(LEN(st), LEN(en)), line.n), ng = 0;
-        const int64_t *s = I64P(st), *d = I64P(en), *rows = I64P(rw);
+        int64_t n = (int64_t)rw.n, nev = min64(min64(LEN(st), LEN(en)), line.n), ng = 0;
+        const int64_t *s = I64P(st), *d = I64P(en);
         int ok = 1;
         for (int64_t j = 0; j < n && ok; j++) { /* check, and count the threads */
-            int64_t i = rows[j];
+            int64_t i = idx_get(&rw, j);
             if (i < 0 || i >= nev) {
                 ok = 0;
                 break;
             }
-            if (j == 0 || idx_get(&line, i) != idx_get(&line, rows[j - 1])) {
-                if (j > 0 && idx_get(&line, i) < idx_get(&line, rows[j - 1]))
+            if (j == 0 || idx_get(&line, i) != idx_get(&line, idx_get(&rw, j - 1))) {
+                if (j > 0 && idx_get(&line, i) < idx_get(&line, idx_get(&rw, j - 1)))
                     ok = 0;
                 ng++;
-            } else if (s[i] < s[rows[j - 1]]) {
+            } else if (s[i] < s[idx_get(&rw, j - 1)]) {
                 ok = 0;
             }
         }
@@ -2187,7 +2203,7 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         int64_t g = -1;
         for (int64_t j = 0; j < n; j++) {
-            if (j == 0 || idx_get(&line, rows[j]) != idx_get(&line, rows[j - 1])) {
+            if (j == 0 || idx_get(&line, idx_get(&rw, j)) != idx_get(&line, idx_get(&rw, j - 1))) {
                 if (g >= 0)
                     stop[g] = j;
                 g++;
@@ -2198,19 +2214,19 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
             stop[g] = n;
         int64_t nh = 0;
         for (int64_t t = 0; t < ng; t++) {
-            key[t] = s[rows[pos[t]]];
+            key[t] = s[idx_get(&rw, pos[t])];
             heap[nh++] = t;
         }
         for (int64_t h = nh / 2 - 1; h >= 0; h--)
             heap_down(heap, nh, h, key);
         while (nh > 0) {
-            int64_t t = heap[0], i = rows[pos[t]];
+            int64_t t = heap[0], i = idx_get(&rw, pos[t]);
             int64_t x = s[i], y = end_of(s[i], d[i]);
             if (y > x) {
                 k = join_or_append(ps, pe, k, x, y);
             }
             if (++pos[t] < stop[t]) {
-                key[t] = s[rows[pos[t]]];
+                key[t] = s[idx_get(&rw, pos[t])];
             } else {
                 heap[0] = heap[--nh];
             }
@@ -2223,7 +2239,7 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
     }
 done:
     PyMem_Free(grp);
-    Py_XDECREF(st); Py_XDECREF(en); Py_XDECREF(rw); Py_XDECREF(line.arr);
+    Py_XDECREF(st); Py_XDECREF(en); Py_XDECREF(rw.arr); Py_XDECREF(line.arr);
     Py_XDECREF(o_s); Py_XDECREF(o_e);
     return res;
 }
@@ -2373,9 +2389,9 @@ done:
     return res;
 }
 
-/* rows_where(idx, mask) -> int64 rows: the ascending rows e with idx[e] in [0, len(mask)) and mask[idx[e]] set
- * (np.flatnonzero(np.append(mask, False)[idx]) for idx >= -1, without a mask of every row): two passes, a
- * count, then the rows. */
+/* rows_where(idx, mask) -> rows (int32 where every row of idx fits, else int64): the ascending rows e with idx[e]
+ * in [0, len(mask)) and mask[idx[e]] set (np.flatnonzero(np.append(mask, False)[idx]) for idx >= -1, without a
+ * mask of every row): two passes, a count, then the rows. */
 static PyObject *py_rows_where(PyObject *self, PyObject *args)
 {
     PyObject *oi, *om;
@@ -2396,14 +2412,20 @@ static PyObject *py_rows_where(PyObject *self, PyObject *args)
         }
         Py_END_ALLOW_THREADS
         npy_intp dims = (npy_intp)k;
-        if (!(out = (PyArrayObject *)PyArray_EMPTY(1, &dims, NPY_INT64, 0)))
+        int narrow = n <= (int64_t)INT32_MAX; /* rows as int32 where every row fits: half the memory */
+        if (!(out = (PyArrayObject *)PyArray_EMPTY(1, &dims, narrow ? NPY_INT32 : NPY_INT64, 0)))
             goto done;
-        int64_t *o = I64P(out), j = 0;
+        int64_t *o = narrow ? NULL : I64P(out), j = 0;
+        int32_t *o32 = narrow ? I32P(out) : NULL;
         Py_BEGIN_ALLOW_THREADS
         for (int64_t e = 0; e < n && j < k; e++) {
             int64_t v = idx_get(&idx, e);
-            if (v >= 0 && v < nm && m[v])
-                o[j++] = e;
+            if (v >= 0 && v < nm && m[v]) {
+                if (o32)
+                    o32[j++] = (int32_t)e; /* e < n <= INT32_MAX */
+                else
+                    o[j++] = e;
+            }
         }
         Py_END_ALLOW_THREADS
         if (j != k) { /* the arrays changed between the passes: no unwritten rows handed back */

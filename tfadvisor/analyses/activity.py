@@ -39,7 +39,8 @@ from tfadvisor.model.trace import Plane, Trace
 #: range goes to the overflow bucket ``ncodes``; metadata out of range counts as ``unknown``. The classes are checked
 #: before any event (ValueError): metadata classes and ``unknown`` in [0, stride), line classes in
 #: [0, ncodes // stride), so that every code lies in [0, ncodes). Returns the rows ordered by code (ascending within a
-#: code) and the bounds of each code's run (length ncodes + 2).
+#: code; int32 where every row fits, as :meth:`Plane.rows_with_meta` gives them) and the bounds of each code's run
+#: (length ncodes + 2).
 _bucket_kernel = _native.bucket_kernel
 
 

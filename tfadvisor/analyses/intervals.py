@@ -71,6 +71,8 @@ intersect = _native.intersect
 _priority_cover = _native.priority_cover
 
 #: ``_union_rows(start, end, rows)``: the union of the intervals of event rows in any order (sorted in the kernel).
+#: Here and in the merges, ``rows`` are read as they are when int32 or int64 (the row arrays of a plane are int32
+#: where every row fits).
 _union_rows = _native.union_rows
 
 
