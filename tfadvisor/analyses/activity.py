@@ -26,6 +26,7 @@ from tfadvisor.analyses.intervals import (
     Runs,
     contained,
     line_runs,
+    row_index,
     rows_runs,
     rows_union,
     union_of,
@@ -221,7 +222,7 @@ SET_ROWS = {"input_wait": "input"}
 
 def union_rows(*arrays: np.ndarray) -> np.ndarray:
     """Sorted union of ascending row arrays (np.union1d hashes: slow on millions)."""
-    arrays = [np.asarray(a, np.int64) for a in arrays if a is not None and len(a)]
+    arrays = [row_index(a) for a in arrays if a is not None and len(a)]
     if not arrays:
         return EMPTY
     if len(arrays) == 1:

@@ -597,9 +597,18 @@ def union_per_line(lines: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> l
 UNION_SORTED_ROWS = 1 << 16
 
 
+def row_index(rows) -> np.ndarray:
+    """Event rows as the kernels read them in place: a contiguous int32 or int64 array as it is (the planes' row
+    arrays are int32: no int64 copy of millions of rows), anything else as int64."""
+    rows = np.asarray(rows)
+    if rows.dtype != np.int32 and rows.dtype != np.int64:
+        return np.ascontiguousarray(rows, np.int64)
+    return np.ascontiguousarray(rows)
+
+
 def rows_union(plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of the intervals of (ascending) event rows: few rows sorted at once, many thread by thread."""
-    rows = np.ascontiguousarray(rows, np.int64)
+    rows = row_index(rows)
     if rows.shape[0] <= UNION_SORTED_ROWS:
         rows = rows[(rows >= 0) & (rows < plane.n_events)] if rows.shape[0] else rows
         return _union_rows(plane.ev_start_ps, plane.ev_dur_ps, rows)
@@ -611,7 +620,7 @@ def rows_union(plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def rows_runs(plane: Plane, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each thread's union of the intervals of (ascending) event rows."""
-    rows = np.ascontiguousarray(rows, np.int64)
+    rows = row_index(rows)
     if rows.shape[0] and (rows[0] < 0 or rows[-1] >= plane.n_events or rows.min() < 0
                           or rows.max() >= plane.n_events):
         rows = rows[(rows >= 0) & (rows < plane.n_events)]
@@ -726,5 +735,5 @@ def outermost(plane: Plane, rows: np.ndarray) -> np.ndarray:
 
 __all__ = ["EMPTY", "Lanes", "LazyUnion", "Measure", "Runs", "complement", "contained", "contains_any", "difference",
            "intersect", "line_ranges", "line_rows", "line_runs", "outermost", "priority_split", "priority_split_lanes",
-           "rows_runs", "rows_union",
+           "row_index", "rows_runs", "rows_union",
            "rows_touching", "run_bounds", "union", "union_of", "union_per_line", "union_runs"]
