@@ -162,7 +162,7 @@ def test_bucket_kernel_equals_a_stable_sort_of_the_codes():
         ok_l, ok_m = (ev_line >= 0) & (ev_line < nl), (ev_meta >= 0) & (ev_meta < nm)
         mc = np.where(ok_m, meta_cls[np.where(ok_m, ev_meta, 0)] if nm else 0, 3)
         codes = np.where(ok_l, (line_cls[np.where(ok_l, ev_line, 0)] if nl else 0) * 4 + mc, 12)
-        assert order.tolist() == np.argsort(codes, kind="stable").tolist()
+        assert order.dtype == np.int32 and order.tolist() == np.argsort(codes, kind="stable").tolist()
         assert counts.tolist() == [0] + np.cumsum(np.bincount(codes, minlength=13)).tolist()
 
 
@@ -188,7 +188,7 @@ def test_merge_rows_all_is_the_union_of_the_rows():
             m = line == li
             start[m] = np.sort(rng.integers(0, 2000, int(m.sum())))
         dur = rng.integers(-5, 80, n).astype(np.int64)  # some empty or negative: left out
-        rows = np.flatnonzero(rng.random(n) < 0.7).astype(np.int64)
+        rows = np.flatnonzero(rng.random(n) < 0.7).astype(np.int32 if it // 2 % 2 else np.int64)  # read in place
         bad = it % 5 == 4 and rows.shape[0] > 2
         if bad:
             rows = [rows[::-1].copy(), np.append(rows, n), np.append(rows, -1)][it % 3]
@@ -204,6 +204,28 @@ def test_merge_rows_all_is_the_union_of_the_rows():
         assert s.tolist() == want[0].tolist() and e.tolist() == want[1].tolist()
         merged += 1
     assert refused > 30 and merged > 300
+
+
+@pytest.mark.parametrize("sorted_rows", [1 << 16, 100])  # the sample's rows through _union_rows, then _merge_rows_all
+def test_row_unions_read_int32_and_int64_rows_alike(monkeypatch, sorted_rows):
+    """rows_union (few rows: _union_rows; many: _merge_rows_all) and rows_runs (_merge_rows) give the same sets for
+    a plane's rows as int32 (as the planes hold them) and as int64, sorted or (for the few) in any order."""
+    import tfadvisor
+    from tfadvisor.analyses import intervals
+
+    monkeypatch.setattr(intervals, "UNION_SORTED_ROWS", sorted_rows)
+
+    plane = max(tfadvisor.load(str(SAMPLES / "real_tf_gpu_multiworker")).planes, key=lambda p: p.n_events)
+    rng = np.random.default_rng(3)
+    for k in (50, 5000, plane.n_events):
+        rows = np.sort(rng.choice(plane.n_events, min(k, plane.n_events), replace=False)).astype(np.int32)
+        for fn in (intervals.rows_union, lambda p, r: intervals.union_runs(intervals.rows_runs(p, r))):
+            a, b = fn(plane, rows), fn(plane, rows.astype(np.int64))
+            assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+    few = rng.permutation(plane.n_events)[:300].astype(np.int32)
+    a = _native.union_rows(plane.ev_start_ps, plane.ev_dur_ps, few)
+    b = _native.union_rows(plane.ev_start_ps, plane.ev_dur_ps, few.astype(np.int64))
+    assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
 
 
 @pytest.mark.parametrize("line_cls, meta_cls, unknown, stride, ncodes", [
