@@ -123,6 +123,59 @@ static PyArrayObject *new_i64(npy_intp n)
     return (PyArrayObject *)PyArray_EMPTY(1, &n, NPY_INT64, 0);
 }
 
+/* A fresh array of k event rows of a plane of n events: int32 where every row fits (half the memory of int64; the
+ * planes' row arrays are int32, see tfadvisor/analyses/intervals.py), else int64. Written with rows_put. */
+typedef struct {
+    PyArrayObject *arr;
+    int32_t *d32;
+    int64_t *d64;
+} RowsOut;
+
+static int rows_new(RowsOut *r, npy_intp k, int64_t n)
+{
+    int narrow = n <= (int64_t)INT32_MAX;
+    r->arr = (PyArrayObject *)PyArray_EMPTY(1, &k, narrow ? NPY_INT32 : NPY_INT64, 0);
+    if (!r->arr)
+        return -1;
+    r->d32 = narrow ? I32P(r->arr) : NULL;
+    r->d64 = narrow ? NULL : I64P(r->arr);
+    return 0;
+}
+
+static inline void rows_put(const RowsOut *r, int64_t at, int64_t row)
+{
+    if (r->d32)
+        r->d32[at] = (int32_t)row; /* row < n <= INT32_MAX (rows_new) */
+    else
+        r->d64[at] = row;
+}
+
+/* Binary searches in a[lo:hi), ascending there: the first index with a[i] > t, and with a[i] >= t (hi if none). */
+static inline int64_t first_above(const int64_t *a, int64_t lo, int64_t hi, int64_t t)
+{
+    while (lo < hi) {
+        int64_t m = lo + (hi - lo) / 2;
+        if (a[m] <= t)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+static inline int64_t first_at_or_above(const int64_t *a, int64_t lo, int64_t hi, int64_t t)
+{
+    while (lo < hi) {
+        int64_t m = lo + (hi - lo) / 2;
+        if (a[m] < t)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+
 /* Shrink a fresh 1-D array to its first k items (in place; the memory beyond is given back). */
 static int shrink(PyArrayObject *a, npy_intp k)
 {
@@ -356,14 +409,7 @@ static inline int32_t dense(const int32_t *lookup, int64_t n_lookup, const int64
 {
     if (key >= 0 && key < n_lookup)
         return lookup[key];
-    int64_t lo = 0, hi = n_sorted; /* searchsorted, side="left" */
-    while (lo < hi) {
-        int64_t mid = lo + ((hi - lo) >> 1);
-        if (sorted[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    int64_t lo = first_at_or_above(sorted, 0, n_sorted, key); /* searchsorted, side="left" */
     if (lo < n_sorted && sorted[lo] == key)
         return (int32_t)lo; /* lo < n_sorted <= INT32_MAX (fill_chunks checks) */
     return -1;
@@ -1584,19 +1630,6 @@ static void heap_pop(int64_t *ht, int32_t *hl, int64_t *n)
     hl[i] = last_l;
 }
 
-/* The first index i in [lo, hi) with a[i] > t (hi if none), a ascending there: a binary search. */
-static inline int64_t first_above(const int64_t *a, int64_t lo, int64_t hi, int64_t t)
-{
-    while (lo < hi) {
-        int64_t m = lo + (hi - lo) / 2;
-        if (a[m] <= t)
-            lo = m + 1;
-        else
-            hi = m;
-    }
-    return lo;
-}
-
 /* The first index i >= from with e[i] > t (len if none), e ascending: a gallop from ``from``, then a binary search. */
 static int64_t first_end_after(const int64_t *e, int64_t from, int64_t len, int64_t t)
 {
@@ -1727,19 +1760,6 @@ static void cover_heap(int64_t K, const int64_t **sp, const int64_t **ep, const 
             }
         prev = t;
     }
-}
-
-/* The first index i in [lo, hi) with a[i] >= t (hi if none), a ascending there. */
-static inline int64_t first_at_or_above(const int64_t *a, int64_t lo, int64_t hi, int64_t t)
-{
-    while (lo < hi) {
-        int64_t m = lo + (hi - lo) / 2;
-        if (a[m] < t)
-            lo = m + 1;
-        else
-            hi = m;
-    }
-    return lo;
 }
 
 /* From this many intervals over all layers on, cover_split runs cover_skip on parts of the time in parallel. */
@@ -1929,16 +1949,13 @@ static PyObject *py_priority_cover(PyObject *self, PyObject *args)
             total += len[k];
         int nt = threads_now();
         int split = K <= COVER_SKIP_LAYERS && W > 0 && total >= COVER_PARALLEL_MIN && nt > 1;
-        int done_split = 0;
         Py_BEGIN_ALLOW_THREADS
-        if (split)
-            done_split = cover_split(K, sp, ep, len, wa, wb, W, op, nt > 64 ? 64 : nt);
-        if (done_split)
-            ;
-        else if (K <= COVER_SKIP_LAYERS)
-            cover_skip(K, sp, ep, len, wa, wb, W, op, pos, nb);
-        else
-            cover_heap(K, sp, ep, len, wa, wb, W, op, pos, ht, hl, inside, nwords);
+        if (!(split && cover_split(K, sp, ep, len, wa, wb, W, op, nt > 64 ? 64 : nt))) { /* one sweep */
+            if (K <= COVER_SKIP_LAYERS)
+                cover_skip(K, sp, ep, len, wa, wb, W, op, pos, nb);
+            else
+                cover_heap(K, sp, ep, len, wa, wb, W, op, pos, ht, hl, inside, nwords);
+        }
         Py_END_ALLOW_THREADS
         res = (PyObject *)out;
         out = NULL;
@@ -2004,7 +2021,8 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
         return NULL;
     }
     IdxArr line = {0}, meta = {0};
-    PyArrayObject *lc = NULL, *mc = NULL, *order = NULL, *counts = NULL, *pos = NULL;
+    PyArrayObject *lc = NULL, *mc = NULL, *counts = NULL, *pos = NULL;
+    RowsOut order = {NULL, NULL, NULL};
     PyObject *res = NULL;
     if (idx_arr(ol, &line, "ev_line") < 0 || idx_arr(om, &meta, "ev_meta") < 0)
         goto done;
@@ -2033,13 +2051,9 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
         }
         counts = (PyArrayObject *)PyArray_ZEROS(1, (npy_intp[]){(npy_intp)(ncodes + 2)}, NPY_INT64, 0);
         pos = new_i64(ncodes + 1);
-        /* the rows as int32 where every row fits (half the memory of a big host's rows, held for the whole run) */
-        int narrow = n <= (int64_t)INT32_MAX;
-        order = (PyArrayObject *)PyArray_EMPTY(1, (npy_intp[]){(npy_intp)n}, narrow ? NPY_INT32 : NPY_INT64, 0);
-        if (!counts || !pos || !order)
+        if (!counts || !pos || rows_new(&order, (npy_intp)n, n) < 0) /* a big host's rows, held for the whole run */
             goto done;
-        int64_t *ct = I64P(counts), *ps = I64P(pos), *od = narrow ? NULL : I64P(order);
-        int32_t *od32 = narrow ? I32P(order) : NULL;
+        int64_t *ct = I64P(counts), *ps = I64P(pos);
         Py_BEGIN_ALLOW_THREADS
         /* each event's code worked out in both passes (a column of every event's code would cost 8 bytes per
          * event) */
@@ -2048,19 +2062,14 @@ static PyObject *py_bucket_kernel(PyObject *self, PyObject *args)
         for (int64_t c = 0; c < ncodes + 1; c++)
             ct[c + 1] += ct[c];
         memcpy(ps, ct, (size_t)(ncodes + 1) * sizeof(int64_t));
-        for (int64_t i = 0; i < n; i++) {
-            int64_t at = ps[bucket_code(&line, &meta, i, lcl, nl, mcl, nm, stride, unknown, ncodes)]++;
-            if (od32)
-                od32[at] = (int32_t)i; /* i < n <= INT32_MAX */
-            else
-                od[at] = i;
-        }
+        for (int64_t i = 0; i < n; i++)
+            rows_put(&order, ps[bucket_code(&line, &meta, i, lcl, nl, mcl, nm, stride, unknown, ncodes)]++, i);
         Py_END_ALLOW_THREADS
-        res = Py_BuildValue("OO", order, counts);
+        res = Py_BuildValue("OO", order.arr, counts);
     }
 done:
     Py_XDECREF(line.arr); Py_XDECREF(meta.arr); Py_XDECREF(lc); Py_XDECREF(mc);
-    Py_XDECREF(order); Py_XDECREF(counts); Py_XDECREF(pos);
+    Py_XDECREF(order.arr); Py_XDECREF(counts); Py_XDECREF(pos);
     return res;
 }
 
@@ -2411,21 +2420,16 @@ static PyObject *py_rows_where(PyObject *self, PyObject *args)
             k += (v >= 0 && v < nm && m[v]);
         }
         Py_END_ALLOW_THREADS
-        npy_intp dims = (npy_intp)k;
-        int narrow = n <= (int64_t)INT32_MAX; /* rows as int32 where every row fits: half the memory */
-        if (!(out = (PyArrayObject *)PyArray_EMPTY(1, &dims, narrow ? NPY_INT32 : NPY_INT64, 0)))
+        RowsOut rows;
+        if (rows_new(&rows, (npy_intp)k, n) < 0)
             goto done;
-        int64_t *o = narrow ? NULL : I64P(out), j = 0;
-        int32_t *o32 = narrow ? I32P(out) : NULL;
+        out = rows.arr;
+        int64_t j = 0;
         Py_BEGIN_ALLOW_THREADS
         for (int64_t e = 0; e < n && j < k; e++) {
             int64_t v = idx_get(&idx, e);
-            if (v >= 0 && v < nm && m[v]) {
-                if (o32)
-                    o32[j++] = (int32_t)e; /* e < n <= INT32_MAX */
-                else
-                    o[j++] = e;
-            }
+            if (v >= 0 && v < nm && m[v])
+                rows_put(&rows, j++, e);
         }
         Py_END_ALLOW_THREADS
         if (j != k) { /* the arrays changed between the passes: no unwritten rows handed back */
