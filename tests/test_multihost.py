@@ -21,6 +21,7 @@ from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.multihost import analyze_hosts, combine_hosts
 from tfadvisor.multihost_worker import analyze_host
 from tfadvisor.runtime import HostEvent, InFlight, run_pool
+from tfadvisor.runtime import local as local_runtime
 from tfadvisor.runtime.local import host_peak_bytes
 from tfadvisor.scaling import scaling_report
 from tfadvisor_dev import synthetic as syn
@@ -551,6 +552,44 @@ def test_analyze_cli_multihost(straggler_dir):
     doc = json.loads(out.stdout)
     assert doc["metrics"]["straggler_host"] == "host2"
     assert [h["host"] for h in doc["hosts"]] == ["host0", "host1", "host2", "host3"]
+
+
+@pytest.mark.parametrize("ahead_below", [local_runtime.QUEUE_AHEAD_BELOW_BYTES, 0])
+def test_a_worker_process_has_its_next_small_host_queued_behind_the_one_it_analyses(many_hosts, monkeypatch,
+                                                                                    ahead_below):
+    """Small hosts: the worker process is handed its next host while it analyses one (two of its hosts
+    outstanding in the pool at once), and that host is reported started only once the one before it is back:
+    the observer never sees more than ``jobs`` in flight, nor the worker process two at once. With every host
+    counted as big (``ahead_below`` 0) a worker process has one host at a time, as before. Same results."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    monkeypatch.setattr(local_runtime, "QUEUE_AHEAD_BELOW_BYTES", ahead_below)
+    run = resolve(str(many_hosts))
+    sizes = {h: os.path.getsize(f) for h, f in zip(run.hosts, run.files)}
+    outstanding: list[int] = []  # at each hand-out to the pool: its hosts not yet back, this one included
+    futures: list = []
+    submit = ProcessPoolExecutor.submit
+
+    def counted(self, *args, **kwargs):
+        fut = submit(self, *args, **kwargs)
+        futures.append(fut)
+        outstanding.append(sum(not f.done() for f in futures))
+        return fut
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", counted)
+    seen = InFlight()
+    got = dict(run_pool(run, run.hosts, None, 2, observe=seen, sizes=sizes, memory=None))
+    assert sorted(got) == sorted(run.hosts) and all("metrics" in p for p in got.values())
+    _bounded(seen, run.hosts, 2)
+    now = peak = 0  # the worker process' hosts in flight, as reported
+    for e in seen.events:
+        if e.slot == "process":
+            now += 1 if e.kind == "started" else -1
+            peak = max(peak, now)
+    assert peak == 1
+    assert max(outstanding) == (2 if ahead_below else 1), outstanding
+    if ahead_below:
+        assert all(s < ahead_below for s in sizes.values())
 
 
 def test_hosts_too_big_to_fit_beside_each_other_wait(many_hosts):
