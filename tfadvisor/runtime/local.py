@@ -101,23 +101,21 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
     waited: list = [None, 0]  # the host last counted as waiting for memory, how many did
     peak = {h: host_peak_bytes((sizes or {}).get(h, 0)) for h in hosts} if memory is not None else {}
 
+    def fits(h: str) -> bool:
+        """Whether host ``h`` fits beside the hosts handed out (see ``memory``)."""
+        return memory is None or sum(peak[x] for x, _ in pending.values()) + peak[h] <= memory
+
     def admit() -> str | None:
         """The first queued host that fits beside those in flight (see ``memory``), taken off the queue."""
         if memory is None or not pending:
             return queue.pop(0)
-        held = sum(peak[h] for h, _ in pending.values())
-        for i, h in enumerate(queue):
-            if held + peak[h] <= memory:
-                return queue.pop(i)
-        return None
+        return next((queue.pop(i) for i, h in enumerate(queue) if fits(h)), None)
 
     def ahead() -> str | None:
         """The next host, taken off the queue, where it is small enough to wait behind a worker's host (and fits
         beside those handed out, see ``memory``)."""
         h = queue[0]
-        if sizes is None or sizes.get(h, QUEUE_AHEAD_BELOW_BYTES) >= QUEUE_AHEAD_BELOW_BYTES:
-            return None
-        if memory is not None and sum(peak[x] for x, _ in pending.values()) + peak[h] > memory:
+        if sizes is None or sizes.get(h, QUEUE_AHEAD_BELOW_BYTES) >= QUEUE_AHEAD_BELOW_BYTES or not fits(h):
             return None
         return queue.pop(0)
 
