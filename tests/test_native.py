@@ -206,20 +206,9 @@ def test_merge_rows_all_is_the_union_of_the_rows():
     assert refused > 30 and merged > 300
 
 
-def _union_by_python(starts, ends):
-    """The union of intervals, one at a time in Python (empty ones left out, touching ones joined)."""
-    out: list[list[int]] = []
-    for a, b in sorted((int(a), int(b)) for a, b in zip(starts, ends) if b > a):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [a for a, _ in out], [b for _, b in out]
-
-
 def test_union_rows_merges_sorted_runs_as_a_sort_would():
     """_union_rows sorts the intervals by merging the runs already in order (one per line: rows ascending): the
-    union is the one a full sort gives, whatever the runs - one, many, of length one (any order), ties, empty
+    union is the one numpy's sort gives, whatever the runs - one, many, of length one (any order), ties, empty
     intervals, runs that interleave in time. A merge that dropped or misplaced a run's tail fails here."""
     rng = np.random.default_rng(11)
     shapes = 0
@@ -233,8 +222,8 @@ def test_union_rows_merges_sorted_runs_as_a_sort_would():
         dur = rng.integers(0, 300, n).astype(np.int64) * (rng.random(n) > 0.1)  # some empty
         rows = np.arange(n, dtype=np.int32 if it % 2 else np.int64)
         s, e = _native.union_rows(start, dur, rows)
-        want = _union_by_python(start, start + dur)
-        assert s.tolist() == want[0] and e.tolist() == want[1]
+        want = _rows_union_by_numpy(start, dur, rows)
+        assert s.tolist() == want[0].tolist() and e.tolist() == want[1].tolist()
         shapes += len(cut) > 3
     assert shapes > 300  # most cases had several runs to merge
 
