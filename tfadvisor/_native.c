@@ -1574,8 +1574,8 @@ static PyObject *py_union_rows(PyObject *self, PyObject *args)
         || idx_arr(orw, &rows, "_union_rows") < 0)
         goto done;
     const int64_t *st = I64P(a[0]), *du = I64P(a[1]);
-    int64_t nev = min64(LEN(a[0]), LEN(a[1])), n = (int64_t)rows.n, m = 0;
-    sp = PyMem_Malloc(sizeof(Span) * 2 * (size_t)(n > 0 ? n : 1));  /* the spans, then the merge's scratch */
+    int64_t nev = min64(LEN(a[0]), LEN(a[1])), n = (int64_t)rows.n, m = 0, cap = n > 0 ? n : 1;
+    sp = PyMem_Malloc(sizeof(Span) * 2 * (size_t)cap); /* the spans, then the merge's scratch */
     if (!sp) {
         PyErr_NoMemory();
         goto done;
@@ -1593,7 +1593,7 @@ static PyObject *py_union_rows(PyObject *self, PyObject *args)
             m++;
         }
     }
-    const Span *so = sort_spans(sp, sp + (n > 0 ? n : 1), m);
+    const Span *so = sort_spans(sp, sp + cap, m);
     os_ = new_i64(m);
     oe = new_i64(m);
     if (!os_ || !oe)
