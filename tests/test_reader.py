@@ -471,3 +471,126 @@ def test_event_ends_without_a_column(monkeypatch):
         assert np.array_equal(plane.ends(rows), every[rows])
         assert np.array_equal(plane.ends(plane.ev_dur_ps > 0), every[plane.ev_dur_ps > 0])
         assert np.array_equal(plane.ends(slice(1, 4)), every[1:4])
+
+
+# --- planes decoded in place from the file's mapping (drop-behind) ------------------------------------------------
+
+COLUMNS = ("ev_line", "ev_meta", "ev_start_ps", "ev_dur_ps", "st_event", "st_stat", "st_kind", "st_value", "str_off",
+           "str_len", "str_pool")
+
+
+@pytest.mark.parametrize("name", ["synthetic_kernel_launch", "multiworker_allreduce", "input_bound_defaults_off"])
+def test_mapped_planes_decode_like_protobuf_and_like_a_read(monkeypatch, name):
+    """Every plane above the dedup size decoded from the mapping, in 2 KiB chunks each let go of once read (pages
+    read again for the fill pass and the strings): the columns protobuf gives, equal to those of a read."""
+    from tfadvisor.io import reader
+
+    sample = SAMPLES / name
+    monkeypatch.setattr(reader, "MAP_PLANES_FROM_BYTES", 1 << 62)
+    read = tfadvisor.load(sample)
+    drops: list[bool] = []
+    decode = reader.decode_plane
+
+    def decode_and_record(*args, drop=False, **kw):
+        drops.append(drop)
+        return decode(*args, drop=drop, **kw)
+
+    monkeypatch.setattr(reader, "MAP_PLANES_FROM_BYTES", 0)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(reader, "SERIAL_BELOW_BYTES", 0)
+    monkeypatch.setattr(reader, "decode_plane", decode_and_record)
+    mapped = tfadvisor.load(sample)
+    assert any(drops), "no plane was decoded from the mapping"
+    _assert_matches_protobuf(mapped, _declared_clips(sample))
+    assert [p.name for p in mapped.planes] == [p.name for p in read.planes]
+    for a, b in zip(mapped.planes, read.planes, strict=True):
+        for col in COLUMNS:
+            assert np.array_equal(getattr(a, col), getattr(b, col)), (a.name, col)
+        for col in ("id", "name", "display_name", "timestamp_ns", "duration_ps", "first_event", "n_events"):
+            assert list(a.lines[col]) == list(b.lines[col]), (a.name, col)
+
+
+def _mapping_rss_kb(addr: int) -> int:
+    """Resident KB of the mapping holding ``addr`` (``/proc/self/smaps``)."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(" ", 1)[0]
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= addr < hi
+        elif inside and line.startswith("Rss:"):
+            return int(line.split()[1])
+    raise AssertionError("no mapping holds the address")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps (Linux)")
+@pytest.mark.parametrize("drop", [True, False])
+def test_mapped_decode_lets_go_of_the_pages_it_read(tmp_path: Path, monkeypatch, drop: bool):
+    """A 6 MB SYNTHETIC plane decoded from a read-only mapping in 64 KiB chunks: with drop-behind, at most a quarter
+    of its pages are resident after the decode (the strings' and the line headers' pages, read again); without it,
+    nearly all of them (so the measure sees pages)."""
+    import mmap
+
+    from tfadvisor.io import reader
+    from tfadvisor_dev.synthetic import write_large_trace
+
+    path = tmp_path / "h.xplane.pb"
+    write_large_trace(str(path), target_mb=6)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 64 * 1024)
+    space = path.read_bytes()
+    fields = [(int(f), int(o), int(n)) for f, o, n in _top_fields(space)]
+    _, off, length = max(fields, key=lambda t: t[2])
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        buf = np.frombuffer(mapped, np.uint8, length, off)
+        plane = reader.decode_plane(buf, "h", str(path), off, stats=None, drop=drop)
+        resident = _mapping_rss_kb(buf.ctypes.data) * 1024
+        del buf
+    assert plane.n_events > 50_000
+    if drop:
+        assert resident <= length / 4, f"{resident:,} bytes of a {length:,}-byte plane still resident"
+    else:
+        assert resident >= 0.9 * length, f"only {resident:,} of {length:,} bytes resident without drop-behind"
+
+
+def _top_fields(data: bytes):
+    """(field, payload offset, length) of the XSpace's length-delimited fields."""
+    pos = 0
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        ln, pos = _varint(data, pos)
+        yield tag >> 3, pos, ln
+        pos += ln
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    out, shift = 0, 0
+    while True:
+        b = data[pos]
+        pos += 1
+        out |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return out, pos
+
+
+def test_corrupt_mapped_plane_is_the_same_trace_error_as_a_read(tmp_path: Path, monkeypatch):
+    """A wire error in the middle of a big plane: the mapped decode names the same file, problem and byte as the
+    read one (one line, exit 2 on the command line), and the mapping is let go."""
+    from tfadvisor.errors import TraceError
+    from tfadvisor.io import reader
+    from tfadvisor_dev.synthetic import write_large_trace
+
+    path = tmp_path / "h.xplane.pb"
+    write_large_trace(str(path), target_mb=3)
+    data = bytearray(path.read_bytes())
+    _, off, length = max(_top_fields(bytes(data)), key=lambda t: t[2])
+    at = off + length // 2
+    data[at:at + 16] = b"\xff" * 16  # a varint that never ends
+    path.write_bytes(bytes(data))
+    errors = []
+    for threshold in (1 << 62, 1 << 20):  # read, then mapped
+        monkeypatch.setattr(reader, "MAP_PLANES_FROM_BYTES", threshold)
+        with pytest.raises(TraceError) as err:
+            tfadvisor.load(str(path))
+        errors.append(str(err.value))
+    assert errors[0] == errors[1] and "not a valid XPlane profile" in errors[0], errors

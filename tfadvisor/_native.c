@@ -22,6 +22,7 @@
 #ifndef _WIN32
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #define HAVE_THREADS 1
 #else
@@ -269,6 +270,28 @@ static void run_items(item_fn fn, void *ctx, int64_t n, int nthreads)
     (void)nthreads;
 #endif
     pool_worker(&p);
+}
+
+/* Drop-behind: the passes over a plane read from a read-only file mapping (the reader maps the file) let go of
+ * the pages they have read, so that a plane's bytes are never resident all at once: only the whole pages inside
+ * [a, b) of `buf` are released (their bytes are read again from the page cache if asked). Only ever called when
+ * the caller says `buf` is such a mapping: on anonymous memory MADV_DONTNEED would zero the bytes. */
+static void drop_pages(const uint8_t *buf, int64_t a, int64_t b)
+{
+#if defined(MADV_DONTNEED) && !defined(_WIN32)
+    static long page = 0;
+    if (page <= 0)
+        page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || b <= a)
+        return;
+    uintptr_t lo = (uintptr_t)(buf + a), hi = (uintptr_t)(buf + b);
+    lo = (lo + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    hi &= ~((uintptr_t)page - 1);
+    if (hi > lo)
+        (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED); /* advice: a failure changes nothing read */
+#else
+    (void)buf; (void)a; (void)b;
+#endif
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -576,6 +599,7 @@ typedef struct {
     int64_t *out_chunks, *out_stats, *out_strs, *out_err, *out_err_at;
     StatKeep keep;
     int64_t *out_all; /* per line: every stat, kept or not (NULL: not asked) */
+    int drop; /* buf is a read-only file mapping: release each chunk's pages once read (drop_pages) */
 } CountCtx;
 
 /* Pass 1 for one line: its scalar fields, its event/stat/string counts and chunk marks. */
@@ -628,6 +652,8 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
                 int64_t ci = cb + n_chunks;
                 if (ci >= c->ch_len) { *err_at = tag_at; return ERR_TRUNCATED; }
                 c->ch_pos[ci] = tag_at;
+                if (c->drop)
+                    drop_pages(buf, c->ch_pos[ci - 1], tag_at); /* the chunk before this one is read */
                 c->ch_ev[ci] = n_events;
                 c->ch_st[ci] = n_stats;
                 c->ch_str[ci] = n_strs;
@@ -652,6 +678,8 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
         pos = sub_end;
     }
     row[L_N_EVENTS] = n_events;
+    if (c->drop)
+        drop_pages(buf, c->ch_pos[cb + n_chunks - 1], end);
     *chunks_out = n_chunks;
     *stats_out = n_stats;
     *strs_out = n_strs;
@@ -708,8 +736,10 @@ static int stat_keep_args(PyObject *o_lookup, PyObject *o_sorted, PyObject *o_ke
 static PyObject *count_lines_impl(PyObject *args, int parallel)
 {
     PyObject *o[19] = {NULL};
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO|OOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18]))
+    int drop = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO|OOOOp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18],
+                          &drop))
         return NULL;
     long long chunk_bytes = PyLong_AsLongLong(o[4]);
     if (chunk_bytes == -1 && PyErr_Occurred())
@@ -750,7 +780,7 @@ static PyObject *count_lines_impl(PyObject *args, int parallel)
         CountCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), PyArray_DIM(a[3], 0),
                       (int64_t)chunk_bytes, I64P(a[5]), I64P(a[6]), I64P(a[7]), I64P(a[8]), ch_len, I64P(a[9]),
                       I64P(a[10]), I64P(a[11]), I64P(a[12]), I64P(a[13]), I64P(a[14]), keep,
-                      held[3] ? I64P(held[3]) : NULL};
+                      held[3] ? I64P(held[3]) : NULL, drop};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
         run_items(count_one, &c, n, nt);
@@ -793,6 +823,7 @@ typedef struct {
     int64_t n_str;
     int64_t *out_err, *out_err_at;
     StatKeep keep;
+    int drop; /* as CountCtx's: release each chunk's pages once filled */
 } FillCtx;
 
 static inline int64_t start_ps(int base_ok, int64_t base, int64_t offset)
@@ -907,6 +938,8 @@ static void fill_one(void *ctx, int64_t ci)
         err = fill_chunk(c, s, e, li, c->line_ts[li], c->ch_ev[ci], c->ch_st[ci], c->ch_str[ci], &at);
         if (err == OK)
             at = 0;
+        if (c->drop)
+            drop_pages(c->buf, s, e);
     }
     c->out_err[ci] = err;
     c->out_err_at[ci] = at;
@@ -917,9 +950,10 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
     enum { N = 24 };
     PyObject *o[N];
     PyObject *o_keep = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+    int drop = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO|Op", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
                           &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17],
-                          &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o_keep))
+                          &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o_keep, &drop))
         return NULL;
     PyArrayObject *held[4] = {NULL};
     static const char *names[N] = {"buf", "ch_line", "ch_start", "ch_end", "ch_ev", "ch_st", "ch_str", "line_ts",
@@ -980,7 +1014,7 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
                      I64P(a[7]), LEN(a[7]), I32P(a[8]), LEN(a[8]), I64P(a[9]), LEN(a[9]), I32P(a[10]), LEN(a[10]),
                      I64P(a[11]), LEN(a[11]), I32P(a[12]), I32P(a[13]), I64P(a[14]), I64P(a[15]), n_ev,
                      I32P(a[16]), I32P(a[17]), U8P(a[18]), I64P(a[19]), n_st, I64P(a[20]), I64P(a[21]), n_str,
-                     I64P(a[22]), I64P(a[23]), keep};
+                     I64P(a[22]), I64P(a[23]), keep, drop};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
         run_items(fill_one, &c, n, nt);
@@ -999,11 +1033,15 @@ done:
 static PyObject *py_fill_chunks(PyObject *self, PyObject *args) { return fill_chunks_impl(args, 1); }
 static PyObject *py_fill_chunks_serial(PyObject *self, PyObject *args) { return fill_chunks_impl(args, 0); }
 
-/* gather_strings(buf, str_off, str_len, pool) -> bytes used: copies the values into the pool, rewrites str_off. */
+/* gather_strings(buf, str_off, str_len, pool[, drop_step]) -> bytes used: copies the values into the pool, rewrites
+ * str_off. With drop_step > 0 (buf a read-only file mapping, see drop_pages), the pages below the string being
+ * copied are let go each time it is drop_step bytes past the last release (a plane's strings lie in ascending
+ * order in its bytes; one out of order is read again from the page cache). */
 static PyObject *py_gather_strings(PyObject *self, PyObject *args)
 {
     PyObject *ob, *oo, *ol, *op;
-    if (!PyArg_ParseTuple(args, "OOOO", &ob, &oo, &ol, &op))
+    long long drop_step = 0;
+    if (!PyArg_ParseTuple(args, "OOOO|L", &ob, &oo, &ol, &op, &drop_step))
         return NULL;
     PyArrayObject *buf = in_arr(ob, NPY_UINT8, "buf");
     PyArrayObject *off = buf ? out_arr(oo, NPY_INT64, 1, "str_off") : NULL;
@@ -1018,13 +1056,17 @@ static PyObject *py_gather_strings(PyObject *self, PyObject *args)
         int64_t *so = I64P(off);
         const int64_t *sl = I64P(len);
         int64_t n = LEN(off) < LEN(len) ? LEN(off) : LEN(len);
-        int64_t nb = LEN(buf), np_ = LEN(pool), p = 0, bad = -1;
+        int64_t nb = LEN(buf), np_ = LEN(pool), p = 0, bad = -1, dropped_to = 0;
         Py_BEGIN_ALLOW_THREADS
         for (int64_t i = 0; i < n; i++) {
             int64_t k = sl[i], o = so[i];
             if (k < 0 || o < 0 || k > nb - o || k > np_ - p) {
                 bad = i;
                 break;
+            }
+            if (drop_step > 0 && o - dropped_to >= drop_step) {
+                drop_pages(b, dropped_to, o);
+                dropped_to = o;
             }
             memcpy(dst + p, b + o, (size_t)k);
             so[i] = p;

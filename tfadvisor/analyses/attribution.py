@@ -275,7 +275,9 @@ def _named(plane: Plane, rows: np.ndarray) -> _Named:
     codes = plane.ev_meta[rows]
     codes += 1  # -1 (unknown) -> 0; in place (a big host has tens of millions of rows)
     n = len(plane.event_names) + 1
-    used = np.flatnonzero(np.bincount(codes, minlength=n)) if codes.size else np.zeros(0, np.int64)
+    seen = np.zeros(n, bool)
+    seen[codes] = True  # not np.bincount: it copies int32 codes to int64 first (8 bytes a row)
+    used = np.flatnonzero(seen)
     named = _named_codes(plane, used)
     return replace(named, codes=codes, cat=named.label_cat[codes])
 
