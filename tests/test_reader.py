@@ -594,3 +594,71 @@ def test_corrupt_mapped_plane_is_the_same_trace_error_as_a_read(tmp_path: Path, 
             tfadvisor.load(str(path))
         errors.append(str(err.value))
     assert errors[0] == errors[1] and "not a valid XPlane profile" in errors[0], errors
+
+
+# --- small planes in one pass ---------------------------------------------------------------------------------------
+
+def _planes_or_error(path: str):
+    from tfadvisor.errors import TraceError
+
+    try:
+        trace = tfadvisor.load(path)
+    except TraceError as err:
+        return str(err)
+    return [(p.name, p.stats_skipped, [getattr(p, c).tobytes() for c in COLUMNS],
+             [list(p.lines[c]) for c in ("id", "name", "display_name", "timestamp_ns", "duration_ps", "first_event",
+                                          "n_events")]) for p in trace.planes]
+
+
+def test_one_pass_decode_gives_what_the_two_passes_give_or_their_error(tmp_path: Path, monkeypatch):
+    """200 mutations of a sample's host file (bytes changed, cut short, duplicated): the one-pass decode of small
+    planes, with its fall-back to the two passes on any error, gives the planes (or the one-line error, same byte)
+    the two passes alone give. Some mutations must decode and some fail, or the test shows nothing."""
+    import random
+
+    from tfadvisor.io import reader
+
+    src = next((SAMPLES / "input_bound_defaults_off").rglob("*.xplane.pb")).read_bytes()
+    one_pass = reader._decode_serial
+    rng = random.Random(11)
+    outcomes = {"decoded": 0, "error": 0}
+    for i in range(200):
+        data = bytearray(src)
+        for _ in range(rng.randint(1, 6)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.2:
+            data = data[: rng.randrange(len(data))]
+        path = tmp_path / f"m{i}.xplane.pb"
+        path.write_bytes(bytes(data))
+        monkeypatch.setattr(reader, "_decode_serial", one_pass)
+        got = _planes_or_error(str(path))
+        monkeypatch.setattr(reader, "_decode_serial", lambda *a: None)
+        assert got == _planes_or_error(str(path)), f"mutation {i}"
+        outcomes["error" if isinstance(got, str) else "decoded"] += 1
+    assert min(outcomes.values()) >= 10, outcomes
+
+
+def test_one_pass_decode_refuses_columns_too_small():
+    """Columns smaller than the plane: None (the caller then decodes in two passes), never a write past them."""
+    from tfadvisor.io import reader
+
+    space = xplane_pb2.XSpace.FromString(next((SAMPLES / "input_bound_defaults_off").rglob("*.xplane.pb")).read_bytes())
+    plane = max(space.planes, key=lambda p: sum(len(ln.events) for ln in p.lines))
+    buf = np.frombuffer(plane.SerializeToString(), np.uint8)
+    n = reader.decode_plane(buf, "h", "h.xplane.pb").n_events
+    fld, wts, offs, lens, tag_at = (np.empty(1 << 16, np.int64) for _ in range(5))
+    count, err, _ = wire.scan_fields(buf, 0, buf.shape[0], fld, wts, offs, lens, tag_at)
+    assert err == wire.OK
+    is_line = (fld[:count] == 3) & (wts[:count] == 2)
+    line_off, line_len = offs[:count][is_line].copy(), lens[:count][is_line].copy()
+    ids = np.array(sorted(plane.event_metadata), np.int64)
+    st_ids = np.array(sorted(plane.stat_metadata), np.int64)
+    for short in (n - 1, 0):
+        lines = np.zeros((len(line_off), wire.N_LINE_COLS), np.int64)
+        i32, i64 = np.empty(short, np.int32), np.empty(short, np.int64)
+        cap = int(line_len.sum())
+        got = wire.decode_serial(buf, line_off, line_len, lines, np.empty(0, np.int32), ids, np.empty(0, np.int32),
+                                 st_ids, i32, i32.copy(), i64, i64.copy(), np.empty(cap, np.int32),
+                                 np.empty(cap, np.int32), np.empty(cap, np.uint8), np.empty(cap, np.int64),
+                                 np.empty(cap, np.int64), np.empty(cap, np.int64))
+        assert got is None, short

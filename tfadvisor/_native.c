@@ -839,8 +839,9 @@ static inline int64_t start_ps(int base_ok, int64_t base, int64_t offset)
 
 /* Pass 2 for one chunk of a line: decode its events and their stats. Returns the error code. */
 static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, int64_t ts_ns, int64_t ei,
-                      int64_t si, int64_t ki, int64_t *err_at)
+                      int64_t si, int64_t ki, int64_t *err_at, int64_t *ends)
 {
+    int64_t n_all = 0; /* every stat read, kept or not (ends[2]) */
     const uint8_t *buf = c->buf;
     int base_ok = -MAX_TS_NS <= ts_ns && ts_ns <= MAX_TS_NS;
     int64_t base = base_ok ? ts_ns * 1000 : 0;
@@ -894,6 +895,7 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
                 int64_t s_end = p + (int64_t)sl;
                 int64_t meta_id = 0, strs = 0;
                 int has_meta = 0, err;
+                n_all++;
                 if (c->keep.keep) { /* a stat not kept is checked as it would be decoded, and not written */
                     err = read_stat(buf, p, s_end, NULL, -1, &ki, &strs, &meta_id, &has_meta, err_at);
                     if (err != OK)
@@ -923,6 +925,12 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
         ei++;
         pos = sub_end;
     }
+    if (ends) { /* where the chunk's rows end: events, stats, strings, and every stat read */
+        ends[0] = ei;
+        ends[1] = si;
+        ends[2] = ki;
+        ends[3] = n_all;
+    }
     return OK;
 }
 
@@ -935,7 +943,7 @@ static void fill_one(void *ctx, int64_t ci)
         err = ERR_TRUNCATED; /* a chunk outside the buffer or of no line (the caller's marks come from pass 1) */
         at = s;
     } else {
-        err = fill_chunk(c, s, e, li, c->line_ts[li], c->ch_ev[ci], c->ch_st[ci], c->ch_str[ci], &at);
+        err = fill_chunk(c, s, e, li, c->line_ts[li], c->ch_ev[ci], c->ch_st[ci], c->ch_str[ci], &at, NULL);
         if (err == OK)
             at = 0;
         if (c->drop)
@@ -1032,6 +1040,147 @@ done:
 
 static PyObject *py_fill_chunks(PyObject *self, PyObject *args) { return fill_chunks_impl(args, 1); }
 static PyObject *py_fill_chunks_serial(PyObject *self, PyObject *args) { return fill_chunks_impl(args, 0); }
+
+/* One line's own fields for decode_serial (pass 1 without its per-stat count): its scalars and names into `row`,
+ * its events counted and skipped. Returns the error code (any error: the caller decodes again in two passes,
+ * which reports it). */
+static int scan_line(const uint8_t *buf, int64_t pos, int64_t end, int64_t *row)
+{
+    int64_t n_events = 0;
+    while (pos < end) {
+        uint64_t tag;
+        pos = varint(buf, pos, end, &tag);
+        if (pos < 0) return ERR_VARINT;
+        int64_t field = (int64_t)(tag >> 3);
+        int64_t wt = (int64_t)(tag & 7);
+        if (wt == 0) {
+            uint64_t v;
+            pos = varint(buf, pos, end, &v);
+            if (pos < 0) return ERR_TRUNCATED;
+            if (field == 1)
+                row[L_ID] = (int64_t)v;
+            else if (field == 10)
+                row[L_DISPLAY_ID] = (int64_t)v;
+            else if (field == 3)
+                row[L_TS_NS] = (int64_t)v;
+            else if (field == 9)
+                row[L_DUR_PS] = (int64_t)v;
+            continue;
+        }
+        if (wt != 2) {
+            pos = skip(buf, pos, end, wt);
+            if (pos < 0) return ERR_TRUNCATED;
+            continue;
+        }
+        uint64_t ln;
+        pos = varint(buf, pos, end, &ln);
+        if (pos < 0 || ln > (uint64_t)(end - pos)) return ERR_TRUNCATED;
+        if (field == 4) {
+            n_events++;
+        } else if (field == 2) {
+            row[L_NAME_OFF] = pos;
+            row[L_NAME_LEN] = (int64_t)ln;
+        } else if (field == 11) {
+            row[L_DNAME_OFF] = pos;
+            row[L_DNAME_LEN] = (int64_t)ln;
+        }
+        pos += (int64_t)ln;
+    }
+    row[L_N_EVENTS] = n_events;
+    return OK;
+}
+
+/* decode_serial(buf, line_off, line_len, lines, ev_lookup, ev_sorted, st_lookup, st_sorted, ev_line, ev_meta,
+ * ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len[, keep]) -> (events, stats, strings,
+ * stats read) or None: a small plane's lines decoded in one pass in this thread, into columns of a capacity no
+ * plane can exceed (the caller's: a sub-message takes two bytes at least), each line's fields scanned first (its
+ * timestamp may follow its events). None on any error in the bytes or any capacity exceeded: the caller then
+ * decodes in two passes (count_lines, fill_chunks), which report the error as they always did. */
+static PyObject *py_decode_serial(PyObject *self, PyObject *args)
+{
+    enum { N = 18 };
+    PyObject *o[N];
+    PyObject *o_keep = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOO|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o_keep))
+        return NULL;
+    static const char *names[N] = {"buf", "line_off", "line_len", "lines", "ev_lookup", "ev_sorted", "st_lookup",
+                                   "st_sorted", "ev_line", "ev_meta", "ev_start", "ev_dur", "st_event", "st_stat",
+                                   "st_kind", "st_value", "str_off", "str_len"};
+    static const int types[N] = {NPY_UINT8, NPY_INT64, NPY_INT64, NPY_INT64, NPY_INT32, NPY_INT64, NPY_INT32,
+                                 NPY_INT64, NPY_INT32, NPY_INT32, NPY_INT64, NPY_INT64, NPY_INT32, NPY_INT32,
+                                 NPY_UINT8, NPY_INT64, NPY_INT64, NPY_INT64};
+    PyArrayObject *a[N] = {NULL};
+    PyArrayObject *held[4] = {NULL};
+    PyObject *res = NULL;
+    for (int i = 0; i < N; i++) {
+        if (i == 3)
+            a[i] = out_arr(o[i], NPY_INT64, 2, names[i]);
+        else
+            a[i] = (i < 8) ? in_arr(o[i], types[i], names[i]) : out_arr(o[i], types[i], 1, names[i]);
+        if (!a[i]) goto done;
+    }
+    {
+        int64_t n_lines = LEN(a[1]);
+        if (LEN(a[2]) < n_lines || PyArray_DIM(a[3], 0) < n_lines || PyArray_DIM(a[3], 1) != N_LINE_COLS) {
+            PyErr_SetString(PyExc_ValueError, "decode_serial: arrays of inconsistent lengths");
+            goto done;
+        }
+        int64_t n_ev = LEN(a[8]), n_st = LEN(a[12]), n_str = LEN(a[16]);
+        for (int i = 9; i <= 11; i++)
+            if (LEN(a[i]) < n_ev) n_ev = LEN(a[i]);
+        for (int i = 13; i <= 15; i++)
+            if (LEN(a[i]) < n_st) n_st = LEN(a[i]);
+        if (LEN(a[17]) < n_str) n_str = LEN(a[17]);
+        if (n_ev > INT32_MAX || n_lines > INT32_MAX || LEN(a[5]) > INT32_MAX || LEN(a[7]) > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "decode_serial: more rows than the int32 index columns hold");
+            goto done;
+        }
+        StatKeep keep;
+        if (!stat_keep_args(o[6], o[7], o_keep, &keep, held))
+            goto done;
+        FillCtx c = {U8P(a[0]), LEN(a[0]), NULL, NULL, NULL, NULL, NULL, NULL, NULL, n_lines, I32P(a[4]), LEN(a[4]),
+                     I64P(a[5]), LEN(a[5]), I32P(a[6]), LEN(a[6]), I64P(a[7]), LEN(a[7]), I32P(a[8]), I32P(a[9]),
+                     I64P(a[10]), I64P(a[11]), n_ev, I32P(a[12]), I32P(a[13]), U8P(a[14]), I64P(a[15]), n_st,
+                     I64P(a[16]), I64P(a[17]), n_str, NULL, NULL, keep, 0};
+        const int64_t *off = I64P(a[1]), *len = I64P(a[2]);
+        int64_t *lines = I64P(a[3]);
+        int64_t ei = 0, si = 0, ki = 0, n_all = 0;
+        int failed = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t li = 0; li < n_lines && !failed; li++) {
+            int64_t pos = off[li], ln = len[li], ends[4] = {0, 0, 0, 0}, at = 0;
+            int64_t *row = lines + li * N_LINE_COLS;
+            if (pos < 0 || ln < 0 || ln > c.buf_len - pos || scan_line(c.buf, pos, pos + ln, row) != OK
+                || row[L_N_EVENTS] > n_ev - ei) {
+                failed = 1;
+                break;
+            }
+            if (fill_chunk(&c, pos, pos + ln, li, row[L_TS_NS], ei, si, ki, &at, ends) != OK
+                || ends[0] - ei != row[L_N_EVENTS]) {
+                failed = 1;
+                break;
+            }
+            ei = ends[0];
+            si = ends[1];
+            ki = ends[2];
+            n_all += ends[3];
+        }
+        Py_END_ALLOW_THREADS
+        if (failed) {
+            Py_INCREF(Py_None);
+            res = Py_None;
+        } else {
+            res = Py_BuildValue("(LLLL)", (long long)ei, (long long)si, (long long)ki, (long long)n_all);
+        }
+    }
+done:
+    for (int i = 0; i < N; i++)
+        Py_XDECREF(a[i]);
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(held[i]);
+    return res;
+}
 
 /* gather_strings(buf, str_off, str_len, pool[, drop_step]) -> bytes used: copies the values into the pool, rewrites
  * str_off. With drop_step > 0 (buf a read-only file mapping, see drop_pages), the pages below the string being
@@ -2700,6 +2849,7 @@ static PyMethodDef methods[] = {
     {"count_lines_serial", py_count_lines_serial, METH_VARARGS, "Pass 1 over every line, in this thread."},
     {"fill_chunks", py_fill_chunks, METH_VARARGS, "Pass 2 over every chunk, chunks on threads."},
     {"fill_chunks_serial", py_fill_chunks_serial, METH_VARARGS, "Pass 2 over every chunk, in this thread."},
+    {"decode_serial", py_decode_serial, METH_VARARGS, "A small plane's lines in one pass, in this thread."},
     {"gather_strings", py_gather_strings, METH_VARARGS, "Copy string values into one pool; rewrite offsets."},
     {"fnv1a", py_fnv1a, METH_VARARGS, "64-bit FNV-1a hash of each string of a pool."},
     {"str_groups", py_str_groups, METH_VARARGS, "Strings of a pool grouped by their bytes (hashed, then compared)."},

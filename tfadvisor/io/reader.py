@@ -607,6 +607,10 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
         return (lines, i32, i32.copy(), i64, i64.copy(), i32.copy(), i32.copy(), np.empty(0, np.uint8),
                 i64.copy(), i64.copy(), i64.copy()), 0
     serial = int(line_len.sum()) < SERIAL_BELOW_BYTES
+    if serial:
+        got = _decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_ids, keep)
+        if got is not None:
+            return got
     count_lines = wire.count_lines_serial if serial else wire.count_lines
     fill_chunks = wire.fill_chunks_serial if serial else wire.fill_chunks
     one_chunk = int(line_len.max()) < CHUNK_BYTES  # every line in one chunk (small planes): no chunk bookkeeping
@@ -666,6 +670,29 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     skipped = int(n_all.sum()) - n_st
     return (lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len), \
         skipped
+
+
+def _decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_ids, keep):
+    """A small plane's lines in one pass (:func:`wire.decode_serial`) into columns of a capacity no plane exceeds
+    (every event, stat or string value is a sub-message of two bytes at least), then cut to size: what
+    :func:`decode_lines` returns, or None where the bytes hold an error or the plane more rows than the index columns
+    hold (the two passes then report it)."""
+    cap = int(line_len.sum()) // 2 + 1
+    ev_line, ev_meta, st_event, st_stat = (np.empty(cap, np.int32) for _ in range(4))
+    ev_start, ev_dur, st_value, str_off, str_len = (np.empty(cap, np.int64) for _ in range(5))
+    st_kind = np.empty(cap, np.uint8)
+    keep_u8 = None if keep is None else np.ascontiguousarray(keep, np.uint8)
+    got = wire.decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_ids, ev_line, ev_meta,
+                             ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len, keep_u8)
+    if got is None or max(got[0], lines.shape[0]) > INDEX_MAX:  # the two passes report either
+        lines[:] = 0
+        return None
+    n_ev, n_st, n_str, n_all = got
+    lines[:, wire.L_FIRST_EVENT] = np.cumsum(lines[:, wire.L_N_EVENTS]) - lines[:, wire.L_N_EVENTS]
+    cols = (lines, ev_line[:n_ev].copy(), ev_meta[:n_ev].copy(), ev_start[:n_ev].copy(), ev_dur[:n_ev].copy(),
+            st_event[:n_st].copy(), st_stat[:n_st].copy(), st_kind[:n_st].copy(), st_value[:n_st].copy(),
+            str_off[:n_str].copy(), str_len[:n_str].copy())
+    return cols, n_all - n_st
 
 
 def _dense_id(lut: np.ndarray, ids: np.ndarray, key: int) -> int:

@@ -110,6 +110,13 @@ fill_chunks = _native.fill_chunks
 #: :func:`fill_chunks` in this thread, for small planes.
 fill_chunks_serial = _native.fill_chunks_serial
 
+#: One pass for a small plane, ``decode_serial(buf, line_off, line_len, lines, ev_lookup, ev_sorted, st_lookup,
+#: st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len[, keep])
+#: -> (events, stats, strings, stats read) or None``: each line's own fields (as :func:`count_lines`, without the
+#: per-stat count), then its events and stats as :func:`fill_chunks` decodes them, into columns of the caller's
+#: capacity; None on any error or a capacity exceeded (the two passes then decode, and report the error).
+decode_serial = _native.decode_serial
+
 #: ``gather_strings(buf, str_off, str_len, pool[, drop_step]) -> bytes used``: copy the string values' bytes into
 #: one compact pool and rewrite the offsets to it (``drop_step`` > 0: ``buf`` is a read-only file mapping, as for
 #: ``drop`` in :func:`count_lines`, and the pages below the strings copied are let go every ``drop_step`` bytes).
