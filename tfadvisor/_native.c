@@ -602,6 +602,31 @@ typedef struct {
     int drop; /* buf is a read-only file mapping: release each chunk's pages once read (drop_pages) */
 } CountCtx;
 
+/* A line's own scalar field (wire type 0) into its row of the line matrix (other fields: nothing). */
+static inline void line_scalar(int64_t *row, int64_t field, uint64_t v)
+{
+    if (field == 1)
+        row[L_ID] = (int64_t)v;
+    else if (field == 10)
+        row[L_DISPLAY_ID] = (int64_t)v;
+    else if (field == 3)
+        row[L_TS_NS] = (int64_t)v;
+    else if (field == 9)
+        row[L_DUR_PS] = (int64_t)v;
+}
+
+/* A line's name or display name (wire type 2, its bytes at buf[pos:pos + ln]) into its row (others: nothing). */
+static inline void line_text(int64_t *row, int64_t field, int64_t pos, uint64_t ln)
+{
+    if (field == 2) {
+        row[L_NAME_OFF] = pos;
+        row[L_NAME_LEN] = (int64_t)ln;
+    } else if (field == 11) {
+        row[L_DNAME_OFF] = pos;
+        row[L_DNAME_LEN] = (int64_t)ln;
+    }
+}
+
 /* Pass 1 for one line: its scalar fields, its event/stat/string counts and chunk marks. */
 static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, int64_t cb, int64_t *chunks_out,
                       int64_t *stats_out, int64_t *strs_out, int64_t *all_out, int64_t *err_at)
@@ -627,14 +652,7 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
             uint64_t v;
             pos = varint(buf, pos, end, &v);
             if (pos < 0) { *err_at = tag_at; return ERR_TRUNCATED; }
-            if (field == 1)
-                row[L_ID] = (int64_t)v;
-            else if (field == 10)
-                row[L_DISPLAY_ID] = (int64_t)v;
-            else if (field == 3)
-                row[L_TS_NS] = (int64_t)v;
-            else if (field == 9)
-                row[L_DUR_PS] = (int64_t)v;
+            line_scalar(row, field, v);
             continue;
         }
         if (wt != 2) {
@@ -668,12 +686,8 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
             n_stats += s;
             n_strs += k;
             n_all += a;
-        } else if (field == 2) {
-            row[L_NAME_OFF] = pos;
-            row[L_NAME_LEN] = (int64_t)ln;
-        } else if (field == 11) {
-            row[L_DNAME_OFF] = pos;
-            row[L_DNAME_LEN] = (int64_t)ln;
+        } else {
+            line_text(row, field, pos, ln);
         }
         pos = sub_end;
     }
@@ -711,6 +725,13 @@ static void count_one(void *ctx, int64_t li)
         c->out_all[li] = all;
     c->out_err[li] = err;
     c->out_err_at[li] = at;
+}
+
+/* Drop the references an argument-parsing block holds (NULL entries skipped). */
+static void release_arrays(PyArrayObject **a, int n)
+{
+    for (int i = 0; i < n; i++)
+        Py_XDECREF(a[i]);
 }
 
 /* The optional stat filter of a pass (st_lookup, st_sorted, keep; keep None: every stat) into `k`, holding the
@@ -789,10 +810,8 @@ static PyObject *count_lines_impl(PyObject *args, int parallel)
         res = Py_None;
     }
 done:
-    for (int i = 0; i < 15; i++)
-        Py_XDECREF(a[i]);
-    for (int i = 0; i < 4; i++)
-        Py_XDECREF(held[i]);
+    release_arrays(a, 15);
+    release_arrays(held, 4);
     return res;
 }
 
@@ -953,6 +972,20 @@ static void fill_one(void *ctx, int64_t ci)
     c->out_err_at[ci] = at;
 }
 
+/* The rows the ten output columns of a decode can take, given in this order from `col`: the events' (ev_line,
+ * ev_meta, ev_start, ev_dur), the stats' (st_event, st_stat, st_kind, st_value) and the strings' (str_off,
+ * str_len): the shortest column of each kind. */
+static void column_rows(PyArrayObject **col, int64_t *n_ev, int64_t *n_st, int64_t *n_str)
+{
+    *n_ev = LEN(col[0]);
+    for (int i = 1; i <= 3; i++)
+        if (LEN(col[i]) < *n_ev) *n_ev = LEN(col[i]);
+    *n_st = LEN(col[4]);
+    for (int i = 5; i <= 7; i++)
+        if (LEN(col[i]) < *n_st) *n_st = LEN(col[i]);
+    *n_str = LEN(col[8]) < LEN(col[9]) ? LEN(col[8]) : LEN(col[9]);
+}
+
 static PyObject *fill_chunks_impl(PyObject *args, int parallel)
 {
     enum { N = 24 };
@@ -985,12 +1018,8 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
         for (int i = 2; i <= 6; i++)
             ok = ok && LEN(a[i]) >= n;
         ok = ok && LEN(a[22]) >= n && LEN(a[23]) >= n;
-        int64_t n_ev = LEN(a[12]), n_st = LEN(a[16]), n_str = LEN(a[20]);
-        for (int i = 13; i <= 15; i++)
-            if (LEN(a[i]) < n_ev) n_ev = LEN(a[i]);
-        for (int i = 17; i <= 19; i++)
-            if (LEN(a[i]) < n_st) n_st = LEN(a[i]);
-        if (LEN(a[21]) < n_str) n_str = LEN(a[21]);
+        int64_t n_ev, n_st, n_str;
+        column_rows(a + 12, &n_ev, &n_st, &n_str);
         if (!ok) {
             PyErr_SetString(PyExc_ValueError, "fill_chunks: arrays of inconsistent lengths");
             goto done;
@@ -1031,10 +1060,8 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
         res = Py_None;
     }
 done:
-    for (int i = 0; i < N; i++)
-        Py_XDECREF(a[i]);
-    for (int i = 0; i < 4; i++)
-        Py_XDECREF(held[i]);
+    release_arrays(a, N);
+    release_arrays(held, 4);
     return res;
 }
 
@@ -1057,14 +1084,7 @@ static int scan_line(const uint8_t *buf, int64_t pos, int64_t end, int64_t *row)
             uint64_t v;
             pos = varint(buf, pos, end, &v);
             if (pos < 0) return ERR_TRUNCATED;
-            if (field == 1)
-                row[L_ID] = (int64_t)v;
-            else if (field == 10)
-                row[L_DISPLAY_ID] = (int64_t)v;
-            else if (field == 3)
-                row[L_TS_NS] = (int64_t)v;
-            else if (field == 9)
-                row[L_DUR_PS] = (int64_t)v;
+            line_scalar(row, field, v);
             continue;
         }
         if (wt != 2) {
@@ -1075,15 +1095,10 @@ static int scan_line(const uint8_t *buf, int64_t pos, int64_t end, int64_t *row)
         uint64_t ln;
         pos = varint(buf, pos, end, &ln);
         if (pos < 0 || ln > (uint64_t)(end - pos)) return ERR_TRUNCATED;
-        if (field == 4) {
+        if (field == 4)
             n_events++;
-        } else if (field == 2) {
-            row[L_NAME_OFF] = pos;
-            row[L_NAME_LEN] = (int64_t)ln;
-        } else if (field == 11) {
-            row[L_DNAME_OFF] = pos;
-            row[L_DNAME_LEN] = (int64_t)ln;
-        }
+        else
+            line_text(row, field, pos, ln);
         pos += (int64_t)ln;
     }
     row[L_N_EVENTS] = n_events;
@@ -1126,12 +1141,8 @@ static PyObject *py_decode_serial(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "decode_serial: arrays of inconsistent lengths");
             goto done;
         }
-        int64_t n_ev = LEN(a[8]), n_st = LEN(a[12]), n_str = LEN(a[16]);
-        for (int i = 9; i <= 11; i++)
-            if (LEN(a[i]) < n_ev) n_ev = LEN(a[i]);
-        for (int i = 13; i <= 15; i++)
-            if (LEN(a[i]) < n_st) n_st = LEN(a[i]);
-        if (LEN(a[17]) < n_str) n_str = LEN(a[17]);
+        int64_t n_ev, n_st, n_str;
+        column_rows(a + 8, &n_ev, &n_st, &n_str);
         if (n_ev > INT32_MAX || n_lines > INT32_MAX || LEN(a[5]) > INT32_MAX || LEN(a[7]) > INT32_MAX) {
             PyErr_SetString(PyExc_OverflowError, "decode_serial: more rows than the int32 index columns hold");
             goto done;
@@ -1175,10 +1186,8 @@ static PyObject *py_decode_serial(PyObject *self, PyObject *args)
         }
     }
 done:
-    for (int i = 0; i < N; i++)
-        Py_XDECREF(a[i]);
-    for (int i = 0; i < 4; i++)
-        Py_XDECREF(held[i]);
+    release_arrays(a, N);
+    release_arrays(held, 4);
     return res;
 }
 
