@@ -22,7 +22,6 @@
 #ifndef _WIN32
 #include <pthread.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #define HAVE_THREADS 1
 #else
@@ -270,28 +269,6 @@ static void run_items(item_fn fn, void *ctx, int64_t n, int nthreads)
     (void)nthreads;
 #endif
     pool_worker(&p);
-}
-
-/* Drop-behind: the passes over a plane read from a read-only file mapping (the reader maps the file) let go of
- * the pages they have read, so that a plane's bytes are never resident all at once: only the whole pages inside
- * [a, b) of `buf` are released (their bytes are read again from the page cache if asked). Only ever called when
- * the caller says `buf` is such a mapping: on anonymous memory MADV_DONTNEED would zero the bytes. */
-static void drop_pages(const uint8_t *buf, int64_t a, int64_t b)
-{
-#if defined(MADV_DONTNEED) && !defined(_WIN32)
-    static long page = 0;
-    if (page <= 0)
-        page = sysconf(_SC_PAGESIZE);
-    if (page <= 0 || b <= a)
-        return;
-    uintptr_t lo = (uintptr_t)(buf + a), hi = (uintptr_t)(buf + b);
-    lo = (lo + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-    hi &= ~((uintptr_t)page - 1);
-    if (hi > lo)
-        (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED); /* advice: a failure changes nothing read */
-#else
-    (void)buf; (void)a; (void)b;
-#endif
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -599,7 +576,6 @@ typedef struct {
     int64_t *out_chunks, *out_stats, *out_strs, *out_err, *out_err_at;
     StatKeep keep;
     int64_t *out_all; /* per line: every stat, kept or not (NULL: not asked) */
-    int drop; /* buf is a read-only file mapping: release each chunk's pages once read (drop_pages) */
 } CountCtx;
 
 /* A line's own scalar field (wire type 0) into its row of the line matrix (other fields: nothing). */
@@ -670,8 +646,6 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
                 int64_t ci = cb + n_chunks;
                 if (ci >= c->ch_len) { *err_at = tag_at; return ERR_TRUNCATED; }
                 c->ch_pos[ci] = tag_at;
-                if (c->drop)
-                    drop_pages(buf, c->ch_pos[ci - 1], tag_at); /* the chunk before this one is read */
                 c->ch_ev[ci] = n_events;
                 c->ch_st[ci] = n_stats;
                 c->ch_str[ci] = n_strs;
@@ -692,8 +666,6 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
         pos = sub_end;
     }
     row[L_N_EVENTS] = n_events;
-    if (c->drop)
-        drop_pages(buf, c->ch_pos[cb + n_chunks - 1], end);
     *chunks_out = n_chunks;
     *stats_out = n_stats;
     *strs_out = n_strs;
@@ -757,10 +729,8 @@ static int stat_keep_args(PyObject *o_lookup, PyObject *o_sorted, PyObject *o_ke
 static PyObject *count_lines_impl(PyObject *args, int parallel)
 {
     PyObject *o[19] = {NULL};
-    int drop = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO|OOOOp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18],
-                          &drop))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO|OOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18]))
         return NULL;
     long long chunk_bytes = PyLong_AsLongLong(o[4]);
     if (chunk_bytes == -1 && PyErr_Occurred())
@@ -801,7 +771,7 @@ static PyObject *count_lines_impl(PyObject *args, int parallel)
         CountCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), PyArray_DIM(a[3], 0),
                       (int64_t)chunk_bytes, I64P(a[5]), I64P(a[6]), I64P(a[7]), I64P(a[8]), ch_len, I64P(a[9]),
                       I64P(a[10]), I64P(a[11]), I64P(a[12]), I64P(a[13]), I64P(a[14]), keep,
-                      held[3] ? I64P(held[3]) : NULL, drop};
+                      held[3] ? I64P(held[3]) : NULL};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
         run_items(count_one, &c, n, nt);
@@ -842,7 +812,6 @@ typedef struct {
     int64_t n_str;
     int64_t *out_err, *out_err_at;
     StatKeep keep;
-    int drop; /* as CountCtx's: release each chunk's pages once filled */
 } FillCtx;
 
 static inline int64_t start_ps(int base_ok, int64_t base, int64_t offset)
@@ -860,7 +829,7 @@ static inline int64_t start_ps(int base_ok, int64_t base, int64_t offset)
 static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, int64_t ts_ns, int64_t ei,
                       int64_t si, int64_t ki, int64_t *err_at, int64_t *ends)
 {
-    int64_t n_all = 0; /* every stat read, kept or not (ends[2]) */
+    int64_t n_all = 0; /* every stat read, kept or not (ends[3]) */
     const uint8_t *buf = c->buf;
     int base_ok = -MAX_TS_NS <= ts_ns && ts_ns <= MAX_TS_NS;
     int64_t base = base_ok ? ts_ns * 1000 : 0;
@@ -965,8 +934,6 @@ static void fill_one(void *ctx, int64_t ci)
         err = fill_chunk(c, s, e, li, c->line_ts[li], c->ch_ev[ci], c->ch_st[ci], c->ch_str[ci], &at, NULL);
         if (err == OK)
             at = 0;
-        if (c->drop)
-            drop_pages(c->buf, s, e);
     }
     c->out_err[ci] = err;
     c->out_err_at[ci] = at;
@@ -991,10 +958,9 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
     enum { N = 24 };
     PyObject *o[N];
     PyObject *o_keep = NULL;
-    int drop = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO|Op", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
                           &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17],
-                          &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o_keep, &drop))
+                          &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o_keep))
         return NULL;
     PyArrayObject *held[4] = {NULL};
     static const char *names[N] = {"buf", "ch_line", "ch_start", "ch_end", "ch_ev", "ch_st", "ch_str", "line_ts",
@@ -1051,7 +1017,7 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
                      I64P(a[7]), LEN(a[7]), I32P(a[8]), LEN(a[8]), I64P(a[9]), LEN(a[9]), I32P(a[10]), LEN(a[10]),
                      I64P(a[11]), LEN(a[11]), I32P(a[12]), I32P(a[13]), I64P(a[14]), I64P(a[15]), n_ev,
                      I32P(a[16]), I32P(a[17]), U8P(a[18]), I64P(a[19]), n_st, I64P(a[20]), I64P(a[21]), n_str,
-                     I64P(a[22]), I64P(a[23]), keep, drop};
+                     I64P(a[22]), I64P(a[23]), keep};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
         run_items(fill_one, &c, n, nt);
@@ -1153,7 +1119,7 @@ static PyObject *py_decode_serial(PyObject *self, PyObject *args)
         FillCtx c = {U8P(a[0]), LEN(a[0]), NULL, NULL, NULL, NULL, NULL, NULL, NULL, n_lines, I32P(a[4]), LEN(a[4]),
                      I64P(a[5]), LEN(a[5]), I32P(a[6]), LEN(a[6]), I64P(a[7]), LEN(a[7]), I32P(a[8]), I32P(a[9]),
                      I64P(a[10]), I64P(a[11]), n_ev, I32P(a[12]), I32P(a[13]), U8P(a[14]), I64P(a[15]), n_st,
-                     I64P(a[16]), I64P(a[17]), n_str, NULL, NULL, keep, 0};
+                     I64P(a[16]), I64P(a[17]), n_str, NULL, NULL, keep};
         const int64_t *off = I64P(a[1]), *len = I64P(a[2]);
         int64_t *lines = I64P(a[3]);
         int64_t ei = 0, si = 0, ki = 0, n_all = 0;
@@ -1191,15 +1157,11 @@ done:
     return res;
 }
 
-/* gather_strings(buf, str_off, str_len, pool[, drop_step]) -> bytes used: copies the values into the pool, rewrites
- * str_off. With drop_step > 0 (buf a read-only file mapping, see drop_pages), the pages below the string being
- * copied are let go each time it is drop_step bytes past the last release (a plane's strings lie in ascending
- * order in its bytes; one out of order is read again from the page cache). */
+/* gather_strings(buf, str_off, str_len, pool) -> bytes used: copies the values into the pool, rewrites str_off. */
 static PyObject *py_gather_strings(PyObject *self, PyObject *args)
 {
     PyObject *ob, *oo, *ol, *op;
-    long long drop_step = 0;
-    if (!PyArg_ParseTuple(args, "OOOO|L", &ob, &oo, &ol, &op, &drop_step))
+    if (!PyArg_ParseTuple(args, "OOOO", &ob, &oo, &ol, &op))
         return NULL;
     PyArrayObject *buf = in_arr(ob, NPY_UINT8, "buf");
     PyArrayObject *off = buf ? out_arr(oo, NPY_INT64, 1, "str_off") : NULL;
@@ -1214,17 +1176,13 @@ static PyObject *py_gather_strings(PyObject *self, PyObject *args)
         int64_t *so = I64P(off);
         const int64_t *sl = I64P(len);
         int64_t n = LEN(off) < LEN(len) ? LEN(off) : LEN(len);
-        int64_t nb = LEN(buf), np_ = LEN(pool), p = 0, bad = -1, dropped_to = 0;
+        int64_t nb = LEN(buf), np_ = LEN(pool), p = 0, bad = -1;
         Py_BEGIN_ALLOW_THREADS
         for (int64_t i = 0; i < n; i++) {
             int64_t k = sl[i], o = so[i];
             if (k < 0 || o < 0 || k > nb - o || k > np_ - p) {
                 bad = i;
                 break;
-            }
-            if (drop_step > 0 && o - dropped_to >= drop_step) {
-                drop_pages(b, dropped_to, o);
-                dropped_to = o;
             }
             memcpy(dst + p, b + o, (size_t)k);
             so[i] = p;

@@ -1,10 +1,9 @@
 """Read ``.xplane.pb`` files into a columnar :class:`~tfadvisor.model.trace.Trace`.
 
-The file is streamed one XPlane at a time and decoded into columns by :mod:`tfadvisor.io.wire`. A local
-file is mapped (``mmap``, read-only) and its large planes decoded in place: both passes let go of each chunk's
-pages once read (drop-behind), so the resident set holds the columns and a few MB of the file per thread, never
-a plane's bytes. Small planes, and remote files, are read into a buffer released before the next plane.
-Nothing is ever written next to the input.
+The file is streamed one XPlane at a time: each plane's bytes are read into one buffer,
+decoded into columns by :mod:`tfadvisor.io.wire`, and released before the next plane, so
+peak memory is one plane's bytes plus the columns. Nothing is ever written next to the
+input.
 
 Cost is bounded by the input: gzip string stats may inflate to 64 MiB each and 256 MiB per
 file; metadata-id lookup tables are sized by the ids in use; a byte-identical repeat of a
@@ -15,9 +14,7 @@ clipped or dropped with a note (:mod:`tfadvisor.io.sanity`, ``Trace.load_notes``
 from __future__ import annotations
 
 import gc
-import io
 import json
-import mmap
 import os
 import time
 import zlib
@@ -53,10 +50,6 @@ _LOOKUP_FLOOR = 4096
 SERIAL_BELOW_BYTES = 1 << 20
 #: Planes up to this size are compared with the file's earlier planes (byte-identical repeats are dropped).
 _DEDUP_BELOW_BYTES = 64 * 1024
-#: Planes of a local file from this size on are decoded from the file's mapping with drop-behind (smaller ones
-#: are read: a copy of a small plane costs less than the page faults of a mapping; and those compared for repeats,
-#: up to ``_DEDUP_BELOW_BYTES``, always are).
-MAP_PLANES_FROM_BYTES = 1 << 20
 #: A record claiming more than this many times the file's size is corrupt, not cut short.
 _CORRUPT_LENGTH_FACTOR = 16
 
@@ -246,117 +239,63 @@ def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None =
         if head[:1] in (b"{", b"["):
             raise TraceError(path, "JSON text, not an XPlane profile")
         fh.seek(0)
-        mapped = _map(fh, path, size)
-        try:
-            _read_fields(fh, mapped, path, size, host, trace, progress, stats)
-        finally:
-            if mapped is not None:
-                try:
-                    mapped.close()
-                except BufferError:  # a view is still alive (an error's traceback): unmapped when it goes
-                    pass
-
-
-def _map(fh: BinaryIO, path: str, size: int) -> mmap.mmap | None:
-    """A read-only mapping of a local file with planes worth decoding in place; None for a remote or small file, or
-    one the system will not map (a pipe, a special file): those are read."""
-    if is_remote(path) or size < MAP_PLANES_FROM_BYTES or not hasattr(mmap, "MADV_DONTNEED"):
-        return None
-    try:
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return None
-
-
-def _prefetch(mapped: mmap.mmap, start: int, length: int) -> None:
-    """Ask the system to read ``mapped[start:start + length]`` into its page cache ahead of the decode (a file not
-    in the cache is then read as a stream, not a page fault at a time); it adds nothing to this process' memory."""
-    if hasattr(mmap, "MADV_WILLNEED"):
-        lo = start - start % mmap.PAGESIZE
-        mapped.madvise(mmap.MADV_WILLNEED, lo, min(len(mapped), start + length) - lo)
-
-
-def _release(mapped: mmap.mmap, start: int, length: int) -> None:
-    """Let go of the pages of ``mapped[start:start + length]`` still resident (the decode's drop-behind leaves the
-    pages it shares with neighbours, and those of the plane's metadata and line headers)."""
-    lo = start - start % mmap.PAGESIZE
-    hi = min(len(mapped), start + length)
-    if hi > lo:
-        mapped.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-
-
-def _read_fields(fh: BinaryIO, mapped: mmap.mmap | None, path: str, size: int, host: str, trace: Trace,
-                 progress: Callable[[int], None] | None, stats: frozenset[str] | None) -> None:
-    """The XSpace's fields, one after the other: planes decoded (from ``mapped`` when given and the plane is big),
-    errors, warnings and hostnames kept."""
-    pos = 0
-    n_planes = 0
-    budget = InflateBudget()
-    seen: set[bytes] = set()  # small planes already read: a repeat is dropped, not decoded again
-    repeats = 0
-    while True:
-        tag, used = _read_varint(fh, path, pos)
-        if tag < 0:
-            break
-        field, wt = tag >> 3, tag & 7
-        pos += used
-        if wt != 2 or field not in (1, 2, 3, 4):
-            if field in (1, 2, 3, 4) or wt not in (0, 1, 5):
-                raise TraceError(path, f"not an XPlane profile (unexpected field {field} wire type {wt} "
-                                       f"at byte {pos - used})")
-            pos += _skip_stream(fh, path, wt, pos)
-            continue
-        length, used = _read_varint(fh, path, pos)
-        if length < 0:
-            raise TraceError(path, f"truncated file (ends at byte {pos})")
-        pos += used
-        if size and pos + length > size:
-            if length > _CORRUPT_LENGTH_FACTOR * size:
-                raise TraceError(path, f"corrupt file: the protobuf wire format is corrupt (a record at byte "
-                                       f"{pos} claims {length:,} bytes in a file of {size:,})")
-            raise TraceError(path, f"truncated file: a record of {length} bytes at byte {pos} runs past "
-                                   f"the end ({size} bytes)")
-        if (field == 1 and mapped is not None and length >= MAP_PLANES_FROM_BYTES and length > _DEDUP_BELOW_BYTES
-                and pos + length <= len(mapped)):
-            _prefetch(mapped, pos, length)
-            buf = np.frombuffer(mapped, np.uint8, length, pos)
-            fh.seek(pos + length)
-            try:
-                trace.planes.append(decode_plane(buf, host, path, pos, budget, stats, drop=True))
-            finally:
+        pos = 0
+        n_planes = 0
+        budget = InflateBudget()
+        seen: set[bytes] = set()  # small planes already read: a repeat is dropped, not decoded again
+        repeats = 0
+        while True:
+            tag, used = _read_varint(fh, path, pos)
+            if tag < 0:
+                break
+            field, wt = tag >> 3, tag & 7
+            pos += used
+            if wt != 2 or field not in (1, 2, 3, 4):
+                if field in (1, 2, 3, 4) or wt not in (0, 1, 5):
+                    raise TraceError(path, f"not an XPlane profile (unexpected field {field} wire type {wt} "
+                                           f"at byte {pos - used})")
+                pos += _skip_stream(fh, path, wt, pos)
+                continue
+            length, used = _read_varint(fh, path, pos)
+            if length < 0:
+                raise TraceError(path, f"truncated file (ends at byte {pos})")
+            pos += used
+            if size and pos + length > size:
+                if length > _CORRUPT_LENGTH_FACTOR * size:
+                    raise TraceError(path, f"corrupt file: the protobuf wire format is corrupt (a record at byte "
+                                           f"{pos} claims {length:,} bytes in a file of {size:,})")
+                raise TraceError(path, f"truncated file: a record of {length} bytes at byte {pos} runs past "
+                                       f"the end ({size} bytes)")
+            if field == 1:
+                buf = np.empty(length, dtype=np.uint8)
+                got = fh.readinto(memoryview(buf)) if hasattr(fh, "readinto") else _read_into(fh, buf)
+                if got != length:
+                    raise TraceError(path, f"truncated file (plane at byte {pos} needs {length} bytes, "
+                                           f"{got} left)")
+                key = buf.tobytes() if length <= _DEDUP_BELOW_BYTES else None
+                if key is not None and key in seen:
+                    repeats += 1
+                else:
+                    if key is not None:
+                        seen.add(key)
+                    trace.planes.append(decode_plane(buf, host, path, pos, budget, stats))
                 del buf
-                _release(mapped, pos, length)
-            n_planes += 1
-        elif field == 1:
-            buf = np.empty(length, dtype=np.uint8)
-            got = fh.readinto(memoryview(buf)) if hasattr(fh, "readinto") else _read_into(fh, buf)
-            if got != length:
-                raise TraceError(path, f"truncated file (plane at byte {pos} needs {length} bytes, "
-                                       f"{got} left)")
-            key = buf.tobytes() if length <= _DEDUP_BELOW_BYTES else None
-            if key is not None and key in seen:
-                repeats += 1
+                n_planes += 1
             else:
-                if key is not None:
-                    seen.add(key)
-                trace.planes.append(decode_plane(buf, host, path, pos, budget, stats))
-            del buf
-            n_planes += 1
-        else:
-            data = fh.read(length)
-            if len(data) != length:
-                raise TraceError(path, f"truncated file at byte {pos}")
-            text = data.decode("utf-8", "replace")
-            {2: trace.errors, 3: trace.warnings, 4: trace.hostnames}[field].append(text)
-        pos += length
-        if progress is not None:
-            progress(length + used + 1)
-    if n_planes == 0:
-        raise TraceError(path, "not an XPlane profile (no planes found)")
-    if repeats:
-        trace.load_notes.setdefault(host, []).append(
-            f"{repeats:,} plane(s) byte-identical to an earlier plane of {os.path.basename(path)}: dropped "
-            "(a profile holds each plane once)")
+                data = fh.read(length)
+                if len(data) != length:
+                    raise TraceError(path, f"truncated file at byte {pos}")
+                text = data.decode("utf-8", "replace")
+                {2: trace.errors, 3: trace.warnings, 4: trace.hostnames}[field].append(text)
+            pos += length
+            if progress is not None:
+                progress(length + used + 1)
+        if n_planes == 0:
+            raise TraceError(path, "not an XPlane profile (no planes found)")
+        if repeats:
+            trace.load_notes.setdefault(host, []).append(
+                f"{repeats:,} plane(s) byte-identical to an earlier plane of {os.path.basename(path)}: dropped "
+                "(a profile holds each plane once)")
 
 
 def _read_into(fh: BinaryIO, buf: np.ndarray) -> int:
@@ -393,10 +332,9 @@ def _lookup(sorted_ids: np.ndarray) -> np.ndarray:
 
 
 def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: InflateBudget | None = None,
-                 stats: frozenset[str] | None = None, drop: bool = False) -> Plane:
+                 stats: frozenset[str] | None = None) -> Plane:
     """Decode one XPlane's bytes into a :class:`Plane` (``budget``: the file's inflate allowance; ``stats``: the
-    event-level stat names kept, None for all; ``drop``: ``buf`` is a read-only file mapping whose pages the
-    passes release once read, never anonymous memory, whose bytes that would erase)."""
+    event-level stat names kept, None for all)."""
     budget = budget if budget is not None else InflateBudget()
     end = buf.shape[0]
     cap = 4096
@@ -419,7 +357,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
 
     keep = None if stats is None else md.keep_mask(stats)
     cols, skipped = decode_lines(buf, line_off, line_len, md.ev_lut, md.ev_ids, md.st_lut, md.st_ids, path, base,
-                                 keep, drop)
+                                 keep)
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
     n_str = len(str_off)
 
@@ -447,7 +385,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
 
     pool = np.empty(int(str_len.sum()) if n_str else 0, dtype=np.uint8)
     if n_str:
-        wire.gather_strings(buf, str_off, str_len, pool, CHUNK_BYTES if drop else 0)
+        wire.gather_strings(buf, str_off, str_len, pool)
         pool = _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget)
     if md.extra_strings:
         pool, str_off, str_len = _append_strings(pool, str_off, str_len, md.extra_strings)
@@ -594,12 +532,11 @@ CHUNK_BYTES = 4 << 20
 
 
 def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: str, base: int,
-                 keep: np.ndarray | None = None, drop: bool = False):
+                 keep: np.ndarray | None = None):
     """Both decoding passes over a plane's lines; returns (the line matrix and the columns, the stats skipped).
     ``keep``: per dense stat id (and a last entry for unknown ids), whether its stats are kept; None keeps all.
     A stat not kept is read through and checked in both passes as any other, but never counted, stored nor given a
-    string slot, so the stats no analysis reads are never held (a big plane has tens of millions). ``drop``: see
-    :func:`decode_plane`."""
+    string slot, so the stats no analysis reads are never held (a big plane has tens of millions)."""
     n_lines = len(line_off)
     lines = np.zeros((n_lines, wire.N_LINE_COLS), dtype=np.int64)
     if n_lines == 0:
@@ -624,7 +561,7 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     # and checked, never stored)
     keep_u8 = None if keep is None else np.ascontiguousarray(keep, np.uint8)
     count_lines(buf, line_off, line_len, lines, CHUNK_BYTES, ch_pos, ch_ev, ch_st, ch_str, ch_base,
-                n_chunks, n_stats, n_strs, errs, err_at, st_lut, st_ids, keep_u8, n_all, drop)
+                n_chunks, n_stats, n_strs, errs, err_at, st_lut, st_ids, keep_u8, n_all)
     bad = np.flatnonzero(errs)
     if len(bad):
         raise _fail(path, base, int(errs[bad[0]]), int(err_at[bad[0]]), "a line")
@@ -662,8 +599,7 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     c_err = np.zeros(len(line_of), np.int64)
     c_at = np.zeros(len(line_of), np.int64)
     fill_chunks(buf, line_of, start, end, ev_b, st_b, str_b, line_ts, ev_lut, ev_ids, st_lut, st_ids, ev_line,
-                ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len, c_err, c_at, keep_u8,
-                drop)
+                ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len, c_err, c_at, keep_u8)
     bad = np.flatnonzero(c_err)
     if len(bad):
         raise _fail(path, base, int(c_err[bad[0]]), int(c_at[bad[0]]), "an event")

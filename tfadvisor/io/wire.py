@@ -90,16 +90,14 @@ scan_fields = _native.scan_fields
 #: marks (from ``ch_base[line]``: a mark at the first event that starts at least ``chunk_bytes`` after the
 #: previous one, so that pass 2 can fill chunks in parallel); lines on threads (:func:`set_num_threads`). With
 #: ``keep`` (uint8 per dense stat id, and a last entry for ids not in the metadata; None: every stat) only the
-#: kept stats and their strings are counted, and ``out_all`` gets every stat per line. ``drop`` (a last optional
-#: bool): ``buf`` is a read-only file mapping, and each chunk's pages are released once read (never set it for
-#: anonymous memory: released pages of that read back as zeros).
+#: kept stats and their strings are counted, and ``out_all`` gets every stat per line.
 count_lines = _native.count_lines
 #: :func:`count_lines` in this thread: a parallel launch costs more than a small plane's decode.
 count_lines_serial = _native.count_lines_serial
 
 #: Pass 2, ``fill_chunks(buf, ch_line, ch_start, ch_end, ch_ev, ch_st, ch_str, line_ts, ev_lookup, ev_sorted,
 #: st_lookup, st_sorted, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off,
-#: str_len, out_err, out_err_at[, keep, drop])``: decode each chunk's events and their stats into preallocated columns
+#: str_len, out_err, out_err_at[, keep])``: decode each chunk's events and their stats into preallocated columns
 #: (with ``keep`` as in :func:`count_lines`, only the kept stats; the others are read and checked, not stored).
 #: Event starts are absolute picoseconds, ``line.timestamp_ns * 1000 + offset_ps`` (:data:`START_OVERFLOW`
 #: when that leaves int64); metadata ids become dense indexes into the plane's sorted metadata ids
@@ -117,9 +115,8 @@ fill_chunks_serial = _native.fill_chunks_serial
 #: capacity; None on any error or a capacity exceeded (the two passes then decode, and report the error).
 decode_serial = _native.decode_serial
 
-#: ``gather_strings(buf, str_off, str_len, pool[, drop_step]) -> bytes used``: copy the string values' bytes into
-#: one compact pool and rewrite the offsets to it (``drop_step`` > 0: ``buf`` is a read-only file mapping, as for
-#: ``drop`` in :func:`count_lines`, and the pages below the strings copied are let go every ``drop_step`` bytes).
+#: ``gather_strings(buf, str_off, str_len, pool) -> bytes used``: copy the string values' bytes into one
+#: compact pool and rewrite the offsets to it.
 gather_strings = _native.gather_strings
 
 
