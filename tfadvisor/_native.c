@@ -953,6 +953,28 @@ static void column_rows(PyArrayObject **col, int64_t *n_ev, int64_t *n_st, int64
     *n_str = LEN(col[8]) < LEN(col[9]) ? LEN(col[8]) : LEN(col[9]);
 }
 
+/* The int32 columns hold indexes below these counts (every write checks the index against its count): an event
+ * row (st_event), a line row (ev_line), a position in ev_sorted / st_sorted (ev_meta, st_stat, from dense()).
+ * Checked once per call of a decode (`fn`), so that no index is ever narrowed to int32 with wrapping; 0 with an
+ * OverflowError set where a count is above INT32_MAX. */
+static int index_columns_fit(const char *fn, int64_t n_ev, int64_t n_lines, int64_t n_ev_sorted, int64_t n_st_sorted)
+{
+    const struct { const char *what; int64_t n; } counts[] = {
+        {"events (the rows of ev_line, ev_meta, ev_start, ev_dur)", n_ev},
+        {"lines (the rows of line_ts)", n_lines},
+        {"event metadata ids (ev_sorted)", n_ev_sorted},
+        {"stat metadata ids (st_sorted)", n_st_sorted},
+    };
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        if (counts[i].n > INT32_MAX) {
+            PyErr_Format(PyExc_OverflowError, "%s: %lld %s do not fit the int32 index columns (at most %lld)", fn,
+                         (long long)counts[i].n, counts[i].what, (long long)INT32_MAX);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *fill_chunks_impl(PyObject *args, int parallel)
 {
     enum { N = 24 };
@@ -990,26 +1012,8 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
             PyErr_SetString(PyExc_ValueError, "fill_chunks: arrays of inconsistent lengths");
             goto done;
         }
-        /* The int32 columns hold indexes below these counts (every write checks the index against its
-         * count): an event row (st_event), a line row (ev_line), a position in ev_sorted / st_sorted
-         * (ev_meta, st_stat, from dense()). Checked once here, so that no index is ever narrowed to
-         * int32 with wrapping. */
-        {
-            const struct { const char *what; int64_t n; } counts[] = {
-                {"events (the rows of ev_line, ev_meta, ev_start, ev_dur)", n_ev},
-                {"lines (the rows of line_ts)", LEN(a[7])},
-                {"event metadata ids (ev_sorted)", LEN(a[9])},
-                {"stat metadata ids (st_sorted)", LEN(a[11])},
-            };
-            for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
-                if (counts[i].n > INT32_MAX) {
-                    PyErr_Format(PyExc_OverflowError,
-                                 "fill_chunks: %lld %s do not fit the int32 index columns (at most %lld)",
-                                 (long long)counts[i].n, counts[i].what, (long long)INT32_MAX);
-                    goto done;
-                }
-            }
-        }
+        if (!index_columns_fit("fill_chunks", n_ev, LEN(a[7]), LEN(a[9]), LEN(a[11])))
+            goto done;
         StatKeep keep; /* the stat filter, on the same stat lookup as the decode (st_lookup, st_sorted) */
         if (!stat_keep_args(o[10], o[11], o_keep, &keep, held))
             goto done;
@@ -1109,10 +1113,8 @@ static PyObject *py_decode_serial(PyObject *self, PyObject *args)
         }
         int64_t n_ev, n_st, n_str;
         column_rows(a + 8, &n_ev, &n_st, &n_str);
-        if (n_ev > INT32_MAX || n_lines > INT32_MAX || LEN(a[5]) > INT32_MAX || LEN(a[7]) > INT32_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "decode_serial: more rows than the int32 index columns hold");
+        if (!index_columns_fit("decode_serial", n_ev, n_lines, LEN(a[5]), LEN(a[7])))
             goto done;
-        }
         StatKeep keep;
         if (!stat_keep_args(o[6], o[7], o_keep, &keep, held))
             goto done;
@@ -1125,7 +1127,7 @@ static PyObject *py_decode_serial(PyObject *self, PyObject *args)
         int64_t ei = 0, si = 0, ki = 0, n_all = 0;
         int failed = 0;
         Py_BEGIN_ALLOW_THREADS
-        for (int64_t li = 0; li < n_lines && !failed; li++) {
+        for (int64_t li = 0; li < n_lines; li++) {
             int64_t pos = off[li], ln = len[li], ends[4] = {0, 0, 0, 0}, at = 0;
             int64_t *row = lines + li * N_LINE_COLS;
             if (pos < 0 || ln < 0 || ln > c.buf_len - pos || scan_line(c.buf, pos, pos + ln, row) != OK
