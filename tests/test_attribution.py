@@ -102,6 +102,38 @@ DEVICE_TRACES = ["real_jax_tpu_v6e4_host_offload", "gpu_jax_mlp_fp32", "gpu_jax_
                  "real_jax_rocm_mi300_conv_08", "real_tf_gpu_multiworker", "gpu_jax_input_numpy"]
 
 
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
+def test_split_is_the_same_without_detail(path):
+    """A host compared only (``detail=False``: a run of many hosts) gets the same split and every other metric of
+    the comparison analyses as with detail; only the metrics naming items are left out, with a note."""
+    from tfadvisor.analyses import COMPARISON, analyze_trace, event_stats
+    from tfadvisor.analyses.attribution import DETAIL_METRICS, NO_DETAIL
+    from tfadvisor.io.reader import load
+
+    trace = load(str(path), stats=event_stats())
+    full = analyze_trace(trace, only=COMPARISON)
+    lean = analyze_trace(trace, only=COMPARISON, detail=False)
+    assert set(lean.metrics) == set(full.metrics)
+    differ = {k for k in full.metrics if not _same(lean.metrics[k], full.metrics[k])}
+    assert differ <= set(DETAIL_METRICS), sorted(differ)
+    assert all(lean.metrics[k] is None for k in DETAIL_METRICS)
+    if full.metrics.get("attr_basis") is not None:
+        assert any(NO_DETAIL in n for n in lean.notes)
+        for name in ("attribution", "attribution_steps"):
+            assert (name in full.tables) == (name in lean.tables), name
+            if name in full.tables:
+                a, b = full.tables.table(name), lean.tables.table(name)
+                assert list(a.columns) == list(b.columns), name
+                for c in a.columns:
+                    assert np.array_equal(np.asarray(a[c]), np.asarray(b[c])), (name, c)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
+        return True
+    return a == b
+
+
 @pytest.mark.parametrize("name", DEVICE_TRACES)
 def test_device_items_match_protobuf(name):
     """Each device lane's listed items (the top ones of every part) against the protobuf count: within

@@ -108,9 +108,10 @@ class HostAnalysis:
 
 
 def analyze_trace(trace: Trace, options: Options | None = None, host: str | None = None,
-                  only: tuple[str, ...] | None = None) -> HostAnalysis:
-    """Run every analysis (or those in ``only``, in :data:`ORDER`) over ``trace`` (normally one host's planes)."""
-    ctx = Context(options=options or Options())
+                  only: tuple[str, ...] | None = None, detail: bool = True) -> HostAnalysis:
+    """Run every analysis (or those in ``only``, in :data:`ORDER`) over ``trace`` (normally one host's planes);
+    ``detail``: see :attr:`Context.detail`."""
+    ctx = Context(options=options or Options(), detail=detail)
     metrics = Metrics()
     tables = Tables()
     notes: list[str] = [f"load: {n}" for h in trace.hosts for n in trace.load_notes.get(h, [])]

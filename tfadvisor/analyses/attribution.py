@@ -58,6 +58,11 @@ OP_CATEGORIES = ("collective", "matrix", "data_movement", "optimizer", "gather_s
 PARTS = OP_CATEGORIES + ("input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
 #: How many items each lane and part keeps.
 TOP_ITEMS = 5
+#: The metrics that name items, left out (None, with :data:`NO_DETAIL` as the note) on a host compared only
+#: (:attr:`tfadvisor.analyses.base.Context.detail`); the others are the same with or without detail.
+DETAIL_METRICS = ("attr_top_items", "attr_python_top", "attr_python_top_pct")
+NO_DETAIL = ("items not named on this host: of a run of many hosts, the median host and the hosts that stand out "
+             "are analysed with them")
 #: A Python frame event: ``$file.py:123 function``.
 _FRAME_RE = re.compile(r"^\$(?P<file>[^:\s]*):(?P<line>\d+) (?P<fn>.*)$")
 #: A Python-tracer event of a C function: ``$module function`` (``$<unknown> sort``).
@@ -326,10 +331,10 @@ def _device_rows(p: Plane) -> np.ndarray:
     return rows
 
 
-def _device_lane(p: Plane) -> tuple[str, dict[str, Measure], Measure | None, tuple] | None:
+def _device_lane(p: Plane, detail: bool) -> tuple[str, dict[str, Measure], Measure | None, tuple | None] | None:
     """A device's lane: its name, its op categories' interval sets, its H2D copies' set (None without any) and
-    its items ``(lane, named, time, count)``, the names without their per-row columns (a big device's rows do
-    not outlive this call); None without activity."""
+    (with ``detail``, else None) its items ``(lane, named, time, count)``, the names without their per-row columns
+    (a big device's rows do not outlive this call); None without activity."""
     rows = _device_rows(p)
     if not rows.size:
         return None
@@ -338,6 +343,8 @@ def _device_lane(p: Plane) -> tuple[str, dict[str, Measure], Measure | None, tup
     is_h2d = named.per_row(_is_h2d)
     meas = _category_measures(p, rows, named)
     h2d = Measure.of_rows(p, rows[is_h2d]) if is_h2d.any() else None
+    if not detail:
+        return lane, meas, h2d, None
     tot, cnt = named.totals(p, rows)
     return lane, meas, h2d, (lane, replace(named, codes=EMPTY, cat=EMPTY), tot, cnt)
 
@@ -400,7 +407,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
     h2d_dev: list[Measure] = []
     dev_items: list[tuple[str, _Named, np.ndarray, np.ndarray]] = []
     for p in act.devices:
-        got = _device_lane(p)
+        got = _device_lane(p, ctx.detail)
         if got is None:
             continue
         lane, meas, h2d, item = got
@@ -409,13 +416,14 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
             dev_layers[c].append(m)
         if h2d is not None:
             h2d_dev.append(h2d)
-        dev_items.append(item)
+        if item is not None:
+            dev_items.append(item)
     items.add_devices(dev_items)
 
     # host: TF ops (the device on a CPU-only trace), runtime, Python
     has_device = bool(dev_lanes)
     host_op_layers: dict[str, list[Measure]] = {c: [] for c in OP_CATEGORIES}
-    if host is not None:
+    if host is not None and (ctx.detail or not has_device):  # beside devices it names items only
         _host_op_items(host, act, items, has_device, host_op_layers)
 
     # the scopes: the window, and each step's wall time (the steps table's: start to the next start,
@@ -468,8 +476,10 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         _scope_rows(rows_out, "window", lane, dsplit, hi - lo)
 
     # Python functions by self time (Python tracer frames), inside steps or between them
-    py_threads = _python_items(act, steps, w_end, items)
-    _host_event_items(act, items)
+    py_threads = 0
+    if ctx.detail:
+        py_threads = _python_items(act, steps, w_end, items)
+        _host_event_items(act, items)
 
     # the steps' split, and the basis of the metrics
     if n:
@@ -490,12 +500,15 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         res.add(f"attr_{c}_pct", 100.0 * basis_ps[c] / wall if wall > 0 else None)
     ranked = sorted((c for c in PARTS if c not in ("idle", "outside_steps")), key=lambda c: -basis_ps[c])
     top = ranked[0]
+    if not ctx.detail:
+        res.missing(DETAIL_METRICS, NO_DETAIL)
     if basis_ps[top] > 0:
         res.add("attr_top_part", top)
         res.add("attr_top_part_pct", 100.0 * basis_ps[top] / wall)
         busy = _lane_busy(items, "all", top)
-        res.add("attr_top_items", ", ".join(f"{nm} {100.0 * v / busy:.0f} %" for nm, v, _, _ in
-                                            items.top("all", top, 3)) if busy > 0 else "")
+        if ctx.detail:
+            res.add("attr_top_items", ", ".join(f"{nm} {100.0 * v / busy:.0f} %" for nm, v, _, _ in
+                                                items.top("all", top, 3)) if busy > 0 else "")
     else:
         res.missing(["attr_top_part", "attr_top_part_pct", "attr_top_items"], "nothing but idle time in the window")
     py_top = items.top("all", "python_self", 3)
@@ -503,7 +516,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         span = float(hi - lo) * max(py_threads, 1)
         res.add("attr_python_top", ", ".join(f"{nm} {100.0 * v / span:.0f} %" for nm, v, _, _ in py_top))
         res.add("attr_python_top_pct", 100.0 * py_top[0][1] / span)
-    else:
+    elif ctx.detail:
         res.missing(["attr_python_top", "attr_python_top_pct"], "no Python frames in the trace (JAX's or TF's Python "
                                                                 "tracer was off)")
     res.add("attr_devices", len(dev_lanes))

@@ -151,6 +151,10 @@ class Context:
 
     options: Options = field(default_factory=Options)
     results: dict[str, AnalysisResult] = field(default_factory=dict)
+    #: False for a host of a run of many hosts that is compared only (its metrics feed the hosts table; the median
+    #: host and those that stand out are analysed again with detail): analyses leave out what names items (top
+    #: ops, kernels, Python functions), which no report reads for such a host.
+    detail: bool = True
     _once: dict[tuple, tuple] = field(default_factory=dict, repr=False)
 
     def once(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_name, host_runs
-from tfadvisor.multihost_worker import analyze_host, start_worker
+from tfadvisor.multihost_worker import analyze_host, import_analyses, start_worker
 from tfadvisor.runtime.inflight import Dispatch, Observer
 from tfadvisor.runtime.spawn import main_module_hidden, mp_context
 
@@ -94,7 +94,10 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
     runs = host_runs(run)
     pending: dict = {}  # future -> (host, "thread" | "process")
     dispatch = Dispatch(observe)
-    procs = (ProcessPoolExecutor(max_workers=n_proc, mp_context=mp_context(), initializer=start_worker)
+    context = mp_context() if n_proc else None
+    if local_slot or (context is not None and context.get_start_method() == "fork"):
+        import_analyses()  # forked workers start with them imported; this process' own slot needs them anyway
+    procs = (ProcessPoolExecutor(max_workers=n_proc, mp_context=context, initializer=start_worker)
              if n_proc else None)
     local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfadvisor-host") if local_slot else None
     failed = False
