@@ -329,32 +329,36 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray,
     h2d = by_name.copy()
     names = p.event_names
     no_dir = name_mask(names, _no_direction, extra=False)
-    n_lines = len(p.lines)
-    line_h2d = np.array([_h2d_line(str(n) + " " + str(r)) for n, r in zip(p.line_names, p.lines["name"])] + [False],
-                        bool)
-    meta = p.ev_meta[cp]
-    meta = np.where((meta >= 0) & (meta < len(names)), meta, len(names))
-    ln = p.ev_line[cp].astype(np.int64)
-    ln = np.where((ln >= 0) & (ln < n_lines), ln, n_lines)
-    undirected = no_dir[meta]
-    h2d[undirected] = line_h2d[ln[undirected]]
+    if no_dir.any():  # some name gives no direction: its copies take their line's
+        n_lines = len(p.lines)
+        line_h2d = np.array([_h2d_line(str(n) + " " + str(r)) for n, r in zip(p.line_names, p.lines["name"])]
+                            + [False], bool)
+        meta = p.ev_meta[cp]
+        meta = np.where((meta >= 0) & (meta < len(names)), meta, len(names))
+        ln = p.ev_line[cp].astype(np.int64)
+        ln = np.where((ln >= 0) & (ln < n_lines), ln, n_lines)
+        undirected = no_dir[meta]
+        h2d[undirected] = line_h2d[ln[undirected]]
     known = np.zeros(cp.shape[0], bool)
     pageable = np.zeros(cp.shape[0], bool)
     md = ctx.stat_at(p, "memcpy_details", cp)
     if len(md):
         codes, uniq = md.codes()  # each distinct value formatted once
-        uniq = ["" if d is None else d for d in uniq]
-        u_known = np.array(["kind_dst:" in d or "kind_src:" in d for d in uniq], bool)
-        u_h2d = np.array(["kind_dst:device" in d and "kind_src:device" not in d for d in uniq], bool)
-        u_pg = np.array(["kind_src:pageable" in d for d in uniq], bool)
-        pos = np.searchsorted(cp, md.rows)
-        ok = (pos < cp.shape[0]) & (cp[np.minimum(pos, cp.shape[0] - 1)] == md.rows)
-        pos, c = pos[ok], codes[ok]
-        kn = u_known[c]
-        h2d[pos[kn]] = u_h2d[c[kn]]
+        u_known, u_h2d, u_pg = (np.array(v, bool) for v in zip(*map(_copy_kinds, uniq)))
+        pos = np.searchsorted(cp, md.rows)  # stat_at gives the rows asked only: each is found
+        kn = u_known[codes]
+        h2d[pos[kn]] = u_h2d[codes[kn]]
         known[pos[kn]] = True
-        pageable[pos] = u_pg[c] & u_h2d[c]
+        pageable[pos] = u_pg[codes] & u_h2d[codes]
     return h2d, known, pageable
+
+
+@name_test
+def _copy_kinds(details: str | None) -> tuple[bool, bool, bool]:
+    """A ``memcpy_details`` value: (says the copy's kinds, is host-to-device by them, is from pageable memory)."""
+    d = details or ""
+    return ("kind_dst:" in d or "kind_src:" in d, "kind_dst:device" in d and "kind_src:device" not in d,
+            "kind_src:pageable" in d)
 
 
 def _is_memset(name: str) -> bool:
