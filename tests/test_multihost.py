@@ -159,11 +159,11 @@ def test_worker_returns_no_trace(straggler_dir):
 
 def test_above_the_limit_hosts_send_back_only_their_own_tables(straggler_dir, tmp_path, monkeypatch):
     """Past ``ALL_TABLES_UP_TO`` hosts each worker runs the comparison analyses and sends back the per-host
-    tables only, without naming items; the median host and the hosts that stand out are analysed again in full:
-    the run's metrics and tables are those of a run where every host was analysed in full."""
+    tables only, without their ``DETAIL_METRICS``; the median host and the hosts that stand out are analysed again
+    in full: the run's metrics and tables are those of a run where every host was analysed in full."""
     import tfadvisor.multihost as mh
-    from tfadvisor.analyses import COMPARISON
-    from tfadvisor.analyses.attribution import DETAIL_METRICS, NO_DETAIL
+    from tfadvisor.analyses import COMPARISON, detail_metrics
+    from tfadvisor.analyses.base import NO_DETAIL
     from tfadvisor.multihost_worker import HOST_TABLES
 
     run = resolve(straggler_dir)
@@ -185,9 +185,9 @@ def test_above_the_limit_hosts_send_back_only_their_own_tables(straggler_dir, tm
             assert dict(h.metrics) == dict(few_by[h.host].metrics) and sorted(h.tables) == sorted(few_by[h.host].tables)
         else:  # the comparison analyses only, and their figures as in the full analysis
             assert set(h.tables) <= set(HOST_TABLES) and "steps" in h.tables, (h.host, sorted(h.tables))
-            named = {k: v for k, v in h.metrics.items() if k in DETAIL_METRICS}  # no items named (NO_DETAIL)
-            assert named == dict.fromkeys(DETAIL_METRICS) and any(NO_DETAIL in n for n in h.notes), h.host
-            assert {k: v for k, v in h.metrics.items() if k not in named}.items() <= few_by[h.host].metrics.items()
+            left_out = {k: v for k, v in h.metrics.items() if k in detail_metrics()}  # None, with NO_DETAIL
+            assert left_out and set(left_out.values()) == {None} and any(NO_DETAIL in n for n in h.notes), h.host
+            assert {k: v for k, v in h.metrics.items() if k not in left_out}.items() <= few_by[h.host].metrics.items()
             assert {few_by[h.host].metrics.source[k] for k in h.metrics} == set(COMPARISON)
     assert len(next(h for h in few.hosts if h.host not in drawn).tables) > len(HOST_TABLES)
     # the drawn hosts were analysed again by the run's own workers (the pool's thread and process), after

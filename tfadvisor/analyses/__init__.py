@@ -132,6 +132,13 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
                         results=ctx.results)
 
 
+def detail_metrics() -> frozenset[str]:
+    """The metrics the analyses leave out on a host compared only (each module's ``DETAIL_METRICS``; see
+    :attr:`Context.detail`)."""
+    return frozenset(m for name in ORDER
+                     for m in getattr(importlib.import_module(f"tfadvisor.analyses.{name}"), "DETAIL_METRICS", ()))
+
+
 def options_from(trace: Trace, options: Options | None = None) -> Options:
     """Fill unset options from the run's metadata file (written by the Keras callback); values that
     are not finite positive numbers (or, for ``link``, a string) are ignored, with a note per field
@@ -157,4 +164,4 @@ def options_from(trace: Trace, options: Options | None = None) -> Options:
 
 
 __all__ = ["COMPARISON", "AnalysisResult", "Context", "Declarations", "HostAnalysis", "Metric", "Metrics", "ORDER",
-           "Options", "analyze_trace", "declare", "known_metrics", "metric_registry", "options_from"]
+           "Options", "analyze_trace", "declare", "detail_metrics", "known_metrics", "metric_registry", "options_from"]

@@ -33,7 +33,7 @@ import numpy as np
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.base import NO_DETAIL, PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import (
     EMPTY,
     Measure,
@@ -58,11 +58,8 @@ OP_CATEGORIES = ("collective", "matrix", "data_movement", "optimizer", "gather_s
 PARTS = OP_CATEGORIES + ("input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
 #: How many items each lane and part keeps.
 TOP_ITEMS = 5
-#: The metrics that name items, left out (None, with :data:`NO_DETAIL` as the note) on a host compared only
-#: (:attr:`tfadvisor.analyses.base.Context.detail`); the others are the same with or without detail.
+#: The metrics that name items: left out on a host compared only (:attr:`tfadvisor.analyses.base.Context.detail`).
 DETAIL_METRICS = ("attr_top_items", "attr_python_top", "attr_python_top_pct")
-NO_DETAIL = ("items not named on this host: of a run of many hosts, the median host and the hosts that stand out "
-             "are analysed with them")
 #: A Python frame event: ``$file.py:123 function``.
 _FRAME_RE = re.compile(r"^\$(?P<file>[^:\s]*):(?P<line>\d+) (?P<fn>.*)$")
 #: A Python-tracer event of a C function: ``$module function`` (``$<unknown> sort``).

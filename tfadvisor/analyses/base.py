@@ -152,8 +152,9 @@ class Context:
     options: Options = field(default_factory=Options)
     results: dict[str, AnalysisResult] = field(default_factory=dict)
     #: False for a host of a run of many hosts that is compared only (its metrics feed the hosts table; the median
-    #: host and those that stand out are analysed again with detail): analyses leave out what names items (top
-    #: ops, kernels, Python functions), which no report reads for such a host.
+    #: host and those that stand out are analysed again with detail): an analysis may leave out metrics it lists as
+    #: ``DETAIL_METRICS`` (None, with the note :data:`NO_DETAIL`), which no report reads for such a host; its
+    #: other metrics are the same with or without detail.
     detail: bool = True
     _once: dict[tuple, tuple] = field(default_factory=dict, repr=False)
 
@@ -210,6 +211,11 @@ class Context:
             pos = np.minimum(np.searchsorted(rows, col.rows), rows.shape[0] - 1)
             k = rows[pos] == col.rows
         return StatColumn(plane, name, col.rows[k], col.kind[k], col.raw[k])
+
+
+#: The note of the metrics an analysis leaves out without :attr:`Context.detail`.
+NO_DETAIL = ("not worked out on this host: of a run of many hosts, the median host and the hosts that stand out "
+             "are analysed in full")
 
 
 #: Up to this many stat values a plane's stat columns are read whole once per analysis run, and cut to the rows

@@ -36,7 +36,7 @@ import re
 import numpy as np
 
 import tfadvisor.interconnects as links
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
+from tfadvisor.analyses.base import NO_DETAIL, PS_PER_MS, AnalysisResult, Context, Metric, declare
 from tfadvisor.analyses.intervals import Measure, intersect, rows_touching, union
 from tfadvisor.analyses.names import name_test, name_values
 from tfadvisor.analyses.placement import (
@@ -203,6 +203,9 @@ def _expectation_into(res: AnalysisResult, ctx: Context) -> float | None:
     return expected
 
 
+#: Left out on a host compared only (:attr:`tfadvisor.analyses.base.Context.detail`): no report reads it there.
+DETAIL_METRICS = ("allreduce_overlap_pct",)
+
 DECLARED = declare(
     "collectives",
     ("allreduce_present", "", "the trace has all-reduce kernels or ops"),
@@ -238,8 +241,11 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     for p in trace.device_planes:
         rows, k = _device_collectives(p, ctx)
         if rows.size:
-            memcpy, coll = device_meta_classes(p, ctx)
-            sources.append((p, rows[k == 1], rows[k == 2], ~(memcpy | coll)))
+            comp = None
+            if ctx.detail:  # the compute the all-reduces overlap (see DETAIL_METRICS)
+                memcpy, coll = device_meta_classes(p, ctx)
+                comp = ~(memcpy | coll)
+            sources.append((p, rows[k == 1], rows[k == 2], comp))
     where = "device"
     if not any(s[1].size for s in sources):
         host_sources = []
@@ -264,16 +270,20 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
         return res
     res.add("allreduce_source", where)
 
+    # The overlap with compute: left out on a host compared only (DETAIL_METRICS), but where the all-reduces are
+    # host ops, which hide part of it (collective_exposed_pct).
+    overlap = ctx.detail or where == "host"
     windows = _stats_windows(step_table)
     steps_union = union(*windows) if windows is not None else None
     per_plane_ms, per_plane_pct, per_plane_count, per_plane_total, ov_num, ov_den = [], [], [], [], 0, 0
     for p, rows, _, comp in ar:
         us, ue = union(p.ev_start_ps[rows], p.ends(rows))
-        # Only the compute intervals that touch an all-reduce matter for the overlap:
-        # found by binary search per line (comp is a metadata mask of compute events).
-        lines = device_lines(p) if where == "device" else np.arange(len(p.lines))
-        near = rows_touching(p, lines, us, ue, comp)
-        compute = Measure.union(p.ev_start_ps[near], p.ends(near))
+        compute = None
+        if overlap:  # only the compute intervals that touch an all-reduce matter for the overlap: found by
+            # binary search per line (comp is a metadata mask of compute events)
+            lines = device_lines(p) if where == "device" else np.arange(len(p.lines))
+            near = rows_touching(p, lines, us, ue, comp)
+            compute = Measure.union(p.ev_start_ps[near], p.ends(near))
         if windows is not None:
             ws, we = windows
             in_step = Measure(us, ue, disjoint=True).within(ws, we)
@@ -282,18 +292,20 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
             starts = np.sort(p.ev_start_ps[rows])
             counts = np.searchsorted(starts, we, side="left") - np.searchsorted(starts, ws, side="left")
             per_plane_count.append(float(counts.mean()))
-            # Overlap with compute, inside steps.
-            a_s, a_e = intersect(us, ue, *steps_union, False)
-            ov_den += int(np.sum(a_e - a_s))
-            ov_num += int(compute.within(a_s, a_e).sum())
-        else:
+            if compute is not None:  # overlap with compute, inside steps
+                a_s, a_e = intersect(us, ue, *steps_union, False)
+                ov_den += int(np.sum(a_e - a_s))
+                ov_num += int(compute.within(a_s, a_e).sum())
+        elif compute is not None:
             ov_den += int(np.sum(ue - us))
             ov_num += int(compute.within(us, ue).sum())
         per_plane_total.append(float(np.sum(ue - us)) / PS_PER_MS)
 
     res.add("allreduce_total_ms", float(np.mean(per_plane_total)),
             doc=f"all-reduce time over the whole profile, per {'device' if where == 'device' else 'host'}")
-    if ov_den > 0:
+    if not overlap:
+        res.missing(DETAIL_METRICS, NO_DETAIL)
+    elif ov_den > 0:
         res.add("allreduce_overlap_pct", 100.0 * ov_num / ov_den)
     else:
         res.missing(["allreduce_overlap_pct"], "no all-reduce time inside steps")
