@@ -188,11 +188,9 @@ def _checked(payload: dict) -> dict:
 # ---------------------------------------------------------------------------------------------
 def _host_analysis(p: dict) -> HostAnalysis:
     m = Metrics()
-    for k, v in p["metrics"].items():
-        m[k] = v
-        m.units[k] = p["units"].get(k, "")
-        m.docs[k] = p["docs"].get(k, "")
-        m.source[k] = p["source"].get(k, "")
+    m.update(p["metrics"])
+    for have, sent in ((m.units, p["units"]), (m.docs, p["docs"]), (m.source, p["source"])):
+        have.update({k: sent.get(k, "") for k in m})
     return HostAnalysis(host=p["host"], metrics=m, tables=Tables(p["tables"]), notes=list(p["notes"]), results={})
 
 

@@ -58,8 +58,9 @@ OP_CATEGORIES = ("collective", "matrix", "data_movement", "optimizer", "gather_s
 PARTS = OP_CATEGORIES + ("input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
 #: How many items each lane and part keeps.
 TOP_ITEMS = 5
-#: The metrics that name items: left out on a host compared only (:attr:`tfadvisor.analyses.base.Context.detail`).
-DETAIL_METRICS = ("attr_top_items", "attr_python_top", "attr_python_top_pct")
+#: The metrics that name items, and the spread of the devices' own splits (the ``attribution`` table's device lanes):
+#: left out on a host compared only (:attr:`tfadvisor.analyses.base.Context.detail`).
+DETAIL_METRICS = ("attr_top_items", "attr_python_top", "attr_python_top_pct", "attr_device_busy_spread_pct")
 #: A Python frame event: ``$file.py:123 function``.
 _FRAME_RE = re.compile(r"^\$(?P<file>[^:\s]*):(?P<line>\d+) (?P<fn>.*)$")
 #: A Python-tracer event of a C function: ``$module function`` (``$<unknown> sort``).
@@ -467,8 +468,9 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         window_ps = hi - lo
     rows_out: list[tuple[str, str, str, float, float]] = []
     _scope_rows(rows_out, "window", "all", whole, window_ps)
-    per_lane = priority_split_lanes(lo, hi, [[(c, meas.get(c)) for c in OP_CATEGORIES] for _, meas in dev_lanes])
-    for (lane, _), dsplit in zip(dev_lanes, per_lane):
+    lanes = dev_lanes if ctx.detail else []  # each device's own split: with detail only (DETAIL_METRICS)
+    per_lane = priority_split_lanes(lo, hi, [[(c, meas.get(c)) for c in OP_CATEGORIES] for _, meas in lanes])
+    for (lane, _), dsplit in zip(lanes, per_lane):
         dsplit["idle"] = dsplit.get("idle", 0) + dsplit.pop("_rest")
         _scope_rows(rows_out, "window", lane, dsplit, hi - lo)
 
@@ -517,11 +519,11 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         res.missing(["attr_python_top", "attr_python_top_pct"], "no Python frames in the trace (JAX's or TF's Python "
                                                                 "tracer was off)")
     res.add("attr_devices", len(dev_lanes))
-    if len(dev_lanes) >= 2:
+    if ctx.detail and len(dev_lanes) >= 2:
         busy = [100.0 - next((r[4] for r in rows_out if r[0] == "window" and r[1] == lane and r[2] == "idle"), 0.0)
                 for lane, _ in dev_lanes]
         res.add("attr_device_busy_spread_pct", max(busy) - min(busy))
-    else:
+    elif ctx.detail:
         res.missing(["attr_device_busy_spread_pct"], "fewer than two devices with activity")
 
     res.tables["attribution"] = Table({
