@@ -34,7 +34,7 @@ import numpy as np
 
 from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.activity import Activity
-from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.base import NO_DETAIL, PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Lanes, Measure, Runs, difference, line_rows, step_of, union
 from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
@@ -46,6 +46,10 @@ EVENT_STATS = ("threadpool_size", "cpu_budget")
 HIGH_PCT = 20.0
 #: The event of a tensor made from host data (NumPy arrays passed to a tf.function are converted so).
 NUMPY_FEED = "tf.constant"
+#: The tf.data threads' CPU figures: left out on a host compared only (:attr:`tfadvisor.analyses.base.Context.detail`:
+#: no report reads them for such a host).
+DETAIL_METRICS = ("tfdata_cpu_ratio", "tfdata_cpu_pct", "tfdata_contention_pct", "tfdata_contention_ms_per_step",
+                  "tfdata_cost_ms_per_step", "tfdata_cost_pct", "step_own_ms_per_step", "tfdata_cores")
 MODERATE_PCT = 5.0
 
 
@@ -174,8 +178,10 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.notes.append("no IteratorGetNext events: the input pipeline is not traced or not tf.data")
 
     # tf.data CPU contention.
-    tfd = tfdata_cpu_runs(act)
-    if len(tfd):
+    tfd = tfdata_cpu_runs(act) if ctx.detail else None
+    if tfd is None:
+        res.missing(DETAIL_METRICS, NO_DETAIL)
+    elif len(tfd):
         trn = act.threads("training")
         tb = tfd.within(a, b).astype(np.float64)
         rb = trn.within(a, b).astype(np.float64) if trn is not None else np.zeros(a.shape[0])
