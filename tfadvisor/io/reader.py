@@ -389,10 +389,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
         pool = _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget)
     if md.extra_strings:
         pool, str_off, str_len = _append_strings(pool, str_off, str_len, md.extra_strings)
-    raw = md.meta_raw.copy()
-    raw[md.meta_kind == kinds.KIND_STR] += n_str  # the metadata's strings come after the events' own
-    meta_stats = Table({"meta": md.meta_dense.copy(), "stat": md.meta_stat.copy(), "kind": md.meta_kind.copy(),
-                        "raw": raw})
+    meta_stats = md.stats_table(n_str)
     return Plane(
         host=host,
         id=md.id,
@@ -444,6 +441,7 @@ class _PlaneMeta:
     child_ids: dict
     plane_stats: dict
     keeps: dict = field(default_factory=dict, compare=False, repr=False)
+    tables: dict = field(default_factory=dict, compare=False, repr=False)
 
     def keep_mask(self, stats: frozenset[str]) -> np.ndarray:
         """Per dense stat id, and a last entry for ids not in the metadata: whether ``stats`` keeps its stats
@@ -452,6 +450,22 @@ class _PlaneMeta:
         if got is None:
             got = self.keeps[stats] = np.append(np.array([str(n) in stats for n in self.stat_names], bool), False)
             got.setflags(write=False)
+        return got
+
+    def stats_table(self, n_str: int) -> Table:
+        """The metadata-level stats as a plane with ``n_str`` strings of its own holds them (the metadata's strings
+        come after the plane's): read-only, shared by the planes of this metadata with as many strings."""
+        got = self.tables.get(n_str)
+        if got is None:
+            raw = self.meta_raw.copy()
+            raw[self.meta_kind == kinds.KIND_STR] += n_str
+            cols = {"meta": self.meta_dense.copy(), "stat": self.meta_stat.copy(), "kind": self.meta_kind.copy(),
+                    "raw": raw}
+            for col in cols.values():
+                col.setflags(write=False)
+            if len(self.tables) >= 8:  # a plane's string count varies: keep a few
+                self.tables.clear()
+            got = self.tables[n_str] = Table(cols)
         return got
 
 
@@ -614,8 +628,8 @@ def _decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_id
     :func:`decode_lines` returns, or None where the bytes hold an error or the plane more rows than the index columns
     hold (the two passes then report it)."""
     cap = int(line_len.sum()) // 2 + 1
-    ev_line, ev_meta, st_event, st_stat = (np.empty(cap, np.int32) for _ in range(4))
-    ev_start, ev_dur, st_value, str_off, str_len = (np.empty(cap, np.int64) for _ in range(5))
+    ev_line, ev_meta, st_event, st_stat = np.empty((4, cap), np.int32)  # rows: contiguous, cut to size below
+    ev_start, ev_dur, st_value, str_off, str_len = np.empty((5, cap), np.int64)
     st_kind = np.empty(cap, np.uint8)
     keep_u8 = None if keep is None else np.ascontiguousarray(keep, np.uint8)
     got = wire.decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_ids, ev_line, ev_meta,

@@ -165,8 +165,9 @@ def _lines_inside(busy: list[Plane], window: tuple[int, int]) -> bool:
     slack = max(w1 - w0, MIN_SLACK_PS)
     inside = total = 0
     for p in busy:
-        total += int((_line_counts(p) > 0).sum())
-        ps = _line_starts_ps(p)
+        has = _line_counts(p) > 0
+        total += int(has.sum())
+        ps = _line_starts_ps(p, has)
         inside += int(((ps >= w0 - slack) & (ps <= w1 + slack)).sum())
     return total > 0 and 2 * inside >= total
 
@@ -217,9 +218,9 @@ def _line_counts(p: Plane) -> np.ndarray:
     return np.bincount(p.ev_line[p.ev_line >= 0], minlength=len(p.lines))[: len(p.lines)]
 
 
-def _line_starts_ps(p: Plane) -> np.ndarray:
-    """Start (ps) of each line that has events, where it fits in int64 ps."""
-    has = _line_counts(p) > 0
+def _line_starts_ps(p: Plane, has: np.ndarray | None = None) -> np.ndarray:
+    """Start (ps) of each line that has events (``has``: which lines have, when known), where it fits in int64 ps."""
+    has = _line_counts(p) > 0 if has is None else has
     ts = p.lines["timestamp_ns"][has]
     return ts[(ts >= -wire.MAX_TS_NS) & (ts <= wire.MAX_TS_NS)] * PS_PER_NS
 
