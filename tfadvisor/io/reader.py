@@ -339,7 +339,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     end = buf.shape[0]
     cap = 4096
     while True:
-        fld, wts, offs, lens, tag_at = (np.empty(cap, np.int64) for _ in range(5))
+        fld, wts, offs, lens, tag_at = np.empty((5, cap), np.int64)
         n, err, at = wire.scan_fields(buf, 0, end, fld, wts, offs, lens, tag_at)
         if err != wire.OK:
             raise _fail(path, base, err, at, "a plane")
@@ -361,12 +361,12 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
     n_str = len(str_off)
 
-    def text(off: int, ln: int) -> str:
-        return buf[off : off + ln].tobytes().decode("utf-8", "replace") if ln else ""
+    view = memoryview(buf)
 
     def texts(off_col: int, len_col: int) -> np.ndarray:
         out = np.empty(len(lines), dtype=object)
-        out[:] = [text(o, ln) for o, ln in zip(lines[:, off_col].tolist(), lines[:, len_col].tolist())]
+        out[:] = [str(view[o : o + ln], "utf-8", "replace") if ln else ""
+                  for o, ln in zip(lines[:, off_col].tolist(), lines[:, len_col].tolist())]
         return out
 
     line_df = Table(
