@@ -213,6 +213,20 @@ def test_lookup_tables_sized_by_the_ids_in_use(tmp_path: Path):
     assert plane.names_of(np.arange(4)).tolist() == ["huge", "small", "big", "<unknown>"]
 
 
+def test_byte_identical_planes_are_read_once(tmp_path: Path):
+    """A plane repeated byte for byte is dropped with a note; planes of the same size that differ are all kept."""
+    space = xplane_pb2.XSpace()
+    for dur in (5, 5, 7, 5):  # planes 0, 1 and 3 identical; plane 2 the same size, other bytes
+        p = space.planes.add(id=1, name="/device:GPU:0")
+        p.event_metadata[1].name = "kernel"
+        p.lines.add(id=1, name="Stream #1", timestamp_ns=10).events.add(metadata_id=1, offset_ps=0, duration_ps=dur)
+    sizes = {len(p.SerializeToString()) for p in space.planes}
+    assert len(sizes) == 1  # the planes to tell apart are all of one size
+    trace = tfadvisor.load(str(_write(tmp_path, space)))
+    assert [int(p.ev_dur_ps[0]) for p in trace.planes] == [5, 7]
+    assert any("2 plane(s) byte-identical to an earlier plane" in n for n in trace.load_notes["h"])
+
+
 def test_plane_ref_value_beyond_int64(tmp_path: Path):
     space = xplane_pb2.XSpace()
     p = space.planes.add(id=1, name="/host:CPU")

@@ -242,7 +242,7 @@ def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None =
         pos = 0
         n_planes = 0
         budget = InflateBudget()
-        seen: set[bytes] = set()  # small planes already read: a repeat is dropped, not decoded again
+        seen: dict[int, list[np.ndarray]] = {}  # small planes already read, by size: a repeat is dropped
         repeats = 0
         while True:
             tag, used = _read_varint(fh, path, pos)
@@ -272,12 +272,12 @@ def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None =
                 if got != length:
                     raise TraceError(path, f"truncated file (plane at byte {pos} needs {length} bytes, "
                                            f"{got} left)")
-                key = buf.tobytes() if length <= _DEDUP_BELOW_BYTES else None
-                if key is not None and key in seen:
+                same = seen.setdefault(length, []) if length <= _DEDUP_BELOW_BYTES else None
+                if same is not None and any(np.array_equal(buf, b) for b in same):
                     repeats += 1
                 else:
-                    if key is not None:
-                        seen.add(key)
+                    if same is not None:
+                        same.append(buf)
                     trace.planes.append(decode_plane(buf, host, path, pos, budget, stats))
                 del buf
                 n_planes += 1
