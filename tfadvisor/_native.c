@@ -2694,6 +2694,84 @@ done:
     return res;
 }
 
+/* copy_kinds(st_event, st_stat, st_kind, st_value, str_off, str_len, pool, rows, sid, flags) -> bool: what the
+ * event-level string value of stat `sid` (memcpy_details) says about each copy row (ascending): flags[j] bit 0: it
+ * names the copy's kinds ("kind_src:" or "kind_dst:"), bit 1: host-to-device by them ("kind_dst:device" and not
+ * "kind_src:device"), bit 2: from pageable memory ("kind_src:pageable"); 0 where the row has no such value. The
+ * stats must be ordered by event (binary search). False, with flags unspecified, where a row has the stat twice or
+ * as anything but an inline string, or a string lies outside the pool: the caller then reads the values as any stat
+ * (one answer for every plane, the same). Bytes are searched: the needles are ASCII, which UTF-8 decoding (with
+ * replacement) never creates nor swallows, so a byte match is a match in the decoded text. */
+static int has_bytes(const uint8_t *s, int64_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    return n >= (int64_t)k && memmem(s, (size_t)n, needle, k) != NULL;
+}
+
+static PyObject *py_copy_kinds(PyObject *self, PyObject *args)
+{
+    PyObject *oe, *os, *ok, *ov, *oo, *ol, *op, *orw, *of;
+    long long sid;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOLO", &oe, &os, &ok, &ov, &oo, &ol, &op, &orw, &sid, &of))
+        return NULL;
+    IdxArr ev = {0}, st = {0}, rows = {0};
+    PyArrayObject *kind = NULL, *val = NULL, *off = NULL, *len = NULL, *pool = NULL, *flags = NULL;
+    PyObject *res = NULL;
+    if (idx_arr(oe, &ev, "st_event") < 0 || idx_arr(os, &st, "st_stat") < 0 || !(kind = in_arr(ok, NPY_UINT8, "st_kind"))
+        || !(val = in_arr(ov, NPY_INT64, "st_value")) || !(off = in_arr(oo, NPY_INT64, "str_off"))
+        || !(len = in_arr(ol, NPY_INT64, "str_len")) || !(pool = in_arr(op, NPY_UINT8, "pool"))
+        || idx_arr(orw, &rows, "rows") < 0 || !(flags = out_arr(of, NPY_UINT8, 1, "flags")))
+        goto done;
+    {
+        int64_t n_st = min64(min64(ev.n, st.n), min64(LEN(kind), LEN(val))), n_str = min64(LEN(off), LEN(len));
+        int64_t n_pool = LEN(pool), nr = min64(rows.n, LEN(flags));
+        const uint8_t *k = U8P(kind), *text = U8P(pool);
+        const int64_t *v = I64P(val), *so = I64P(off), *sl = I64P(len);
+        uint8_t *fl = U8P(flags);
+        int fine = 1;
+        PyThreadState *ts = nr > 4096 ? PyEval_SaveThread() : NULL; /* a few rows: not worth a GIL handoff */
+        for (int64_t j = 0; j < nr && fine; j++) {
+            int64_t r = idx_get(&rows, j), lo = 0, hi = n_st, found = -1, seen = 0;
+            while (lo < hi) { /* the first stat of event r */
+                int64_t mid = lo + (hi - lo) / 2;
+                if (idx_get(&ev, mid) < r)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (int64_t i = lo; i < n_st && idx_get(&ev, i) == r; i++)
+                if (idx_get(&st, i) == sid) {
+                    found = i;
+                    seen++;
+                }
+            fl[j] = 0;
+            if (seen == 0)
+                continue;
+            if (seen > 1 || (k[found] != KIND_STR && k[found] != KIND_BYTES)) {
+                fine = 0;
+                break;
+            }
+            int64_t x = v[found];
+            if (x < 0 || x >= n_str || sl[x] < 0 || (sl[x] > 0 && (so[x] < 0 || so[x] > n_pool - sl[x]))) {
+                fine = 0;
+                break;
+            }
+            const uint8_t *s = text + (sl[x] > 0 ? so[x] : 0);
+            int64_t m = sl[x];
+            int known = has_bytes(s, m, "kind_dst:") || has_bytes(s, m, "kind_src:");
+            int h2d = has_bytes(s, m, "kind_dst:device") && !has_bytes(s, m, "kind_src:device");
+            fl[j] = (uint8_t)(known | (h2d << 1) | (has_bytes(s, m, "kind_src:pageable") << 2));
+        }
+        if (ts != NULL)
+            PyEval_RestoreThread(ts);
+        res = PyBool_FromLong(fine);
+    }
+done:
+    Py_XDECREF(ev.arr); Py_XDECREF(st.arr); Py_XDECREF(rows.arr); Py_XDECREF(kind); Py_XDECREF(val);
+    Py_XDECREF(off); Py_XDECREF(len); Py_XDECREF(pool); Py_XDECREF(flags);
+    return res;
+}
+
 /* meta_totals(ev_meta, ev_dur, nm) -> (counts int64[nm], durations float64[nm]): per event metadata in
  * [0, nm), its number of events and the sum of max(duration, 0) as float64 (summed in event order, as
  * np.bincount does); events with metadata outside [0, nm) are left out. */
@@ -2834,6 +2912,7 @@ static PyMethodDef methods[] = {
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},
     {"merge_rows_all", py_merge_rows_all, METH_VARARGS, "Union over every thread of the intervals of event rows."},
     {"row_sums", py_row_sums, METH_VARARGS, "Time and count of event rows per code."},
+    {"copy_kinds", py_copy_kinds, METH_VARARGS, "What each copy's memcpy_details says of its kinds."},
     {"rows_where", py_rows_where, METH_VARARGS, "Rows whose index is set in a mask."},
     {"starts_at", py_starts_at, METH_VARARGS, "Lines with an event starting at one of the given times."},
     {"step_tally", py_step_tally, METH_VARARGS, "Per step: events by metadata, their time, op time."},

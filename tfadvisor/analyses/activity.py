@@ -341,6 +341,12 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray,
         h2d[undirected] = line_h2d[ln[undirected]]
     known = np.zeros(cp.shape[0], bool)
     pageable = np.zeros(cp.shape[0], bool)
+    flags = _copy_flags(p, cp)
+    if flags is not None:  # the same answer as below, read in one pass
+        known = (flags & 1).astype(bool)
+        by_kinds = (flags & 2).astype(bool)
+        h2d[known] = by_kinds[known]
+        return h2d, known, (flags & 4).astype(bool) & by_kinds
     md = ctx.stat_at(p, "memcpy_details", cp)
     if len(md):
         codes, uniq = md.codes()  # each distinct value formatted once
@@ -351,6 +357,21 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray,
         known[pos[kn]] = True
         pageable[pos] = u_pg[codes] & u_h2d[codes]
     return h2d, known, pageable
+
+
+def _copy_flags(p: Plane, cp: np.ndarray) -> np.ndarray | None:
+    """Per copy row (ascending), what its event-level ``memcpy_details`` string says (``_native.copy_kinds``: bit 0
+    kinds named, bit 1 host-to-device by them, bit 2 from pageable memory; 0 without a value); None where that one
+    pass does not apply (values at the metadata level, stats out of event order, a value that is not an inline
+    string...): :func:`_copy_directions` then reads the values as any stat."""
+    sid = p.stat_index.get("memcpy_details")
+    if sid is None or (p.kept_stats is not None and "memcpy_details" not in p.kept_stats) or not p.stats_by_event \
+            or p.metadata_stat_values(sid) is not None:
+        return None
+    flags = np.empty(cp.shape[0], np.uint8)
+    ok = _native.copy_kinds(p.st_event, p.st_stat, p.st_kind, p.st_value, p.str_off, p.str_len, p.str_pool, cp, sid,
+                            flags)
+    return flags if ok else None
 
 
 @name_test
