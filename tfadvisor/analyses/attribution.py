@@ -33,7 +33,7 @@ import numpy as np
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
-from tfadvisor.analyses.base import NO_DETAIL, PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import (
     EMPTY,
     Measure,
@@ -500,7 +500,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
     ranked = sorted((c for c in PARTS if c not in ("idle", "outside_steps")), key=lambda c: -basis_ps[c])
     top = ranked[0]
     if not ctx.detail:
-        res.missing(DETAIL_METRICS, NO_DETAIL)
+        res.without_detail(DETAIL_METRICS)
     if basis_ps[top] > 0:
         res.add("attr_top_part", top)
         res.add("attr_top_part_pct", 100.0 * basis_ps[top] / wall)

@@ -120,6 +120,11 @@ class AnalysisResult:
         spec = declarations(self.name).spec(name)
         self.metrics[name] = Metric(_plain(value), spec.unit, doc or spec.doc)
 
+    def without_detail(self, names: list[str] | tuple[str, ...]) -> None:
+        """Leave out the metrics ``names`` on a host compared only (:attr:`Context.detail`), with a note naming them
+        (:data:`NO_DETAIL`)."""
+        self.missing(names, f"{', '.join(names)}: {NO_DETAIL}")
+
     def missing(self, names: list[str] | tuple[str, ...], why: str, tf_only: bool = False) -> None:
         """Declare metrics unavailable on this trace (value None) and note why. ``tf_only``: the note speaks of
         TensorFlow's machinery (tf.data, tf.function, TF ops), so it is left out on a JAX trace."""
@@ -213,7 +218,7 @@ class Context:
         return StatColumn(plane, name, col.rows[k], col.kind[k], col.raw[k])
 
 
-#: The note of the metrics an analysis leaves out without :attr:`Context.detail`.
+#: The note of the metrics an analysis leaves out without :attr:`Context.detail` (after their names).
 NO_DETAIL = ("not worked out on this host: of a run of many hosts, the median host and the hosts that stand out "
              "are analysed in full")
 

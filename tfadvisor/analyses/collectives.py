@@ -36,7 +36,7 @@ import re
 import numpy as np
 
 import tfadvisor.interconnects as links
-from tfadvisor.analyses.base import NO_DETAIL, PS_PER_MS, AnalysisResult, Context, Metric, declare
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
 from tfadvisor.analyses.intervals import Measure, intersect, rows_touching, union
 from tfadvisor.analyses.names import name_test, name_values
 from tfadvisor.analyses.placement import (
@@ -304,7 +304,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     res.add("allreduce_total_ms", float(np.mean(per_plane_total)),
             doc=f"all-reduce time over the whole profile, per {'device' if where == 'device' else 'host'}")
     if not overlap:
-        res.missing(DETAIL_METRICS, NO_DETAIL)
+        res.without_detail(DETAIL_METRICS)
     elif ov_den > 0:
         res.add("allreduce_overlap_pct", 100.0 * ov_num / ov_den)
     else:

@@ -8,6 +8,7 @@ change a metric's text, edit the ``DECLARED = declare(...)`` of the module that 
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 from tfadvisor.analyses import ORDER, metric_registry
@@ -34,6 +35,11 @@ it), `activity.py` (the per-host activity model: each host and device event clas
 per run), `step_detect.py` (step markers, `steps_per_execution`, what ran before each step; the
 `steps` analysis builds the step table from them), `device_lines.py` (kinds of device lines).
 
+Of a run of many hosts (more than `ALL_TABLES_UP_TO` in `multihost.py`), each host is compared only, with
+the analyses in `COMPARISON`; the median host and the hosts that stand out are analysed again in full. A host
+compared only leaves out the metrics a module lists as `DETAIL_METRICS` (named below: `None`, with a note),
+which no report reads for such a host; its other metrics are those of the full analysis (`Context.detail`).
+
 Units: `_ms` milliseconds, `_pct` percent (0-100), `_bytes` bytes, `_count` counts.
 "Step time" below means the mean over the step table unless the name says otherwise.
 """
@@ -57,6 +63,10 @@ def render() -> str:
             out.append("")
         if decl.tables:
             out.append(f"Tables: {decl.tables}\n")
+        detail = getattr(importlib.import_module(f"tfadvisor.analyses.{source}"), "DETAIL_METRICS", ()) \
+            if source in ORDER else ()
+        if detail:
+            out.append("Left out on a host compared only: " + ", ".join(f"`{m}`" for m in detail) + ".\n")
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.activity import Activity
-from tfadvisor.analyses.base import NO_DETAIL, PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import Lanes, Measure, Runs, difference, line_rows, step_of, union
 from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
@@ -180,7 +180,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     # tf.data CPU contention.
     tfd = tfdata_cpu_runs(act) if ctx.detail else None
     if tfd is None:
-        res.missing(DETAIL_METRICS, NO_DETAIL)
+        res.without_detail(DETAIL_METRICS)
     elif len(tfd):
         trn = act.threads("training")
         tb = tfd.within(a, b).astype(np.float64)
