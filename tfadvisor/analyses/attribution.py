@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, replace
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -247,19 +248,28 @@ class _Named:
     kinds: dict[str, str]
     cat: np.ndarray
     label_cat: np.ndarray  # by metadata index + 1
+    tested: dict = field(default_factory=dict, repr=False, compare=False)  # label_test's answers, by test
 
     def totals(self, plane: Plane, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Time and count per name (by ``labels`` index) of the rows (those this was made of): see
         :func:`_sums_by_code`."""
         return _sums_by_code(plane, rows, self.labels.shape[0], self.codes)
 
-    def label_test(self, test) -> np.ndarray:
-        """``test(display name)`` per ``labels`` entry (False where unused)."""
-        return np.array([n is not None and bool(test(str(n))) for n in self.labels], bool)
+    def label_test(self, test, keep: bool = False) -> np.ndarray:
+        """``test(display name)`` per ``labels`` entry (False where unused). ``keep``: ``test`` is a function of
+        the module, its answer kept (read-only) with the names, which the planes with the same names share
+        (:func:`_named_codes`)."""
+        got = self.tested.get(test)
+        if got is None:
+            got = np.array([n is not None and bool(test(str(n))) for n in self.labels], bool)
+            if keep:
+                got.setflags(write=False)
+                self.tested[test] = got
+        return got
 
-    def per_row(self, test) -> np.ndarray:
-        """``test(display name)`` for every row, evaluated once per name."""
-        return self.label_test(test)[self.codes]
+    def per_row(self, test, keep: bool = False) -> np.ndarray:
+        """``test(display name)`` for every row, evaluated once per name (``keep``: see :meth:`label_test`)."""
+        return self.label_test(test, keep)[self.codes]
 
 
 def _sums_by_code(plane: Plane, rows: np.ndarray, n: int, codes: np.ndarray | None = None,
@@ -285,8 +295,32 @@ def _named(plane: Plane, rows: np.ndarray) -> _Named:
     return replace(named, codes=codes, cat=named.label_cat[codes])
 
 
+#: :func:`_named_codes`' answers for planes of at most :data:`NAMED_NAMES` names, by names, codes used and place
+#: (the devices of a host, and the hosts of a run, repeat them), at most :data:`NAMED_ENTRIES` (most recent kept).
+NAMED_NAMES = 4096
+NAMED_ENTRIES = 256
+_NAMED: OrderedDict[tuple, _Named] = OrderedDict()
+
+
 def _named_codes(plane: Plane, used: np.ndarray) -> _Named:
-    """The names of the codes ``used`` (metadata index + 1), without rows (``codes`` and ``cat`` empty)."""
+    """The names of the codes ``used`` (metadata index + 1), without rows (``codes`` and ``cat`` empty); read-only,
+    shared by the planes with the same names and codes used."""
+    key = None
+    if len(plane.event_names) <= NAMED_NAMES:
+        key = (plane.is_device, used.tobytes(), tuple(plane.event_names.tolist()))
+        got = _NAMED.get(key)
+        if got is not None:
+            _NAMED.move_to_end(key)
+            return got
+    got = _name_codes(plane, used)
+    if key is not None:
+        _NAMED[key] = got
+        if len(_NAMED) > NAMED_ENTRIES:
+            _NAMED.popitem(last=False)
+    return got
+
+
+def _name_codes(plane: Plane, used: np.ndarray) -> _Named:
     n = len(plane.event_names) + 1
     labels = np.full(n, None, dtype=object)
     cat_of = np.full(n, -1, np.int8)
@@ -297,6 +331,8 @@ def _named_codes(plane: Plane, used: np.ndarray) -> _Named:
         labels[k] = nm
         kinds[nm] = kind
         cat_of[k] = c
+    labels.setflags(write=False)
+    cat_of.setflags(write=False)
     return _Named(labels, EMPTY, kinds, EMPTY, cat_of)
 
 
@@ -338,7 +374,7 @@ def _device_lane(p: Plane, detail: bool) -> tuple[str, dict[str, Measure], Measu
         return None
     named = _named(p, rows)
     lane = dl.short_name(p)
-    is_h2d = named.per_row(_is_h2d)
+    is_h2d = named.per_row(_is_h2d, keep=True)
     meas = _category_measures(p, rows, named)
     h2d = Measure.of_rows(p, rows[is_h2d]) if is_h2d.any() else None
     if not detail:
@@ -369,9 +405,13 @@ def _host_op_items(host: Plane, act: Activity, items: _Items, has_device: bool,
         items.add_totals("all", c if not has_device else "host_ops", named, tot, cnt, which)
 
 
+def _any_name(_: str) -> bool:
+    return True
+
+
 def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure]:
     out = {}
-    used = named.label_test(lambda _: True)  # the names some row has
+    used = named.label_test(_any_name, keep=True)  # the names some row has
     present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
     for ci in present.tolist():
         if ci >= 0:  # every row of one category (the usual device): its rows as they are, not a copy
