@@ -59,12 +59,19 @@ def _is_callback(name: str) -> bool:
     return CALLBACK_RE.search(name) is not None
 
 
-def _host_classes(act, ctx: Context) -> dict[str, Measure]:
+def _host_classes(act, ctx: Context, gs: np.ndarray, ge: np.ndarray) -> dict[str, Measure]:
+    """What the host ran, as sets whose coverage of the gaps ``[gs, ge)`` (ascending, disjoint) is the whole set's:
+    of the Python threads' events, those that touch a gap only (a long run has millions, the gaps a few)."""
     p = act.host
     out: dict[str, Measure] = {}
     if p is None:
         return out
     rows = act.rows.get("python_all", np.empty(0, np.int64))
+    if rows.shape[0]:
+        k = np.searchsorted(ge, p.ev_start_ps[rows], side="right")  # the first gap ending after each start
+        near = k < ge.shape[0]
+        near[near] = p.ends(rows[near]) > gs[k[near]]
+        rows = rows[near]
     if rows.shape[0]:
         names = p.event_names
         cb_meta = name_mask(names, _is_callback, extra=False)
@@ -172,11 +179,10 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
                          "between steps is inside them (idle_within_steps_pct)")
 
     # What the host did in the gaps.
-    classes = _host_classes(act, ctx)
     activity_col = np.full(gs.shape[0], "idle", dtype=object)
     py_cov = np.zeros(gs.shape[0], np.int64)
     if train.any():
-        cov = {k: m.within(gs, ge) for k, m in classes.items() if len(m)}
+        cov = {k: m.within(gs, ge) for k, m in _host_classes(act, ctx, gs, ge).items() if len(m)}
         py_cov = cov.get("python", py_cov)
         keys = [k for k in ("callbacks", "input", "ops", "python") if k in cov]
         if keys:

@@ -1,0 +1,50 @@
+"""What the host ran in the gaps between steps (``gaps._host_classes``), against the whole sets.
+
+The gaps analysis keeps of the Python threads' events those that touch a gap only (a long run has millions,
+the gaps a few); the time each set covers inside each gap must be the whole set's. Checked on every sample
+and real trace with steps and gaps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ROOT, sample_dirs
+
+from tfadvisor.analyses import event_stats
+from tfadvisor.analyses.activity import activity
+from tfadvisor.analyses.base import Context
+from tfadvisor.analyses.gaps import _host_classes
+from tfadvisor.analyses.intervals import Measure
+from tfadvisor.analyses.step_detect import detect_steps
+from tfadvisor.analyses.steps import analyze as steps_analyze
+from tfadvisor.io.reader import load
+
+_SHARED = ROOT.parent / "shared" / "real_traces"
+TRACES = list(sample_dirs()) + (sorted(p for p in _SHARED.glob("*") if p.is_dir() and p.name != "bad_input")
+                                if _SHARED.exists() else [])
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
+def test_gap_coverage_is_the_whole_sets(path):
+    trace = load(str(path), stats=event_stats())
+    ctx = Context()
+    act = activity(trace, ctx)
+    steps = detect_steps(trace, ctx)
+    tbl = steps_analyze(trace, ctx, act=act, steps=steps).tables.get("steps")
+    if act.host is None or tbl is None or len(tbl) < 2:
+        pytest.skip("no host plane or fewer than two steps: no gaps between steps")
+    order = np.argsort(tbl["start_ps"], kind="stable")
+    s, e = np.asarray(tbl["start_ps"])[order], np.asarray(tbl["end_ps"])[order]
+    ok = s[1:] > e[:-1]
+    gs, ge = e[:-1][ok], s[1:][ok]
+    if not gs.shape[0]:
+        pytest.skip("no time between steps")
+    got = _host_classes(act, ctx, gs, ge)
+    p = act.host
+    rows = act.rows.get("python_all", np.empty(0, np.int64))
+    if rows.shape[0]:  # the whole set, built here from every Python-thread event
+        whole = Measure.union(p.ev_start_ps[rows], p.ends(rows))
+        assert np.array_equal(got["python"].within(gs, ge) if "python" in got else np.zeros(gs.shape[0], np.int64),
+                              whole.within(gs, ge))
+    assert set(got) >= {"input", "ops"}
