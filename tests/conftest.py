@@ -110,6 +110,17 @@ def sample_dirs() -> list[Path]:
     return sorted(p.parent for p in SAMPLES.glob("*/expected.toml"))
 
 
+def real_trace_dirs() -> list[Path]:
+    """Every real trace in ../shared/real_traces (none where the directory is not beside the checkout)."""
+    shared = ROOT.parent / "shared" / "real_traces"
+    return sorted(p for p in shared.glob("*") if p.is_dir() and p.name != "bad_input") if shared.exists() else []
+
+
+def trace_dirs() -> list[Path]:
+    """Every sample (:func:`sample_dirs`), then every real trace (:func:`real_trace_dirs`)."""
+    return sample_dirs() + real_trace_dirs()
+
+
 def expected(sample: Path) -> dict:
     with open(sample / "expected.toml", "rb") as fh:
         return tomllib.load(fh)

@@ -18,14 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, SAMPLES, sample_dirs
+from conftest import SAMPLES, trace_dirs
 
 from tfadvisor import api
 from tfadvisor.proto import xplane_pb2
 
-_SHARED = ROOT.parent / "shared" / "real_traces"
-REAL_SHARED = sorted(p for p in _SHARED.glob("*") if p.is_dir() and p.name != "bad_input") if _SHARED.exists() else []
-TRACES = [p for p in sample_dirs()] + REAL_SHARED
+TRACES = trace_dirs()
 
 
 @cache

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, sample_dirs
+from conftest import trace_dirs
 
 import tfadvisor
 from tfadvisor.analyses import activity, event_stats
@@ -22,9 +22,7 @@ from tfadvisor.analyses.base import Context
 from tfadvisor.io.reader import load
 from tfadvisor.proto import xplane_pb2
 
-_SHARED = ROOT.parent / "shared" / "real_traces"
-TRACES = list(sample_dirs()) + (sorted(p for p in _SHARED.glob("*") if p.is_dir() and p.name != "bad_input")
-                                if _SHARED.exists() else [])
+TRACES = trace_dirs()
 
 
 def _both(p, rows: np.ndarray, monkeypatch) -> tuple[tuple, tuple, bool]:

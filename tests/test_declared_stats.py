@@ -13,15 +13,13 @@ import json
 
 import numpy as np
 import pytest
-from conftest import ROOT, SAMPLES, sample_dirs
+from conftest import SAMPLES, real_trace_dirs, trace_dirs
 
 import tfadvisor
 from tfadvisor import api
 from tfadvisor.report.json_report import tables_to_dict
 
-_SHARED = ROOT.parent / "shared" / "real_traces"
-REAL = sorted(p for p in _SHARED.glob("*") if p.is_dir() and p.name != "bad_input") if _SHARED.exists() else []
-TRACES = sample_dirs() + REAL
+TRACES = trace_dirs()
 #: Fields that differ between any two runs (wall-clock timings of the tool itself).
 _TIMINGS = ("seconds", "load_s", "held", "pid")
 
@@ -75,7 +73,7 @@ def test_kept_stats_are_the_full_loads_and_others_are_refused():
 
 
 
-@pytest.mark.parametrize("path", [SAMPLES / "custom_loop_python", *REAL[:1]], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [SAMPLES / "custom_loop_python", *real_trace_dirs()[:1]], ids=lambda p: p.name)
 def test_stats_kept_chunk_by_chunk_equal_one_chunk(path, monkeypatch):
     """With a stat filter both decoding passes count, place and fill only the declared stats (the others are read
     through, never stored): lines cut into chunks of 256 bytes, each placed by the kept stats and strings before it

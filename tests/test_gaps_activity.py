@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ROOT, sample_dirs
+from conftest import trace_dirs
 
 from tfadvisor.analyses import event_stats
 from tfadvisor.analyses.activity import activity
@@ -20,9 +20,7 @@ from tfadvisor.analyses.step_detect import detect_steps
 from tfadvisor.analyses.steps import analyze as steps_analyze
 from tfadvisor.io.reader import load
 
-_SHARED = ROOT.parent / "shared" / "real_traces"
-TRACES = list(sample_dirs()) + (sorted(p for p in _SHARED.glob("*") if p.is_dir() and p.name != "bad_input")
-                                if _SHARED.exists() else [])
+TRACES = trace_dirs()
 
 
 @pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
