@@ -2717,8 +2717,8 @@ static PyObject *py_copy_kinds(PyObject *self, PyObject *args)
     IdxArr ev = {0}, st = {0}, rows = {0};
     PyArrayObject *kind = NULL, *val = NULL, *off = NULL, *len = NULL, *pool = NULL, *flags = NULL;
     PyObject *res = NULL;
-    if (idx_arr(oe, &ev, "st_event") < 0 || idx_arr(os, &st, "st_stat") < 0 || !(kind = in_arr(ok, NPY_UINT8, "st_kind"))
-        || !(val = in_arr(ov, NPY_INT64, "st_value")) || !(off = in_arr(oo, NPY_INT64, "str_off"))
+    if (idx_arr(oe, &ev, "st_event") < 0 || idx_arr(os, &st, "st_stat") < 0
+        || !(kind = in_arr(ok, NPY_UINT8, "st_kind")) || !(val = in_arr(ov, NPY_INT64, "st_value")) || !(off = in_arr(oo, NPY_INT64, "str_off"))
         || !(len = in_arr(ol, NPY_INT64, "str_len")) || !(pool = in_arr(op, NPY_UINT8, "pool"))
         || idx_arr(orw, &rows, "rows") < 0 || !(flags = out_arr(of, NPY_UINT8, 1, "flags")))
         goto done;
@@ -2730,7 +2730,7 @@ static PyObject *py_copy_kinds(PyObject *self, PyObject *args)
         uint8_t *fl = U8P(flags);
         int fine = 1;
         PyThreadState *ts = nr > 4096 ? PyEval_SaveThread() : NULL; /* a few rows: not worth a GIL handoff */
-        for (int64_t j = 0; j < nr && fine; j++) {
+        for (int64_t j = 0; j < nr; j++) {
             int64_t r = idx_get(&rows, j), lo = 0, hi = n_st, found = -1, seen = 0;
             while (lo < hi) { /* the first stat of event r */
                 int64_t mid = lo + (hi - lo) / 2;

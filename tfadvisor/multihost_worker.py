@@ -117,7 +117,7 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
 
     ``threads``: decoding threads for this task (None: the decoder's default, every CPU). ``tables``:
     ``"all"``, or ``"host"`` for :data:`HOST_TABLES` and the comparison analyses only (the others never run),
-    without their items' detail (:attr:`tfadvisor.analyses.base.Context.detail`)."""
+    without the metrics they list as ``DETAIL_METRICS`` (:attr:`tfadvisor.analyses.base.Context.detail`)."""
     if tables not in ("all", "host"):
         raise ValueError(f"tables must be 'all' or 'host', not {tables!r}")
     from tfadvisor.analyses import COMPARISON, Options, analyze_trace, event_stats, options_from
@@ -132,7 +132,7 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
         trace = load_run(run, hosts=[host], stats=event_stats())
         t_load = time.perf_counter() - t0
         opts = options_from(trace, opts)
-        compared = tables == "host"  # compared only: the comparison analyses, without their items' detail
+        compared = tables == "host"  # compared only: the comparison analyses, without their DETAIL_METRICS
         ha = analyze_trace(trace, opts, host=host, only=COMPARISON if compared else None, detail=not compared)
         summary = trace.summary()
         notes = list(ha.notes)

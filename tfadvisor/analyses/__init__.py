@@ -132,11 +132,15 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
                         results=ctx.results)
 
 
+def detail_metrics_of(name: str) -> tuple[str, ...]:
+    """What analysis ``name`` (of :data:`ORDER`) leaves out on a host compared only: its module's ``DETAIL_METRICS``
+    (see :attr:`Context.detail`)."""
+    return getattr(importlib.import_module(f"tfadvisor.analyses.{name}"), "DETAIL_METRICS", ())
+
+
 def detail_metrics() -> frozenset[str]:
-    """The metrics the analyses leave out on a host compared only (each module's ``DETAIL_METRICS``; see
-    :attr:`Context.detail`)."""
-    return frozenset(m for name in ORDER
-                     for m in getattr(importlib.import_module(f"tfadvisor.analyses.{name}"), "DETAIL_METRICS", ()))
+    """The metrics the analyses leave out on a host compared only (:func:`detail_metrics_of` each of them)."""
+    return frozenset(m for name in ORDER for m in detail_metrics_of(name))
 
 
 def options_from(trace: Trace, options: Options | None = None) -> Options:
@@ -164,4 +168,5 @@ def options_from(trace: Trace, options: Options | None = None) -> Options:
 
 
 __all__ = ["COMPARISON", "AnalysisResult", "Context", "Declarations", "HostAnalysis", "Metric", "Metrics", "ORDER",
-           "Options", "analyze_trace", "declare", "detail_metrics", "known_metrics", "metric_registry", "options_from"]
+           "Options", "analyze_trace", "declare", "detail_metrics", "detail_metrics_of", "known_metrics",
+           "metric_registry", "options_from"]

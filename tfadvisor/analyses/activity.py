@@ -339,14 +339,14 @@ def _copy_directions(p: Plane, cp: np.ndarray, by_name: np.ndarray,
         ln = np.where((ln >= 0) & (ln < n_lines), ln, n_lines)
         undirected = no_dir[meta]
         h2d[undirected] = line_h2d[ln[undirected]]
-    known = np.zeros(cp.shape[0], bool)
-    pageable = np.zeros(cp.shape[0], bool)
     flags = _copy_flags(p, cp)
     if flags is not None:  # the same answer as below, read in one pass
         known = (flags & 1).astype(bool)
         by_kinds = (flags & 2).astype(bool)
         h2d[known] = by_kinds[known]
         return h2d, known, (flags & 4).astype(bool) & by_kinds
+    known = np.zeros(cp.shape[0], bool)
+    pageable = np.zeros(cp.shape[0], bool)
     md = ctx.stat_at(p, "memcpy_details", cp)
     if len(md):
         codes, uniq = md.codes()  # each distinct value formatted once

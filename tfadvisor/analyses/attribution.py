@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -295,38 +294,32 @@ def _named(plane: Plane, rows: np.ndarray) -> _Named:
     return replace(named, codes=codes, cat=named.label_cat[codes])
 
 
-#: :func:`_named_codes`' answers for planes of at most :data:`NAMED_NAMES` names, by names, codes used and place
-#: (the devices of a host, and the hosts of a run, repeat them), at most :data:`NAMED_ENTRIES` (most recent kept).
+#: :func:`_named_codes` keeps its answers for planes of at most this many names (by names, codes used and place: the
+#: devices of a host, and the hosts of a run, repeat them), at most :data:`NAMED_ENTRIES` of them.
 NAMED_NAMES = 4096
 NAMED_ENTRIES = 256
-_NAMED: OrderedDict[tuple, _Named] = OrderedDict()
 
 
 def _named_codes(plane: Plane, used: np.ndarray) -> _Named:
     """The names of the codes ``used`` (metadata index + 1), without rows (``codes`` and ``cat`` empty); read-only,
     shared by the planes with the same names and codes used."""
-    key = None
-    if len(plane.event_names) <= NAMED_NAMES:
-        key = (plane.is_device, used.tobytes(), tuple(plane.event_names.tolist()))
-        got = _NAMED.get(key)
-        if got is not None:
-            _NAMED.move_to_end(key)
-            return got
-    got = _name_codes(plane, used)
-    if key is not None:
-        _NAMED[key] = got
-        if len(_NAMED) > NAMED_ENTRIES:
-            _NAMED.popitem(last=False)
-    return got
+    if len(plane.event_names) > NAMED_NAMES:
+        return _name_codes(plane.event_names, used.tolist(), plane.is_device)
+    return _kept_name_codes(tuple(plane.event_names.tolist()), tuple(used.tolist()), plane.is_device)
 
 
-def _name_codes(plane: Plane, used: np.ndarray) -> _Named:
-    n = len(plane.event_names) + 1
+@functools.lru_cache(maxsize=NAMED_ENTRIES)
+def _kept_name_codes(names: tuple, used: tuple[int, ...], on_device: bool) -> _Named:
+    return _name_codes(names, used, on_device)
+
+
+def _name_codes(names, used, on_device: bool) -> _Named:
+    n = len(names) + 1
     labels = np.full(n, None, dtype=object)
     cat_of = np.full(n, -1, np.int8)
     kinds: dict[str, str] = {}
-    for k in used.tolist():
-        nm, kind, c = (_item(str(plane.event_names[k - 1]), plane.is_device) if k > 0
+    for k in used:
+        nm, kind, c = (_item(str(names[k - 1]), on_device) if k > 0
                        else ("<unknown>", "", _category_index("<unknown>")))
         labels[k] = nm
         kinds[nm] = kind

@@ -8,10 +8,9 @@ change a metric's text, edit the ``DECLARED = declare(...)`` of the module that 
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-from tfadvisor.analyses import ORDER, metric_registry
+from tfadvisor.analyses import ORDER, detail_metrics_of, metric_registry
 
 HEADER = """\
 # Analyses and the metrics they produce
@@ -63,8 +62,7 @@ def render() -> str:
             out.append("")
         if decl.tables:
             out.append(f"Tables: {decl.tables}\n")
-        detail = getattr(importlib.import_module(f"tfadvisor.analyses.{source}"), "DETAIL_METRICS", ()) \
-            if source in ORDER else ()
+        detail = detail_metrics_of(source) if source in ORDER else ()
         if detail:
             out.append("Left out on a host compared only: " + ", ".join(f"`{m}`" for m in detail) + ".\n")
     return "\n".join(out).rstrip("\n") + "\n"
