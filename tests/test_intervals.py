@@ -14,6 +14,7 @@ from conftest import SAMPLES, load_sample
 
 from tfadvisor.analyses.intervals import (
     Lanes,
+    LazyUnion,
     Measure,
     Runs,
     complement,
@@ -29,6 +30,8 @@ from tfadvisor.analyses.intervals import (
     rows_touching,
     rows_union,
     union,
+    union_holes,
+    union_length,
 )
 
 
@@ -149,6 +152,29 @@ def test_difference_complement_and_contains_any_match_brute_force():
         e = s + rng.integers(0, 120, 20)
         holds = [any(a <= x and y <= b for x, y in zip(ws, we)) for a, b in zip(s, e)]
         assert contains_any(s, e, ws, we).tolist() == holds
+
+
+@pytest.mark.parametrize("n_sets", [3, 70], ids=["few_sets", "more_than_the_kernel_walks"])
+def test_union_holes_and_length_are_the_painted_cover(n_sets):
+    """The union's holes inside windows and its length, walked without building the union, on Measures, Runs and
+    LazyUnions (above SWEEP_MAX_SETS sets, the smallest are joined first)."""
+    rng = np.random.default_rng(11)
+    for _ in range(150):
+        sets = [Measure(*_random_set(rng, rng.integers(0, 12)), disjoint=True) for _ in range(n_sets)]
+        sets.append(Runs([_random_set(rng, 5), _random_set(rng, 3)]))
+        sets.append(LazyUnion(Measure(*_random_set(rng, 20), disjoint=True), Measure(*_random_set(rng, 1),
+                                                                                    disjoint=True)))
+        sets.append(None)
+        pairs = [(a, b) for m in sets if m is not None for p in getattr(m, "parts", None) or
+                 ([m.big, m.small] if isinstance(m, LazyUnion) else [m]) for a, b in zip(p.s, p.e)]
+        cover = _paint(pairs)
+        assert union_length(*sets) == int(cover.sum())
+        ws, we = _random_set(rng, rng.integers(0, 6))
+        hs, he = union_holes(sets, ws, we)
+        assert np.array_equal(_paint(zip(hs, he)), ~cover & _paint(zip(ws, we)))
+        assert np.all(he > hs) and np.all(hs[1:] > he[:-1])  # disjoint, sorted, no two touching: the answer's set
+    with pytest.raises(ValueError, match="not disjoint and sorted"):
+        union_length(Measure(np.array([5, 0]), np.array([9, 3]), disjoint=True))
 
 
 def _host_plane(name: str = "tfdata_contention"):

@@ -324,6 +324,40 @@ def test_small_chunks_decode_like_protobuf(monkeypatch, name):
             assert np.array_equal(getattr(a, col), getattr(b, col)), (a.name, col)
 
 
+@pytest.mark.parametrize("sample", [d for d in sample_dirs() if d.name in (
+    "synthetic_kernel_launch", "multiworker_allreduce", "input_bound_defaults_off", "keras_fit_spe4", "memory_heavy")],
+    ids=lambda d: d.name)
+def test_mapped_file_decodes_as_read_file(monkeypatch, sample: Path):
+    """A file is mapped and decoded where it lies, its pages given back behind the decode (8 KiB chunks here: the
+    pages of a line are given back while the other thread decodes its neighbours); the columns, strings and lines are
+    those of the same file read into a buffer (a remote file's way)."""
+    from tfadvisor.io import reader
+
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 8192)
+    monkeypatch.setattr(reader, "SERIAL_BELOW_BYTES", 0)
+    released: list[bool] = []
+    decode = reader.decode_plane
+
+    def spy(*args, release=False, **kw):
+        released.append(release)
+        return decode(*args, release=release, **kw)
+
+    monkeypatch.setattr(reader, "decode_plane", spy)
+    mapped = tfadvisor.load(sample)
+    assert released and all(released), "the file was not decoded from its mapping"
+    monkeypatch.setattr(reader, "_map", lambda fh, size: None)
+    released.clear()
+    read = tfadvisor.load(sample)
+    assert released and not any(released)
+    _assert_matches_protobuf(mapped)
+    for a, b in zip(mapped.planes, read.planes, strict=True):
+        for col in ("ev_line", "ev_meta", "ev_start_ps", "ev_dur_ps", "st_event", "st_stat", "st_kind", "st_value",
+                    "str_pool", "str_off", "str_len"):
+            assert np.array_equal(getattr(a, col), getattr(b, col)), (a.name, col)
+        for col in a.lines.columns:
+            assert a.lines[col].tolist() == b.lines[col].tolist(), (a.name, col)
+
+
 def test_serial_and_parallel_decode_agree(monkeypatch):
     from tfadvisor.io import reader
 

@@ -21,6 +21,7 @@
 
 #ifndef _WIN32
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sched.h>
 #include <unistd.h>
 #define HAVE_THREADS 1
@@ -563,6 +564,24 @@ static int count_event(const StatKeep *keep, const uint8_t *buf, int64_t pos, in
     return OK;
 }
 
+/* Give back the whole pages inside buf[a, b) that this process holds. Only for a buffer mapped read-only from a
+ * file (the decode's `release` argument): such pages are read again from the file where touched later; the pages of
+ * any other memory would be lost. */
+static void drop_pages(const uint8_t *buf, int64_t a, int64_t b)
+{
+#ifdef MADV_DONTNEED
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || b <= a)
+        return;
+    uintptr_t lo = ((uintptr_t)(buf + a) + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = (uintptr_t)(buf + b) & ~((uintptr_t)page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#else
+    (void)buf; (void)a; (void)b;
+#endif
+}
+
 typedef struct {
     const uint8_t *buf;
     int64_t buf_len;
@@ -576,6 +595,7 @@ typedef struct {
     int64_t *out_chunks, *out_stats, *out_strs, *out_err, *out_err_at;
     StatKeep keep;
     int64_t *out_all; /* per line: every stat, kept or not (NULL: not asked) */
+    int release;      /* buf is a read-only file mapping: its pages are given back as each chunk is counted */
 } CountCtx;
 
 /* A line's own scalar field (wire type 0) into its row of the line matrix (other fields: nothing). */
@@ -645,6 +665,8 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
             if (tag_at >= next_mark) {
                 int64_t ci = cb + n_chunks;
                 if (ci >= c->ch_len) { *err_at = tag_at; return ERR_TRUNCATED; }
+                if (c->release)
+                    drop_pages(buf, c->ch_pos[ci - 1], tag_at);
                 c->ch_pos[ci] = tag_at;
                 c->ch_ev[ci] = n_events;
                 c->ch_st[ci] = n_stats;
@@ -666,6 +688,8 @@ static int count_line(const CountCtx *c, int64_t li, int64_t pos, int64_t end, i
         pos = sub_end;
     }
     row[L_N_EVENTS] = n_events;
+    if (c->release)
+        drop_pages(buf, c->ch_pos[cb + n_chunks - 1], end);
     *chunks_out = n_chunks;
     *stats_out = n_stats;
     *strs_out = n_strs;
@@ -729,8 +753,10 @@ static int stat_keep_args(PyObject *o_lookup, PyObject *o_sorted, PyObject *o_ke
 static PyObject *count_lines_impl(PyObject *args, int parallel)
 {
     PyObject *o[19] = {NULL};
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO|OOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
-                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18]))
+    int release = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOO|OOOOp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18],
+                          &release))
         return NULL;
     long long chunk_bytes = PyLong_AsLongLong(o[4]);
     if (chunk_bytes == -1 && PyErr_Occurred())
@@ -771,7 +797,7 @@ static PyObject *count_lines_impl(PyObject *args, int parallel)
         CountCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), PyArray_DIM(a[3], 0),
                       (int64_t)chunk_bytes, I64P(a[5]), I64P(a[6]), I64P(a[7]), I64P(a[8]), ch_len, I64P(a[9]),
                       I64P(a[10]), I64P(a[11]), I64P(a[12]), I64P(a[13]), I64P(a[14]), keep,
-                      held[3] ? I64P(held[3]) : NULL};
+                      held[3] ? I64P(held[3]) : NULL, release};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
         run_items(count_one, &c, n, nt);
@@ -812,6 +838,7 @@ typedef struct {
     int64_t n_str;
     int64_t *out_err, *out_err_at;
     StatKeep keep;
+    int release; /* buf is a read-only file mapping: its pages are given back as each chunk is filled */
 } FillCtx;
 
 static inline int64_t start_ps(int base_ok, int64_t base, int64_t offset)
@@ -934,6 +961,8 @@ static void fill_one(void *ctx, int64_t ci)
         err = fill_chunk(c, s, e, li, c->line_ts[li], c->ch_ev[ci], c->ch_st[ci], c->ch_str[ci], &at, NULL);
         if (err == OK)
             at = 0;
+        if (c->release)
+            drop_pages(c->buf, s, e);
     }
     c->out_err[ci] = err;
     c->out_err_at[ci] = at;
@@ -980,9 +1009,10 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
     enum { N = 24 };
     PyObject *o[N];
     PyObject *o_keep = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+    int release = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOO|Op", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
                           &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17],
-                          &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o_keep))
+                          &o[18], &o[19], &o[20], &o[21], &o[22], &o[23], &o_keep, &release))
         return NULL;
     PyArrayObject *held[4] = {NULL};
     static const char *names[N] = {"buf", "ch_line", "ch_start", "ch_end", "ch_ev", "ch_st", "ch_str", "line_ts",
@@ -1021,7 +1051,7 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
                      I64P(a[7]), LEN(a[7]), I32P(a[8]), LEN(a[8]), I64P(a[9]), LEN(a[9]), I32P(a[10]), LEN(a[10]),
                      I64P(a[11]), LEN(a[11]), I32P(a[12]), I32P(a[13]), I64P(a[14]), I64P(a[15]), n_ev,
                      I32P(a[16]), I32P(a[17]), U8P(a[18]), I64P(a[19]), n_st, I64P(a[20]), I64P(a[21]), n_str,
-                     I64P(a[22]), I64P(a[23]), keep};
+                     I64P(a[22]), I64P(a[23]), keep, release};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
         run_items(fill_one, &c, n, nt);
@@ -1669,6 +1699,157 @@ static PyObject *py_intersect(PyObject *self, PyObject *args)
 done:
     Py_XDECREF(ps_); Py_XDECREF(pe_); Py_XDECREF(pw_);
     release(a, 4);
+    return res;
+}
+
+/* The union of a few disjoint sorted sets, walked run by run without being built (a k-way merge). */
+#define SWEEP_MAX_SETS 64
+typedef struct {
+    int k;
+    const int64_t *s[SWEEP_MAX_SETS], *e[SWEEP_MAX_SETS];
+    int64_t n[SWEEP_MAX_SETS], i[SWEEP_MAX_SETS];
+    PyArrayObject *arr[2 * SWEEP_MAX_SETS];
+} Sweep;
+
+static void sweep_release(Sweep *w)
+{
+    for (int j = 0; j < 2 * w->k; j++)
+        Py_XDECREF(w->arr[j]);
+}
+
+/* Parse a sequence (s0, e0, s1, e1, ...) of int64 arrays, each pair a disjoint set sorted by start (raises
+ * ValueError otherwise: the union would be wrong). */
+static int sweep_parse(Sweep *w, PyObject *parts, const char *fn)
+{
+    memset(w, 0, sizeof(*w));
+    PyObject *seq = PySequence_Fast(parts, "expected a sequence of arrays");
+    if (!seq)
+        return -1;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    if (m % 2 || m / 2 > SWEEP_MAX_SETS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: expected up to %d (starts, ends) pairs", fn, SWEEP_MAX_SETS);
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        w->arr[j] = in_arr(PySequence_Fast_GET_ITEM(seq, j), NPY_INT64, fn);
+        w->k = (int)(j / 2) + 1;
+        if (!w->arr[j]) {
+            Py_DECREF(seq);
+            sweep_release(w);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    w->k = (int)(m / 2);
+    for (int j = 0; j < w->k; j++) {
+        w->s[j] = I64P(w->arr[2 * j]);
+        w->e[j] = I64P(w->arr[2 * j + 1]);
+        w->n[j] = min64(LEN(w->arr[2 * j]), LEN(w->arr[2 * j + 1]));
+        for (int64_t i = 0; i < w->n[j]; i++) {
+            if (w->e[j][i] <= w->s[j][i] || (i > 0 && w->s[j][i] < w->e[j][i - 1])) {
+                PyErr_Format(PyExc_ValueError, "%s: set %d is not disjoint and sorted at %lld", fn, j, (long long)i);
+                sweep_release(w);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The next run of the union (touching intervals joined): 0 when there is none. */
+static int sweep_next(Sweep *w, int64_t *rs, int64_t *re)
+{
+    int best = -1;
+    for (int j = 0; j < w->k; j++)
+        if (w->i[j] < w->n[j] && (best < 0 || w->s[j][w->i[j]] < w->s[best][w->i[best]]))
+            best = j;
+    if (best < 0)
+        return 0;
+    int64_t cs = w->s[best][w->i[best]], ce = w->e[best][w->i[best]];
+    w->i[best]++;
+    for (int grew = 1; grew;) {
+        grew = 0;
+        for (int j = 0; j < w->k; j++) {
+            while (w->i[j] < w->n[j] && w->s[j][w->i[j]] <= ce) {
+                if (w->e[j][w->i[j]] > ce)
+                    ce = w->e[j][w->i[j]];
+                w->i[j]++;
+                grew = 1;
+            }
+        }
+    }
+    *rs = cs;
+    *re = ce;
+    return 1;
+}
+
+/* union_length(parts) -> int: the length of the union of the disjoint sorted sets parts = (s0, e0, s1, e1, ...),
+ * without building it. */
+static PyObject *py_union_length(PyObject *self, PyObject *parts)
+{
+    Sweep w;
+    if (sweep_parse(&w, parts, "union_length") < 0)
+        return NULL;
+    int64_t total = 0, rs, re;
+    Py_BEGIN_ALLOW_THREADS
+    while (sweep_next(&w, &rs, &re))
+        total += re - rs;
+    Py_END_ALLOW_THREADS
+    sweep_release(&w);
+    return PyLong_FromLongLong((long long)total);
+}
+
+/* union_holes(parts, ws, we) -> (starts, ends): the holes of the union of the disjoint sorted sets
+ * parts = (s0, e0, s1, e1, ...) inside the disjoint sorted windows [ws, we), without building the union: what
+ * intersect(complement(union), windows) gives, in memory the size of the answer. */
+static PyObject *py_union_holes(PyObject *self, PyObject *args)
+{
+    PyObject *parts, *ows, *owe;
+    if (!PyArg_ParseTuple(args, "OOO", &parts, &ows, &owe))
+        return NULL;
+    Sweep w;
+    if (sweep_parse(&w, parts, "union_holes") < 0)
+        return NULL;
+    PyArrayObject *wa = in_arr(ows, NPY_INT64, "union_holes"), *wb = wa ? in_arr(owe, NPY_INT64, "union_holes") : NULL;
+    PyObject *res = NULL;
+    PyArrayObject *ps_ = NULL, *pe_ = NULL;
+    if (!wb)
+        goto done;
+    {
+        const int64_t *ws = I64P(wa), *we = I64P(wb);
+        int64_t nw = min64(LEN(wa), LEN(wb)), cap = nw + 1;
+        for (int j = 0; j < w.k; j++)
+            cap += w.n[j];
+        ps_ = new_i64(cap);
+        pe_ = new_i64(cap);
+        if (!ps_ || !pe_)
+            goto done;
+        int64_t *ps = I64P(ps_), *pe = I64P(pe_), k = 0, jw = 0, prev = INT64_MIN, rs, re;
+        Py_BEGIN_ALLOW_THREADS
+        for (int more = 1; more && jw < nw;) {
+            more = sweep_next(&w, &rs, &re);
+            int64_t hs = prev, he = more ? rs : INT64_MAX; /* the hole before this run (after the last one) */
+            while (jw < nw && we[jw] <= hs)
+                jw++;
+            for (int64_t j = jw; j < nw && ws[j] < he; j++) {
+                int64_t x = max64(hs, ws[j]), y = min64(he, we[j]);
+                if (x < y && k < cap) {
+                    ps[k] = x;
+                    pe[k] = y;
+                    k++;
+                }
+            }
+            prev = more ? re : INT64_MAX;
+        }
+        Py_END_ALLOW_THREADS
+        if (shrink(ps_, k) < 0 || shrink(pe_, k) < 0)
+            goto done;
+        res = Py_BuildValue("OO", ps_, pe_);
+    }
+done:
+    Py_XDECREF(ps_); Py_XDECREF(pe_); Py_XDECREF(wa); Py_XDECREF(wb);
+    sweep_release(&w);
     return res;
 }
 
@@ -2906,6 +3087,8 @@ static PyMethodDef methods[] = {
     {"prefix_lengths", py_prefix_lengths, METH_VARARGS, "Running sums of interval lengths."},
     {"cover_sorted", py_cover_sorted, METH_VARARGS, "Covered length up to ascending query points."},
     {"intersect", py_intersect, METH_VARARGS, "Pieces of one disjoint sorted set inside another."},
+    {"union_length", py_union_length, METH_O, "Length of the union of disjoint sorted sets, not built."},
+    {"union_holes", py_union_holes, METH_VARARGS, "Holes of the union of disjoint sorted sets inside windows."},
     {"union_rows", py_union_rows, METH_VARARGS, "Union of the intervals (start, duration) of event rows (few rows)."},
     {"priority_cover", py_priority_cover, METH_VARARGS, "Per layer and window: the time it covers first."},
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},

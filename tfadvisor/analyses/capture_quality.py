@@ -39,7 +39,7 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity, host_trace
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.device_lines import short_name
-from tfadvisor.analyses.intervals import Measure, union_of
+from tfadvisor.analyses.intervals import Measure, union_length
 from tfadvisor.analyses.step_detect import device_steps
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
@@ -139,8 +139,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     res.add("devices_idle_count", len(idle))
     if busy_pct:
         res.add("device_busy_pct", float(np.mean(busy_pct)))
-        # not act.union: that keeps the union for the run, and only its total is asked for here
-        u = union_of(*[act.get(n) for n in ("dev_compute", "dev_h2d", "dev_copy", "dev_collective")]).total()
+        # its length only, walked without building the union (act.union would keep it for the run)
+        u = union_length(*[act.get(n) for n in ("dev_compute", "dev_h2d", "dev_copy", "dev_collective")])
         res.add("device_busy_union_pct", 100.0 * min(u, window) / window)
     else:
         res.missing(["device_busy_pct", "device_busy_union_pct"],

@@ -367,7 +367,7 @@ class LazyUnion:
         return self.big | self.small
 
     def total(self) -> int:
-        return self.wall().total()
+        return union_length(self)
 
     def add(self, m: Measure | Runs | LazyUnion) -> None:
         if isinstance(m, LazyUnion):
@@ -400,6 +400,43 @@ class LazyUnion:
             ov = self.big.upto(pe) - self.big.upto(ps)
             out = out - np.bincount(pw, weights=ov.astype(np.float64), minlength=a.shape[0]).astype(np.int64)
         return out
+
+
+#: At most this many disjoint sets are walked by :func:`union_length` and :func:`union_holes` (the kernels' limit;
+#: more are joined first, the smallest together).
+SWEEP_MAX_SETS = 64
+
+
+def _sweep_parts(sets) -> list[np.ndarray]:
+    """The disjoint sorted sets the union of ``sets`` is made of, flat (s0, e0, s1, e1, ...): a Measure's wall set,
+    a LazyUnion's two, each thread's set of a Runs; None and empty ones left out."""
+    out: list[Measure] = []
+    for m in sets:
+        if m is None or not len(m):
+            continue
+        if isinstance(m, LazyUnion):
+            out.extend(x for x in (m.big, m.small) if len(x))
+        elif isinstance(m, Runs):
+            out.extend(m.parts)
+        else:
+            out.append(m.wall())
+    if len(out) > SWEEP_MAX_SETS:
+        out.sort(key=len, reverse=True)
+        out[SWEEP_MAX_SETS - 1:] = [union_of(*out[SWEEP_MAX_SETS - 1:])]
+    return [a for m in out for a in (m.s, m.e)]
+
+
+def union_length(*sets) -> int:
+    """``union_of(*sets).total()`` (Measures, Runs, LazyUnions), walked in one pass without building the union."""
+    return _native.union_length(_sweep_parts(sets))
+
+
+def union_holes(sets, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The holes of the union of ``sets`` (Measures, Runs, LazyUnions) inside the disjoint sorted windows
+    ``[ws, we)``: ``intersect(*complement(union), ws, we)`` without building the union or its complement (memory the
+    size of the answer)."""
+    return _native.union_holes(_sweep_parts(sets), np.ascontiguousarray(ws, np.int64),
+                               np.ascontiguousarray(we, np.int64))
 
 
 def step_of(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
-from tfadvisor.analyses.intervals import complement, intersect, union, union_of
+from tfadvisor.analyses.intervals import Measure, complement, intersect, union, union_holes
 from tfadvisor.analyses.step_detect import StepSet
 from tfadvisor.analyses.steps import python_host_activity, step_layers
 from tfadvisor.model.table import Table
@@ -80,28 +80,19 @@ def _covered_upto(s: np.ndarray, e: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def idle_set(act, ctx: Context, steps, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """Idle time as the gaps analysis counts it: outside the steps the complement of its busy set,
-    inside them the time no step-time layer but ``idle`` covers."""
-    busy = busy_set(act, ctx).wall()
-    out_s, out_e = complement(busy.s, busy.e, lo, hi)
-    del busy  # a union of the device sets (a copy of the biggest): not held while the steps' layers are joined
+    """Idle time as the gaps analysis counts it: outside the steps the holes of its busy set, inside them the time no
+    step-time layer but ``idle`` covers. Each part is found in memory the size of the answer (:func:`union_holes`): the
+    busy set and the steps' layers are not joined, nor their complements built (a big run holds millions)."""
+    whole = (np.array([lo], np.int64), np.array([hi], np.int64))
+    busy = busy_set(act, ctx)
     if steps is None or not steps.start.shape[0]:
-        return out_s, out_e
+        return union_holes([busy], *whole)
     ss, se = union(steps.start, steps.end)
-    ns, ne = complement(ss, se, lo, hi)
-    # each big temporary is dropped as soon as it is used: this is the run's peak of memory
-    a_s, a_e = intersect(out_s, out_e, ns, ne, False)
-    del out_s, out_e
-    work = union_of(*[m for name, m in step_layers(act, ctx, steps) if name != "idle"])
-    ws, we = complement(work.s, work.e, lo, hi)
-    del work
-    b_s, b_e = intersect(ws, we, ss, se, False)
-    del ws, we
-    s = np.concatenate([a_s, b_s])
-    del a_s, b_s
-    e = np.concatenate([a_e, b_e])
-    del a_e, b_e
-    return union(s, e)
+    outside = union_holes([busy], *complement(ss, se, lo, hi))
+    work = [m for name, m in step_layers(act, ctx, steps) if name != "idle"]
+    inside = union_holes(work, *intersect(ss, se, *whole, False))
+    idle = Measure(*outside, disjoint=True) | Measure(*inside, disjoint=True)  # they touch at the steps' edges
+    return idle.s, idle.e
 
 
 DECLARED = declare(

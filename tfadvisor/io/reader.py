@@ -1,9 +1,10 @@
 """Read ``.xplane.pb`` files into a columnar :class:`~tfadvisor.model.trace.Trace`.
 
-The file is streamed one XPlane at a time: each plane's bytes are read into one buffer,
-decoded into columns by :mod:`tfadvisor.io.wire`, and released before the next plane, so
-peak memory is one plane's bytes plus the columns. Nothing is ever written next to the
-input.
+A local file is mapped read-only and each XPlane decoded into columns by :mod:`tfadvisor.io.wire`
+where it lies, the decode giving the file's pages back as it passes them (a few MiB at a time), so
+peak memory is the columns, not the file as well. A remote file (or one that cannot be mapped) is
+streamed one XPlane at a time, each plane's bytes read into one buffer and released before the
+next. Nothing is ever written next to the input.
 
 Cost is bounded by the input: gzip string stats may inflate to 64 MiB each and 256 MiB per
 file; metadata-id lookup tables are sized by the ids in use; a byte-identical repeat of a
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import json
+import mmap
 import os
 import time
 import zlib
@@ -239,6 +241,7 @@ def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None =
         if head[:1] in (b"{", b"["):
             raise TraceError(path, "JSON text, not an XPlane profile")
         fh.seek(0)
+        mapping = _map(fh, size) if not is_remote(path) else None
         pos = 0
         n_planes = 0
         budget = InflateBudget()
@@ -267,18 +270,25 @@ def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None =
                 raise TraceError(path, f"truncated file: a record of {length} bytes at byte {pos} runs past "
                                        f"the end ({size} bytes)")
             if field == 1:
-                buf = np.empty(length, dtype=np.uint8)
-                got = fh.readinto(memoryview(buf)) if hasattr(fh, "readinto") else _read_into(fh, buf)
-                if got != length:
-                    raise TraceError(path, f"truncated file (plane at byte {pos} needs {length} bytes, "
-                                           f"{got} left)")
+                mapped = mapping is not None and pos + length <= len(mapping)
+                if mapped:  # the plane's pages, read where decoded and given back behind (no copy of the plane)
+                    buf = np.frombuffer(mapping, np.uint8, length, pos)
+                    fh.seek(length, os.SEEK_CUR)
+                else:
+                    buf = np.empty(length, dtype=np.uint8)
+                    got = fh.readinto(memoryview(buf)) if hasattr(fh, "readinto") else _read_into(fh, buf)
+                    if got != length:
+                        raise TraceError(path, f"truncated file (plane at byte {pos} needs {length} bytes, "
+                                               f"{got} left)")
                 same = seen.setdefault(length, []) if length <= _DEDUP_BELOW_BYTES else None
                 if same is not None and any(np.array_equal(buf, b) for b in same):
                     repeats += 1
                 else:
                     if same is not None:
                         same.append(buf)
-                    trace.planes.append(decode_plane(buf, host, path, pos, budget, stats))
+                    trace.planes.append(decode_plane(buf, host, path, pos, budget, stats, release=mapped))
+                    if mapped:
+                        _drop_pages(mapping, pos, length)
                 del buf
                 n_planes += 1
             else:
@@ -296,6 +306,26 @@ def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None =
             trace.load_notes.setdefault(host, []).append(
                 f"{repeats:,} plane(s) byte-identical to an earlier plane of {os.path.basename(path)}: dropped "
                 "(a profile holds each plane once)")
+
+
+def _map(fh: BinaryIO, size: int) -> mmap.mmap | None:
+    """The file mapped read-only, so that a plane is decoded where it lies and its pages given back as the decode
+    passes them (:func:`decode_plane`'s ``release``): the memory of a load is its columns, not the file's bytes as
+    well. None where the file cannot be mapped (a pipe, a special file, a file of under a page): it is read."""
+    if size < mmap.PAGESIZE or not hasattr(fh, "fileno"):
+        return None
+    try:
+        return mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def _drop_pages(mapping: mmap.mmap, start: int, length: int) -> None:
+    """Give back the pages of ``mapping[start:start + length]`` this process holds (read again where touched)."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    lo = start - start % mmap.PAGESIZE
+    mapping.madvise(mmap.MADV_DONTNEED, lo, min(start + length, len(mapping)) - lo)
 
 
 def _read_into(fh: BinaryIO, buf: np.ndarray) -> int:
@@ -332,9 +362,10 @@ def _lookup(sorted_ids: np.ndarray) -> np.ndarray:
 
 
 def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: InflateBudget | None = None,
-                 stats: frozenset[str] | None = None) -> Plane:
+                 stats: frozenset[str] | None = None, release: bool = False) -> Plane:
     """Decode one XPlane's bytes into a :class:`Plane` (``budget``: the file's inflate allowance; ``stats``: the
-    event-level stat names kept, None for all)."""
+    event-level stat names kept, None for all). ``release``: ``buf`` lies in a read-only file mapping, whose pages
+    the decode gives back as it passes them (never for other memory: its pages would be lost)."""
     budget = budget if budget is not None else InflateBudget()
     end = buf.shape[0]
     cap = 4096
@@ -357,7 +388,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
 
     keep = None if stats is None else md.keep_mask(stats)
     cols, skipped = decode_lines(buf, line_off, line_len, md.ev_lut, md.ev_ids, md.st_lut, md.st_ids, path, base,
-                                 keep)
+                                 keep, release)
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
     n_str = len(str_off)
 
@@ -546,7 +577,7 @@ CHUNK_BYTES = 4 << 20
 
 
 def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: str, base: int,
-                 keep: np.ndarray | None = None):
+                 keep: np.ndarray | None = None, release: bool = False):
     """Both decoding passes over a plane's lines; returns (the line matrix and the columns, the stats skipped).
     ``keep``: per dense stat id (and a last entry for unknown ids), whether its stats are kept; None keeps all.
     A stat not kept is read through and checked in both passes as any other, but never counted, stored nor given a
@@ -575,7 +606,7 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     # and checked, never stored)
     keep_u8 = None if keep is None else np.ascontiguousarray(keep, np.uint8)
     count_lines(buf, line_off, line_len, lines, CHUNK_BYTES, ch_pos, ch_ev, ch_st, ch_str, ch_base,
-                n_chunks, n_stats, n_strs, errs, err_at, st_lut, st_ids, keep_u8, n_all)
+                n_chunks, n_stats, n_strs, errs, err_at, st_lut, st_ids, keep_u8, n_all, release)
     bad = np.flatnonzero(errs)
     if len(bad):
         raise _fail(path, base, int(errs[bad[0]]), int(err_at[bad[0]]), "a line")
@@ -613,7 +644,8 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     c_err = np.zeros(len(line_of), np.int64)
     c_at = np.zeros(len(line_of), np.int64)
     fill_chunks(buf, line_of, start, end, ev_b, st_b, str_b, line_ts, ev_lut, ev_ids, st_lut, st_ids, ev_line,
-                ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len, c_err, c_at, keep_u8)
+                ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len, c_err, c_at, keep_u8,
+                release)
     bad = np.flatnonzero(c_err)
     if len(bad):
         raise _fail(path, base, int(c_err[bad[0]]), int(c_at[bad[0]]), "an event")

@@ -1,0 +1,19 @@
+"""Every sample's and real trace's report is the one last accepted (``tests/outputs.py``): a change meant to keep
+the answers (the reader's memory, the analyses' speed) leaves ``analyze --format json --tables`` as it was."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import trace_dirs
+from outputs import changed, load, parts, report, target_name
+
+ACCEPTED = load()
+
+
+@pytest.mark.parametrize("d", trace_dirs(), ids=target_name)
+def test_report_unchanged(d):
+    name = target_name(d)
+    assert name in ACCEPTED, f"{name}: no accepted report; run `python tests/outputs.py` and review what it prints"
+    diff = changed(ACCEPTED[name], parts(report(d)))
+    assert not diff, (f"{name}: these parts of the report changed: {', '.join(diff)}. If the change of the answers "
+                      "is meant, accept it with `python tests/outputs.py` (it prints every trace's changed parts)")
