@@ -151,12 +151,13 @@ def test_bucket_kernel_codes_in_range():
 
 def test_bucket_kernel_equals_a_stable_sort_of_the_codes():
     """The order is the rows sorted by code (stable), the bounds each code's run: the codes worked out twice in the
-    kernel (no column of them) give what one column of codes gives numpy."""
+    kernel (no column of them) give what one column of codes gives numpy, whatever the index columns' width."""
     rng = np.random.default_rng(5)
     for it in range(200):
         n, nl, nm = int(rng.integers(0, 300)), int(rng.integers(0, 6)), int(rng.integers(0, 9))
-        ev_line = rng.integers(-1, nl + 2, n).astype(np.int32 if it % 2 else np.int64)
-        ev_meta = rng.integers(-1, nm + 2, n).astype(np.int32)
+        # every width the kernels read in place (the reader narrows ev_line and ev_meta to int8 or int16)
+        ev_line = rng.integers(-1, nl + 2, n).astype((np.int8, np.int16, np.int32, np.int64)[it % 4])
+        ev_meta = rng.integers(-1, nm + 2, n).astype((np.int64, np.int32, np.int16, np.int8)[it % 4])
         line_cls, meta_cls = rng.integers(0, 3, nl), rng.integers(0, 4, nm)
         order, counts = _native.bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, 3, 4, 12)
         ok_l, ok_m = (ev_line >= 0) & (ev_line < nl), (ev_meta >= 0) & (ev_meta < nm)

@@ -80,38 +80,55 @@ static PyArrayObject *out_arr(PyObject *obj, int typenum, int ndim, const char *
     return a;
 }
 
-/* An integer index array kept as it is when int32 or int64 (no copy), else converted to int64. */
+/* An integer index array kept as it is when int8, int16, int32 or int64 (no copy), else converted to int64: event
+ * rows, and a plane's ev_line and ev_meta, which the reader narrows to the fewest bytes their values need. */
 typedef struct {
     PyArrayObject *arr;
     const void *data;
-    int is32;
+    int width; /* bytes per item: 1, 2, 4 or 8, all signed */
     npy_intp n;
 } IdxArr;
+
+static int idx_width(PyArrayObject *a)
+{
+    switch (PyArray_TYPE(a)) {
+    case NPY_INT8: return 1;
+    case NPY_INT16: return 2;
+    case NPY_INT32: return 4;
+    case NPY_INT64: return 8;
+    default: return 0;
+    }
+}
 
 static int idx_arr(PyObject *obj, IdxArr *out, const char *name)
 {
     PyArrayObject *a = NULL;
-    if (PyArray_Check(obj) && PyArray_NDIM((PyArrayObject *)obj) == 1
-        && PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj) && PyArray_ISNOTSWAPPED((PyArrayObject *)obj)
-        && (PyArray_TYPE((PyArrayObject *)obj) == NPY_INT32 || PyArray_TYPE((PyArrayObject *)obj) == NPY_INT64)
-        && PyArray_ITEMSIZE((PyArrayObject *)obj) == (PyArray_TYPE((PyArrayObject *)obj) == NPY_INT32 ? 4 : 8)) {
+    int w = PyArray_Check(obj) ? idx_width((PyArrayObject *)obj) : 0;
+    if (w && PyArray_NDIM((PyArrayObject *)obj) == 1 && PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj)
+        && PyArray_ISNOTSWAPPED((PyArrayObject *)obj) && PyArray_ITEMSIZE((PyArrayObject *)obj) == w) {
         a = (PyArrayObject *)obj;
         Py_INCREF(a);
     } else {
         a = in_arr(obj, NPY_INT64, name);
         if (a == NULL)
             return -1;
+        w = 8;
     }
     out->arr = a;
     out->data = PyArray_DATA(a);
-    out->is32 = PyArray_TYPE(a) == NPY_INT32;
+    out->width = w;
     out->n = PyArray_DIM(a, 0);
     return 0;
 }
 
 static inline int64_t idx_get(const IdxArr *a, npy_intp i)
 {
-    return a->is32 ? (int64_t)((const int32_t *)a->data)[i] : ((const int64_t *)a->data)[i];
+    switch (a->width) {
+    case 1: return ((const int8_t *)a->data)[i];
+    case 2: return ((const int16_t *)a->data)[i];
+    case 4: return ((const int32_t *)a->data)[i];
+    default: return ((const int64_t *)a->data)[i];
+    }
 }
 
 #define I64P(a) ((int64_t *)PyArray_DATA(a))

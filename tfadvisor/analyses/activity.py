@@ -29,6 +29,7 @@ from tfadvisor.analyses.intervals import (
     row_index,
     rows_runs,
     rows_union,
+    union_length,
     union_of,
     union_runs,
 )
@@ -459,14 +460,15 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
         info["kernels"] = int(comp.shape[0] + klass["dev_collective"].shape[0])
         info["copies"] = int(cp.shape[0])
         info["runs"] = dev_parts  # per kind: this device's union of intervals (the devices analysis reads them)
-        if "dev_compute" in dev_parts or "dev_collective" in dev_parts:
-            cs, ce = union_runs([dev_parts[k] for k in ("dev_compute", "dev_collective") if k in dev_parts])
-            info["compute_ps"] = int(np.sum(ce - cs))
-        if dev_parts:
-            bs, be = union_runs(list(dev_parts.values()))
-            info["busy_ps"] = int(np.sum(be - bs))
-            if bs.shape[0]:
-                info["first_ps"], info["last_ps"] = int(bs[0]), int(be[-1])
+        # lengths of unions, walked without building them (a big device's sets hold millions of intervals)
+        sets = {k: Measure(*v, disjoint=True) for k, v in dev_parts.items()}
+        if "dev_compute" in sets or "dev_collective" in sets:
+            info["compute_ps"] = union_length(sets.get("dev_compute"), sets.get("dev_collective"))
+        if sets:
+            info["busy_ps"] = union_length(*sets.values())
+            ran = [m for m in sets.values() if len(m)]
+            if ran:
+                info["first_ps"], info["last_ps"] = min(int(m.s[0]) for m in ran), max(int(m.e[-1]) for m in ran)
     out = {}
     for k in keys:
         s, e = union_runs(parts[k])

@@ -355,7 +355,7 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
                 sources.add("hlo")
                 sel = hc != -1
                 r, h = rows[sel], hc[sel]
-                m = p.ev_meta[r]
+                m = p.ev_meta[r].astype(np.int64)  # the column's narrow type would wrap in m * nc below
                 ok = m >= 0
                 r, h, m = r[ok], h[ok], m[ok]
                 dur = np.maximum(p.ev_dur_ps[r], 0).astype(np.float64)
@@ -386,7 +386,7 @@ def _gpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
                                     + [unknown_idx], np.int64)
                 pos = col.positions(urows)
                 c = code_cls[np.where(pos >= 0, codes[np.maximum(pos, 0)], len(strings))]
-                um = p.ev_meta[urows]
+                um = p.ev_meta[urows].astype(np.int64)  # um * nc below: not in the column's narrow type
                 moved = np.bincount(um * nc + c, weights=np.maximum(p.ev_dur_ps[urows], 0).astype(np.float64),
                                     minlength=nm * nc).reshape(nm, nc)
                 name_cls[unk_used] = moved[unk_used]

@@ -390,6 +390,9 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     cols, skipped = decode_lines(buf, line_off, line_len, md.ev_lut, md.ev_ids, md.st_lut, md.st_ids, path, base,
                                  keep, release)
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
+    del cols
+    ev_line = narrow(ev_line, len(lines))
+    ev_meta = narrow(ev_meta, len(md.ev_ids))
     n_str = len(str_off)
 
     view = memoryview(buf)
@@ -675,6 +678,16 @@ def _decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_id
             st_event[:n_st].copy(), st_stat[:n_st].copy(), st_kind[:n_st].copy(), st_value[:n_st].copy(),
             str_off[:n_str].copy(), str_len[:n_str].copy())
     return cols, n_all - n_st
+
+
+def narrow(col: np.ndarray, n: int) -> np.ndarray:
+    """An index column whose values lie in [-1, n) in the fewest bytes that hold them (int8, int16, else as it is):
+    a plane's ``ev_line`` (by its lines) and ``ev_meta`` (by its event metadata), 4 bytes an event otherwise. The
+    kernels read every signed width in place (``_native``'s index arrays)."""
+    for dt in (np.int8, np.int16):
+        if n <= np.iinfo(dt).max and col.dtype.itemsize > np.dtype(dt).itemsize:
+            return col.astype(dt)
+    return col
 
 
 def _dense_id(lut: np.ndarray, ids: np.ndarray, key: int) -> int:
