@@ -1725,6 +1725,9 @@ typedef struct {
     int k;
     const int64_t *s[SWEEP_MAX_SETS], *e[SWEEP_MAX_SETS];
     int64_t n[SWEEP_MAX_SETS], i[SWEEP_MAX_SETS];
+    int64_t head[SWEEP_MAX_SETS]; /* the start of each set's next interval, INT64_MAX when none is left */
+    int fast;                     /* -1, or a set whose next intervals are runs of their own while they end... */
+    int64_t limit;                /* ... before this: the earliest next start of the other sets */
     PyArrayObject *arr[2 * SWEEP_MAX_SETS];
 } Sweep;
 
@@ -1759,6 +1762,7 @@ static int sweep_parse(Sweep *w, PyObject *parts, const char *fn)
     }
     Py_DECREF(seq);
     w->k = (int)(m / 2);
+    w->fast = -1;
     for (int j = 0; j < w->k; j++) {
         w->s[j] = I64P(w->arr[2 * j]);
         w->e[j] = I64P(w->arr[2 * j + 1]);
@@ -1770,6 +1774,7 @@ static int sweep_parse(Sweep *w, PyObject *parts, const char *fn)
                 return -1;
             }
         }
+        w->head[j] = w->n[j] ? w->s[j][0] : INT64_MAX;
     }
     return 0;
 }
@@ -1777,23 +1782,58 @@ static int sweep_parse(Sweep *w, PyObject *parts, const char *fn)
 /* The next run of the union (touching intervals joined): 0 when there is none. */
 static int sweep_next(Sweep *w, int64_t *rs, int64_t *re)
 {
-    int best = -1;
-    for (int j = 0; j < w->k; j++)
-        if (w->i[j] < w->n[j] && (best < 0 || w->s[j][w->i[j]] < w->s[best][w->i[best]]))
-            best = j;
-    if (best < 0)
+    int64_t *h = w->head;
+    if (w->k == 1) { /* one set: its intervals as runs (two that touch leave no hole between them, as one would) */
+        if (h[0] == INT64_MAX)
+            return 0;
+        int64_t i = w->i[0]++;
+        *rs = h[0];
+        *re = w->e[0][i];
+        h[0] = i + 1 < w->n[0] ? w->s[0][i + 1] : INT64_MAX;
+        return 1;
+    }
+    if (w->k == 0)
         return 0;
-    int64_t cs = w->s[best][w->i[best]], ce = w->e[best][w->i[best]];
-    w->i[best]++;
-    for (int grew = 1; grew;) {
+    int best = w->fast;
+    if (best < 0 || h[best] >= w->limit || w->e[best][w->i[best]] >= w->limit) {
+        /* the set with the earliest next start, and the earliest start of the others */
+        best = 0;
+        for (int j = 1; j < w->k; j++)
+            if (h[j] < h[best])
+                best = j;
+        if (h[best] == INT64_MAX)
+            return 0;
+        w->limit = INT64_MAX;
+        for (int j = 0; j < w->k; j++)
+            if (j != best && h[j] < w->limit)
+                w->limit = h[j];
+    }
+    if (w->e[best][w->i[best]] < w->limit) {
+        /* no other set reaches this interval: it is a run; so are the next ones of its set up to that limit */
+        int64_t i = w->i[best]++;
+        *rs = h[best];
+        *re = w->e[best][i];
+        h[best] = i + 1 < w->n[best] ? w->s[best][i + 1] : INT64_MAX;
+        w->fast = best;
+        return 1;
+    }
+    w->fast = -1;
+    int64_t cs = h[best], ce = cs;
+    for (int grew = 1; grew;) { /* every interval starting inside or at the end of the run joins it */
         grew = 0;
         for (int j = 0; j < w->k; j++) {
-            while (w->i[j] < w->n[j] && w->s[j][w->i[j]] <= ce) {
-                if (w->e[j][w->i[j]] > ce)
-                    ce = w->e[j][w->i[j]];
-                w->i[j]++;
-                grew = 1;
+            if (h[j] > ce)
+                continue;
+            const int64_t *s = w->s[j], *e = w->e[j];
+            int64_t i = w->i[j], n = w->n[j];
+            while (i < n && s[i] <= ce) {
+                if (e[i] > ce)
+                    ce = e[i];
+                i++;
             }
+            w->i[j] = i;
+            h[j] = i < n ? s[i] : INT64_MAX;
+            grew = 1;
         }
     }
     *rs = cs;
@@ -1810,8 +1850,13 @@ static PyObject *py_union_length(PyObject *self, PyObject *parts)
         return NULL;
     int64_t total = 0, rs, re;
     Py_BEGIN_ALLOW_THREADS
-    while (sweep_next(&w, &rs, &re))
-        total += re - rs;
+    if (w.k == 1) { /* one set: already its own union */
+        for (int64_t i = 0; i < w.n[0]; i++)
+            total += w.e[0][i] - w.s[0][i];
+    } else {
+        while (sweep_next(&w, &rs, &re))
+            total += re - rs;
+    }
     Py_END_ALLOW_THREADS
     sweep_release(&w);
     return PyLong_FromLongLong((long long)total);
@@ -2616,13 +2661,27 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
         for (int64_t h = nh / 2 - 1; h >= 0; h--)
             heap_down(heap, nh, h, key);
         while (nh > 0) {
-            int64_t t = heap[0], i = idx_get(&rw, pos[t]);
-            int64_t x = s[i], y = end_of(s[i], d[i]);
-            if (y > x) {
-                k = join_or_append(ps, pe, k, x, y);
+            /* the thread with the earliest next start runs on while its starts are no later than the others' next
+             * (the smaller of the heap's two children): the union takes the intervals in order of start */
+            int64_t t = heap[0], lim = INT64_MAX, p = pos[t], end = stop[t];
+            if (nh > 1)
+                lim = key[heap[1]];
+            if (nh > 2 && key[heap[2]] < lim)
+                lim = key[heap[2]];
+            int64_t i = idx_get(&rw, p);
+            for (;;) {
+                int64_t x = s[i], y = end_of(s[i], d[i]);
+                if (y > x)
+                    k = join_or_append(ps, pe, k, x, y);
+                if (++p >= end)
+                    break;
+                i = idx_get(&rw, p);
+                if (s[i] > lim)
+                    break;
             }
-            if (++pos[t] < stop[t]) {
-                key[t] = s[idx_get(&rw, pos[t])];
+            pos[t] = p;
+            if (p < end) {
+                key[t] = s[i];
             } else {
                 heap[0] = heap[--nh];
             }
