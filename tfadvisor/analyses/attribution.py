@@ -368,12 +368,14 @@ def _device_lane(p: Plane, detail: bool) -> tuple[str, dict[str, Measure], Measu
     named = _named(p, rows)
     lane = dl.short_name(p)
     is_h2d = named.per_row(_is_h2d, keep=True)
-    meas = _category_measures(p, rows, named)
     h2d = Measure.of_rows(p, rows[is_h2d]) if is_h2d.any() else None
-    if not detail:
-        return lane, meas, h2d, None
-    tot, cnt = named.totals(p, rows)
-    return lane, meas, h2d, (lane, replace(named, codes=EMPTY, cat=EMPTY), tot, cnt)
+    del is_h2d
+    item = None
+    if detail:
+        tot, cnt = named.totals(p, rows)
+        item = (lane, replace(named, codes=EMPTY, cat=EMPTY), tot, cnt)
+    named = replace(named, codes=EMPTY)  # the per-row names let go: the categories' sets need the categories only
+    return lane, _category_measures(p, rows, named), h2d, item
 
 
 def _host_op_items(host: Plane, act: Activity, items: _Items, has_device: bool,

@@ -393,6 +393,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
     del cols
     ev_line = narrow(ev_line, len(lines))
     ev_meta = narrow(ev_meta, len(md.ev_ids))
+    st_stat = narrow(st_stat, len(md.st_ids))
     n_str = len(str_off)
 
     view = memoryview(buf)
@@ -682,8 +683,8 @@ def _decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_id
 
 def narrow(col: np.ndarray, n: int) -> np.ndarray:
     """An index column whose values lie in [-1, n) in the fewest bytes that hold them (int8, int16, else as it is):
-    a plane's ``ev_line`` (by its lines) and ``ev_meta`` (by its event metadata), 4 bytes an event otherwise. The
-    kernels read every signed width in place (``_native``'s index arrays)."""
+    a plane's ``ev_line`` (by its lines), ``ev_meta`` and ``st_stat`` (by its event and stat metadata), 4 bytes an
+    event or stat otherwise. The kernels read every signed width in place (``_native``'s index arrays)."""
     for dt in (np.int8, np.int16):
         if n <= np.iinfo(dt).max and col.dtype.itemsize > np.dtype(dt).itemsize:
             return col.astype(dt)

@@ -152,7 +152,7 @@ class Plane:
     ev_start_ps: np.ndarray  # int64: absolute start, ps
     ev_dur_ps: np.ndarray  # int64
     st_event: np.ndarray  # int32: event row of each stat
-    st_stat: np.ndarray  # int32: dense stat metadata index
+    st_stat: np.ndarray  # dense stat metadata index: int8, int16 or int32, as ev_line
     st_kind: np.ndarray  # uint8: kinds.KIND_*
     st_value: np.ndarray  # int64 payload (double bits, ints, ref index, string index)
     str_pool: np.ndarray  # uint8: bytes of all string values
