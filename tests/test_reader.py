@@ -213,6 +213,29 @@ def test_lookup_tables_sized_by_the_ids_in_use(tmp_path: Path):
     assert plane.names_of(np.arange(4)).tolist() == ["huge", "small", "big", "<unknown>"]
 
 
+@pytest.mark.parametrize("n_lines, n_meta, line_type, meta_type", [
+    (3, 5, np.int8, np.int8), (127, 127, np.int8, np.int8), (128, 300, np.int16, np.int16),
+    (2, 40000, np.int8, np.int32)], ids=lambda v: str(v.__name__ if isinstance(v, type) else v))
+def test_index_columns_in_the_fewest_bytes(tmp_path: Path, n_lines, n_meta, line_type, meta_type):
+    """ev_line and ev_meta take the narrowest signed type that holds every line and metadata index and -1 (127 lines
+    fit int8, 128 do not), with the same values (an unknown metadata id is -1 in any width)."""
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    for m in range(n_meta):
+        p.event_metadata[m + 1].name = f"op{m}"
+    want_line, want_meta = [], []
+    for li in range(n_lines):
+        line = p.lines.add(id=li + 1, name=f"t{li}", timestamp_ns=1)
+        for k in range(2):
+            mid = (li * 7 + k * 31) % (n_meta + 1)  # 0 is no metadata's id: unknown, -1
+            line.events.add(metadata_id=mid, offset_ps=k + 1, duration_ps=1)
+            want_line.append(li)
+            want_meta.append(mid - 1)
+    got = tfadvisor.load(str(_write(tmp_path, space))).planes[0]
+    assert got.ev_line.dtype == line_type and got.ev_meta.dtype == meta_type
+    assert got.ev_line.tolist() == want_line and got.ev_meta.tolist() == want_meta
+
+
 def test_byte_identical_planes_are_read_once(tmp_path: Path):
     """A plane repeated byte for byte is dropped with a note; planes of the same size that differ are all kept."""
     space = xplane_pb2.XSpace()
