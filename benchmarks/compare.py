@@ -12,7 +12,8 @@ Usage::
 Every measurement is one whole process, from its start to its exit: ``fork``/``exec`` of the tool's
 command line, reading the file, the analysis, the output written to a file, interpreter shutdown. Wall
 time is taken around the process; peak RSS is the process's own ``ru_maxrss`` from ``os.wait4`` (absolute,
-not above a baseline). The three commands:
+not above a baseline), in MB of 1e6 bytes as the files' sizes (before 2026-11-29 the tables gave MiB as MB, 4.6 %
+less). The three commands:
 
 * tfadvisor: ``tfadvisor analyze <run> --format json`` (the installed console script with ``--install``
   or ``--tfadvisor``, else ``python -m tfadvisor`` from this checkout);
@@ -103,8 +104,13 @@ def measure(cmd: list[str], env: dict[str, str], out: Path, cwd: Path | None = N
         proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         tail = b"".join(err_chunks)[-2000:].decode(errors="replace")
-        raise Failed(f"failed ({proc.returncode}): {' '.join(cmd)}\n{tail}", wall, usage.ru_maxrss / 1024)
-    return {"s": wall, "rss_mb": usage.ru_maxrss / 1024}
+        raise Failed(f"failed ({proc.returncode}): {' '.join(cmd)}\n{tail}", wall, _mb(usage.ru_maxrss))
+    return {"s": wall, "rss_mb": _mb(usage.ru_maxrss)}
+
+
+def _mb(maxrss_kib: int) -> float:
+    """``ru_maxrss`` (KiB on Linux) in MB of 1e6 bytes, the unit of the files' sizes (their ratio is a target)."""
+    return maxrss_kib * 1024 / 1e6
 
 
 class Failed(SystemExit):

@@ -311,7 +311,9 @@ def _read_file(path: str, trace: Trace, progress: Callable[[int], None] | None =
 def _map(fh: BinaryIO, size: int) -> mmap.mmap | None:
     """The file mapped read-only, so that a plane is decoded where it lies and its pages given back as the decode
     passes them (:func:`decode_plane`'s ``release``): the memory of a load is its columns, not the file's bytes as
-    well. None where the file cannot be mapped (a pipe, a special file, a file of under a page): it is read."""
+    well. None where the file cannot be mapped (a pipe, a special file, a file of under a page): it is read. A file
+    cut shorter by another program while it is decoded would stop the process (SIGBUS, as any mapped file): the
+    profiler writes its files once, whole, and a file still growing is read up to its size when opened."""
     if size < mmap.PAGESIZE or not hasattr(fh, "fileno"):
         return None
     try:
