@@ -405,13 +405,16 @@ def _any_name(_: str) -> bool:
 
 
 def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure]:
-    out = {}
     used = named.label_test(_any_name, keep=True)  # the names some row has
     present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
-    for ci in present.tolist():
-        if ci >= 0:  # every row of one category (the usual device): its rows as they are, not a copy
-            out[OP_CATEGORIES[ci]] = Measure.of_rows(plane, rows if present.shape[0] == 1 else rows[named.cat == ci])
-    return out
+    cats = [ci for ci in present.tolist() if ci >= 0]
+    if present.shape[0] == 1 and cats:  # every row of one category (the usual device): its rows as they are
+        return {OP_CATEGORIES[cats[0]]: Measure.of_rows(plane, rows)}
+    # the biggest category first: the rows picked for each set are a copy, held while its set is built beside those
+    # built before it (a big device's rows number tens of millions)
+    size = {ci: int(np.count_nonzero(named.cat == ci)) for ci in cats}
+    built = {ci: Measure.of_rows(plane, rows[named.cat == ci]) for ci in sorted(cats, key=lambda c: -size[c])}
+    return {OP_CATEGORIES[ci]: built[ci] for ci in cats}
 
 
 def _split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[str, Measure | None]],
