@@ -29,7 +29,7 @@ from tfadvisor.analyses.intervals import (
     row_index,
     rows_runs,
     rows_union,
-    union_length,
+    union_length_of,
     union_of,
     union_runs,
 )
@@ -461,14 +461,14 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
         info["copies"] = int(cp.shape[0])
         info["runs"] = dev_parts  # per kind: this device's union of intervals (the devices analysis reads them)
         # lengths of unions, walked without building them (a big device's sets hold millions of intervals)
-        sets = {k: Measure(*v, disjoint=True) for k, v in dev_parts.items()}
-        if "dev_compute" in sets or "dev_collective" in sets:
-            info["compute_ps"] = union_length(sets.get("dev_compute"), sets.get("dev_collective"))
-        if sets:
-            info["busy_ps"] = union_length(*sets.values())
-            ran = [m for m in sets.values() if len(m)]
+        compute = [a for k in ("dev_compute", "dev_collective") if k in dev_parts for a in dev_parts[k]]
+        if compute:
+            info["compute_ps"] = union_length_of(compute)
+        if dev_parts:
+            info["busy_ps"] = union_length_of([a for v in dev_parts.values() for a in v])
+            ran = [v for v in dev_parts.values() if v[0].shape[0]]
             if ran:
-                info["first_ps"], info["last_ps"] = min(int(m.s[0]) for m in ran), max(int(m.e[-1]) for m in ran)
+                info["first_ps"], info["last_ps"] = min(int(s[0]) for s, _ in ran), max(int(e[-1]) for _, e in ran)
     out = {}
     for k in keys:
         s, e = union_runs(parts[k])

@@ -404,16 +404,25 @@ def _any_name(_: str) -> bool:
     return True
 
 
+#: A device of more rows than this builds its category sets biggest first (a big device's rows number tens of
+#: millions: the order bounds its memory); fewer, in category order (counting them would cost more than it saves).
+BIGGEST_FIRST_ABOVE = 1 << 16
+
+
 def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure]:
     used = named.label_test(_any_name, keep=True)  # the names some row has
     present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
     cats = [ci for ci in present.tolist() if ci >= 0]
     if present.shape[0] == 1 and cats:  # every row of one category (the usual device): its rows as they are
         return {OP_CATEGORIES[cats[0]]: Measure.of_rows(plane, rows)}
-    # the biggest category first: the rows picked for each set are a copy, held while its set is built beside those
-    # built before it (a big device's rows number tens of millions)
-    size = {ci: int(np.count_nonzero(named.cat == ci)) for ci in cats}
-    built = {ci: Measure.of_rows(plane, rows[named.cat == ci]) for ci in sorted(cats, key=lambda c: -size[c])}
+    if rows.shape[0] > BIGGEST_FIRST_ABOVE:
+        # the biggest category first: the rows picked for each set are a copy, held while its set is built beside
+        # those built before it
+        size = {ci: int(np.count_nonzero(named.cat == ci)) for ci in cats}
+        cats_first = sorted(cats, key=lambda c: -size[c])
+    else:
+        cats_first = cats
+    built = {ci: Measure.of_rows(plane, rows[named.cat == ci]) for ci in cats_first}
     return {OP_CATEGORIES[ci]: built[ci] for ci in cats}
 
 

@@ -687,10 +687,14 @@ def narrow(col: np.ndarray, n: int) -> np.ndarray:
     """An index column whose values lie in [-1, n) in the fewest bytes that hold them (int8, int16, else as it is):
     a plane's ``ev_line`` (by its lines), ``ev_meta`` and ``st_stat`` (by its event and stat metadata), 4 bytes an
     event or stat otherwise. The kernels read every signed width in place (``_native``'s index arrays)."""
-    for dt in (np.int8, np.int16):
-        if n <= np.iinfo(dt).max and col.dtype.itemsize > np.dtype(dt).itemsize:
-            return col.astype(dt)
+    for top, dt in _NARROW:
+        if n <= top:
+            return col.astype(dt) if col.dtype.itemsize > dt.itemsize else col
     return col
+
+
+#: (the most values, the type that holds them and -1) for :func:`narrow`, narrowest first.
+_NARROW = ((127, np.dtype(np.int8)), (32767, np.dtype(np.int16)))
 
 
 def _dense_id(lut: np.ndarray, ids: np.ndarray, key: int) -> int:
