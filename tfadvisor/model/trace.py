@@ -484,14 +484,15 @@ class Plane:
 
     # --- tables ---------------------------------------------------------------------
     def events(self, rows: np.ndarray | None = None) -> pd.DataFrame:
-        """Events as a DataFrame (name categorical); all events or the given rows."""
+        """Events as a DataFrame (name categorical); all events or the given rows. ``line`` and ``meta`` are int64
+        whatever the columns' width (a user's arithmetic on them must not wrap)."""
         import pandas as pd
 
         sel = slice(None) if rows is None else rows
         df = pd.DataFrame(
             {
-                "line": self.ev_line[sel],
-                "meta": self.ev_meta[sel],
+                "line": self.ev_line[sel].astype(np.int64),
+                "meta": self.ev_meta[sel].astype(np.int64),
                 "name": self.names_of(np.arange(self.n_events) if rows is None else rows),
                 "start_ps": self.ev_start_ps[sel],
                 "duration_ps": self.ev_dur_ps[sel],
