@@ -81,7 +81,8 @@ static PyArrayObject *out_arr(PyObject *obj, int typenum, int ndim, const char *
 }
 
 /* An integer index array kept as it is when int8, int16, int32 or int64 (no copy), else converted to int64: event
- * rows, and a plane's ev_line and ev_meta, which the reader narrows to the fewest bytes their values need. */
+ * rows, and a plane's index columns (ev_line, ev_meta, st_stat), which the reader narrows to the fewest bytes their
+ * values need. */
 typedef struct {
     PyArrayObject *arr;
     const void *data;
