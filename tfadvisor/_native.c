@@ -1851,13 +1851,8 @@ static PyObject *py_union_length(PyObject *self, PyObject *parts)
         return NULL;
     int64_t total = 0, rs, re;
     Py_BEGIN_ALLOW_THREADS
-    if (w.k == 1) { /* one set: already its own union */
-        for (int64_t i = 0; i < w.n[0]; i++)
-            total += w.e[0][i] - w.s[0][i];
-    } else {
-        while (sweep_next(&w, &rs, &re))
-            total += re - rs;
-    }
+    while (sweep_next(&w, &rs, &re))
+        total += re - rs;
     Py_END_ALLOW_THREADS
     sweep_release(&w);
     return PyLong_FromLongLong((long long)total);

@@ -677,8 +677,10 @@ def _decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_id
         return None
     n_ev, n_st, n_str, n_all = got
     lines[:, wire.L_FIRST_EVENT] = np.cumsum(lines[:, wire.L_N_EVENTS]) - lines[:, wire.L_N_EVENTS]
-    cols = (lines, ev_line[:n_ev].copy(), ev_meta[:n_ev].copy(), ev_start[:n_ev].copy(), ev_dur[:n_ev].copy(),
-            st_event[:n_st].copy(), st_stat[:n_st].copy(), st_kind[:n_st].copy(), st_value[:n_st].copy(),
+    # cut to size, the index columns to their narrow type in the same copy (decode_plane's narrow keeps them)
+    cols = (lines, ev_line[:n_ev].astype(index_type(lines.shape[0])), ev_meta[:n_ev].astype(index_type(len(ev_ids))),
+            ev_start[:n_ev].copy(), ev_dur[:n_ev].copy(), st_event[:n_st].copy(),
+            st_stat[:n_st].astype(index_type(len(st_ids))), st_kind[:n_st].copy(), st_value[:n_st].copy(),
             str_off[:n_str].copy(), str_len[:n_str].copy())
     return cols, n_all - n_st
 
@@ -687,14 +689,18 @@ def narrow(col: np.ndarray, n: int) -> np.ndarray:
     """An index column whose values lie in [-1, n) in the fewest bytes that hold them (int8, int16, else as it is):
     a plane's ``ev_line`` (by its lines), ``ev_meta`` and ``st_stat`` (by its event and stat metadata), 4 bytes an
     event or stat otherwise. The kernels read every signed width in place (``_native``'s index arrays)."""
-    for top, dt in _NARROW:
-        if n <= top:
-            return col.astype(dt) if col.dtype.itemsize > dt.itemsize else col
-    return col
+    t = index_type(n)
+    return col.astype(t) if col.dtype.itemsize > t.itemsize else col
 
 
-#: (the most values, the type that holds them and -1) for :func:`narrow`, narrowest first.
+def index_type(n: int) -> np.dtype:
+    """The narrowest signed type that holds the values [-1, n) (int32 at most: :func:`narrow`)."""
+    return next((dt for top, dt in _NARROW if n <= top), _INT32)
+
+
+#: (the most values, the type that holds them and -1) for :func:`index_type`, narrowest first.
 _NARROW = ((127, np.dtype(np.int8)), (32767, np.dtype(np.int16)))
+_INT32 = np.dtype(np.int32)
 
 
 def _dense_id(lut: np.ndarray, ids: np.ndarray, key: int) -> int:
