@@ -1851,8 +1851,14 @@ static PyObject *py_union_length(PyObject *self, PyObject *parts)
         return NULL;
     int64_t total = 0, rs, re;
     Py_BEGIN_ALLOW_THREADS
-    while (sweep_next(&w, &rs, &re))
-        total += re - rs;
+    if (w.k == 1) { /* one set: already its own union; summed in a loop the compiler vectorises (sweep_next's one
+                     * interval a call is ~4x slower) */
+        for (int64_t i = 0; i < w.n[0]; i++)
+            total += w.e[0][i] - w.s[0][i];
+    } else {
+        while (sweep_next(&w, &rs, &re))
+            total += re - rs;
+    }
     Py_END_ALLOW_THREADS
     sweep_release(&w);
     return PyLong_FromLongLong((long long)total);
