@@ -27,6 +27,7 @@ from tfadvisor.analyses.intervals import (
     contained,
     line_runs,
     row_index,
+    row_set,
     rows_runs,
     rows_union,
     union_length_of,
@@ -156,7 +157,7 @@ class Activity:
         if m is None:
             src = SET_ROWS.get(name, name)
             r = self.rows.get(src)
-            m = Measure.of_rows(self.host, r) if (r is not None and self.host is not None) else Measure.empty()
+            m = row_set(self.host, r) if (r is not None and self.host is not None) else Measure.empty()
             self.sets[name] = m
         return m
 

@@ -37,10 +37,13 @@ from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import (
     EMPTY,
     Measure,
+    RowSet,
     complement,
     outermost,
     priority_split,
     priority_split_lanes,
+    row_set,
+    row_sets,
     run_bounds,
 )
 from tfadvisor.analyses.names import CACHED_NAMES, name_test
@@ -368,7 +371,7 @@ def _device_lane(p: Plane, detail: bool) -> tuple[str, dict[str, Measure], Measu
     named = _named(p, rows)
     lane = dl.short_name(p)
     is_h2d = named.per_row(_is_h2d, keep=True)
-    h2d = Measure.of_rows(p, rows[is_h2d]) if is_h2d.any() else None
+    h2d = row_set(p, rows[is_h2d]) if is_h2d.any() else None
     del is_h2d
     item = None
     if detail:
@@ -404,26 +407,15 @@ def _any_name(_: str) -> bool:
     return True
 
 
-#: A device of more rows than this builds its category sets biggest first (a big device's rows number tens of
-#: millions: the order bounds its memory); fewer, in category order (counting them would cost more than it saves).
-BIGGEST_FIRST_ABOVE = 1 << 16
-
-
-def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure]:
+def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure | RowSet]:
+    """Each op category's wall-time set of the device's rows (a big device's: kept as the rows, see
+    :func:`row_set`)."""
     used = named.label_test(_any_name, keep=True)  # the names some row has
     present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
     cats = [ci for ci in present.tolist() if ci >= 0]
     if present.shape[0] == 1 and cats:  # every row of one category (the usual device): its rows as they are
-        return {OP_CATEGORIES[cats[0]]: Measure.of_rows(plane, rows)}
-    if rows.shape[0] > BIGGEST_FIRST_ABOVE:
-        # the biggest category first: the rows picked for each set are a copy, held while its set is built beside
-        # those built before it
-        size = {ci: int(np.count_nonzero(named.cat == ci)) for ci in cats}
-        cats_first = sorted(cats, key=lambda c: -size[c])
-    else:
-        cats_first = cats
-    built = {ci: Measure.of_rows(plane, rows[named.cat == ci]) for ci in cats_first}
-    return {OP_CATEGORIES[ci]: built[ci] for ci in cats}
+        return {OP_CATEGORIES[cats[0]]: row_set(plane, rows)}
+    return {OP_CATEGORIES[ci]: m for ci, m in zip(cats, row_sets(plane, rows, named.cat, cats))}
 
 
 def _split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[str, Measure | None]],

@@ -402,33 +402,271 @@ class LazyUnion:
         return out
 
 
+# ------------------------------------------------------------------------------------------
+# Big sets kept as their rows, read a time chunk at a time
+# ------------------------------------------------------------------------------------------
+
+#: A set of more event rows than this is kept as its rows (:class:`RowSet`, 4 or 8 bytes a row) and its union built
+#: a time chunk at a time where it is read; fewer, as its union (:class:`Measure`, 16 bytes an interval).
+ROWSET_MIN_ROWS = 1 << 20
+
+#: The readers of :class:`RowSet` s cut time into chunks of about this many of their rows.
+CHUNK_ROWS = 1 << 20
+
+#: A :class:`RowSet` keeps its longest rows (fewer than this many) apart: the others' longest duration bounds how far
+#: before a chunk a row that reaches into it can start.
+LONG_ROWS = 1024
+
+#: :class:`RowSet` reads its rows' columns this many rows at a time when it is made.
+ROW_SLICE = 1 << 20
+
+_FAR = 1 << 62  # beyond every time: the outer edges of the chunks
+
+
+class RowSet:
+    """The wall-time union of many event rows of one plane (a big trace's kernel launches, a device's kernels of one
+    op category), kept as the rows and built a time chunk at a time where it is read (:meth:`part`): no union of
+    millions of intervals is held. ``rows`` ascend (grouped by thread, sorted by start in each: see
+    :func:`row_set`); with ``codes`` (one per row) only the rows whose code is ``code`` belong to the set.
+
+    :func:`priority_split`, :func:`union_length`, :func:`union_holes` and :meth:`within` read it chunk by chunk, with
+    the same answers as its :meth:`wall` set; anything else reads :meth:`wall`, built in full."""
+
+    def __init__(self, plane: Plane, rows: np.ndarray, bounds: np.ndarray, codes: np.ndarray | None = None,
+                 code: int = 0):
+        self.plane, self.rows, self.bounds, self.codes, self.code = plane, rows, bounds, codes, code
+        self.n = 0
+        tops = []
+        dur = plane.ev_dur_ps
+        for lo in range(0, rows.shape[0], ROW_SLICE):
+            d = dur[rows[lo:lo + ROW_SLICE]]
+            if codes is not None:
+                d = d[codes[lo:lo + ROW_SLICE] == code]
+            self.n += int(np.count_nonzero(d > 0))  # empty without a row of some length, as its union
+            tops.append(d if d.shape[0] < LONG_ROWS else np.partition(d, d.shape[0] - LONG_ROWS)[-LONG_ROWS:])
+        top = np.concatenate(tops) if tops else EMPTY
+        #: every row but the long ones lasts at most this long
+        self.reach = int(np.partition(top, top.shape[0] - LONG_ROWS)[top.shape[0] - LONG_ROWS]) \
+            if top.shape[0] >= LONG_ROWS else -1
+        longs = []
+        if self.reach >= 0:
+            for lo in range(0, rows.shape[0], ROW_SLICE):
+                r = rows[lo:lo + ROW_SLICE]
+                sel = dur[r] > self.reach
+                if codes is not None:
+                    sel &= codes[lo:lo + ROW_SLICE] == code
+                longs.append(r[sel])
+        #: the rows longer than ``reach`` (ascending), tested against every chunk
+        self.long = np.concatenate(longs) if longs else rows[:0]
+        self._cuts: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _selected(self) -> np.ndarray:
+        return self.rows if self.codes is None else self.rows[self.codes == self.code]
+
+    def wall(self) -> Measure:
+        """The whole union, built (memory of every interval: the readers that chunk do not call this)."""
+        return Measure(*rows_union(self.plane, self._selected()), disjoint=True)
+
+    def _first_at(self, lo: int, hi: int, t: int) -> int:
+        """The first index in ``[lo, hi)`` of a thread's rows whose start is at least ``t`` (``hi`` if none)."""
+        start, rows = self.plane.ev_start_ps, self.rows
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(start[rows[mid]]) < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def part(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+        """The union of the set's rows that meet ``[t0, t1)`` (disjoint sorted; it may reach outside)."""
+        start, dur = self.plane.ev_start_ps, self.plane.ev_dur_ps
+        pieces = []
+        from_t = t0 - self.reach if self.reach >= 0 else -_FAR
+        for a, b in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()):
+            i = self._first_at(a, b, from_t)
+            j = self._first_at(i, b, t1)
+            if j > i:
+                r = self.rows[i:j]
+                pieces.append(r if self.codes is None else r[self.codes[i:j] == self.code])
+        r = np.concatenate(pieces) if len(pieces) > 1 else (pieces[0] if pieces else self.rows[:0])
+        if r.shape[0]:
+            r = r[start[r] + dur[r] > t0]
+        if self.long.shape[0]:
+            lr = self.long
+            s = start[lr]
+            lr = lr[(s < from_t) & (s + dur[lr] > t0)]  # started before the searched starts, reach into the chunk
+            if lr.shape[0]:
+                r = np.insert(r, np.searchsorted(r, lr), lr)
+        return rows_union(self.plane, r)
+
+    def cuts(self, k: int) -> np.ndarray:
+        """``k - 1`` ascending times that split the set's rows into ``k`` chunks of about as many rows (from a sample of
+        their starts)."""
+        if k <= 1 or not self.rows.shape[0]:
+            return EMPTY
+        step = max(1, self.rows.shape[0] // (64 * k))
+        s = np.sort(self.plane.ev_start_ps[self.rows[::step]])
+        return np.unique(s[(np.arange(1, k) * s.shape[0]) // k])
+
+    def total(self) -> int:
+        return union_length(self)
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        """Covered length in (-inf, t] for each t (as :meth:`Measure.upto`), a chunk at a time."""
+        t = np.asarray(t, np.int64)
+        flat = t.ravel()
+        order = np.argsort(flat, kind="stable")
+        srt = flat[order]
+        out = np.empty(flat.shape[0], np.int64)
+        edges = _edges([self])
+        carry = 0
+        for c0, c1 in zip(edges[:-1], edges[1:]):
+            s, e = _clipped(self.part(c0, c1), c0, c1)
+            i, j = np.searchsorted(srt, [c0, c1])
+            if j > i:
+                out[order[i:j]] = carry + _cover_sorted(s, e, srt[i:j])
+            carry += int((e - s).sum())
+        return out.reshape(t.shape)
+
+    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Covered length inside each window [a, b)."""
+        a = np.asarray(a, np.int64)
+        b = np.asarray(b, np.int64)
+        r = self.upto(np.concatenate([a.ravel(), b.ravel()]))
+        n = a.size
+        return (r[n:] - r[:n]).reshape(a.shape)
+
+
+def row_set(plane: Plane, rows: np.ndarray, codes: np.ndarray | None = None, code: int = 0,
+            bounds: np.ndarray | None = None) -> Measure | RowSet:
+    """The wall-time union of event rows (those whose ``codes`` entry is ``code``, with ``codes``): a
+    :class:`RowSet` when they are more than :data:`ROWSET_MIN_ROWS` and ascend, grouped by thread and sorted by start
+    in each (``bounds``: each thread's run of ``rows``, if known), else a :class:`Measure`."""
+    rows = row_index(rows)
+    n = rows.shape[0] if codes is None else int(np.count_nonzero(codes == code))
+    if n > ROWSET_MIN_ROWS:
+        if bounds is None:
+            bounds = thread_runs(plane, rows)
+        if bounds is not None:
+            return RowSet(plane, rows, bounds, codes, code)
+    return Measure.of_rows(plane, rows if codes is None else rows[codes == code])
+
+
+def row_sets(plane: Plane, rows: np.ndarray, codes: np.ndarray, wanted: list[int]) -> list[Measure | RowSet]:
+    """:func:`row_set` of the rows of each code ``wanted`` (their threads' runs found once)."""
+    rows = row_index(rows)
+    bounds = thread_runs(plane, rows) if rows.shape[0] > ROWSET_MIN_ROWS else None
+    return [row_set(plane, rows, codes, c, bounds) for c in wanted]
+
+
+def thread_runs(plane: Plane, rows: np.ndarray) -> np.ndarray | None:
+    """Each thread's run of ``rows`` (bounds, as :func:`run_bounds`) when they ascend, are grouped by thread and
+    sorted by start in each; else None. Read a slice at a time."""
+    line = plane.ev_line
+    start = plane.ev_start_ps
+    n = rows.shape[0]
+    cuts = []
+    for lo in range(0, n, ROW_SLICE):
+        r = rows[lo:min(lo + ROW_SLICE + 1, n)]  # one row of overlap: the order across slices
+        if r.shape[0] < 2:
+            continue
+        if not bool(np.all(r[1:] > r[:-1])) or r[0] < 0 or r[-1] >= plane.n_events:
+            return None
+        ln = line[r]
+        new = ln[1:] != ln[:-1]
+        s = start[r]
+        if bool(np.any((s[1:] < s[:-1]) & ~new)):
+            return None
+        cuts.append(np.flatnonzero(new) + lo + 1)
+    out = np.concatenate([[0], *cuts, [n]]).astype(np.int64)
+    if n and bool(np.any(np.diff(line[rows[out[:-1]]].astype(np.int64)) <= 0)) and out.shape[0] > 2:
+        return None  # a thread's rows in two runs
+    return out
+
+
+def _clipped(part: tuple[np.ndarray, np.ndarray], c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+    s, e = part
+    s, e = np.maximum(s, c0), np.minimum(e, c1)
+    keep = e > s
+    return (s, e) if bool(keep.all()) else (s[keep], e[keep])
+
+
+def _edges(sets) -> list[int]:
+    """Chunk edges for reading ``sets`` (those that are RowSets): -far, cuts of about :data:`CHUNK_ROWS` of their
+    rows each, far."""
+    big = [m for m in sets if isinstance(m, RowSet)]
+    total = sum(m.rows.shape[0] for m in big)
+    k = -(-total // CHUNK_ROWS)
+    cuts = np.unique(np.concatenate([m.cuts(max(1, round(k * m.rows.shape[0] / total))) for m in big])) \
+        if k > 1 else EMPTY
+    if cuts.shape[0] > k:  # several sets: about k chunks in all
+        cuts = cuts[(np.arange(1, k) * cuts.shape[0]) // k]
+    return [-_FAR, *cuts.tolist(), _FAR]
+
+
+def _restricted(m, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of a RowSet or a wall-time Measure that meet ``[c0, c1)`` (views of a Measure's)."""
+    if isinstance(m, RowSet):
+        return m.part(c0, c1)
+    i = int(np.searchsorted(m.e, c0, side="right"))
+    j = int(np.searchsorted(m.s, c1, side="left"))
+    return m.s[i:j], m.e[i:j]
+
+
+def _has_rowset(sets) -> bool:
+    return any(isinstance(m, RowSet) for m in sets)
+
+
 #: At most this many disjoint sets are walked by :func:`union_length` and :func:`union_holes` (the kernels' limit;
 #: more are joined first, the smallest together).
 SWEEP_MAX_SETS = 64
 
 
 def _sweep_parts(sets) -> list[np.ndarray]:
-    """The disjoint sorted sets the union of ``sets`` is made of, flat (s0, e0, s1, e1, ...): a Measure's wall set,
-    a LazyUnion's two, each thread's set of a Runs; None and empty ones left out."""
-    out: list[Measure] = []
+    """The disjoint sorted sets the union of ``sets`` (no RowSet among them) is made of, flat (s0, e0, s1, e1, ...):
+    see :func:`_sweep_sets`."""
+    return [a for m in _sweep_sets(sets) for a in (m.s, m.e)]
+
+
+def _sweep_sets(sets) -> list:
+    """The disjoint sorted sets the union of ``sets`` is made of: a Measure's wall set, a LazyUnion's two, each
+    thread's set of a Runs, a RowSet as it is; None and empty ones left out; at most :data:`SWEEP_MAX_SETS` (the
+    smallest Measures joined)."""
+    out: list = []
     for m in sets:
         if m is None or not len(m):
             continue
-        if isinstance(m, LazyUnion):
+        if isinstance(m, RowSet):
+            out.append(m)
+        elif isinstance(m, LazyUnion):
             out.extend(x for x in (m.big, m.small) if len(x))
         elif isinstance(m, Runs):
             out.extend(m.parts)
         else:
             out.append(m.wall())
     if len(out) > SWEEP_MAX_SETS:
-        out.sort(key=len, reverse=True)
-        out[SWEEP_MAX_SETS - 1:] = [union_of(*out[SWEEP_MAX_SETS - 1:])]
-    return [a for m in out for a in (m.s, m.e)]
+        keep = [m for m in out if isinstance(m, RowSet)]
+        ms = sorted((m for m in out if not isinstance(m, RowSet)), key=len, reverse=True)
+        room = SWEEP_MAX_SETS - 1 - len(keep)
+        out = keep + ms[:room] + [union_of(*ms[room:])]
+    return out
 
 
 def union_length(*sets) -> int:
-    """``union_of(*sets).total()`` (Measures, Runs, LazyUnions), walked in one pass without building the union."""
-    return _native.union_length(_sweep_parts(sets))
+    """``union_of(*sets).total()`` (Measures, Runs, LazyUnions, RowSets), walked in one pass without building the
+    union (RowSets a chunk at a time)."""
+    if not _has_rowset(sets):
+        return _native.union_length(_sweep_parts(sets))
+    parts = _sweep_sets(sets)
+    edges = _edges(parts)
+    total = 0
+    for c0, c1 in zip(edges[:-1], edges[1:]):
+        total += _native.union_length([a for m in parts for a in _clipped(_restricted(m, c0, c1), c0, c1)])
+    return total
 
 
 def union_length_of(parts: list[np.ndarray]) -> int:
@@ -441,8 +679,44 @@ def union_holes(sets, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.nd
     """The holes of the union of ``sets`` (Measures, Runs, LazyUnions) inside the disjoint sorted windows
     ``[ws, we)``: ``intersect(*complement(union), ws, we)`` without building the union or its complement (memory the
     size of the answer)."""
-    return _native.union_holes(_sweep_parts(sets), np.ascontiguousarray(ws, np.int64),
-                               np.ascontiguousarray(we, np.int64))
+    ws = np.ascontiguousarray(ws, np.int64)
+    we = np.ascontiguousarray(we, np.int64)
+    if not _has_rowset(sets):
+        return _native.union_holes(_sweep_parts(sets), ws, we)
+    parts = _sweep_sets(sets)
+    edges = _edges(parts)
+    for k in range(1, len(edges) - 1):  # no cut on a window's edge: a hole cut at a cut is one hole, joined below
+        c = edges[k]
+        while c in _at(ws, c) or c in _at(we, c):
+            c += 1
+        edges[k] = c
+    edges = sorted(set(edges))
+    hs, he = [], []
+    for c0, c1 in zip(edges[:-1], edges[1:]):
+        i, j = int(np.searchsorted(we, c0, side="right")), int(np.searchsorted(ws, c1, side="left"))
+        if j <= i:
+            continue
+        s, e = _native.union_holes([a for m in parts for a in _restricted(m, c0, c1)],
+                                   np.clip(ws[i:j], c0, c1), np.clip(we[i:j], c0, c1))
+        hs.append(s)
+        he.append(e)
+    if not hs:
+        return EMPTY, EMPTY
+    s, e = np.concatenate(hs), np.concatenate(he)
+    cut = np.zeros(s.shape[0], bool)  # a hole that starts where the one before ends, at a cut: one hole
+    if s.shape[0] > 1:
+        cut[1:] = (s[1:] == e[:-1]) & np.isin(s[1:], edges)
+    if cut.any():
+        first = np.flatnonzero(~cut)
+        last = np.append(first[1:], s.shape[0]) - 1
+        s, e = s[first], e[last]
+    return s, e
+
+
+def _at(a: np.ndarray, t: int) -> tuple:
+    """``(t,)`` when the sorted ``a`` holds ``t``, else ``()``."""
+    i = int(np.searchsorted(a, t))
+    return (t,) if i < a.shape[0] and int(a[i]) == t else ()
 
 
 def step_of(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -495,8 +769,10 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
     the same order in every lane, e.g. one lane per device), in one sweep: each lane's sets (clipped to the
     window) are moved into a lane of their own (:class:`Lanes`), where no other lane's reach. Each value is an
     array of one, as :func:`priority_split` gives for one window."""
-    room = Lanes.fit(len(lanes), np.array([lo, hi], np.int64)) if hi > lo and len(lanes) > 1 else None
-    if room is None:  # one lane or none (nothing to share: no shifted copy of its sets), or no room to move them
+    rowsets = any(isinstance(m, RowSet) for layers in lanes for _, m in layers)
+    room = Lanes.fit(len(lanes), np.array([lo, hi], np.int64)) if hi > lo and len(lanes) > 1 and not rowsets \
+        else None
+    if room is None:  # one lane or none, no room to move them, or big lanes kept as rows: each split on its own
         return [priority_split((np.array([lo], np.int64), np.array([hi], np.int64)), layers) for layers in lanes]
     names = [name for name, _ in lanes[0]]
     if any([name for name, _ in layers] != names for layers in lanes):
@@ -534,12 +810,15 @@ def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, 
     b = np.ascontiguousarray(b, np.int64)
     if a.ndim != 1 or a.shape != b.shape:
         return None
-    kept = [(name, m.wall()) for name, m in layers if m is not None and len(m)]
+    kept = [(name, m if isinstance(m, RowSet) else m.wall()) for name, m in layers if m is not None and len(m)]
     order = None
     if a.shape[0] > 1 and not bool(np.all(a[1:] >= a[:-1])):  # windows in any order: taken by start
         order = np.lexsort((b, a))
-    cover = _priority_cover([w.s for _, w in kept], [w.e for _, w in kept], a if order is None else a[order],
-                            b if order is None else b[order])
+    sa, sb = (a, b) if order is None else (a[order], b[order])
+    if _has_rowset(m for _, m in kept):
+        cover = _chunked_cover([m for _, m in kept], sa, sb)
+    else:
+        cover = _priority_cover([w.s for _, w in kept], [w.e for _, w in kept], sa, sb)
     if cover is None:
         return None
     cover = cover.reshape(len(kept), a.shape[0])
@@ -559,6 +838,27 @@ def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, 
         k += 1
     out["_rest"] = (b - a) - covered
     return out
+
+
+def _chunked_cover(sets: list, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``_priority_cover`` of ``sets`` (wall-time Measures and RowSets) over windows by start with ascending ends, a
+    time chunk at a time: each window's part in a chunk is covered by the sets' intervals there, and the parts add
+    up (the cover of a window is a sum over any partition of it). None where the windows are not in that order."""
+    if a.shape[0] > 1 and not (bool(np.all(a[1:] >= a[:-1])) and bool(np.all(b[1:] >= b[:-1]))):
+        return None
+    out = np.zeros((len(sets), a.shape[0]), np.int64)
+    edges = _edges(sets)
+    for c0, c1 in zip(edges[:-1], edges[1:]):
+        i, j = int(np.searchsorted(b, c0, side="right")), int(np.searchsorted(a, c1, side="left"))
+        if j <= i:  # no window meets the chunk
+            continue
+        parts = [_restricted(m, c0, c1) for m in sets]
+        got = _priority_cover([s for s, _ in parts], [e for _, e in parts], np.clip(a[i:j], c0, c1),
+                              np.clip(b[i:j], c0, c1))
+        if got is None:
+            return None
+        out[:, i:j] += got.reshape(len(sets), j - i)
+    return out.ravel()
 
 
 # ------------------------------------------------------------------------------------------
