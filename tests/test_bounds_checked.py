@@ -227,3 +227,42 @@ def test_parallel_priority_sweep_is_in_bounds_under_address_sanitizer(tmp_path):
     report = asanlib.sanitizer_report(proc.stderr)
     assert report is None, f"out-of-bounds access or undefined behaviour in priority_cover:\n{report}"
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+ROW_RANGES = r"""
+import numpy as np
+from tfadvisor import _native
+rng = np.random.default_rng(11)
+for case in range(40):
+    n = int(rng.integers(0, 400))
+    start = np.sort(rng.integers(0, 10**6, n)).astype(np.int64)
+    dur = rng.integers(0, 5000, n).astype(np.int64)
+    rows = np.sort(rng.choice(n, int(rng.integers(0, n + 1)), replace=False)).astype([np.int32, np.int64][case % 2])
+    codes = rng.integers(0, 3, rows.shape[0]).astype(np.int8) if case % 3 else None
+    cut = np.sort(rng.integers(0, rows.shape[0] + 1, 2 * int(rng.integers(0, 4))))
+    lo, hi = cut[0::2].astype(np.int64), cut[1::2].astype(np.int64)
+    s, e, ok = _native.union_row_ranges(start, dur, rows, lo, hi, codes, 1)
+    assert ok and np.all(e > s) and np.all(s[1:] > e[:-1]), case
+    if rows.shape[0]:  # rows out of the columns, and ranges out of the rows: refused, nothing read
+        bad = rows.copy()
+        bad[-1] = n + 5
+        assert not _native.union_row_ranges(start, dur, bad, np.array([0]), np.array([bad.shape[0]]), None, 0)[2]
+    for a, b in ((-1, 1), (0, rows.shape[0] + 1), (2, 1)):
+        try:
+            _native.union_row_ranges(start, dur, rows, np.array([a]), np.array([b]), codes, 1)
+        except IndexError:
+            pass
+        else:
+            assert a <= b <= rows.shape[0] and a >= 0, (a, b)
+print("ok")
+"""
+
+
+def test_row_ranges_union_is_in_bounds_under_address_sanitizer(tmp_path):
+    """``union_row_ranges`` (a RowSet's chunk: ranges of rows, codes, rows out of the columns, ranges out of the rows)
+    under the sanitizers: big traces' sets only (more than a million rows), which no sample has."""
+    env = asanlib.instrumented(tmp_path / "asan")
+    proc = asanlib.run_child(ROW_RANGES, [], env, 600)
+    report = asanlib.sanitizer_report(proc.stderr)
+    assert report is None, f"out-of-bounds access or undefined behaviour in union_row_ranges:\n{report}"
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]

@@ -318,3 +318,109 @@ def test_line_rows_of_any_lines_are_their_runs_in_line_order():
             want = np.concatenate(runs) if runs else np.empty(0, np.int64)
             got = line_rows(p, lines)
             assert got.dtype == np.int64 and np.array_equal(got, want), (p.name, lines.tolist())
+
+
+def _big_plane(rng, threads: int = 3, n: int = 3000):
+    """A host plane of ``threads`` lines (the reader's layout: grouped by line, sorted by start in each) whose events
+    overlap within a line, with a few very long ones."""
+    from tfadvisor.model.trace import Plane
+
+    p = _host_plane()
+    per = [n // threads + int(rng.integers(0, 50)) for _ in range(threads)]
+    starts = [np.sort(rng.integers(0, 10**7, k)) for k in per]
+    durs = [rng.integers(0, 20_000, k) for k in per]
+    for d in durs:
+        d[rng.integers(0, d.shape[0], 3)] = rng.integers(10**6, 5 * 10**6, 3)  # a few long ones
+        d[rng.integers(0, d.shape[0], 20)] = 0  # and empty ones
+    line = np.repeat(np.arange(threads), per).astype(np.int8)
+    return replace(p, ev_line=line, ev_meta=np.zeros(line.shape[0], np.int16),
+                   ev_start_ps=np.concatenate(starts).astype(np.int64), ev_dur_ps=np.concatenate(durs).astype(np.int64),
+                   lines=p.lines), per
+
+
+@pytest.mark.parametrize("chunk_rows,long_rows", [(1 << 20, 1024), (97, 1024), (13, 2), (1, 0)])
+def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypatch):
+    """A RowSet (a big set kept as its rows, read in time chunks) answers every reader as its union built: within,
+    upto, total, union_length, union_holes, priority_split, the LazyUnion it is the big part of, its blocks, first
+    and last; with codes, long rows and several threads, chunks of one row to all of them."""
+    from tfadvisor.analyses import intervals
+    from tfadvisor.analyses.intervals import RowSet, UnionSet, first_last, row_set, row_sets
+
+    monkeypatch.setattr(intervals, "ROWSET_MIN_ROWS", 0)
+    monkeypatch.setattr(intervals, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(intervals, "LONG_ROWS", long_rows)
+    rng = np.random.default_rng(chunk_rows)
+    p, per = _big_plane(rng)
+    rows = np.sort(rng.choice(p.n_events, p.n_events * 2 // 3, replace=False)).astype(np.int32)
+    codes = rng.integers(0, 3, rows.shape[0]).astype(np.int8)
+    sets = [row_set(p, rows), *row_sets(p, rows, codes, [0, 2])]
+    assert all(isinstance(m, RowSet) for m in sets)
+    want = [Measure(*rows_union(p, rows), disjoint=True)] + \
+           [Measure(*rows_union(p, rows[codes == c]), disjoint=True) for c in (0, 2)]
+    lo, hi = -5, 10**7 + 6 * 10**6
+    t = rng.integers(lo, hi, 500)
+    a = np.sort(rng.integers(lo, hi, 40))
+    b = a + rng.integers(0, 10**6, 40)
+    small = Measure(*_random_set(rng, 30), disjoint=True)
+    for m, w in zip(sets, want):
+        wall = m.wall()
+        assert np.array_equal(wall.s, w.s) and np.array_equal(wall.e, w.e)
+        assert m.upto(t).tolist() == w.upto(t).tolist() and m.upto(t).tolist() == w.upto(t).tolist()  # and again
+        assert m.within(a, b).tolist() == w.within(a, b).tolist()
+        assert m.total() == w.total() == union_length(m)
+        assert (len(m) > 0) == (len(w) > 0)
+        blocks = [np.concatenate(x) for x in zip(*m.blocks())]
+        assert np.array_equal(blocks[0], w.s) and np.array_equal(blocks[1], w.e)
+        assert first_last(m) == (int(w.s[0]), int(w.e[-1]))
+        lazy = LazyUnion(m, small)
+        assert lazy.within(a, b).tolist() == LazyUnion(w, small).within(a, b).tolist()
+        assert union_length(m, small) == union_length(w, small) == union_length(lazy)
+        ws, we = union(a, b)
+        for x, y in zip(union_holes([m, small], ws, we), union_holes([w, small], ws, we)):
+            assert x.tolist() == y.tolist()
+    both = UnionSet(sets[1:])
+    assert both.within(a, b).tolist() == LazyUnion(*want[1:]).within(a, b).tolist()
+    layers = [("x", sets[1]), ("y", small), ("x", sets[2]), ("z", sets[0])]
+    plain = [("x", want[1]), ("y", small), ("x", want[2]), ("z", want[0])]
+    steps = (a, np.maximum.accumulate(b))  # by start, ends ascending: the one-sweep path
+    for win in (steps, (np.array([lo]), np.array([hi]))):
+        got, exp = priority_split(win, layers), priority_split(win, plain)
+        assert {k: np.asarray(v).tolist() for k, v in got.items()} == {k: np.asarray(v).tolist() for k, v in exp.items()}
+    lanes = priority_split_lanes(lo, hi, [layers, layers])
+    assert [{k: v.tolist() for k, v in d.items()} for d in lanes] == \
+        [{k: np.asarray(v).tolist() for k, v in priority_split((np.array([lo]), np.array([hi])), plain).items()}] * 2
+
+
+def test_row_sets_refuse_rows_out_of_thread_order():
+    """Rows not grouped by thread, or not by start within one, are not kept as rows: their union is built."""
+    from tfadvisor.analyses import intervals
+    from tfadvisor.analyses.intervals import RowSet, row_set, thread_runs
+
+    p, _ = _big_plane(np.random.default_rng(3))
+    rows = np.arange(p.n_events, dtype=np.int64)
+    assert thread_runs(p, rows) is not None
+    q = replace(p, ev_start_ps=p.ev_start_ps[::-1].copy())  # every line's starts descend
+    assert thread_runs(q, rows) is None and thread_runs(p, rows[::-1].copy()) is None
+    old = intervals.ROWSET_MIN_ROWS
+    try:
+        intervals.ROWSET_MIN_ROWS = 0
+        assert isinstance(row_set(p, rows), RowSet) and isinstance(row_set(q, rows), Measure)
+    finally:
+        intervals.ROWSET_MIN_ROWS = old
+
+
+@pytest.mark.parametrize("max_spans", [3, 50, 400])
+def test_coarsen_of_a_row_set_is_coarsen_of_its_union(max_spans, monkeypatch):
+    """The timeline's spans of a set kept as rows, read in two passes of chunks, are those of its union built."""
+    from tfadvisor.analyses import intervals
+    from tfadvisor.analyses.intervals import row_set
+    from tfadvisor.analyses.timeline import coarsen, coarsen_set
+
+    monkeypatch.setattr(intervals, "ROWSET_MIN_ROWS", 0)
+    monkeypatch.setattr(intervals, "CHUNK_ROWS", 61)
+    p, _ = _big_plane(np.random.default_rng(max_spans), threads=2, n=4000)
+    m = row_set(p, np.arange(p.n_events))
+    w = m.wall()
+    got, want = coarsen_set(m, "x", max_spans), coarsen(w.s, w.e, max_spans, "x")
+    for col in ("start_ps", "end_ps", "covered_ps", "count"):
+        assert np.asarray(got[col]).tolist() == np.asarray(want[col]).tolist(), col

@@ -2597,6 +2597,133 @@ static void heap_down(int64_t *heap, int64_t n, int64_t at, const int64_t *key)
     }
 }
 
+/* _union_row_ranges(start, dur, rows, lo, hi, codes, code) -> (starts, ends, ok): the union of the intervals of the
+ * event rows rows[lo[g]:hi[g]] for each range g, every range one thread's rows ascending by start (empty intervals
+ * left out, touching ones joined), merged by start in one pass (the range with the earliest next start runs on while
+ * its starts are no later than the other ranges' next); with codes (one per entry of rows; None for all) only the
+ * rows whose code is `code`. ok is False (and the result empty) for a row outside the columns or starts out of
+ * order. A RowSet's chunk: its threads' ranges found by binary search, no check pass, no grouping. */
+static PyObject *py_union_row_ranges(PyObject *self, PyObject *args)
+{
+    PyObject *os, *od, *orw, *olo, *ohi, *oc;
+    long long code;
+    if (!PyArg_ParseTuple(args, "OOOOOOL", &os, &od, &orw, &olo, &ohi, &oc, &code))
+        return NULL;
+    PyArrayObject *st = NULL, *du = NULL, *alo = NULL, *ahi = NULL, *o_s = NULL, *o_e = NULL;
+    IdxArr rw = {0}, cd = {0};
+    int64_t *grp = NULL;
+    PyObject *res = NULL;
+    if (!(st = in_arr(os, NPY_INT64, "start")) || !(du = in_arr(od, NPY_INT64, "dur")) ||
+        !(alo = in_arr(olo, NPY_INT64, "lo")) || !(ahi = in_arr(ohi, NPY_INT64, "hi")))
+        goto done;
+    if (idx_arr(orw, &rw, "rows") < 0 || (oc != Py_None && idx_arr(oc, &cd, "codes") < 0))
+        goto done;
+    {
+        int64_t ng = min64(LEN(alo), LEN(ahi)), n = 0, nr = (int64_t)rw.n;
+        const int64_t *glo = I64P(alo), *ghi = I64P(ahi);
+        int coded = oc != Py_None;
+        for (int64_t g = 0; g < ng; g++) {
+            if (glo[g] < 0 || ghi[g] > nr || glo[g] > ghi[g] || (coded && ghi[g] > (int64_t)cd.n)) {
+                PyErr_Format(PyExc_IndexError, "_union_row_ranges: range %lld [%lld, %lld) outside the %lld rows%s",
+                             (long long)g, (long long)glo[g], (long long)ghi[g], (long long)nr,
+                             coded ? " (or their codes)" : "");
+                goto done;
+            }
+            n += ghi[g] - glo[g];
+        }
+        o_s = new_i64(n);
+        o_e = new_i64(n);
+        grp = PyMem_Malloc((size_t)(3 * ng + 1) * sizeof(int64_t));
+        if (!o_s || !o_e || !grp) {
+            if (!grp)
+                PyErr_NoMemory();
+            goto done;
+        }
+        const int64_t *s = I64P(st), *d = I64P(du);
+        int64_t nev = min64(LEN(st), LEN(du));
+        int64_t *ps = I64P(o_s), *pe = I64P(o_e), k = 0;
+        int64_t *pos = grp, *key = grp + ng, *heap = grp + 2 * ng, nh = 0;
+        int ok = 1;
+        Py_BEGIN_ALLOW_THREADS
+        /* each range's next row (of its code): its start is the heap's key */
+        for (int64_t g = 0; g < ng && ok; g++) {
+            int64_t p = glo[g];
+            while (p < ghi[g] && coded && idx_get(&cd, p) != code)
+                p++;
+            pos[g] = p;
+            if (p < ghi[g]) {
+                int64_t i = idx_get(&rw, p);
+                if (i < 0 || i >= nev) {
+                    ok = 0;
+                    break;
+                }
+                key[g] = s[i];
+                heap[nh++] = g;
+            }
+        }
+        for (int64_t h = nh / 2 - 1; ok && h >= 0; h--)
+            heap_down(heap, nh, h, key);
+        while (ok && nh > 0) {
+            int64_t g = heap[0], lim = INT64_MAX, p = pos[g], end = ghi[g], prev = INT64_MIN;
+            if (nh > 1)
+                lim = key[heap[1]];
+            if (nh > 2 && key[heap[2]] < lim)
+                lim = key[heap[2]];
+            int64_t x = 0;
+            for (;;) {
+                int64_t i = idx_get(&rw, p);
+                if (i < 0 || i >= nev || s[i] < prev) {
+                    ok = 0;
+                    break;
+                }
+                x = s[i];
+                prev = x;
+                int64_t y = end_of(x, d[i]);
+                if (y > x)
+                    k = join_or_append(ps, pe, k, x, y);
+                do
+                    p++;
+                while (p < end && coded && idx_get(&cd, p) != code);
+                if (p >= end)
+                    break;
+                i = idx_get(&rw, p);
+                if (i < 0 || i >= nev) {
+                    ok = 0;
+                    break;
+                }
+                if (s[i] > lim) {
+                    x = s[i];
+                    break;
+                }
+            }
+            if (!ok)
+                break;
+            pos[g] = p;
+            if (p < end) {
+                if (x < prev) { /* the range's next start before its last: not ascending */
+                    ok = 0;
+                    break;
+                }
+                key[g] = x;
+            } else {
+                heap[0] = heap[--nh];
+            }
+            heap_down(heap, nh, 0, key);
+        }
+        Py_END_ALLOW_THREADS
+        if (!ok)
+            k = 0;
+        if (shrink(o_s, k) < 0 || shrink(o_e, k) < 0)
+            goto done;
+        res = Py_BuildValue("OOO", o_s, o_e, ok ? Py_True : Py_False);
+    }
+done:
+    PyMem_Free(grp);
+    Py_XDECREF(st); Py_XDECREF(du); Py_XDECREF(alo); Py_XDECREF(ahi); Py_XDECREF(rw.arr); Py_XDECREF(cd.arr);
+    Py_XDECREF(o_s); Py_XDECREF(o_e);
+    return res;
+}
+
 static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
 {
     PyObject *os, *oe, *ol, *orw;
@@ -3172,6 +3299,7 @@ static PyMethodDef methods[] = {
     {"bucket_kernel", py_bucket_kernel, METH_VARARGS, "Event rows bucketed by class code."},
     {"merge_rows", py_merge_rows, METH_VARARGS, "Per-thread union of the intervals of event rows."},
     {"merge_rows_all", py_merge_rows_all, METH_VARARGS, "Union over every thread of the intervals of event rows."},
+    {"union_row_ranges", py_union_row_ranges, METH_VARARGS, "Union of ranges of event rows, one thread's each."},
     {"row_sums", py_row_sums, METH_VARARGS, "Time and count of event rows per code."},
     {"copy_kinds", py_copy_kinds, METH_VARARGS, "What each copy's memcpy_details says of its kinds."},
     {"rows_where", py_rows_where, METH_VARARGS, "Rows whose index is set in a mask."},

@@ -25,14 +25,13 @@ from tfadvisor.analyses.intervals import (
     Measure,
     Runs,
     contained,
+    first_last,
     line_runs,
     row_index,
     row_set,
     rows_runs,
-    rows_union,
-    union_length_of,
+    union_length,
     union_of,
-    union_runs,
 )
 from tfadvisor.analyses.names import name_mask, name_test, name_values
 from tfadvisor.model.trace import Plane, Trace
@@ -451,29 +450,26 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
             dur = p.ev_dur_ps[cp]
             h2d_known_ps += int(dur[h2d & known].sum())
             pageable_ps += int(dur[h2d & known & pageable].sum())
-        dev_parts = {}
+        dev_sets = {}
         for k in keys:
             r = klass[k]
             if r.shape[0]:
-                dev_parts[k] = rows_union(p, r)
-                parts[k].append(dev_parts[k])
+                dev_sets[k] = row_set(p, r)  # a big device's: kept as its rows
+                parts[k].append(dev_sets[k])
         comp = klass["dev_compute"]
         info["kernels"] = int(comp.shape[0] + klass["dev_collective"].shape[0])
         info["copies"] = int(cp.shape[0])
-        info["runs"] = dev_parts  # per kind: this device's union of intervals (the devices analysis reads them)
+        info["sets"] = dev_sets  # per kind: this device's wall-time set (the devices analysis reads them)
         # lengths of unions, walked without building them (a big device's sets hold millions of intervals)
-        compute = [a for k in ("dev_compute", "dev_collective") if k in dev_parts for a in dev_parts[k]]
+        compute = [dev_sets[k] for k in ("dev_compute", "dev_collective") if k in dev_sets]
         if compute:
-            info["compute_ps"] = union_length_of(compute)
-        if dev_parts:
-            info["busy_ps"] = union_length_of([a for v in dev_parts.values() for a in v])
-            ran = [v for v in dev_parts.values() if v[0].shape[0]]
+            info["compute_ps"] = union_length(*compute)
+        if dev_sets:
+            info["busy_ps"] = union_length(*dev_sets.values())
+            ran = [first_last(v) for v in dev_sets.values() if len(v)]
             if ran:
-                info["first_ps"], info["last_ps"] = min(int(s[0]) for s, _ in ran), max(int(e[-1]) for _, e in ran)
-    out = {}
-    for k in keys:
-        s, e = union_runs(parts[k])
-        out[k] = Measure(s, e, disjoint=True)
+                info["first_ps"], info["last_ps"] = min(a for a, _ in ran), max(b for _, b in ran)
+    out = {k: union_of(*parts[k]) for k in keys}
     if h2d_known_ps:
         act.h2d_pageable_ps = (pageable_ps, h2d_known_ps)
     act.h2d_xprof_named = h2d_xprof_named

@@ -21,7 +21,6 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.hosts import STRAGGLER_RATIO
-from tfadvisor.analyses.intervals import Measure
 from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
@@ -42,12 +41,12 @@ DECLARED = declare(
 )
 
 
-def _per_step(runs: dict, kind: str, a: np.ndarray, b: np.ndarray) -> float:
-    """Mean time per step of this device's ``kind`` intervals inside the steps [a, b)."""
-    r = runs.get(kind)
-    if r is None or not r[0].shape[0]:
+def _per_step(sets: dict, kind: str, a: np.ndarray, b: np.ndarray) -> float:
+    """Mean time per step of this device's ``kind`` set inside the steps [a, b)."""
+    m = sets.get(kind)
+    if m is None or not len(m):
         return 0.0
-    return float(Measure(r[0], r[1], disjoint=True).within(a, b).mean()) / PS_PER_MS
+    return float(m.within(a, b).mean()) / PS_PER_MS
 
 
 def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
@@ -58,9 +57,9 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         return res
     a, b, in_stats, _ = step_spans(step_table)
     a, b = a[in_stats], b[in_stats]
-    devs = [d for d in act.per_device if d.get("runs")]
-    work = np.array([_per_step(d["runs"], "dev_compute", a, b) for d in devs])
-    coll = np.array([_per_step(d["runs"], "dev_collective", a, b) for d in devs])
+    devs = [d for d in act.per_device if d.get("sets")]
+    work = np.array([_per_step(d["sets"], "dev_compute", a, b) for d in devs])
+    coll = np.array([_per_step(d["sets"], "dev_collective", a, b) for d in devs])
     used = work > 0
     if used.sum() < 2 or not a.shape[0]:
         res.missing(names, "")  # nothing to compare

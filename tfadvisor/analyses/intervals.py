@@ -70,6 +70,11 @@ intersect = _native.intersect
 #: starts or ends do not ascend.
 _priority_cover = _native.priority_cover
 
+#: ``_union_row_ranges(start, dur, rows, lo, hi, codes, code)``: (starts, ends, ok), the union of the ranges
+#: ``rows[lo[g]:hi[g]]``, each one thread's rows ascending by start (with ``codes``, of the rows whose code is
+#: ``code``), merged in one pass; ok False for rows out of the columns or out of order.
+_union_row_ranges = _native.union_row_ranges
+
 #: ``_union_rows(start, end, rows)``: the union of the intervals of event rows in any order (sorted in the kernel).
 #: Here and in the merges, ``rows`` are read as they are when int32 or int64 (the row arrays of a plane are int32
 #: where every row fits).
@@ -269,8 +274,11 @@ class Measure:
 
 
 def union_of(*parts: Measure | None) -> Measure:
-    """Wall-time union of measures (None and empty ones skipped)."""
-    parts = [p.wall() for p in parts if p is not None and len(p)]
+    """Wall-time union of measures (None and empty ones skipped); of ChunkedSets among them, a :class:`UnionSet`."""
+    parts = [p for p in parts if p is not None and len(p)]
+    if any(isinstance(p, ChunkedSet) for p in parts):
+        return parts[0] if len(parts) == 1 else UnionSet([p if isinstance(p, ChunkedSet) else p.wall() for p in parts])
+    parts = [p.wall() for p in parts]
     if not parts:
         return Measure.empty()
     s, e = union_runs([(p.s, p.e) for p in parts])
@@ -364,25 +372,30 @@ class LazyUnion:
         return len(self.big) + len(self.small)
 
     def wall(self) -> Measure:
-        return self.big | self.small
+        return union_of(self.big, self.small)
 
     def total(self) -> int:
         return union_length(self)
 
-    def add(self, m: Measure | Runs | LazyUnion) -> None:
+    def add(self, m: Measure | Runs | LazyUnion | ChunkedSet) -> None:
         if isinstance(m, LazyUnion):
             self.add(m.big)
             self.add(m.small)
             return
-        m = m.wall()
-        if len(m) <= max(len(self.big), 1) * self.SMALL:
-            self.small = self.small | m
+        if isinstance(m, ChunkedSet) and not len(self.big):
+            self.big = m  # the big one read in chunks, as it is
         else:
-            self.big = self.big | m
+            m = m.wall()
+            if len(m) <= max(len(self.big), 1) * self.SMALL:
+                self.small = self.small | m
+            else:
+                self.big = union_of(self.big, m).wall()
         if len(self.small) > max(len(self.big), 1) * self.SMALL:
-            self.big, self.small = self.big | self.small, Measure.empty()
+            self.big, self.small = union_of(self.big, self.small).wall(), Measure.empty()
 
     def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if isinstance(self.big, ChunkedSet) and len(self.small):  # one pass over the big set's chunks
+            return UnionSet([self.big, self.small]).within(a, b)
         out = self.big.within(a, b)
         if len(self.small) == 0:
             return out
@@ -392,12 +405,12 @@ class LazyUnion:
         a = np.ascontiguousarray(a, np.int64)
         b = np.ascontiguousarray(b, np.int64)
         if a.shape[0] > 1 and not (bool(np.all(a[1:] >= b[:-1])) and bool(np.all(b >= a))):
-            u = self.big | self.small  # windows overlap each other: the plain way
-            return u.within(a, b)
+            return union_of(self.big, self.small).within(a, b)  # windows overlap each other: the plain way
         # the overlap of small and big inside each window, from the small set's pieces
         ps, pe, pw = intersect(self.small.s, self.small.e, a, b)
         if ps.shape[0]:
-            ov = self.big.upto(pe) - self.big.upto(ps)
+            up = self.big.upto(np.concatenate([pe, ps]))
+            ov = up[:pe.shape[0]] - up[pe.shape[0]:]
             out = out - np.bincount(pw, weights=ov.astype(np.float64), minlength=a.shape[0]).astype(np.int64)
         return out
 
@@ -423,101 +436,66 @@ ROW_SLICE = 1 << 20
 _FAR = 1 << 62  # beyond every time: the outer edges of the chunks
 
 
-class RowSet:
-    """The wall-time union of many event rows of one plane (a big trace's kernel launches, a device's kernels of one
-    op category), kept as the rows and built a time chunk at a time where it is read (:meth:`part`): no union of
-    millions of intervals is held. ``rows`` ascend (grouped by thread, sorted by start in each: see
-    :func:`row_set`); with ``codes`` (one per row) only the rows whose code is ``code`` belong to the set.
+class ChunkedSet:
+    """A wall-time set too big to hold as its union, read a time chunk at a time: :meth:`part` gives the union of
+    what meets a chunk. :func:`priority_split`, :func:`union_length`, :func:`union_holes`, :class:`LazyUnion`,
+    :meth:`within` and the timeline's spans read it chunk by chunk, with the same answers as its :meth:`wall` set;
+    anything else reads :meth:`wall`, built in full."""
 
-    :func:`priority_split`, :func:`union_length`, :func:`union_holes` and :meth:`within` read it chunk by chunk, with
-    the same answers as its :meth:`wall` set; anything else reads :meth:`wall`, built in full."""
-
-    def __init__(self, plane: Plane, rows: np.ndarray, bounds: np.ndarray, codes: np.ndarray | None = None,
-                 code: int = 0):
-        self.plane, self.rows, self.bounds, self.codes, self.code = plane, rows, bounds, codes, code
-        self.n = 0
-        tops = []
-        dur = plane.ev_dur_ps
-        for lo in range(0, rows.shape[0], ROW_SLICE):
-            d = dur[rows[lo:lo + ROW_SLICE]]
-            if codes is not None:
-                d = d[codes[lo:lo + ROW_SLICE] == code]
-            self.n += int(np.count_nonzero(d > 0))  # empty without a row of some length, as its union
-            tops.append(d if d.shape[0] < LONG_ROWS else np.partition(d, d.shape[0] - LONG_ROWS)[-LONG_ROWS:])
-        top = np.concatenate(tops) if tops else EMPTY
-        #: every row but the long ones lasts at most this long
-        self.reach = int(np.partition(top, top.shape[0] - LONG_ROWS)[top.shape[0] - LONG_ROWS]) \
-            if top.shape[0] >= LONG_ROWS else -1
-        longs = []
-        if self.reach >= 0:
-            for lo in range(0, rows.shape[0], ROW_SLICE):
-                r = rows[lo:lo + ROW_SLICE]
-                sel = dur[r] > self.reach
-                if codes is not None:
-                    sel &= codes[lo:lo + ROW_SLICE] == code
-                longs.append(r[sel])
-        #: the rows longer than ``reach`` (ascending), tested against every chunk
-        self.long = np.concatenate(longs) if longs else rows[:0]
-        self._cuts: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return self.n
-
-    def _selected(self) -> np.ndarray:
-        return self.rows if self.codes is None else self.rows[self.codes == self.code]
-
-    def wall(self) -> Measure:
-        """The whole union, built (memory of every interval: the readers that chunk do not call this)."""
-        return Measure(*rows_union(self.plane, self._selected()), disjoint=True)
-
-    def _first_at(self, lo: int, hi: int, t: int) -> int:
-        """The first index in ``[lo, hi)`` of a thread's rows whose start is at least ``t`` (``hi`` if none)."""
-        start, rows = self.plane.ev_start_ps, self.rows
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if int(start[rows[mid]]) < t:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+    #: rows (or intervals) behind the set: the chunks are planned on them
+    size = 0
 
     def part(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
-        """The union of the set's rows that meet ``[t0, t1)`` (disjoint sorted; it may reach outside)."""
-        start, dur = self.plane.ev_start_ps, self.plane.ev_dur_ps
-        pieces = []
-        from_t = t0 - self.reach if self.reach >= 0 else -_FAR
-        for a, b in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()):
-            i = self._first_at(a, b, from_t)
-            j = self._first_at(i, b, t1)
-            if j > i:
-                r = self.rows[i:j]
-                pieces.append(r if self.codes is None else r[self.codes[i:j] == self.code])
-        r = np.concatenate(pieces) if len(pieces) > 1 else (pieces[0] if pieces else self.rows[:0])
-        if r.shape[0]:
-            r = r[start[r] + dur[r] > t0]
-        if self.long.shape[0]:
-            lr = self.long
-            s = start[lr]
-            lr = lr[(s < from_t) & (s + dur[lr] > t0)]  # started before the searched starts, reach into the chunk
-            if lr.shape[0]:
-                r = np.insert(r, np.searchsorted(r, lr), lr)
-        return rows_union(self.plane, r)
+        raise NotImplementedError
 
     def cuts(self, k: int) -> np.ndarray:
-        """``k - 1`` ascending times that split the set's rows into ``k`` chunks of about as many rows (from a sample of
-        their starts)."""
-        if k <= 1 or not self.rows.shape[0]:
-            return EMPTY
-        step = max(1, self.rows.shape[0] // (64 * k))
-        s = np.sort(self.plane.ev_start_ps[self.rows[::step]])
-        return np.unique(s[(np.arange(1, k) * s.shape[0]) // k])
+        """``k - 1`` ascending times that split the set into ``k`` chunks of about as many rows."""
+        raise NotImplementedError
+
+    def wall(self) -> Measure:
+        raise NotImplementedError
+
+    def pieces(self):
+        """The set's intervals, chunk by chunk: (s, e) clipped to each chunk, in time order (an interval over a
+        cut comes as two pieces that touch there)."""
+        edges = _edges([self])
+        for c0, c1 in zip(edges[:-1], edges[1:]):
+            yield _clipped(self.part(c0, c1), c0, c1)
+
+    def blocks(self):
+        """The set's intervals in time order, a block (s, e) at a time: exactly its :meth:`wall` set's (the pieces of
+        an interval over a cut joined)."""
+        cs = ce = None  # the last interval so far, held back: the next chunk may continue it
+        for s, e in self.pieces():
+            if not s.shape[0]:
+                continue
+            if cs is not None:
+                if int(s[0]) == ce:  # a set's intervals never touch: the same interval, cut
+                    s = s.copy()
+                    s[0] = cs
+                else:
+                    yield np.array([cs], np.int64), np.array([ce], np.int64)
+            cs, ce = int(s[-1]), int(e[-1])
+            if s.shape[0] > 1:
+                yield s[:-1], e[:-1]
+        if cs is not None:
+            yield np.array([cs], np.int64), np.array([ce], np.int64)
 
     def total(self) -> int:
-        return union_length(self)
+        return sum(int((e - s).sum()) for s, e in self.pieces())
 
     def upto(self, t: np.ndarray) -> np.ndarray:
-        """Covered length in (-inf, t] for each t (as :meth:`Measure.upto`), a chunk at a time."""
+        """Covered length in (-inf, t] for each t (as :meth:`Measure.upto`); the last answer is kept, for the
+        analyses that ask the same times of several unions it is the big part of (:class:`LazyUnion`)."""
         t = np.asarray(t, np.int64)
+        last = getattr(self, "_last", None)
+        if last is not None and last[0].shape == t.shape and bool(np.array_equal(last[0], t)):
+            return last[1].copy()
+        out = self._upto(t)
+        self._last = (t.copy(), out.copy())
+        return out
+
+    def _upto(self, t: np.ndarray) -> np.ndarray:
         flat = t.ravel()
         order = np.argsort(flat, kind="stable")
         srt = flat[order]
@@ -539,6 +517,113 @@ class RowSet:
         r = self.upto(np.concatenate([a.ravel(), b.ravel()]))
         n = a.size
         return (r[n:] - r[:n]).reshape(a.shape)
+
+
+class RowSet(ChunkedSet):
+    """The wall-time union of many event rows of one plane (a big trace's kernel launches, a device's kernels of one
+    op category), kept as the rows: 4 or 8 bytes a row, not the union's 16. ``rows`` ascend (grouped by thread,
+    sorted by start in each: see :func:`row_set`), ``bounds`` are each thread's run of them; with ``codes`` (one per
+    row) only the rows whose code is ``code`` belong to the set."""
+
+    def __init__(self, plane: Plane, rows: np.ndarray, bounds: np.ndarray, codes: np.ndarray | None = None,
+                 code: int = 0):
+        self.plane, self.rows, self.bounds, self.codes, self.code = plane, rows, bounds, codes, code
+        self.size = rows.shape[0]
+        self.n = 0
+        tops = []
+        dur = plane.ev_dur_ps
+        k = max(LONG_ROWS, 1)  # the longest durations looked at: the long rows' and the reach's
+        for lo in range(0, rows.shape[0], ROW_SLICE):
+            d = dur[rows[lo:lo + ROW_SLICE]]
+            if codes is not None:
+                d = d[codes[lo:lo + ROW_SLICE] == code]
+            self.n += int(np.count_nonzero(d > 0))  # empty without a row of some length, as its union
+            tops.append(d if d.shape[0] <= k else np.partition(d, d.shape[0] - k)[-k:])
+        top = np.concatenate(tops) if tops else EMPTY
+        #: every row but the long ones (fewer than LONG_ROWS, those longer than this) lasts at most this long; -1:
+        #: the rows are too few to keep any apart
+        self.reach = int(np.partition(top, top.shape[0] - k)[top.shape[0] - k]) if top.shape[0] >= k else -1
+        longs = []
+        if self.reach >= 0:
+            for lo in range(0, rows.shape[0], ROW_SLICE):
+                r = rows[lo:lo + ROW_SLICE]
+                sel = dur[r] > self.reach
+                if codes is not None:
+                    sel &= codes[lo:lo + ROW_SLICE] == code
+                longs.append(r[sel])
+        #: the rows longer than ``reach`` (ascending), tested against every chunk
+        self.long = np.concatenate(longs) if longs else rows[:0]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def wall(self) -> Measure:
+        """The whole union, built (memory of every interval: the readers that chunk do not call this)."""
+        rows = self.rows if self.codes is None else self.rows[self.codes == self.code]
+        return Measure(*rows_union(self.plane, rows), disjoint=True)
+
+    def _first_at(self, lo: int, hi: int, t: int) -> int:
+        """The first index in ``[lo, hi)`` of a thread's rows whose start is at least ``t`` (``hi`` if none)."""
+        start, rows = self.plane.ev_start_ps, self.rows
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(start[rows[mid]]) < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def part(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+        """The union of the set's rows that meet ``[t0, t1)``, with some that end before ``t0`` (disjoint sorted: the
+        readers clip it to the chunk)."""
+        start, dur = self.plane.ev_start_ps, self.plane.ev_dur_ps
+        from_t = t0 - self.reach if self.reach >= 0 else -_FAR
+        lo, hi = [], []
+        for a, b in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()):  # each thread's rows in the chunk
+            i = self._first_at(a, b, from_t)
+            j = self._first_at(i, b, t1)
+            if j > i:
+                lo.append(i)
+                hi.append(j)
+        s, e, ok = _union_row_ranges(start, dur, self.rows, np.array(lo, np.int64), np.array(hi, np.int64),
+                                     self.codes, self.code)
+        if not ok:
+            raise ValueError("RowSet: its plane's columns changed after it was made")
+        runs = [(s, e)]
+        if self.long.shape[0]:
+            lr = self.long
+            s = start[lr]
+            lr = lr[(s < from_t) & (s + dur[lr] > t0)]  # started before the searched starts, reach into the chunk
+            if lr.shape[0]:
+                runs.append(rows_union(self.plane, lr))
+        return union_runs(runs)
+
+    def cuts(self, k: int) -> np.ndarray:
+        if k <= 1 or not self.rows.shape[0]:
+            return EMPTY
+        step = max(1, self.rows.shape[0] // (64 * k))
+        s = np.sort(self.plane.ev_start_ps[self.rows[::step]])
+        return np.unique(s[(np.arange(1, k) * s.shape[0]) // k])
+
+
+class UnionSet(ChunkedSet):
+    """The union of sets (RowSets of several devices, a RowSet and Measures), read a chunk at a time as they are."""
+
+    def __init__(self, sets: list):
+        self.sets = [m for m in sets if len(m)]
+        self.size = sum(m.size if isinstance(m, ChunkedSet) else len(m) for m in self.sets)
+
+    def __len__(self) -> int:
+        return sum(len(m) for m in self.sets)
+
+    def wall(self) -> Measure:
+        return union_of(*[m.wall() for m in self.sets])
+
+    def part(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+        return union_runs([_restricted(m, t0, t1) for m in self.sets])
+
+    def cuts(self, k: int) -> np.ndarray:
+        return _cuts(self.sets, k)
 
 
 def row_set(plane: Plane, rows: np.ndarray, codes: np.ndarray | None = None, code: int = 0,
@@ -589,47 +674,66 @@ def thread_runs(plane: Plane, rows: np.ndarray) -> np.ndarray | None:
 
 
 def _clipped(part: tuple[np.ndarray, np.ndarray], c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+    """A disjoint sorted set's intervals inside ``[c0, c1)``, cut there (only the two at the edges can cross them)."""
     s, e = part
-    s, e = np.maximum(s, c0), np.minimum(e, c1)
-    keep = e > s
-    return (s, e) if bool(keep.all()) else (s[keep], e[keep])
+    i, j = int(np.searchsorted(e, c0, side="right")), int(np.searchsorted(s, c1, side="left"))
+    s, e = s[i:j], e[i:j]
+    if s.shape[0] and s[0] < c0:
+        s = s.copy()
+        s[0] = c0
+    if e.shape[0] and e[-1] > c1:
+        e = e.copy()
+        e[-1] = c1
+    return s, e
+
+
+def _cuts(sets, k: int) -> np.ndarray:
+    """Cuts for about ``k`` chunks of the ChunkedSets among ``sets`` together (each cut by its share of rows)."""
+    big = [m for m in sets if isinstance(m, ChunkedSet)]
+    total = sum(m.size for m in big)
+    if k <= 1 or not total:
+        return EMPTY
+    cuts = np.unique(np.concatenate([m.cuts(max(1, round(k * m.size / total))) for m in big]))
+    if cuts.shape[0] >= k:  # several sets: about k chunks in all
+        cuts = cuts[(np.arange(1, k) * cuts.shape[0]) // k]
+    return cuts
 
 
 def _edges(sets) -> list[int]:
-    """Chunk edges for reading ``sets`` (those that are RowSets): -far, cuts of about :data:`CHUNK_ROWS` of their
+    """Chunk edges for reading ``sets`` (the ChunkedSets among them): -far, cuts of about :data:`CHUNK_ROWS` of their
     rows each, far."""
-    big = [m for m in sets if isinstance(m, RowSet)]
-    total = sum(m.rows.shape[0] for m in big)
-    k = -(-total // CHUNK_ROWS)
-    cuts = np.unique(np.concatenate([m.cuts(max(1, round(k * m.rows.shape[0] / total))) for m in big])) \
-        if k > 1 else EMPTY
-    if cuts.shape[0] > k:  # several sets: about k chunks in all
-        cuts = cuts[(np.arange(1, k) * cuts.shape[0]) // k]
-    return [-_FAR, *cuts.tolist(), _FAR]
+    total = sum(m.size for m in sets if isinstance(m, ChunkedSet))
+    return [-_FAR, *_cuts(sets, -(-total // CHUNK_ROWS)).tolist(), _FAR]
 
 
 def _restricted(m, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
-    """The intervals of a RowSet or a wall-time Measure that meet ``[c0, c1)`` (views of a Measure's)."""
-    if isinstance(m, RowSet):
+    """The intervals of a ChunkedSet or a wall-time Measure that meet ``[c0, c1)`` (views of a Measure's)."""
+    if isinstance(m, ChunkedSet):
         return m.part(c0, c1)
     i = int(np.searchsorted(m.e, c0, side="right"))
     j = int(np.searchsorted(m.s, c1, side="left"))
     return m.s[i:j], m.e[i:j]
 
 
+def first_last(m: Measure | ChunkedSet) -> tuple[int, int]:
+    """The first start and the last end of a non-empty wall-time set (a ChunkedSet's from its first and last chunks
+    that hold any)."""
+    if not isinstance(m, ChunkedSet):
+        return int(m.s[0]), int(m.e[-1])
+    edges = _edges([m])
+    chunks = list(zip(edges[:-1], edges[1:]))
+    first = next(int(s[0]) for s, _ in (_clipped(m.part(c0, c1), c0, c1) for c0, c1 in chunks) if s.shape[0])
+    last = next(int(e[-1]) for _, e in (_clipped(m.part(c0, c1), c0, c1) for c0, c1 in chunks[::-1]) if e.shape[0])
+    return first, last
+
+
 def _has_rowset(sets) -> bool:
-    return any(isinstance(m, RowSet) for m in sets)
+    return any(isinstance(m, ChunkedSet) for m in sets)
 
 
 #: At most this many disjoint sets are walked by :func:`union_length` and :func:`union_holes` (the kernels' limit;
 #: more are joined first, the smallest together).
 SWEEP_MAX_SETS = 64
-
-
-def _sweep_parts(sets) -> list[np.ndarray]:
-    """The disjoint sorted sets the union of ``sets`` (no RowSet among them) is made of, flat (s0, e0, s1, e1, ...):
-    see :func:`_sweep_sets`."""
-    return [a for m in _sweep_sets(sets) for a in (m.s, m.e)]
 
 
 def _sweep_sets(sets) -> list:
@@ -640,7 +744,7 @@ def _sweep_sets(sets) -> list:
     for m in sets:
         if m is None or not len(m):
             continue
-        if isinstance(m, RowSet):
+        if isinstance(m, ChunkedSet):
             out.append(m)
         elif isinstance(m, LazyUnion):
             out.extend(x for x in (m.big, m.small) if len(x))
@@ -649,8 +753,8 @@ def _sweep_sets(sets) -> list:
         else:
             out.append(m.wall())
     if len(out) > SWEEP_MAX_SETS:
-        keep = [m for m in out if isinstance(m, RowSet)]
-        ms = sorted((m for m in out if not isinstance(m, RowSet)), key=len, reverse=True)
+        keep = [m for m in out if isinstance(m, ChunkedSet)]
+        ms = sorted((m for m in out if not isinstance(m, ChunkedSet)), key=len, reverse=True)
         room = SWEEP_MAX_SETS - 1 - len(keep)
         out = keep + ms[:room] + [union_of(*ms[room:])]
     return out
@@ -659,9 +763,9 @@ def _sweep_sets(sets) -> list:
 def union_length(*sets) -> int:
     """``union_of(*sets).total()`` (Measures, Runs, LazyUnions, RowSets), walked in one pass without building the
     union (RowSets a chunk at a time)."""
-    if not _has_rowset(sets):
-        return _native.union_length(_sweep_parts(sets))
     parts = _sweep_sets(sets)
+    if not _has_rowset(parts):
+        return _native.union_length([a for m in parts for a in (m.s, m.e)])
     edges = _edges(parts)
     total = 0
     for c0, c1 in zip(edges[:-1], edges[1:]):
@@ -681,9 +785,9 @@ def union_holes(sets, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.nd
     size of the answer)."""
     ws = np.ascontiguousarray(ws, np.int64)
     we = np.ascontiguousarray(we, np.int64)
-    if not _has_rowset(sets):
-        return _native.union_holes(_sweep_parts(sets), ws, we)
     parts = _sweep_sets(sets)
+    if not _has_rowset(parts):
+        return _native.union_holes([a for m in parts for a in (m.s, m.e)], ws, we)
     edges = _edges(parts)
     for k in range(1, len(edges) - 1):  # no cut on a window's edge: a hole cut at a cut is one hole, joined below
         c = edges[k]
@@ -769,7 +873,7 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
     the same order in every lane, e.g. one lane per device), in one sweep: each lane's sets (clipped to the
     window) are moved into a lane of their own (:class:`Lanes`), where no other lane's reach. Each value is an
     array of one, as :func:`priority_split` gives for one window."""
-    rowsets = any(isinstance(m, RowSet) for layers in lanes for _, m in layers)
+    rowsets = any(isinstance(m, ChunkedSet) for layers in lanes for _, m in layers)
     room = Lanes.fit(len(lanes), np.array([lo, hi], np.int64)) if hi > lo and len(lanes) > 1 and not rowsets \
         else None
     if room is None:  # one lane or none, no room to move them, or big lanes kept as rows: each split on its own
@@ -810,7 +914,7 @@ def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, 
     b = np.ascontiguousarray(b, np.int64)
     if a.ndim != 1 or a.shape != b.shape:
         return None
-    kept = [(name, m if isinstance(m, RowSet) else m.wall()) for name, m in layers if m is not None and len(m)]
+    kept = [(name, m if isinstance(m, ChunkedSet) else m.wall()) for name, m in layers if m is not None and len(m)]
     order = None
     if a.shape[0] > 1 and not bool(np.all(a[1:] >= a[:-1])):  # windows in any order: taken by start
         order = np.lexsort((b, a))

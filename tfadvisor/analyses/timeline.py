@@ -16,7 +16,7 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
-from tfadvisor.analyses.intervals import Measure, complement, intersect, union, union_holes
+from tfadvisor.analyses.intervals import ChunkedSet, Measure, complement, intersect, union, union_holes
 from tfadvisor.analyses.step_detect import StepSet
 from tfadvisor.analyses.steps import python_host_activity, step_layers
 from tfadvisor.model.table import Table
@@ -57,6 +57,64 @@ def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS, lane: str 
     covered = _covered_upto(s, e, np.concatenate([first, last + 1]))
     return Table({"lane": lane, "start_ps": s[first], "end_ps": e[last],
                   "covered_ps": covered[first.shape[0]:] - covered[:first.shape[0]], "count": last - first + 1})
+
+
+def coarsen_set(m: Measure | ChunkedSet, lane: str = "", max_spans: int = MAX_SPANS) -> Table:
+    """:func:`coarsen` of a wall-time set; a ChunkedSet's read block by block in two passes (the widest holes, then
+    their spans), not built, unless holes of the same width tie for the last places kept (then, as :func:`coarsen`
+    would choose among them, built)."""
+    if not isinstance(m, ChunkedSet):
+        return coarsen(m.s, m.e, max_spans, lane)
+    keep_n = max_spans - 1  # holes kept
+    w_parts, i_parts = [], []
+    n, prev_e = 0, None
+    for s, e in m.blocks():
+        ends_before = e[:-1] if prev_e is None else np.concatenate([[prev_e], e[:-1]])
+        w_parts.append(s[(0 if prev_e is not None else 1):] - ends_before)
+        i_parts.append(np.arange(n - (prev_e is not None), n + s.shape[0] - 1, dtype=np.int64))
+        n += s.shape[0]
+        prev_e = int(e[-1])
+        if sum(w.shape[0] for w in w_parts) > 4 * keep_n:  # the widest so far, ties kept
+            w, i = _widest(np.concatenate(w_parts), np.concatenate(i_parts), keep_n)
+            w_parts, i_parts = [w], [i]
+    if n <= max_spans:
+        w = m.wall()
+        return coarsen(w.s, w.e, max_spans, lane)
+    w, i = _widest(np.concatenate(w_parts), np.concatenate(i_parts), keep_n)
+    if w.shape[0] != keep_n:  # ties at the last place: coarsen's own choice among them
+        w = m.wall()
+        return coarsen(w.s, w.e, max_spans, lane)
+    keep = np.concatenate([[0], np.sort(i) + 1])
+    first = keep
+    last = np.append(keep[1:], n) - 1
+    at = np.concatenate([first, last + 1])
+    order = np.argsort(at, kind="stable")
+    srt = at[order]
+    covered = np.zeros(at.shape[0], np.int64)
+    start, end = np.empty(first.shape[0], np.int64), np.empty(first.shape[0], np.int64)
+    g0, carry = 0, 0
+    for s, e in m.blocks():
+        g1 = g0 + s.shape[0]
+        a, b = np.searchsorted(first, [g0, g1])
+        start[a:b] = s[first[a:b] - g0]
+        a, b = np.searchsorted(last, [g0, g1])
+        end[a:b] = e[last[a:b] - g0]
+        run = np.cumsum(e - s)
+        a, b = np.searchsorted(srt, [g0 + 1, g1 + 1])  # the points i in (g0, g1]
+        covered[order[a:b]] = carry + run[srt[a:b] - g0 - 1]
+        carry += int(run[-1])
+        g0 = g1
+    return Table({"lane": lane, "start_ps": start, "end_ps": end,
+                  "covered_ps": covered[first.shape[0]:] - covered[:first.shape[0]], "count": last - first + 1})
+
+
+def _widest(w: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` widest holes (widths ``w``, indices ``i``), with every hole as wide as the k-th."""
+    if w.shape[0] <= k:
+        return w, i
+    kth = np.partition(w, w.shape[0] - k)[w.shape[0] - k]
+    sel = w >= kth
+    return w[sel], i[sel]
 
 
 #: :func:`_covered_upto` sums the lengths of this many intervals at a time.
@@ -125,7 +183,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet) -> Ana
         else:
             m = act.union(*names)
         if len(m):
-            frames.append(coarsen(m.s, m.e, lane=lane))
+            frames.append(coarsen_set(m, lane))
     gs, ge = idle_set(act, ctx, steps, lo, hi)
     if gs.shape[0]:
         frames.append(coarsen(gs, ge, lane="idle"))
