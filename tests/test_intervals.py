@@ -323,8 +323,6 @@ def test_line_rows_of_any_lines_are_their_runs_in_line_order():
 def _big_plane(rng, threads: int = 3, n: int = 3000):
     """A host plane of ``threads`` lines (the reader's layout: grouped by line, sorted by start in each) whose events
     overlap within a line, with a few very long ones."""
-    from tfadvisor.model.trace import Plane
-
     p = _host_plane()
     per = [n // threads + int(rng.integers(0, 50)) for _ in range(threads)]
     starts = [np.sort(rng.integers(0, 10**7, k)) for k in per]
@@ -385,7 +383,8 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
     steps = (a, np.maximum.accumulate(b))  # by start, ends ascending: the one-sweep path
     for win in (steps, (np.array([lo]), np.array([hi]))):
         got, exp = priority_split(win, layers), priority_split(win, plain)
-        assert {k: np.asarray(v).tolist() for k, v in got.items()} == {k: np.asarray(v).tolist() for k, v in exp.items()}
+        assert {k: np.asarray(v).tolist() for k, v in got.items()} == \
+            {k: np.asarray(v).tolist() for k, v in exp.items()}
     lanes = priority_split_lanes(lo, hi, [layers, layers])
     assert [{k: v.tolist() for k, v in d.items()} for d in lanes] == \
         [{k: np.asarray(v).tolist() for k, v in priority_split((np.array([lo]), np.array([hi])), plain).items()}] * 2
