@@ -3100,19 +3100,20 @@ static PyObject *py_copy_kinds(PyObject *self, PyObject *args)
     long long sid;
     if (!PyArg_ParseTuple(args, "OOOOOOOOLO", &oe, &os, &ok, &ov, &oo, &ol, &op, &orw, &sid, &of))
         return NULL;
-    IdxArr ev = {0}, st = {0}, rows = {0};
-    PyArrayObject *kind = NULL, *val = NULL, *off = NULL, *len = NULL, *pool = NULL, *flags = NULL;
+    IdxArr ev = {0}, st = {0}, rows = {0}, val = {0}; /* st_value: int64, or int32 where the reader narrowed it */
+    PyArrayObject *kind = NULL, *off = NULL, *len = NULL, *pool = NULL, *flags = NULL;
     PyObject *res = NULL;
     if (idx_arr(oe, &ev, "st_event") < 0 || idx_arr(os, &st, "st_stat") < 0
-        || !(kind = in_arr(ok, NPY_UINT8, "st_kind")) || !(val = in_arr(ov, NPY_INT64, "st_value")) || !(off = in_arr(oo, NPY_INT64, "str_off"))
+        || !(kind = in_arr(ok, NPY_UINT8, "st_kind")) || idx_arr(ov, &val, "st_value") < 0
+        || !(off = in_arr(oo, NPY_INT64, "str_off"))
         || !(len = in_arr(ol, NPY_INT64, "str_len")) || !(pool = in_arr(op, NPY_UINT8, "pool"))
         || idx_arr(orw, &rows, "rows") < 0 || !(flags = out_arr(of, NPY_UINT8, 1, "flags")))
         goto done;
     {
-        int64_t n_st = min64(min64(ev.n, st.n), min64(LEN(kind), LEN(val))), n_str = min64(LEN(off), LEN(len));
+        int64_t n_st = min64(min64(ev.n, st.n), min64(LEN(kind), (int64_t)val.n)), n_str = min64(LEN(off), LEN(len));
         int64_t n_pool = LEN(pool), nr = min64(rows.n, LEN(flags));
         const uint8_t *k = U8P(kind), *text = U8P(pool);
-        const int64_t *v = I64P(val), *so = I64P(off), *sl = I64P(len);
+        const int64_t *so = I64P(off), *sl = I64P(len);
         uint8_t *fl = U8P(flags);
         int fine = 1;
         PyThreadState *ts = nr > 4096 ? PyEval_SaveThread() : NULL; /* a few rows: not worth a GIL handoff */
@@ -3137,7 +3138,7 @@ static PyObject *py_copy_kinds(PyObject *self, PyObject *args)
                 fine = 0;
                 break;
             }
-            int64_t x = v[found];
+            int64_t x = idx_get(&val, found);
             if (x < 0 || x >= n_str || sl[x] < 0 || (sl[x] > 0 && (so[x] < 0 || so[x] > n_pool - sl[x]))) {
                 fine = 0;
                 break;
@@ -3153,7 +3154,7 @@ static PyObject *py_copy_kinds(PyObject *self, PyObject *args)
         res = PyBool_FromLong(fine);
     }
 done:
-    Py_XDECREF(ev.arr); Py_XDECREF(st.arr); Py_XDECREF(rows.arr); Py_XDECREF(kind); Py_XDECREF(val);
+    Py_XDECREF(ev.arr); Py_XDECREF(st.arr); Py_XDECREF(rows.arr); Py_XDECREF(kind); Py_XDECREF(val.arr);
     Py_XDECREF(off); Py_XDECREF(len); Py_XDECREF(pool); Py_XDECREF(flags);
     return res;
 }

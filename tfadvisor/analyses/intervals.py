@@ -1002,11 +1002,13 @@ def line_ranges(plane: Plane) -> np.ndarray | None:
 
 
 def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
-    """Event rows of the given lines, ascending."""
+    """Event rows of the given lines, ascending (int32 where every row of the plane fits, as the planes' row arrays:
+    a big device's kernels number tens of millions)."""
     rng = line_ranges(plane)
+    dt = np.int32 if plane.n_events < 2**31 else np.int64
     if rng is not None and isinstance(lines, (int, np.integer)):  # one line: its range
         li = int(lines)
-        return np.arange(rng[li, 0], rng[li, 1], dtype=np.int64) if 0 <= li < rng.shape[0] else EMPTY
+        return np.arange(rng[li, 0], rng[li, 1], dtype=dt) if 0 <= li < rng.shape[0] else EMPTY
     lines = np.asarray(lines, np.int64).ravel()
     if lines.shape[0] > 1 and not bool(np.all(lines[1:] > lines[:-1])):
         lines = np.unique(lines)
@@ -1019,9 +1021,10 @@ def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
     if not a.shape[0]:
         return EMPTY
     if a.shape[0] == 1 or bool(np.all(a[1:] == b[:-1])):  # adjacent lines: one run of rows
-        return np.arange(a[0], b[-1], dtype=np.int64)
+        return np.arange(a[0], b[-1], dtype=dt)
     n = b - a  # each line's run of rows, in line order (the lines' ranges ascend)
-    return np.repeat(a - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(int(n.sum()), dtype=np.int64)
+    return (np.repeat(a - np.concatenate([[0], np.cumsum(n)[:-1]]), n).astype(dt)
+            + np.arange(int(n.sum()), dtype=dt))
 
 
 def _runs_to_list(s: np.ndarray, e: np.ndarray, bounds: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -426,6 +426,7 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
         pool = _inflate_gzip_stats(pool, str_off, str_len, st_kind, st_value, path, budget)
     if md.extra_strings:
         pool, str_off, str_len = _append_strings(pool, str_off, str_len, md.extra_strings)
+    st_value = narrow_values(st_value)
     meta_stats = md.stats_table(n_str)
     return Plane(
         host=host,
@@ -691,6 +692,24 @@ def narrow(col: np.ndarray, n: int) -> np.ndarray:
     event or stat otherwise. The kernels read every signed width in place (``_native``'s index arrays)."""
     t = index_type(n)
     return col.astype(t) if col.dtype.itemsize > t.itemsize else col
+
+
+def narrow_values(col: np.ndarray) -> np.ndarray:
+    """The stat payloads as int32 where every one lies in int32's range (references, ids, counts: 4 bytes a stat
+    saved on a big device's millions), else as they are. Exact: int32 back to int64 gives the same integer, so the
+    same bits of a double or an unsigned value (:meth:`Plane.stat_columns` gives them back as int64)."""
+    if col.dtype.itemsize <= 4 or not col.shape[0]:
+        return col
+    lo = hi = 0
+    for i in range(0, col.shape[0], _VALUE_SLICE):  # no mask of every value
+        part = col[i:i + _VALUE_SLICE]
+        lo, hi = min(lo, int(part.min())), max(hi, int(part.max()))
+        if lo < -(1 << 31) or hi >= 1 << 31:
+            return col
+    return col.astype(np.int32)
+
+
+_VALUE_SLICE = 1 << 22
 
 
 def index_type(n: int) -> np.dtype:

@@ -154,7 +154,7 @@ class Plane:
     st_event: np.ndarray  # int32: event row of each stat
     st_stat: np.ndarray  # dense stat metadata index: int8, int16 or int32, as ev_line
     st_kind: np.ndarray  # uint8: kinds.KIND_*
-    st_value: np.ndarray  # int64 payload (double bits, ints, ref index, string index)
+    st_value: np.ndarray  # int64 payload (double bits, ints, ref index, string index); int32 where all fit
     str_pool: np.ndarray  # uint8: bytes of all string values
     str_off: np.ndarray  # int64 offsets into str_pool
     str_len: np.ndarray  # int64
@@ -260,9 +260,13 @@ class Plane:
         return _native.rows_where(self.ev_line, sel)
 
     def timed_rows_on_lines(self, line_rows: np.ndarray) -> np.ndarray:
-        """:meth:`rows_on_lines` of known metadata and a positive duration."""
+        """:meth:`rows_on_lines` of known metadata and a positive duration (tested a slice of rows at a time: no
+        column of every row's duration)."""
         rows = self.rows_on_lines(line_rows)
-        keep = (self.ev_meta[rows] >= 0) & (self.ev_dur_ps[rows] > 0)
+        keep = np.empty(rows.shape[0], bool)
+        for i in range(0, rows.shape[0], END_SLICE):
+            r = rows[i:i + END_SLICE]
+            keep[i:i + END_SLICE] = (self.ev_meta[r] >= 0) & (self.ev_dur_ps[r] > 0)
         return rows if bool(keep.all()) else rows[keep]
 
     def names_of(self, rows: np.ndarray) -> np.ndarray:
@@ -313,7 +317,7 @@ class Plane:
                 return out
         for n, sel in zip(sids, self._stat_positions(list(sids.values()), rows)):
             ev = self.st_event[sel].astype(np.int64)
-            kind, raw = self.st_kind[sel], self.st_value[sel]
+            kind, raw = self.st_kind[sel], self.st_value[sel].astype(np.int64, copy=False)  # the reader may narrow
             if ev.shape[0] > 1 and not bool(np.all(ev[1:] >= ev[:-1])):
                 o = np.argsort(ev, kind="stable")
                 ev, kind, raw = ev[o], kind[o], raw[o]
