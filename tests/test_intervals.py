@@ -317,7 +317,7 @@ def test_line_rows_of_any_lines_are_their_runs_in_line_order():
             runs = [np.arange(rng[i, 0], rng[i, 1]) for i in u if rng[i, 1] > rng[i, 0]]
             want = np.concatenate(runs) if runs else np.empty(0, np.int64)
             got = line_rows(p, lines)
-            assert got.dtype == np.int64 and np.array_equal(got, want), (p.name, lines.tolist())
+            assert got.dtype == np.int32 and np.array_equal(got, want), (p.name, lines.tolist())  # int32 rows fit
 
 
 def _big_plane(rng, threads: int = 3, n: int = 3000):
@@ -342,7 +342,7 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
     upto, total, union_length, union_holes, priority_split, the LazyUnion it is the big part of, its blocks, first
     and last; with codes, long rows and several threads, chunks of one row to all of them."""
     from tfadvisor.analyses import intervals
-    from tfadvisor.analyses.intervals import RowSet, UnionSet, first_last, row_set, row_sets
+    from tfadvisor.analyses.intervals import RowSet, UnionSet, first_last, line_sets, row_set
 
     monkeypatch.setattr(intervals, "ROWSET_MIN_ROWS", 0)
     monkeypatch.setattr(intervals, "CHUNK_ROWS", chunk_rows)
@@ -350,11 +350,13 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
     rng = np.random.default_rng(chunk_rows)
     p, per = _big_plane(rng)
     rows = np.sort(rng.choice(p.n_events, p.n_events * 2 // 3, replace=False)).astype(np.int32)
-    codes = rng.integers(0, 3, rows.shape[0]).astype(np.int8)
-    sets = [row_set(p, rows), *row_sets(p, rows, codes, [0, 2])]
-    assert all(isinstance(m, RowSet) for m in sets)
+    codes = rng.integers(-1, 3, p.n_events).astype(np.int8)  # a code per event of the plane; -1: in no set
+    lines = np.array([0, 2])
+    on = np.isin(p.ev_line, lines)
+    sets = [row_set(p, rows), *line_sets(p, lines, codes, [0, 2])]
+    assert all(isinstance(m, RowSet) for m in sets) and sets[1].rows is None  # over the lines: no row array
     want = [Measure(*rows_union(p, rows), disjoint=True)] + \
-           [Measure(*rows_union(p, rows[codes == c]), disjoint=True) for c in (0, 2)]
+           [Measure(*rows_union(p, np.flatnonzero(on & (codes == c))), disjoint=True) for c in (0, 2)]
     lo, hi = -5, 10**7 + 6 * 10**6
     t = rng.integers(lo, hi, 500)
     a = np.sort(rng.integers(lo, hi, 40))
@@ -393,7 +395,7 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
 def test_row_sets_refuse_rows_out_of_thread_order():
     """Rows not grouped by thread, or not by start within one, are not kept as rows: their union is built."""
     from tfadvisor.analyses import intervals
-    from tfadvisor.analyses.intervals import RowSet, row_set, thread_runs
+    from tfadvisor.analyses.intervals import RowSet, line_sets, row_set, thread_runs
 
     p, _ = _big_plane(np.random.default_rng(3))
     rows = np.arange(p.n_events, dtype=np.int64)
@@ -404,6 +406,10 @@ def test_row_sets_refuse_rows_out_of_thread_order():
     try:
         intervals.ROWSET_MIN_ROWS = 0
         assert isinstance(row_set(p, rows), RowSet) and isinstance(row_set(q, rows), Measure)
+        codes = np.zeros(p.n_events, np.int8)
+        assert isinstance(line_sets(p, np.array([0, 1]), codes, [0])[0], RowSet)
+        got = line_sets(q, np.array([0, 1]), codes, [0])[0]  # lines not sorted by start: built
+        assert isinstance(got, Measure) and got.total() == row_set(q, np.flatnonzero(q.ev_line <= 1)).total()
     finally:
         intervals.ROWSET_MIN_ROWS = old
 

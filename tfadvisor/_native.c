@@ -2602,7 +2602,8 @@ static void heap_down(int64_t *heap, int64_t n, int64_t at, const int64_t *key)
  * left out, touching ones joined), merged by start in one pass (the range with the earliest next start runs on while
  * its starts are no later than the other ranges' next); with codes (one per entry of rows; None for all) only the
  * rows whose code is `code`. ok is False (and the result empty) for a row outside the columns or starts out of
- * order. A RowSet's chunk: its threads' ranges found by binary search, no check pass, no grouping. */
+ * order. rows None: the positions are the plane's rows themselves (whole lines). A RowSet's chunk: its threads' ranges
+ * found by binary search, no check pass, no grouping. */
 static PyObject *py_union_row_ranges(PyObject *self, PyObject *args)
 {
     PyObject *os, *od, *orw, *olo, *ohi, *oc;
@@ -2616,10 +2617,11 @@ static PyObject *py_union_row_ranges(PyObject *self, PyObject *args)
     if (!(st = in_arr(os, NPY_INT64, "start")) || !(du = in_arr(od, NPY_INT64, "dur")) ||
         !(alo = in_arr(olo, NPY_INT64, "lo")) || !(ahi = in_arr(ohi, NPY_INT64, "hi")))
         goto done;
-    if (idx_arr(orw, &rw, "rows") < 0 || (oc != Py_None && idx_arr(oc, &cd, "codes") < 0))
+    int ident = orw == Py_None; /* rows None: the positions are the plane's rows */
+    if ((!ident && idx_arr(orw, &rw, "rows") < 0) || (oc != Py_None && idx_arr(oc, &cd, "codes") < 0))
         goto done;
     {
-        int64_t ng = min64(LEN(alo), LEN(ahi)), n = 0, nr = (int64_t)rw.n;
+        int64_t ng = min64(LEN(alo), LEN(ahi)), n = 0, nr = ident ? min64(LEN(st), LEN(du)) : (int64_t)rw.n;
         const int64_t *glo = I64P(alo), *ghi = I64P(ahi);
         int coded = oc != Py_None;
         for (int64_t g = 0; g < ng; g++) {
@@ -2652,7 +2654,7 @@ static PyObject *py_union_row_ranges(PyObject *self, PyObject *args)
                 p++;
             pos[g] = p;
             if (p < ghi[g]) {
-                int64_t i = idx_get(&rw, p);
+                int64_t i = (ident ? p : idx_get(&rw, p));
                 if (i < 0 || i >= nev) {
                     ok = 0;
                     break;
@@ -2671,7 +2673,7 @@ static PyObject *py_union_row_ranges(PyObject *self, PyObject *args)
                 lim = key[heap[2]];
             int64_t x = 0;
             for (;;) {
-                int64_t i = idx_get(&rw, p);
+                int64_t i = (ident ? p : idx_get(&rw, p));
                 if (i < 0 || i >= nev || s[i] < prev) {
                     ok = 0;
                     break;
@@ -2686,7 +2688,7 @@ static PyObject *py_union_row_ranges(PyObject *self, PyObject *args)
                 while (p < end && coded && idx_get(&cd, p) != code);
                 if (p >= end)
                     break;
-                i = idx_get(&rw, p);
+                i = (ident ? p : idx_get(&rw, p));
                 if (i < 0 || i >= nev) {
                     ok = 0;
                     break;

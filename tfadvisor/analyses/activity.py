@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import tfadvisor._native as _native
-from tfadvisor.analyses import device_lines
+from tfadvisor.analyses import device_lines, intervals
 from tfadvisor.analyses.base import Context
 from tfadvisor.analyses.intervals import (
     EMPTY,
@@ -27,6 +27,7 @@ from tfadvisor.analyses.intervals import (
     contained,
     first_last,
     line_runs,
+    line_sets,
     row_index,
     row_set,
     rows_runs,
@@ -450,15 +451,19 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
             dur = p.ev_dur_ps[cp]
             h2d_known_ps += int(dur[h2d & known].sum())
             pageable_ps += int(dur[h2d & known & pageable].sum())
-        dev_sets = {}
-        for k in keys:
-            r = klass[k]
-            if r.shape[0]:
-                dev_sets[k] = row_set(p, r)  # a big device's: kept as its rows
-                parts[k].append(dev_sets[k])
-        comp = klass["dev_compute"]
-        info["kernels"] = int(comp.shape[0] + klass["dev_collective"].shape[0])
+        info["kernels"] = int(klass["dev_compute"].shape[0] + klass["dev_collective"].shape[0])
         info["copies"] = int(cp.shape[0])
+        if p.n_events > intervals.ROWSET_MIN_ROWS:  # a big device's sets: read over its lines, by a byte of kind a row
+            kind = np.full(p.n_events, -1, np.int8)
+            for i, k in enumerate(keys):
+                kind[klass[k]] = i
+            del klass, order, cp
+            built = line_sets(p, act_lines, kind, list(range(len(keys))))
+        else:
+            built = [Measure.of_rows(p, klass[k]) if klass[k].shape[0] else None for k in keys]
+        dev_sets = {k: m for k, m in zip(keys, built) if m is not None}
+        for k, m in dev_sets.items():
+            parts[k].append(m)
         info["sets"] = dev_sets  # per kind: this device's wall-time set (the devices analysis reads them)
         # lengths of unions, walked without building them (a big device's sets hold millions of intervals)
         compute = [dev_sets[k] for k in ("dev_compute", "dev_collective") if k in dev_sets]

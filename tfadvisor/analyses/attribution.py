@@ -32,6 +32,7 @@ import numpy as np
 
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines as dl
+from tfadvisor.analyses import intervals
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import (
@@ -39,11 +40,11 @@ from tfadvisor.analyses.intervals import (
     Measure,
     RowSet,
     complement,
+    line_sets,
     outermost,
     priority_split,
     priority_split_lanes,
     row_set,
-    row_sets,
     run_bounds,
 )
 from tfadvisor.analyses.names import CACHED_NAMES, name_test
@@ -381,6 +382,21 @@ def _device_lane(p: Plane, detail: bool) -> tuple[str, dict[str, Measure], Measu
     return lane, _category_measures(p, rows, named), h2d, item
 
 
+def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure | RowSet]:
+    """Each op category's wall-time set of the device's rows (a big device's read over its lines, by a byte of
+    category an event: see :func:`line_sets`)."""
+    used = named.label_test(_any_name, keep=True)  # the names some row has
+    present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
+    cats = [ci for ci in present.tolist() if ci >= 0]
+    if plane.n_events > intervals.ROWSET_MIN_ROWS and dl.activity_kind(plane) == dl.STREAM:
+        cat = np.full(plane.n_events, -1, np.int8)  # the rows' own: activity lines' timed events
+        cat[rows] = named.cat
+        return dict(zip([OP_CATEGORIES[ci] for ci in cats], line_sets(plane, dl.activity_lines(plane), cat, cats)))
+    if present.shape[0] == 1 and cats:  # every row of one category (the usual device): its rows as they are
+        return {OP_CATEGORIES[cats[0]]: Measure.of_rows(plane, rows)}
+    return {OP_CATEGORIES[ci]: Measure.of_rows(plane, rows[named.cat == ci]) for ci in cats}
+
+
 def _host_op_items(host: Plane, act: Activity, items: _Items, has_device: bool,
                    layers: dict[str, list[Measure]]) -> None:
     """The host's TF ops (and eager kernels) into ``items`` by op category, input ops left out (they are waits,
@@ -405,17 +421,6 @@ def _host_op_items(host: Plane, act: Activity, items: _Items, has_device: bool,
 
 def _any_name(_: str) -> bool:
     return True
-
-
-def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure | RowSet]:
-    """Each op category's wall-time set of the device's rows (a big device's: kept as the rows, see
-    :func:`row_set`)."""
-    used = named.label_test(_any_name, keep=True)  # the names some row has
-    present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
-    cats = [ci for ci in present.tolist() if ci >= 0]
-    if present.shape[0] == 1 and cats:  # every row of one category (the usual device): its rows as they are
-        return {OP_CATEGORIES[cats[0]]: row_set(plane, rows)}
-    return {OP_CATEGORIES[ci]: m for ci, m in zip(cats, row_sets(plane, rows, named.cat, cats))}
 
 
 def _split(windows: tuple[np.ndarray, np.ndarray], layers: list[tuple[str, Measure | None]],

@@ -424,7 +424,7 @@ class LazyUnion:
 ROWSET_MIN_ROWS = 1 << 20
 
 #: The readers of :class:`RowSet` s cut time into chunks of about this many of their rows.
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 19
 
 #: A :class:`RowSet` keeps its longest rows (fewer than this many) apart: the others' longest duration bounds how far
 #: before a chunk a row that reaches into it can start.
@@ -521,53 +521,75 @@ class ChunkedSet:
 
 class RowSet(ChunkedSet):
     """The wall-time union of many event rows of one plane (a big trace's kernel launches, a device's kernels of one
-    op category), kept as the rows: 4 or 8 bytes a row, not the union's 16. ``rows`` ascend (grouped by thread,
-    sorted by start in each: see :func:`row_set`), ``bounds`` are each thread's run of them; with ``codes`` (one per
-    row) only the rows whose code is ``code`` belong to the set."""
+    op category), kept as the rows and read a time chunk at a time: 4 or 8 bytes a row (or, over whole lines, one
+    byte of code), not the union's 16.
 
-    def __init__(self, plane: Plane, rows: np.ndarray, bounds: np.ndarray, codes: np.ndarray | None = None,
-                 code: int = 0):
-        self.plane, self.rows, self.bounds, self.codes, self.code = plane, rows, bounds, codes, code
-        self.size = rows.shape[0]
+    The rows are positions ``[lo[g], hi[g])`` for each thread ``g``: positions in ``rows`` (ascending, grouped by
+    thread, sorted by start in each: see :func:`row_set`), or with ``rows`` None the plane's own rows (whole lines in
+    the reader's layout: see :func:`line_sets`). With ``codes`` (one per position) only the rows whose code is
+    ``code`` belong to the set."""
+
+    def __init__(self, plane: Plane, rows: np.ndarray | None, lo: np.ndarray, hi: np.ndarray,
+                 codes: np.ndarray | None = None, code: int = 0):
+        self.plane, self.rows, self.codes, self.code = plane, rows, codes, code
+        self.lo, self.hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        self.size = int((self.hi - self.lo).sum())
         self.n = 0
         tops = []
         dur = plane.ev_dur_ps
         k = max(LONG_ROWS, 1)  # the longest durations looked at: the long rows' and the reach's
-        for lo in range(0, rows.shape[0], ROW_SLICE):
-            d = dur[rows[lo:lo + ROW_SLICE]]
+        for a, b in self._slices():
+            d = dur[self._at(a, b)]
             if codes is not None:
-                d = d[codes[lo:lo + ROW_SLICE] == code]
+                d = d[codes[a:b] == code]
             self.n += int(np.count_nonzero(d > 0))  # empty without a row of some length, as its union
-            tops.append(d if d.shape[0] <= k else np.partition(d, d.shape[0] - k)[-k:])
+            tops.append(d if d.shape[0] <= k else np.partition(d, d.shape[0] - k)[-k:].copy())  # not a view of all
         top = np.concatenate(tops) if tops else EMPTY
         #: every row but the long ones (fewer than LONG_ROWS, those longer than this) lasts at most this long; -1:
         #: the rows are too few to keep any apart
         self.reach = int(np.partition(top, top.shape[0] - k)[top.shape[0] - k]) if top.shape[0] >= k else -1
         longs = []
         if self.reach >= 0:
-            for lo in range(0, rows.shape[0], ROW_SLICE):
-                r = rows[lo:lo + ROW_SLICE]
-                sel = dur[r] > self.reach
+            for a, b in self._slices():
+                sel = dur[self._at(a, b)] > self.reach
                 if codes is not None:
-                    sel &= codes[lo:lo + ROW_SLICE] == code
-                longs.append(r[sel])
-        #: the rows longer than ``reach`` (ascending), tested against every chunk
-        self.long = np.concatenate(longs) if longs else rows[:0]
+                    sel &= codes[a:b] == code
+                longs.append(self._rows_at(a, b, sel))
+        #: the plane rows longer than ``reach`` (ascending), tested against every chunk
+        self.long = np.concatenate(longs) if longs else EMPTY
 
     def __len__(self) -> int:
         return self.n
 
+    def _slices(self):
+        """Every thread's positions, :data:`ROW_SLICE` at a time: (a, b)."""
+        for lo, hi in zip(self.lo.tolist(), self.hi.tolist()):
+            for a in range(lo, hi, ROW_SLICE):
+                yield a, min(a + ROW_SLICE, hi)
+
+    def _at(self, a: int, b: int):
+        """The plane rows at positions [a, b): a slice of the columns, or of ``rows``."""
+        return slice(a, b) if self.rows is None else self.rows[a:b]
+
+    def _rows_at(self, a: int, b: int, sel: np.ndarray) -> np.ndarray:
+        """The plane rows at the positions [a, b) that ``sel`` picks."""
+        return np.flatnonzero(sel) + a if self.rows is None else self.rows[a:b][sel]
+
+    def _selected(self) -> np.ndarray:
+        parts = [self._rows_at(a, b, np.ones(b - a, bool) if self.codes is None else self.codes[a:b] == self.code)
+                 for a, b in self._slices()]
+        return np.concatenate(parts) if parts else EMPTY
+
     def wall(self) -> Measure:
         """The whole union, built (memory of every interval: the readers that chunk do not call this)."""
-        rows = self.rows if self.codes is None else self.rows[self.codes == self.code]
-        return Measure(*rows_union(self.plane, rows), disjoint=True)
+        return Measure(*rows_union(self.plane, self._selected()), disjoint=True)
 
     def _first_at(self, lo: int, hi: int, t: int) -> int:
-        """The first index in ``[lo, hi)`` of a thread's rows whose start is at least ``t`` (``hi`` if none)."""
+        """The first position in ``[lo, hi)`` of a thread's whose row starts at ``t`` or later (``hi`` if none)."""
         start, rows = self.plane.ev_start_ps, self.rows
         while lo < hi:
             mid = (lo + hi) // 2
-            if int(start[rows[mid]]) < t:
+            if int(start[mid if rows is None else rows[mid]]) < t:
                 lo = mid + 1
             else:
                 hi = mid
@@ -579,7 +601,7 @@ class RowSet(ChunkedSet):
         start, dur = self.plane.ev_start_ps, self.plane.ev_dur_ps
         from_t = t0 - self.reach if self.reach >= 0 else -_FAR
         lo, hi = [], []
-        for a, b in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()):  # each thread's rows in the chunk
+        for a, b in zip(self.lo.tolist(), self.hi.tolist()):  # each thread's rows in the chunk
             i = self._first_at(a, b, from_t)
             j = self._first_at(i, b, t1)
             if j > i:
@@ -599,10 +621,12 @@ class RowSet(ChunkedSet):
         return union_runs(runs)
 
     def cuts(self, k: int) -> np.ndarray:
-        if k <= 1 or not self.rows.shape[0]:
+        if k <= 1 or not self.size:
             return EMPTY
-        step = max(1, self.rows.shape[0] // (64 * k))
-        s = np.sort(self.plane.ev_start_ps[self.rows[::step]])
+        step = max(1, self.size // (64 * k))
+        start = self.plane.ev_start_ps
+        s = np.sort(np.concatenate([start[a:b:step] if self.rows is None else start[self.rows[a:b:step]]
+                                    for a, b in zip(self.lo.tolist(), self.hi.tolist())]))  # a sample, not a copy
         return np.unique(s[(np.arange(1, k) * s.shape[0]) // k])
 
 
@@ -626,26 +650,47 @@ class UnionSet(ChunkedSet):
         return _cuts(self.sets, k)
 
 
-def row_set(plane: Plane, rows: np.ndarray, codes: np.ndarray | None = None, code: int = 0,
-            bounds: np.ndarray | None = None) -> Measure | RowSet:
-    """The wall-time union of event rows (those whose ``codes`` entry is ``code``, with ``codes``): a
-    :class:`RowSet` when they are more than :data:`ROWSET_MIN_ROWS` and ascend, grouped by thread and sorted by start
-    in each (``bounds``: each thread's run of ``rows``, if known), else a :class:`Measure`."""
+def row_set(plane: Plane, rows: np.ndarray) -> Measure | RowSet:
+    """The wall-time union of event rows: a :class:`RowSet` when they are more than :data:`ROWSET_MIN_ROWS` and
+    ascend, grouped by thread and sorted by start in each, else a :class:`Measure`."""
     rows = row_index(rows)
-    n = rows.shape[0] if codes is None else int(np.count_nonzero(codes == code))
-    if n > ROWSET_MIN_ROWS:
-        if bounds is None:
-            bounds = thread_runs(plane, rows)
+    if rows.shape[0] > ROWSET_MIN_ROWS:
+        bounds = thread_runs(plane, rows)
         if bounds is not None:
-            return RowSet(plane, rows, bounds, codes, code)
-    return Measure.of_rows(plane, rows if codes is None else rows[codes == code])
+            return RowSet(plane, rows, bounds[:-1], bounds[1:])
+    return Measure.of_rows(plane, rows)
 
 
-def row_sets(plane: Plane, rows: np.ndarray, codes: np.ndarray, wanted: list[int]) -> list[Measure | RowSet]:
-    """:func:`row_set` of the rows of each code ``wanted`` (their threads' runs found once)."""
-    rows = row_index(rows)
-    bounds = thread_runs(plane, rows) if rows.shape[0] > ROWSET_MIN_ROWS else None
-    return [row_set(plane, rows, codes, c, bounds) for c in wanted]
+def line_sets(plane: Plane, lines: np.ndarray, codes: np.ndarray, wanted: list[int]) -> list[Measure | RowSet]:
+    """For each code ``wanted``, the wall-time union of the events on ``lines`` whose code (``codes``: one per event
+    of the plane) is it: a :class:`RowSet` over the lines themselves (no row array: a byte of code an event) where
+    it has more than :data:`ROWSET_MIN_ROWS` rows and the plane is in the reader's layout with those lines sorted by
+    start, else a :class:`Measure`."""
+    rng = line_ranges(plane)
+    lines = np.unique(np.asarray(lines, np.int64))
+    if rng is not None:
+        lines = lines[(lines >= 0) & (lines < rng.shape[0])]
+        lo, hi = rng[lines, 0], rng[lines, 1]
+        full = hi > lo
+        lo, hi = lo[full], hi[full]
+    if rng is None or not all(_line_sorted(plane, a, b) for a, b in zip(lo.tolist(), hi.tolist())):
+        rows = plane.rows_on_lines(lines)
+        return [Measure.of_rows(plane, rows[codes[rows] == c]) for c in wanted]
+    counts: dict[int, int] = {}
+    for a, b in zip(lo.tolist(), hi.tolist()):
+        for x in range(a, b, ROW_SLICE):
+            u, c = np.unique(codes[x:min(x + ROW_SLICE, b)], return_counts=True)
+            for k, v in zip(u.tolist(), c.tolist()):
+                counts[k] = counts.get(k, 0) + v
+    out = []
+    for c in wanted:
+        if counts.get(c, 0) > ROWSET_MIN_ROWS:
+            out.append(RowSet(plane, None, lo, hi, codes, c))
+        else:
+            rows = np.concatenate([np.flatnonzero(codes[a:b] == c) + a for a, b in zip(lo.tolist(), hi.tolist())]
+                                  or [EMPTY])
+            out.append(Measure.of_rows(plane, rows))
+    return out
 
 
 def thread_runs(plane: Plane, rows: np.ndarray) -> np.ndarray | None:
@@ -1008,7 +1053,7 @@ def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
     dt = np.int32 if plane.n_events < 2**31 else np.int64
     if rng is not None and isinstance(lines, (int, np.integer)):  # one line: its range
         li = int(lines)
-        return np.arange(rng[li, 0], rng[li, 1], dtype=dt) if 0 <= li < rng.shape[0] else EMPTY
+        return np.arange(rng[li, 0], rng[li, 1], dtype=dt) if 0 <= li < rng.shape[0] else np.empty(0, dt)
     lines = np.asarray(lines, np.int64).ravel()
     if lines.shape[0] > 1 and not bool(np.all(lines[1:] > lines[:-1])):
         lines = np.unique(lines)
@@ -1019,7 +1064,7 @@ def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
     full = b > a
     a, b = a[full], b[full]
     if not a.shape[0]:
-        return EMPTY
+        return np.empty(0, dt)
     if a.shape[0] == 1 or bool(np.all(a[1:] == b[:-1])):  # adjacent lines: one run of rows
         return np.arange(a[0], b[-1], dtype=dt)
     n = b - a  # each line's run of rows, in line order (the lines' ranges ascend)
@@ -1090,8 +1135,10 @@ def line_runs(plane: Plane, line_ok: np.ndarray) -> list[tuple[np.ndarray, np.nd
         out = []
         for li in np.flatnonzero(ok[:len(plane.lines)]):
             x, y = int(rng[li, 0]), int(rng[li, 1])
-            if y > x:
-                out.append(union(plane.ev_start_ps[x:y], plane.ends(slice(x, y))))
+            if y > x:  # the line's events where they lie (no column of their ends), else sorted first
+                s, e, in_order = _union_row_ranges(plane.ev_start_ps, plane.ev_dur_ps, None, np.array([x]),
+                                                   np.array([y]), None, 0)
+                out.append((s, e) if in_order else union(plane.ev_start_ps[x:y], plane.ends(slice(x, y))))
         return out
     m = ok[plane.ev_line] & (plane.ev_meta >= 0)
     return union_per_line(plane.ev_line[m], plane.ev_start_ps[m], plane.ends(m))
