@@ -341,12 +341,13 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
     """A RowSet (a big set kept as its rows, read in time chunks) answers every reader as its union built: within,
     upto, total, union_length, union_holes, priority_split, the LazyUnion it is the big part of, its blocks, first
     and last; with codes, long rows and several threads, chunks of one row to all of them."""
-    from tfadvisor.analyses import intervals
-    from tfadvisor.analyses.intervals import RowSet, UnionSet, first_last, line_sets, row_set
+    from tfadvisor.analyses import intervals, rowsets
+    from tfadvisor.analyses.intervals import UnionSet, first_last
+    from tfadvisor.analyses.rowsets import RowSet, line_sets, row_set
 
-    monkeypatch.setattr(intervals, "ROWSET_MIN_ROWS", 0)
+    monkeypatch.setattr(rowsets, "ROWSET_MIN_ROWS", 0)
     monkeypatch.setattr(intervals, "CHUNK_ROWS", chunk_rows)
-    monkeypatch.setattr(intervals, "LONG_ROWS", long_rows)
+    monkeypatch.setattr(rowsets, "LONG_ROWS", long_rows)
     rng = np.random.default_rng(chunk_rows)
     p, per = _big_plane(rng)
     rows = np.sort(rng.choice(p.n_events, p.n_events * 2 // 3, replace=False)).astype(np.int32)
@@ -394,34 +395,34 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
 
 def test_row_sets_refuse_rows_out_of_thread_order():
     """Rows not grouped by thread, or not by start within one, are not kept as rows: their union is built."""
-    from tfadvisor.analyses import intervals
-    from tfadvisor.analyses.intervals import RowSet, line_sets, row_set, thread_runs
+    from tfadvisor.analyses import rowsets
+    from tfadvisor.analyses.rowsets import RowSet, line_sets, row_set, thread_runs
 
     p, _ = _big_plane(np.random.default_rng(3))
     rows = np.arange(p.n_events, dtype=np.int64)
     assert thread_runs(p, rows) is not None
     q = replace(p, ev_start_ps=p.ev_start_ps[::-1].copy())  # every line's starts descend
     assert thread_runs(q, rows) is None and thread_runs(p, rows[::-1].copy()) is None
-    old = intervals.ROWSET_MIN_ROWS
+    old = rowsets.ROWSET_MIN_ROWS
     try:
-        intervals.ROWSET_MIN_ROWS = 0
+        rowsets.ROWSET_MIN_ROWS = 0
         assert isinstance(row_set(p, rows), RowSet) and isinstance(row_set(q, rows), Measure)
         codes = np.zeros(p.n_events, np.int8)
         assert isinstance(line_sets(p, np.array([0, 1]), codes, [0])[0], RowSet)
         got = line_sets(q, np.array([0, 1]), codes, [0])[0]  # lines not sorted by start: built
         assert isinstance(got, Measure) and got.total() == row_set(q, np.flatnonzero(q.ev_line <= 1)).total()
     finally:
-        intervals.ROWSET_MIN_ROWS = old
+        rowsets.ROWSET_MIN_ROWS = old
 
 
 @pytest.mark.parametrize("max_spans", [3, 50, 400])
 def test_coarsen_of_a_row_set_is_coarsen_of_its_union(max_spans, monkeypatch):
     """The timeline's spans of a set kept as rows, read in two passes of chunks, are those of its union built."""
-    from tfadvisor.analyses import intervals
-    from tfadvisor.analyses.intervals import row_set
+    from tfadvisor.analyses import intervals, rowsets
+    from tfadvisor.analyses.rowsets import row_set
     from tfadvisor.analyses.timeline import coarsen, coarsen_set
 
-    monkeypatch.setattr(intervals, "ROWSET_MIN_ROWS", 0)
+    monkeypatch.setattr(rowsets, "ROWSET_MIN_ROWS", 0)
     monkeypatch.setattr(intervals, "CHUNK_ROWS", 61)
     p, _ = _big_plane(np.random.default_rng(max_spans), threads=2, n=4000)
     m = row_set(p, np.arange(p.n_events))

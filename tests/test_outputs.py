@@ -19,18 +19,19 @@ def test_report_unchanged(d):
                       "is meant, accept it with `python tests/outputs.py` (it prints every trace's changed parts)")
 
 
-#: The big sets' path on every trace: every set of event rows kept as its rows (:class:`intervals.RowSet`), read in
-#: chunks of 7 rows with its 3 longest rows apart, as a big trace's are (more than a million rows, chunks of a
-#: million): the chunks' seams, the long rows' reach and the threads' runs all fall inside these small traces.
-ROWS_PATH = {"ROWSET_MIN_ROWS": 0, "CHUNK_ROWS": 7, "LONG_ROWS": 3}
+#: The big sets' path on every trace: every set of event rows kept as its rows (:mod:`tfadvisor.analyses.rowsets`),
+#: read in chunks of 7 rows with its 3 longest rows apart, as a big trace's are (more than a million rows, chunks of
+#: 512K): the chunks' seams, the long rows' reach and the threads' runs all fall inside these small traces.
+ROWS_PATH = {("rowsets", "ROWSET_MIN_ROWS"): 0, ("intervals", "CHUNK_ROWS"): 7, ("rowsets", "LONG_ROWS"): 3}
 
 
 @pytest.mark.parametrize("d", trace_dirs(), ids=target_name)
 def test_report_unchanged_with_sets_kept_as_rows(d, monkeypatch):
     import tfadvisor.analyses.intervals as intervals
+    import tfadvisor.analyses.rowsets as rowsets
 
-    for k, v in ROWS_PATH.items():
-        monkeypatch.setattr(intervals, k, v)
+    for (mod, k), v in ROWS_PATH.items():
+        monkeypatch.setattr({"intervals": intervals, "rowsets": rowsets}[mod], k, v)
     name = target_name(d)
     diff = changed(ACCEPTED[name], parts(report(d)))
     assert not diff, f"{name}: with the sets kept as rows these parts of the report changed: {', '.join(diff)}"

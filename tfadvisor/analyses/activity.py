@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import tfadvisor._native as _native
-from tfadvisor.analyses import device_lines, intervals
+from tfadvisor.analyses import device_lines, rowsets
 from tfadvisor.analyses.base import Context
 from tfadvisor.analyses.intervals import (
     EMPTY,
@@ -27,14 +27,13 @@ from tfadvisor.analyses.intervals import (
     contained,
     first_last,
     line_runs,
-    line_sets,
     row_index,
-    row_set,
     rows_runs,
     union_length,
     union_of,
 )
 from tfadvisor.analyses.names import name_mask, name_test, name_values
+from tfadvisor.analyses.rowsets import line_sets, row_set
 from tfadvisor.model.trace import Plane, Trace
 
 #: ``_bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes)``: Class code per event (line
@@ -453,7 +452,7 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
             pageable_ps += int(dur[h2d & known & pageable].sum())
         info["kernels"] = int(klass["dev_compute"].shape[0] + klass["dev_collective"].shape[0])
         info["copies"] = int(cp.shape[0])
-        if p.n_events > intervals.ROWSET_MIN_ROWS:  # a big device's sets: read over its lines, by a byte of kind a row
+        if p.n_events > rowsets.ROWSET_MIN_ROWS:  # a big device's sets: read over its lines, by a byte of kind a row
             kind = np.full(p.n_events, -1, np.int8)
             for i, k in enumerate(keys):
                 kind[klass[k]] = i

@@ -32,24 +32,22 @@ import numpy as np
 
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines as dl
-from tfadvisor.analyses import intervals
+from tfadvisor.analyses import rowsets
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.intervals import (
     EMPTY,
     Measure,
-    RowSet,
     complement,
-    line_sets,
     outermost,
     priority_split,
     priority_split_lanes,
-    row_set,
     run_bounds,
 )
 from tfadvisor.analyses.names import CACHED_NAMES, name_test
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
+from tfadvisor.analyses.rowsets import RowSet, line_sets, row_set
 from tfadvisor.analyses.step_detect import StepSet
 from tfadvisor.analyses.steps import python_host_activity, wall_ends
 from tfadvisor.model.table import Table
@@ -388,7 +386,7 @@ def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[st
     used = named.label_test(_any_name, keep=True)  # the names some row has
     present = np.unique(named.label_cat[used])  # ascending: OP_CATEGORIES' order
     cats = [ci for ci in present.tolist() if ci >= 0]
-    if plane.n_events > intervals.ROWSET_MIN_ROWS and dl.activity_kind(plane) == dl.STREAM:
+    if plane.n_events > rowsets.ROWSET_MIN_ROWS and dl.activity_kind(plane) == dl.STREAM:
         cat = np.full(plane.n_events, -1, np.int8)  # the rows' own: activity lines' timed events
         cat[rows] = named.cat
         return dict(zip([OP_CATEGORIES[ci] for ci in cats], line_sets(plane, dl.activity_lines(plane), cat, cats)))

@@ -30,7 +30,9 @@ in the module); `AnalysisResult.add` refuses a name its module did not declare.
 
 Shared by the analyses, declaring no metrics: `intervals.py` (interval arithmetic: unions,
 coverage inside windows, event rows of a plane; every analysis takes its interval helpers from
-it), `activity.py` (the per-host activity model: each host and device event classified once
+it), `rowsets.py` (sets of millions of event rows kept as their rows and read a time chunk at a
+time, which every reader in `intervals.py` takes: a big trace's sets are not held as unions),
+`activity.py` (the per-host activity model: each host and device event classified once
 per run), `step_detect.py` (step markers, `steps_per_execution`, what ran before each step; the
 `steps` analysis builds the step table from them), `device_lines.py` (kinds of device lines).
 
