@@ -632,12 +632,6 @@ def union_length(*sets) -> int:
     return total
 
 
-def union_length_of(parts: list[np.ndarray]) -> int:
-    """:func:`union_length` of disjoint sorted sets given flat, (s0, e0, s1, e1, ...), at most
-    :data:`SWEEP_MAX_SETS` of them."""
-    return _native.union_length(parts)
-
-
 def union_holes(sets, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The holes of the union of ``sets`` (Measures, Runs, LazyUnions) inside the disjoint sorted windows
     ``[ws, we)``: ``intersect(*complement(union), ws, we)`` without building the union or its complement (memory the

@@ -178,15 +178,10 @@ def line_sets(plane: Plane, lines: np.ndarray, codes: np.ndarray, wanted: list[i
     if rng is None or not all(line_sorted(plane, a, b) for a, b in zip(lo.tolist(), hi.tolist())):
         rows = plane.rows_on_lines(lines)
         return [Measure.of_rows(plane, rows[codes[rows] == c]) for c in wanted]
-    counts: dict[int, int] = {}
-    for a, b in zip(lo.tolist(), hi.tolist()):
-        for x in range(a, b, ROW_SLICE):
-            u, c = np.unique(codes[x:min(x + ROW_SLICE, b)], return_counts=True)
-            for k, v in zip(u.tolist(), c.tolist()):
-                counts[k] = counts.get(k, 0) + v
     out = []
     for c in wanted:
-        if counts.get(c, 0) > ROWSET_MIN_ROWS:
+        n = sum(int(np.count_nonzero(codes[a:b] == c)) for a, b in zip(lo.tolist(), hi.tolist()))
+        if n > ROWSET_MIN_ROWS:
             out.append(RowSet(plane, None, lo, hi, codes, c))
         else:
             rows = np.concatenate([np.flatnonzero(codes[a:b] == c) + a for a, b in zip(lo.tolist(), hi.tolist())]
