@@ -295,12 +295,13 @@ def test_tfdata_threads_minus_waits_in_lanes(monkeypatch):
     assert checked >= 40
 
 
-def test_line_rows_of_any_lines_are_their_runs_in_line_order():
+def test_line_rows_of_any_lines_are_their_runs_in_line_order(monkeypatch):
     """line_rows of lines in any order, repeated or out of range: each distinct line's run of rows, in line order,
     as joining one arange per line gives (random choices on a real capture's planes)."""
     import random
 
     import tfadvisor
+    from tfadvisor.analyses import intervals
     from tfadvisor.analyses.intervals import line_ranges
 
     trace = tfadvisor.load(SAMPLES / "real_tf_gpu_multiworker")
@@ -317,7 +318,11 @@ def test_line_rows_of_any_lines_are_their_runs_in_line_order():
             runs = [np.arange(rng[i, 0], rng[i, 1]) for i in u if rng[i, 1] > rng[i, 0]]
             want = np.concatenate(runs) if runs else np.empty(0, np.int64)
             got = line_rows(p, lines)
-            assert got.dtype == np.int32 and np.array_equal(got, want), (p.name, lines.tolist())  # int32 rows fit
+            assert got.dtype == np.int64 and np.array_equal(got, want), (p.name, lines.tolist())
+            monkeypatch.setattr(intervals, "INT32_ROWS_ABOVE", -1)  # a big plane's: int32 (every row fits)
+            got = line_rows(p, lines)
+            assert got.dtype == np.int32 and np.array_equal(got, want), (p.name, lines.tolist())
+            monkeypatch.undo()
 
 
 def _big_plane(rng, threads: int = 3, n: int = 3000):

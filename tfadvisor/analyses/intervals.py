@@ -391,9 +391,9 @@ class LazyUnion:
             if len(m) <= max(len(self.big), 1) * self.SMALL:
                 self.small = self.small | m
             else:
-                self.big = union_of(self.big, m).wall()
+                self.big = self.big.wall() | m  # a chunked big one built: two big sets
         if len(self.small) > max(len(self.big), 1) * self.SMALL:
-            self.big, self.small = union_of(self.big, self.small).wall(), Measure.empty()
+            self.big, self.small = self.big.wall() | self.small, Measure.empty()
 
     def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if isinstance(self.big, ChunkedSet) and len(self.small):  # one pass over the big set's chunks
@@ -622,6 +622,8 @@ def _sweep_sets(sets) -> list:
 def union_length(*sets) -> int:
     """``union_of(*sets).total()`` (Measures, Runs, LazyUnions, ChunkedSets), walked in one pass without building
     the union (ChunkedSets a chunk at a time)."""
+    if len(sets) <= SWEEP_MAX_SETS and all(type(m) is Measure and m.disjoint for m in sets):  # the usual: as they are
+        return _native.union_length([a for m in sets if len(m) for a in (m.s, m.e)])
     parts = _sweep_sets(sets)
     if not _has_rowset(parts):
         return _native.union_length([a for m in parts for a in (m.s, m.e)])
@@ -854,11 +856,16 @@ def line_ranges(plane: Plane) -> np.ndarray | None:
     return out
 
 
+#: :func:`line_rows` gives int32 rows on planes of more events than this (4 bytes a row saved where it counts).
+INT32_ROWS_ABOVE = 1 << 20
+
+
 def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
-    """Event rows of the given lines, ascending (int32 where every row of the plane fits, as the planes' row arrays:
-    a big device's kernels number tens of millions)."""
+    """Event rows of the given lines, ascending: int32 on a plane of more than :data:`INT32_ROWS_ABOVE` events
+    (where every row fits: a big device's kernels number tens of millions), else int64 (what the analyses' other
+    row arrays mix with at no conversion)."""
     rng = line_ranges(plane)
-    dt = np.int32 if plane.n_events < 2**31 else np.int64
+    dt = np.int32 if INT32_ROWS_ABOVE < plane.n_events < 2**31 else np.int64
     if rng is not None and isinstance(lines, (int, np.integer)):  # one line: its range
         li = int(lines)
         return np.arange(rng[li, 0], rng[li, 1], dtype=dt) if 0 <= li < rng.shape[0] else np.empty(0, dt)
@@ -876,8 +883,7 @@ def line_rows(plane: Plane, lines: np.ndarray | int) -> np.ndarray:
     if a.shape[0] == 1 or bool(np.all(a[1:] == b[:-1])):  # adjacent lines: one run of rows
         return np.arange(a[0], b[-1], dtype=dt)
     n = b - a  # each line's run of rows, in line order (the lines' ranges ascend)
-    return (np.repeat(a - np.concatenate([[0], np.cumsum(n)[:-1]]), n).astype(dt)
-            + np.arange(int(n.sum()), dtype=dt))
+    return np.repeat((a - np.concatenate([[0], np.cumsum(n)[:-1]])).astype(dt), n) + np.arange(int(n.sum()), dtype=dt)
 
 
 def _runs_to_list(s: np.ndarray, e: np.ndarray, bounds: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
