@@ -176,7 +176,24 @@ def contains_any(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -
 # Time inside windows
 # ------------------------------------------------------------------------------------------
 
-class Measure:
+class _Covered:
+    """A set whose covered length up to any time is known (``upto``): its length inside windows follows."""
+
+    __slots__ = ()
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Covered length inside each window [a, b)."""
+        a = np.asarray(a, np.int64)
+        b = np.asarray(b, np.int64)
+        r = self.upto(np.concatenate([a.ravel(), b.ravel()]))
+        n = a.size
+        return (r[n:] - r[:n]).reshape(a.shape)
+
+
+class Measure(_Covered):
     """Length of a set of intervals inside windows.
 
     Intervals may overlap (each counts) unless the set is ``disjoint`` (wall time);
@@ -254,14 +271,6 @@ class Measure:
         ns = np.searchsorted(self._ss, t, side="right")
         ne = np.searchsorted(self._es, t, side="right")
         return (ns * t - self._cs[ns]) - (ne * t - self._ce[ne])
-
-    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Covered length inside each window [a, b)."""
-        a = np.asarray(a, np.int64)
-        b = np.asarray(b, np.int64)
-        r = self.upto(np.concatenate([a.ravel(), b.ravel()]))
-        n = a.size
-        return (r[n:] - r[:n]).reshape(a.shape)
 
     def wall(self) -> Measure:
         return self if self.disjoint else Measure.union(self.s, self.e)
@@ -428,7 +437,7 @@ CHUNK_ROWS = 1 << 19
 FAR = 1 << 62  # beyond every time: the outer edges of the chunks
 
 
-class ChunkedSet:
+class ChunkedSet(_Covered):
     """A wall-time set too big to hold as its union, read a time chunk at a time: :meth:`part` gives the union of
     what meets a chunk. :func:`priority_split`, :func:`union_length`, :func:`union_holes`, :class:`LazyUnion`,
     :meth:`within` and the timeline's spans read it chunk by chunk, with the same answers as its :meth:`wall` set;
@@ -501,14 +510,6 @@ class ChunkedSet:
                 out[order[i:j]] = carry + _cover_sorted(s, e, srt[i:j])
             carry += int((e - s).sum())
         return out.reshape(t.shape)
-
-    def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Covered length inside each window [a, b)."""
-        a = np.asarray(a, np.int64)
-        b = np.asarray(b, np.int64)
-        r = self.upto(np.concatenate([a.ravel(), b.ravel()]))
-        n = a.size
-        return (r[n:] - r[:n]).reshape(a.shape)
 
 
 class UnionSet(ChunkedSet):
