@@ -236,6 +236,33 @@ def test_index_columns_in_the_fewest_bytes(tmp_path: Path, n_lines, n_meta, line
     assert got.ev_line.tolist() == want_line and got.ev_meta.tolist() == want_meta
 
 
+@pytest.mark.parametrize("extra,value_type", [(None, np.int32), (2**31, np.int64), (-(2**31) - 1, np.int64),
+                                               (0.5, np.int64)], ids=["ints", "above_int32", "below_int32", "double"])
+def test_stat_values_in_int32_where_they_fit(tmp_path: Path, extra, value_type):
+    """st_value is int32 when every payload lies in int32's range (a big device's millions of references), else
+    int64; the stat columns give every value back as int64, the same (an int, a double's bits, a reference)."""
+    space = xplane_pb2.XSpace()
+    p = space.planes.add(id=1, name="/host:CPU")
+    p.stat_metadata[1].name = "n"
+    p.stat_metadata[2].name = "x"
+    p.event_metadata[1].name = "ev"
+    line = p.lines.add(id=1, name="t", timestamp_ns=1)
+    for k, v in enumerate([0, -5, 2**31 - 1, -(2**31), 77]):
+        line.events.add(metadata_id=1, offset_ps=k, duration_ps=1).stats.add(metadata_id=1, int64_value=v)
+    if extra is not None:
+        st = line.events.add(metadata_id=1, offset_ps=9, duration_ps=1).stats.add(metadata_id=2)
+        if isinstance(extra, float):
+            st.double_value = extra
+        else:
+            st.int64_value = extra
+    got = tfadvisor.load(str(_write(tmp_path, space))).planes[0]
+    assert got.st_value.dtype == value_type
+    col = got.stat_columns(["n", "x"])
+    assert col["n"].raw.dtype == np.int64 and col["n"].integers().tolist() == [0, -5, 2**31 - 1, -(2**31), 77]
+    if extra is not None:
+        assert col["x"].numeric().tolist() == [float(extra)]
+
+
 def test_byte_identical_planes_are_read_once(tmp_path: Path):
     """A plane repeated byte for byte is dropped with a note; planes of the same size that differ are all kept."""
     space = xplane_pb2.XSpace()

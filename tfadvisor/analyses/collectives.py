@@ -43,7 +43,6 @@ from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
     device_lines,
     device_meta_classes,
-    kernel_rows,
     op_type,
     profile_window,
     step_windows,
@@ -101,11 +100,14 @@ def _device_collectives(p: Plane, ctx: Context) -> tuple[np.ndarray, np.ndarray]
     empty = np.empty(0, np.int64)
     if not kinds.any():
         return empty, np.empty(0, np.int8)
-    rows = kernel_rows(p, ctx)
+    # the collective kernels among the device's kernels: found by their names' metadata, then their lines (not every
+    # kernel's row first: a big device's number tens of millions)
+    rows = p.rows_with_meta(kinds > 0).astype(np.int64)
+    on = np.zeros(len(p.lines) + 1, bool)
+    on[device_lines(p)] = True
+    rows = rows[on[p.ev_line[rows]]]
     if rows.size:
-        k = kinds[p.ev_meta[rows]]
-        if (k > 0).any():
-            return rows[k > 0], k[k > 0]
+        return rows, kinds[p.ev_meta[rows]]
     # No stream kernels: XLA ops lines may still name all-reduces.
     ev_k = np.append(kinds, 0)[p.ev_meta]
     all_rows = np.flatnonzero(ev_k > 0)
