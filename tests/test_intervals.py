@@ -351,6 +351,7 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
     from tfadvisor.analyses.rowsets import RowSet, line_sets, row_set
 
     monkeypatch.setattr(rowsets, "ROWSET_MIN_ROWS", 0)
+    monkeypatch.setattr(rowsets, "LINE_SET_CODE_MIN", 0)
     monkeypatch.setattr(intervals, "CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(rowsets, "LONG_ROWS", long_rows)
     rng = np.random.default_rng(chunk_rows)
@@ -408,16 +409,16 @@ def test_row_sets_refuse_rows_out_of_thread_order():
     assert thread_runs(p, rows) is not None
     q = replace(p, ev_start_ps=p.ev_start_ps[::-1].copy())  # every line's starts descend
     assert thread_runs(q, rows) is None and thread_runs(p, rows[::-1].copy()) is None
-    old = rowsets.ROWSET_MIN_ROWS
+    old = rowsets.ROWSET_MIN_ROWS, rowsets.LINE_SET_CODE_MIN
     try:
-        rowsets.ROWSET_MIN_ROWS = 0
+        rowsets.ROWSET_MIN_ROWS = rowsets.LINE_SET_CODE_MIN = 0
         assert isinstance(row_set(p, rows), RowSet) and isinstance(row_set(q, rows), Measure)
         codes = np.zeros(p.n_events, np.int8)
         assert isinstance(line_sets(p, np.array([0, 1]), codes, [0])[0], RowSet)
         got = line_sets(q, np.array([0, 1]), codes, [0])[0]  # lines not sorted by start: built
         assert isinstance(got, Measure) and got.total() == row_set(q, np.flatnonzero(q.ev_line <= 1)).total()
     finally:
-        rowsets.ROWSET_MIN_ROWS = old
+        rowsets.ROWSET_MIN_ROWS, rowsets.LINE_SET_CODE_MIN = old
 
 
 @pytest.mark.parametrize("max_spans", [3, 50, 400])

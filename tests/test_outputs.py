@@ -20,9 +20,10 @@ def test_report_unchanged(d):
 
 
 #: The big sets' path on every trace: every set of event rows kept as its rows (:mod:`tfadvisor.analyses.rowsets`),
-#: read in chunks of 7 rows with its 3 longest rows apart, as a big trace's are (more than a million rows, chunks of
-#: 512K): the chunks' seams, the long rows' reach and the threads' runs all fall inside these small traces.
-ROWS_PATH = {("rowsets", "ROWSET_MIN_ROWS"): 0, ("intervals", "CHUNK_ROWS"): 7, ("rowsets", "LONG_ROWS"): 3}
+#: read in chunks of 7 rows with its 3 longest rows apart, as a big trace's are (more than 4 M rows, chunks of 512K):
+#: the chunks' seams, the long rows' reach and the threads' runs all fall inside these small traces.
+ROWS_PATH = {("rowsets", "ROWSET_MIN_ROWS"): 0, ("rowsets", "LINE_SET_CODE_MIN"): 0,
+             ("intervals", "CHUNK_ROWS"): 7, ("rowsets", "LONG_ROWS"): 3}
 
 
 @pytest.mark.parametrize("d", trace_dirs(), ids=target_name)

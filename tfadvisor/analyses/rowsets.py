@@ -29,9 +29,14 @@ from tfadvisor.analyses.intervals import (
 )
 from tfadvisor.model.trace import Plane
 
-#: A set of more event rows than this is kept as its rows (:class:`RowSet`, 4 or 8 bytes a row) and its union built
-#: a time chunk at a time where it is read; fewer, as its union (:class:`Measure`, 16 bytes an interval).
-ROWSET_MIN_ROWS = 1 << 20
+#: A set of more event rows than this (its union would hold up to 64 MB) is kept as its rows (:class:`RowSet`, 4 or 8
+#: bytes a row) and its union built a time chunk at a time where it is read; fewer, as its union (:class:`Measure`,
+#: 16 bytes an interval), which is quicker to ask again and again.
+ROWSET_MIN_ROWS = 1 << 22
+
+#: :func:`line_sets` over lines of more rows than :data:`ROWSET_MIN_ROWS` keeps as rows the codes of more rows than
+#: this (their unions together would hold as much as the lines' one).
+LINE_SET_CODE_MIN = 1 << 16
 
 #: A :class:`RowSet` keeps its longest rows (fewer than this many) apart: the others' longest duration bounds how far
 #: before a chunk a row that reaches into it can start.
@@ -166,8 +171,8 @@ def row_set(plane: Plane, rows: np.ndarray) -> Measure | RowSet:
 def line_sets(plane: Plane, lines: np.ndarray, codes: np.ndarray, wanted: list[int]) -> list[Measure | RowSet]:
     """For each code ``wanted``, the wall-time union of the events on ``lines`` whose code (``codes``: one per event
     of the plane) is it: a :class:`RowSet` over the lines themselves (no row array: a byte of code an event) where
-    it has more than :data:`ROWSET_MIN_ROWS` rows and the plane is in the reader's layout with those lines sorted by
-    start, else a :class:`Measure`."""
+    the lines hold more than :data:`ROWSET_MIN_ROWS` rows, the code more than :data:`LINE_SET_CODE_MIN`, and the
+    plane is in the reader's layout with those lines sorted by start; else a :class:`Measure`."""
     rng = line_ranges(plane)
     lines = np.unique(np.asarray(lines, np.int64))
     if rng is not None:
@@ -178,10 +183,11 @@ def line_sets(plane: Plane, lines: np.ndarray, codes: np.ndarray, wanted: list[i
     if rng is None or not all(line_sorted(plane, a, b) for a, b in zip(lo.tolist(), hi.tolist())):
         rows = plane.rows_on_lines(lines)
         return [Measure.of_rows(plane, rows[codes[rows] == c]) for c in wanted]
+    big = int((hi - lo).sum()) > ROWSET_MIN_ROWS
     out = []
     for c in wanted:
-        n = sum(int(np.count_nonzero(codes[a:b] == c)) for a, b in zip(lo.tolist(), hi.tolist()))
-        if n > ROWSET_MIN_ROWS:
+        n = sum(int(np.count_nonzero(codes[a:b] == c)) for a, b in zip(lo.tolist(), hi.tolist())) if big else 0
+        if big and n > LINE_SET_CODE_MIN:
             out.append(RowSet(plane, None, lo, hi, codes, c))
         else:
             rows = np.concatenate([np.flatnonzero(codes[a:b] == c) + a for a, b in zip(lo.tolist(), hi.tolist())]
@@ -215,4 +221,5 @@ def thread_runs(plane: Plane, rows: np.ndarray) -> np.ndarray | None:
     return out
 
 
-__all__ = ["LONG_ROWS", "ROWSET_MIN_ROWS", "ROW_SLICE", "RowSet", "line_sets", "row_set", "thread_runs"]
+__all__ = ["LINE_SET_CODE_MIN", "LONG_ROWS", "ROWSET_MIN_ROWS", "ROW_SLICE", "RowSet", "line_sets", "row_set",
+           "thread_runs"]
