@@ -456,18 +456,20 @@ class ChunkedSet(_Covered):
     def wall(self) -> Measure:
         raise NotImplementedError
 
-    def pieces(self):
-        """The set's intervals, chunk by chunk: (s, e) clipped to each chunk, in time order (an interval over a
-        cut comes as two pieces that touch there)."""
+    def pieces(self, backward: bool = False):
+        """The set's intervals, chunk by chunk: (c0, c1, s, e), the chunk ``[c0, c1)`` and the intervals clipped to
+        it, in time order (``backward``: last chunk first). An interval over a cut comes as two pieces that touch
+        there."""
         edges = _edges([self])
-        for c0, c1 in zip(edges[:-1], edges[1:]):
-            yield _clipped(self.part(c0, c1), c0, c1)
+        chunks = list(zip(edges[:-1], edges[1:]))
+        for c0, c1 in (chunks[::-1] if backward else chunks):
+            yield (c0, c1, *_clipped(self.part(c0, c1), c0, c1))
 
     def blocks(self):
         """The set's intervals in time order, a block (s, e) at a time: exactly its :meth:`wall` set's (the pieces of
         an interval over a cut joined)."""
         cs = ce = None  # the last interval so far, held back: the next chunk may continue it
-        for s, e in self.pieces():
+        for _, _, s, e in self.pieces():
             if not s.shape[0]:
                 continue
             if cs is not None:
@@ -483,7 +485,7 @@ class ChunkedSet(_Covered):
             yield np.array([cs], np.int64), np.array([ce], np.int64)
 
     def total(self) -> int:
-        return sum(int((e - s).sum()) for s, e in self.pieces())
+        return sum(int((e - s).sum()) for _, _, s, e in self.pieces())
 
     def upto(self, t: np.ndarray) -> np.ndarray:
         """Covered length in (-inf, t] for each t (as :meth:`Measure.upto`); the last answer is kept, for the
@@ -501,10 +503,8 @@ class ChunkedSet(_Covered):
         order = np.argsort(flat, kind="stable")
         srt = flat[order]
         out = np.empty(flat.shape[0], np.int64)
-        edges = _edges([self])
         carry = 0
-        for c0, c1 in zip(edges[:-1], edges[1:]):
-            s, e = _clipped(self.part(c0, c1), c0, c1)
+        for c0, c1, s, e in self.pieces():
             i, j = np.searchsorted(srt, [c0, c1])
             if j > i:
                 out[order[i:j]] = carry + _cover_sorted(s, e, srt[i:j])
@@ -580,14 +580,12 @@ def first_last(m: Measure | ChunkedSet) -> tuple[int, int]:
     that hold any)."""
     if not isinstance(m, ChunkedSet):
         return int(m.s[0]), int(m.e[-1])
-    edges = _edges([m])
-    chunks = list(zip(edges[:-1], edges[1:]))
-    first = next(int(s[0]) for s, _ in (_clipped(m.part(c0, c1), c0, c1) for c0, c1 in chunks) if s.shape[0])
-    last = next(int(e[-1]) for _, e in (_clipped(m.part(c0, c1), c0, c1) for c0, c1 in chunks[::-1]) if e.shape[0])
+    first = next(int(s[0]) for _, _, s, _ in m.pieces() if s.shape[0])
+    last = next(int(e[-1]) for _, _, _, e in m.pieces(backward=True) if e.shape[0])
     return first, last
 
 
-def _has_rowset(sets) -> bool:
+def _has_chunked(sets) -> bool:
     return any(isinstance(m, ChunkedSet) for m in sets)
 
 
@@ -626,7 +624,7 @@ def union_length(*sets) -> int:
     if len(sets) <= SWEEP_MAX_SETS and all(type(m) is Measure and m.disjoint for m in sets):  # the usual: as they are
         return _native.union_length([a for m in sets if len(m) for a in (m.s, m.e)])
     parts = _sweep_sets(sets)
-    if not _has_rowset(parts):
+    if not _has_chunked(parts):
         return _native.union_length([a for m in parts for a in (m.s, m.e)])
     edges = _edges(parts)
     total = 0
@@ -642,12 +640,12 @@ def union_holes(sets, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.nd
     ws = np.ascontiguousarray(ws, np.int64)
     we = np.ascontiguousarray(we, np.int64)
     parts = _sweep_sets(sets)
-    if not _has_rowset(parts):
+    if not _has_chunked(parts):
         return _native.union_holes([a for m in parts for a in (m.s, m.e)], ws, we)
     edges = _edges(parts)
     for k in range(1, len(edges) - 1):  # no cut on a window's edge: a hole cut at a cut is one hole, joined below
         c = edges[k]
-        while c in _at(ws, c) or c in _at(we, c):
+        while _holds(ws, c) or _holds(we, c):
             c += 1
         edges[k] = c
     edges = sorted(set(edges))
@@ -673,10 +671,10 @@ def union_holes(sets, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.nd
     return s, e
 
 
-def _at(a: np.ndarray, t: int) -> tuple:
-    """``(t,)`` when the sorted ``a`` holds ``t``, else ``()``."""
+def _holds(a: np.ndarray, t: int) -> bool:
+    """Whether the sorted ``a`` holds ``t``."""
     i = int(np.searchsorted(a, t))
-    return (t,) if i < a.shape[0] and int(a[i]) == t else ()
+    return i < a.shape[0] and int(a[i]) == t
 
 
 def step_of(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -729,8 +727,8 @@ def priority_split_lanes(lo: int, hi: int, lanes: list[list[tuple[str, Measure |
     the same order in every lane, e.g. one lane per device), in one sweep: each lane's sets (clipped to the
     window) are moved into a lane of their own (:class:`Lanes`), where no other lane's reach. Each value is an
     array of one, as :func:`priority_split` gives for one window."""
-    rowsets = any(isinstance(m, ChunkedSet) for layers in lanes for _, m in layers)
-    room = Lanes.fit(len(lanes), np.array([lo, hi], np.int64)) if hi > lo and len(lanes) > 1 and not rowsets \
+    chunked = any(isinstance(m, ChunkedSet) for layers in lanes for _, m in layers)
+    room = Lanes.fit(len(lanes), np.array([lo, hi], np.int64)) if hi > lo and len(lanes) > 1 and not chunked \
         else None
     if room is None:  # one lane or none, no room to move them, or big lanes kept as rows: each split on its own
         return [priority_split((np.array([lo], np.int64), np.array([hi], np.int64)), layers) for layers in lanes]
@@ -775,7 +773,7 @@ def _priority_cover_of(a: np.ndarray, b: np.ndarray, layers: list) -> dict[str, 
     if a.shape[0] > 1 and not bool(np.all(a[1:] >= a[:-1])):  # windows in any order: taken by start
         order = np.lexsort((b, a))
     sa, sb = (a, b) if order is None else (a[order], b[order])
-    if _has_rowset(m for _, m in kept):
+    if _has_chunked(m for _, m in kept):
         cover = _chunked_cover([m for _, m in kept], sa, sb)
     else:
         cover = _priority_cover([w.s for _, w in kept], [w.e for _, w in kept], sa, sb)

@@ -263,13 +263,10 @@ class Plane:
         """:meth:`rows_on_lines` of known metadata and a positive duration (tested a slice of rows at a time: no
         column of every row's duration)."""
         rows = self.rows_on_lines(line_rows)
-        if rows.shape[0] <= END_SLICE:
-            keep = (self.ev_meta[rows] >= 0) & (self.ev_dur_ps[rows] > 0)
-        else:
-            keep = np.empty(rows.shape[0], bool)
-            for i in range(0, rows.shape[0], END_SLICE):
-                r = rows[i:i + END_SLICE]
-                keep[i:i + END_SLICE] = (self.ev_meta[r] >= 0) & (self.ev_dur_ps[r] > 0)
+        keep = np.empty(rows.shape[0], bool)
+        for i in range(0, rows.shape[0], END_SLICE):
+            r = rows[i:i + END_SLICE]
+            keep[i:i + END_SLICE] = (self.ev_meta[r] >= 0) & (self.ev_dur_ps[r] > 0)
         return rows if bool(keep.all()) else rows[keep]
 
     def names_of(self, rows: np.ndarray) -> np.ndarray:
