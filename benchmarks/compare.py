@@ -34,11 +34,15 @@ Traces are generated (``tfadvisor_dev.synthetic.write_large_trace``, SYNTHETIC) 
 (default ``/tmp/tfadvisor-compare``), never into the repository, and reused when present; those of
 ``--sizes`` are removed after they are measured (``--keep`` keeps them).
 
-``--sizes`` measures tfadvisor's cost against the file's size (one warm run each): seconds per million
-events, peak RSS and RSS per MB of file; xprof-rs beside it where its RSS per MB measured on the large
-trace says it fits in the memory available. Each process runs under an address-space limit (the memory
-available when the script starts, less 1 GB), so a size that does not fit fails alone, reported as such,
-instead of pushing the machine into its OOM killer.
+``--sizes`` measures tfadvisor's cost against the file's size: seconds per million events, peak RSS and RSS
+per MB of file, the best of ``--size-runs`` warm runs at every size alike; xprof-rs beside it where its RSS per
+MB measured on the large trace says it fits in the memory available. The large trace (``--mb``) is measured in
+that table too, the same way, and every size's time per million events is given as a ratio to its: a best of
+three against one run would compare the machine's fast spells with its slow ones (2026-11-29: the same 263 MB
+run took 2.03 to 2.72 s in one hour, the slow runs with 2 to 3x the system time, first touches of huge pages).
+
+Each process runs under an address-space limit (the memory available when the script starts, less 1 GB), so
+a size that does not fit fails alone, reported as such, instead of pushing the machine into its OOM killer.
 """
 
 from __future__ import annotations
@@ -225,9 +229,9 @@ class Tools:
         res = [measure(cmd, env, self.scratch / "help.out") for _ in range(runs + 1)][1:]
         return min(res, key=lambda r: r["s"])
 
-    def size_row(self, tool: str, name: str, run: Path) -> dict:
-        """One warm run of ``tool`` on ``run`` (its bytecode compiled by a run on the small trace first);
-        a run that fails (out of the address space allowed) is returned with ``failed`` set."""
+    def size_row(self, tool: str, name: str, run: Path, runs: int = 1) -> dict:
+        """The best of ``runs`` warm runs of ``tool`` on ``run`` (its bytecode compiled by a run on the small trace
+        first); a run that fails (out of the address space allowed) is returned with ``failed`` set."""
         prefix = self.scratch / f"pycache-sizes-{tool}"
         if not prefix.exists():
             prefix.mkdir()
@@ -238,14 +242,17 @@ class Tools:
                 while fh.read(1 << 24):
                     pass
         try:
-            r = self.run_tool(tool, run, prefix)
+            each = [self.run_tool(tool, run, prefix) for _ in range(max(runs, 1))]
         except Failed as err:
             print(f"  {name}: {tool}: FAILED after {err.s:.1f} s at {err.rss_mb:.0f} MB: {str(err)[-300:]}", flush=True)
             return {"tool": tool, "trace": name, "failed": True, "s": err.s, "rss_mb": err.rss_mb}
         events = None
         if tool == "tfadvisor":
             events = json.loads((self.scratch / "tfadvisor.out").read_text())["summary"]["loaded"]["events"]
-        print(f"  {name}: {tool}: warm {r['s']:.2f} s, peak RSS {r['rss_mb']:.0f} MB", flush=True)
+        best = min(each, key=lambda r: r["s"])
+        r = {"s": best["s"], "rss_mb": max(w["rss_mb"] for w in each), "all_s": [round(w["s"], 3) for w in each]}
+        print(f"  {name}: {tool}: warm {r['s']:.2f} s ({', '.join(f'{s:.2f}' for s in r['all_s'])}), "
+              f"peak RSS {r['rss_mb']:.0f} MB", flush=True)
         return {"tool": tool, "trace": name, "failed": False, "events": events, **r}
 
     def tools(self) -> list[str]:
@@ -311,7 +318,9 @@ def main() -> None:
     ap.add_argument("--small-only", action="store_true", help="skip the large trace")
     ap.add_argument("--runs", type=int, default=10, help="warm runs per tool on the small trace (best of them)")
     ap.add_argument("--large-runs", type=int, default=2, help="warm runs per tool on the large trace")
-    ap.add_argument("--sizes", help="also tfadvisor alone at these sizes (MB, comma-separated): cost vs events")
+    ap.add_argument("--sizes", help="also tfadvisor alone at these sizes (MB, comma-separated): cost vs events "
+                                    "(the large trace, --mb, among them)")
+    ap.add_argument("--size-runs", type=int, default=1, help="warm runs per size in --sizes (best of them)")
     ap.add_argument("--install", action="store_true", help="pip-install tfadvisor and xprof-rs into fresh venvs")
     ap.add_argument("--installs", type=int, default=3,
                     help="with --install: fresh installs whose first runs are taken (the best of them is reported, "
@@ -346,14 +355,17 @@ def main() -> None:
         for r in rows:
             if r["tool"] == "xprof-rs" and r["trace"].startswith("synthetic"):
                 rs_per_mb = r["rss_mb"] / float(r["trace"].split()[1])
-        for mb in [float(x) for x in args.sizes.split(",")] if args.sizes else []:
+        sizes = sorted({float(x) for x in args.sizes.split(",")} | {args.mb}) if args.sizes else []
+        for mb in sizes:
             run = trace_for(workdir, mb)
             size = sum(f.stat().st_size for f in xplanes(run)) / 1e6
             name = f"synthetic {size:.0f} MB"
-            lin.append((size, tools.size_row("tfadvisor", name, run)))
+            lin.append((size, tools.size_row("tfadvisor", name, run, args.size_runs)))
+            if mb == args.mb:
+                ref = lin[-1][1]
             if tools.xprof_rs:
                 if rs_per_mb is not None and rs_per_mb * size < AS_LIMIT[0] / 1e6:
-                    lin.append((size, tools.size_row("xprof-rs", name, run)))
+                    lin.append((size, tools.size_row("xprof-rs", name, run, args.size_runs)))
                 else:
                     need = f"~{rs_per_mb * size / 1e3:.0f} GB" if rs_per_mb else "unknown (no large-trace run)"
                     print(f"  {name}: xprof-rs: not run (needs {need}; {AS_LIMIT[0] / 1e9:.0f} GB allowed)")
@@ -369,22 +381,27 @@ def main() -> None:
            f"{os.cpu_count()} CPUs (load average {load[0]:.2f} before, {after[0]:.2f} after).", "", table(rows), "",
            f"`tfadvisor --help`: {h['s']:.3f} s (best of 3, warm), peak RSS {h['rss_mb']:.0f} MB."]
     if lin:
-        out += ["", f"Sizes (one warm run each; each process limited to {AS_LIMIT[0] / 1e9:.1f} GB of address space):",
-                "", "| trace | tool | events | warm s | s per M events | peak RSS MB | RSS per MB of file |",
-                "|---|---|---|---|---|---|---|"]
+        runs = "one warm run each" if args.size_runs <= 1 else f"best of {args.size_runs} warm runs each"
+        out += ["", f"Sizes ({runs}, every size alike; each process limited to {AS_LIMIT[0] / 1e9:.1f} GB of address "
+                f"space; per M events against {ref['trace']}, measured the same way):",
+                "", "| trace | tool | events | warm s | s per M events | / the large trace's | peak RSS MB "
+                "| RSS per MB of file |",
+                "|---|---|---|---|---|---|---|---|"]
+        ref_per = ref["s"] / ref["events"] * 1e6 if not ref.get("failed") and ref.get("events") else None
         events = {r["trace"]: r.get("events") for _, r in lin if r.get("events")}
         for size, r in lin:
             ev = events.get(r["trace"])
             if r.get("skipped"):
-                out.append(f"| {r['trace']} | {r['tool']} | - | not run: needs {r['skipped']} | - | - | - |")
+                out.append(f"| {r['trace']} | {r['tool']} | - | not run: needs {r['skipped']} | - | - | - | - |")
                 continue
             if r["failed"]:
-                out.append(f"| {r['trace']} | {r['tool']} | - | failed after {r['s']:.1f} s (out of memory) | - | "
+                out.append(f"| {r['trace']} | {r['tool']} | - | failed after {r['s']:.1f} s (out of memory) | - | - | "
                            f"{r['rss_mb']:.0f} | - |")
                 continue
             per = f"{r['s'] / ev * 1e6:.3f}" if ev else "-"
+            rel = f"{r['s'] / ev * 1e6 / ref_per:.2f}x" if ev and ref_per and r["tool"] == ref["tool"] else "-"
             evs = f"{ev / 1e6:.2f} M" if ev else "-"
-            out.append(f"| {r['trace']} | {r['tool']} | {evs} | {r['s']:.2f} | {per} | {r['rss_mb']:.0f} | "
+            out.append(f"| {r['trace']} | {r['tool']} | {evs} | {r['s']:.2f} | {per} | {rel} | {r['rss_mb']:.0f} | "
                        f"{r['rss_mb'] / size:.2f} |")
     text = "\n".join(out)
     print("\n" + text)
