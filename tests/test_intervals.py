@@ -32,6 +32,7 @@ from tfadvisor.analyses.intervals import (
     union,
     union_holes,
     union_length,
+    within_many,
 )
 
 
@@ -387,6 +388,11 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
             assert x.tolist() == y.tolist()
     both = UnionSet(sets[1:])
     assert both.within(a, b).tolist() == LazyUnion(*want[1:]).within(a, b).tolist()
+    # several unions over the same RowSets, asked together (one pass): each as asked alone of the built unions
+    many = [LazyUnion(sets[0], small), sets[1], both, small, LazyUnion(sets[2], sets[1], small), LazyUnion(small)]
+    plain_many = [LazyUnion(want[0], small), want[1], LazyUnion(*want[1:]), small, LazyUnion(want[2], want[1], small),
+                  LazyUnion(small)]
+    assert [x.tolist() for x in within_many(many, a, b)] == [m.within(a, b).tolist() for m in plain_many]
     layers = [("x", sets[1]), ("y", small), ("x", sets[2]), ("z", sets[0])]
     plain = [("x", want[1]), ("y", small), ("x", want[2]), ("z", want[0])]
     steps = (a, np.maximum.accumulate(b))  # by start, ends ascending: the one-sweep path

@@ -35,7 +35,7 @@ import numpy as np
 from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import Lanes, Measure, Runs, difference, line_rows, step_of, union
+from tfadvisor.analyses.intervals import Lanes, Measure, Runs, difference, line_rows, step_of, union, within_many
 from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
@@ -99,16 +99,6 @@ DECLARED = declare(
 )
 
 
-class _Minus:
-    """Set ``a`` less set ``b`` (``b`` inside ``a``), measured within spans."""
-
-    def __init__(self, a, b) -> None:
-        self.a, self.b = a, b
-
-    def within(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-        return self.a.within(s, e) - self.b.within(s, e)
-
-
 def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("input")
     tbl = step_table
@@ -129,8 +119,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     end = tbl["end_ps"]
     busy = float((end - a)[in_stats].sum())
 
-    def xprof_pct(m) -> float | None:
-        return 100.0 * float(np.asarray(m.within(a, end))[in_stats].sum()) / busy if busy > 0 else None
+    def xprof_share(v: np.ndarray) -> float | None:
+        return 100.0 * float(np.asarray(v)[in_stats].sum()) / busy if busy > 0 else None
 
     input_ms = tbl["input_ms"]
     res.add("input_pct", pct(input_ms * PS_PER_MS))
@@ -139,23 +129,24 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     res.add("input_host_wait_pct", pct(wait))
     per = {"step": tbl["step"], "host_wait_ms": wait / PS_PER_MS, "input_ms": input_ms}
     if act.has_device:
-        dev_busy = act.lazy("dev_compute", "dev_h2d", "dev_copy", "dev_collective")
-        h2d = g("dev_h2d").within(a, b)
+        # every union over the steps and over xprof's steps (to their markers' ends) at once: a big device's
+        # kernels, in all of them, are read in one pass (within_many)
+        n = a.shape[0]
+        sets = [g("dev_h2d"), act.lazy("input_wait", "dev_compute", "dev_h2d", "dev_copy", "dev_collective"),
+                act.lazy("dev_compute", "dev_h2d", "dev_copy", "dev_collective"),
+                act.lazy("dev_compute", "dev_collective", "dev_h2d"), act.lazy("dev_compute", "dev_collective")]
+        got = within_many(sets, np.concatenate([a, a]), np.concatenate([b, end]))
+        h2d, both, dev_busy, with_h2d, compute = (w[:n] for w in got)
         res.add("input_h2d_pct", pct(h2d))
-        # device idle while the host waits for input
-        both = act.lazy("input_wait", "dev_compute", "dev_h2d", "dev_copy", "dev_collective")
-        dev_wait = both.within(a, b) - dev_busy.within(a, b)
+        dev_wait = both - dev_busy  # device idle while the host waits for input
         res.add("input_device_wait_pct", pct(dev_wait))
-        compute = act.lazy("dev_compute", "dev_collective")
-        exposed = act.lazy("dev_compute", "dev_collective", "dev_h2d").within(a, b) - compute.within(a, b)
-        res.add("h2d_exposed_pct", pct(exposed))
+        res.add("h2d_exposed_pct", pct(with_h2d - compute))
         if len(g("dev_h2d")) and not act.h2d_xprof_named:
             res.add("xprof_input_pct", 0.0 if tot > 0 else None)
             res.notes.append("xprof_input_pct is 0: xprof does not take these copies' names (e.g. TF 2.4's "
                              "MemcpyH2D) for host-to-device copies; input_h2d_pct counts them")
         else:
-            res.add("xprof_input_pct", xprof_pct(_Minus(act.lazy("dev_compute", "dev_collective", "dev_h2d"),
-                                                         compute)))
+            res.add("xprof_input_pct", xprof_share(got[3][n:] - got[4][n:]))
         if has_wait:
             res.notes.append("xprof_input_pct leaves out the host's wait for the next batch (xprof builds GPU "
                              "steps from device events): input_pct counts it")
@@ -171,7 +162,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     else:
         res.missing(["input_h2d_pct", "input_device_wait_pct", "h2d_pageable_pct", "h2d_exposed_pct"],
                     "CPU-only trace: no device copies")
-        res.add("xprof_input_pct", xprof_pct(g("input_wait")))
+        res.add("xprof_input_pct", xprof_share(g("input_wait").within(a, end)))
     ip = res.metrics["input_pct"].value
     res.add("input_severity", severity(ip))
     if not has_wait and not act.has_device:

@@ -499,17 +499,7 @@ class ChunkedSet(_Covered):
         return out
 
     def _upto(self, t: np.ndarray) -> np.ndarray:
-        flat = t.ravel()
-        order = np.argsort(flat, kind="stable")
-        srt = flat[order]
-        out = np.empty(flat.shape[0], np.int64)
-        carry = 0
-        for c0, c1, s, e in self.pieces():
-            i, j = np.searchsorted(srt, [c0, c1])
-            if j > i:
-                out[order[i:j]] = carry + _cover_sorted(s, e, srt[i:j])
-            carry += int((e - s).sum())
-        return out.reshape(t.shape)
+        return _upto_many([[self]], t)[0]
 
 
 class UnionSet(ChunkedSet):
@@ -531,6 +521,57 @@ class UnionSet(ChunkedSet):
 
     def cuts(self, k: int) -> np.ndarray:
         return _cuts(self.sets, k)
+
+
+def _upto_many(groups: list[list], t: np.ndarray) -> list[np.ndarray]:
+    """For each group of sets (ChunkedSets and wall-time Measures), the covered length of their union in (-inf, t]
+    for each t: the chunks walked once for all groups, each ChunkedSet's part built once a chunk. The cover is
+    summed chunk by chunk, so any chunk edges give the same answers."""
+    flat = t.ravel()
+    order = np.argsort(flat, kind="stable")
+    srt = flat[order]
+    bases = list({id(m): m for g in groups for m in g if isinstance(m, ChunkedSet)}.values())
+    edges = _edges(bases)
+    outs = [np.empty(flat.shape[0], np.int64) for _ in groups]
+    carry = [0] * len(groups)
+    for c0, c1 in zip(edges[:-1], edges[1:]):
+        parts = {id(m): m.part(c0, c1) for m in bases}
+        i, j = (int(x) for x in np.searchsorted(srt, [c0, c1]))
+        for k, g in enumerate(groups):
+            got = [parts[id(m)] if id(m) in parts else _restricted(m, c0, c1) for m in g]
+            s, e = _clipped(got[0] if len(got) == 1 else union_runs(got), c0, c1)
+            if j > i:
+                outs[k][order[i:j]] = carry[k] + _cover_sorted(s, e, srt[i:j])
+            carry[k] += int((e - s).sum())
+    return [o.reshape(t.shape) for o in outs]
+
+
+def _chunk_members(m) -> list | None:
+    """The sets a set read in chunks is the union of (a UnionSet's, a LazyUnion's over a ChunkedSet); None for a set
+    held whole."""
+    if isinstance(m, UnionSet):
+        return list(m.sets)
+    if isinstance(m, ChunkedSet):
+        return [m]
+    if isinstance(m, LazyUnion) and isinstance(m.big, ChunkedSet):
+        return _chunk_members(m.big) + ([m.small] if len(m.small) else [])
+    return None
+
+
+def within_many(sets: list, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    """``[m.within(a, b) for m in sets]``: those read in chunks (ChunkedSets, LazyUnions over one) walk the chunks in
+    one pass together, the big sets they share built once a chunk for all of them (a big device's kernels are in
+    most of the input analysis' unions)."""
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    out: list = [None] * len(sets)
+    chunked = {k: g for k, g in enumerate(_chunk_members(m) for m in sets) if g}
+    if len(chunked) > 1:
+        n = a.size
+        got = _upto_many(list(chunked.values()), np.concatenate([a.ravel(), b.ravel()]))
+        for k, r in zip(chunked, got):
+            out[k] = (r[n:] - r[:n]).reshape(a.shape)
+    return [m.within(a, b) if o is None else o for m, o in zip(sets, out)]
 
 
 def _clipped(part: tuple[np.ndarray, np.ndarray], c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -1047,4 +1088,4 @@ __all__ = ["CHUNK_ROWS", "EMPTY", "FAR", "ChunkedSet", "Lanes", "LazyUnion", "Me
            "complement", "contained", "contains_any", "difference", "first_last", "intersect", "line_ranges",
            "line_rows", "line_runs", "line_sorted", "outermost", "priority_split", "priority_split_lanes", "row_index",
            "rows_runs", "rows_touching", "rows_union", "run_bounds", "union", "union_holes", "union_length",
-           "union_of", "union_per_line", "union_runs"]
+           "union_of", "union_per_line", "union_runs", "within_many"]
