@@ -2597,6 +2597,74 @@ static void heap_down(int64_t *heap, int64_t n, int64_t at, const int64_t *key)
     }
 }
 
+/* The union of the intervals of the event rows at the positions [pos[g], end[g]) of each range g, one thread's each,
+ * ascending by start in each (empty intervals left out, touching ones joined), merged by start in one pass: the
+ * range with the earliest next start runs on while its starts are no later than the other ranges' next (the smaller
+ * of the heap's two children). Position p is row p (rw NULL) or rw[p]; with cd (a code per position) only the
+ * positions whose code is `code`. Written into ps/pe; returns their count, or -1 for a row outside [0, nev) or a
+ * range's starts out of order. pos is used up; key and heap are scratch, ng each. */
+static int64_t merge_ranges(const int64_t *s, const int64_t *d, int64_t nev, const IdxArr *rw, const IdxArr *cd,
+                            int64_t code, int64_t *pos, const int64_t *end, int64_t ng, int64_t *key, int64_t *heap,
+                            int64_t *ps, int64_t *pe)
+{
+    int64_t k = 0, nh = 0;
+    /* each range's next row (of its code): its start is the heap's key */
+    for (int64_t g = 0; g < ng; g++) {
+        int64_t p = pos[g];
+        while (p < end[g] && cd && idx_get(cd, p) != code)
+            p++;
+        pos[g] = p;
+        if (p < end[g]) {
+            int64_t i = rw ? idx_get(rw, p) : p;
+            if (i < 0 || i >= nev)
+                return -1;
+            key[g] = s[i];
+            heap[nh++] = g;
+        }
+    }
+    for (int64_t h = nh / 2 - 1; h >= 0; h--)
+        heap_down(heap, nh, h, key);
+    while (nh > 0) {
+        int64_t g = heap[0], lim = INT64_MAX, p = pos[g], stop = end[g], prev = INT64_MIN, x = 0;
+        if (nh > 1)
+            lim = key[heap[1]];
+        if (nh > 2 && key[heap[2]] < lim)
+            lim = key[heap[2]];
+        for (;;) {
+            int64_t i = rw ? idx_get(rw, p) : p;
+            if (i < 0 || i >= nev || s[i] < prev)
+                return -1;
+            x = s[i];
+            prev = x;
+            int64_t y = end_of(x, d[i]);
+            if (y > x)
+                k = join_or_append(ps, pe, k, x, y);
+            do
+                p++;
+            while (p < stop && cd && idx_get(cd, p) != code);
+            if (p >= stop)
+                break;
+            i = rw ? idx_get(rw, p) : p;
+            if (i < 0 || i >= nev)
+                return -1;
+            if (s[i] > lim) {
+                x = s[i];
+                break;
+            }
+        }
+        pos[g] = p;
+        if (p < stop) {
+            if (x < prev) /* the range's next start before its last: not ascending */
+                return -1;
+            key[g] = x;
+        } else {
+            heap[0] = heap[--nh];
+        }
+        heap_down(heap, nh, 0, key);
+    }
+    return k;
+}
+
 /* _union_row_ranges(start, dur, rows, lo, hi, codes, code) -> (starts, ends, ok): the union of the intervals of the
  * event rows rows[lo[g]:hi[g]] for each range g, every range one thread's rows ascending by start (empty intervals
  * left out, touching ones joined), merged by start in one pass (the range with the earliest next start runs on while
@@ -2641,78 +2709,13 @@ static PyObject *py_union_row_ranges(PyObject *self, PyObject *args)
                 PyErr_NoMemory();
             goto done;
         }
-        const int64_t *s = I64P(st), *d = I64P(du);
-        int64_t nev = min64(LEN(st), LEN(du));
-        int64_t *ps = I64P(o_s), *pe = I64P(o_e), k = 0;
-        int64_t *pos = grp, *key = grp + ng, *heap = grp + 2 * ng, nh = 0;
-        int ok = 1;
+        int64_t *pos = grp, *key = grp + ng, *heap = grp + 2 * ng, k;
+        memcpy(pos, glo, (size_t)ng * sizeof(int64_t));
         Py_BEGIN_ALLOW_THREADS
-        /* each range's next row (of its code): its start is the heap's key */
-        for (int64_t g = 0; g < ng && ok; g++) {
-            int64_t p = glo[g];
-            while (p < ghi[g] && coded && idx_get(&cd, p) != code)
-                p++;
-            pos[g] = p;
-            if (p < ghi[g]) {
-                int64_t i = (ident ? p : idx_get(&rw, p));
-                if (i < 0 || i >= nev) {
-                    ok = 0;
-                    break;
-                }
-                key[g] = s[i];
-                heap[nh++] = g;
-            }
-        }
-        for (int64_t h = nh / 2 - 1; ok && h >= 0; h--)
-            heap_down(heap, nh, h, key);
-        while (ok && nh > 0) {
-            int64_t g = heap[0], lim = INT64_MAX, p = pos[g], end = ghi[g], prev = INT64_MIN;
-            if (nh > 1)
-                lim = key[heap[1]];
-            if (nh > 2 && key[heap[2]] < lim)
-                lim = key[heap[2]];
-            int64_t x = 0;
-            for (;;) {
-                int64_t i = (ident ? p : idx_get(&rw, p));
-                if (i < 0 || i >= nev || s[i] < prev) {
-                    ok = 0;
-                    break;
-                }
-                x = s[i];
-                prev = x;
-                int64_t y = end_of(x, d[i]);
-                if (y > x)
-                    k = join_or_append(ps, pe, k, x, y);
-                do
-                    p++;
-                while (p < end && coded && idx_get(&cd, p) != code);
-                if (p >= end)
-                    break;
-                i = (ident ? p : idx_get(&rw, p));
-                if (i < 0 || i >= nev) {
-                    ok = 0;
-                    break;
-                }
-                if (s[i] > lim) {
-                    x = s[i];
-                    break;
-                }
-            }
-            if (!ok)
-                break;
-            pos[g] = p;
-            if (p < end) {
-                if (x < prev) { /* the range's next start before its last: not ascending */
-                    ok = 0;
-                    break;
-                }
-                key[g] = x;
-            } else {
-                heap[0] = heap[--nh];
-            }
-            heap_down(heap, nh, 0, key);
-        }
+        k = merge_ranges(I64P(st), I64P(du), min64(LEN(st), LEN(du)), ident ? NULL : &rw, coded ? &cd : NULL, code,
+                         pos, ghi, ng, key, heap, I64P(o_s), I64P(o_e));
         Py_END_ALLOW_THREADS
+        int ok = k >= 0;
         if (!ok)
             k = 0;
         if (shrink(o_s, k) < 0 || shrink(o_e, k) < 0)
@@ -2771,7 +2774,7 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
             goto done;
         }
         int64_t *pos = grp, *stop = grp + ng, *key = grp + 2 * ng, *heap = grp + 3 * ng;
-        int64_t *ps = I64P(o_s), *pe = I64P(o_e), k = 0;
+        int64_t k;
         Py_BEGIN_ALLOW_THREADS
         int64_t g = -1;
         for (int64_t j = 0; j < n; j++) {
@@ -2784,44 +2787,14 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
         }
         if (g >= 0)
             stop[g] = n;
-        int64_t nh = 0;
-        for (int64_t t = 0; t < ng; t++) {
-            key[t] = s[idx_get(&rw, pos[t])];
-            heap[nh++] = t;
-        }
-        for (int64_t h = nh / 2 - 1; h >= 0; h--)
-            heap_down(heap, nh, h, key);
-        while (nh > 0) {
-            /* the thread with the earliest next start runs on while its starts are no later than the others' next
-             * (the smaller of the heap's two children): the union takes the intervals in order of start */
-            int64_t t = heap[0], lim = INT64_MAX, p = pos[t], end = stop[t];
-            if (nh > 1)
-                lim = key[heap[1]];
-            if (nh > 2 && key[heap[2]] < lim)
-                lim = key[heap[2]];
-            int64_t i = idx_get(&rw, p);
-            for (;;) {
-                int64_t x = s[i], y = end_of(s[i], d[i]);
-                if (y > x)
-                    k = join_or_append(ps, pe, k, x, y);
-                if (++p >= end)
-                    break;
-                i = idx_get(&rw, p);
-                if (s[i] > lim)
-                    break;
-            }
-            pos[t] = p;
-            if (p < end) {
-                key[t] = s[i];
-            } else {
-                heap[0] = heap[--nh];
-            }
-            heap_down(heap, nh, 0, key);
-        }
+        k = merge_ranges(s, d, nev, &rw, NULL, 0, pos, stop, ng, key, heap, I64P(o_s), I64P(o_e));
         Py_END_ALLOW_THREADS
+        ok = k >= 0; /* (checked above) */
+        if (!ok)
+            k = 0;
         if (shrink(o_s, k) < 0 || shrink(o_e, k) < 0)
             goto done;
-        res = Py_BuildValue("OOO", o_s, o_e, Py_True);
+        res = Py_BuildValue("OOO", o_s, o_e, ok ? Py_True : Py_False);
     }
 done:
     PyMem_Free(grp);
