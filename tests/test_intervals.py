@@ -31,7 +31,9 @@ from tfadvisor.analyses.intervals import (
     rows_union,
     union,
     union_holes,
+    union_holes_many,
     union_length,
+    union_lengths,
     within_many,
 )
 
@@ -393,6 +395,22 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
     plain_many = [LazyUnion(want[0], small), want[1], LazyUnion(*want[1:]), small, LazyUnion(want[2], want[1], small),
                   LazyUnion(small)]
     assert [x.tolist() for x in within_many(many, a, b)] == [m.within(a, b).tolist() for m in plain_many]
+    # lengths and holes of several unions, asked together: each as asked alone of the built unions
+    assert union_lengths([[sets[0], small], sets[1:], [small], []]) == \
+        [union_length(want[0], small), union_length(*want[1:]), union_length(small), 0]
+    ws, we = union(a, b)
+    cs, ce = complement(ws, we, lo, hi)
+    asks = [([sets[0], small], ws, we), (sets[1:], cs, ce), ([small], ws, we), (sets[2:], cs[:0], ce[:0])]
+    alone = [([want[0], small], ws, we), (want[1:], cs, ce), ([small], ws, we), (want[2:], cs[:0], ce[:0])]
+    assert [[x.tolist() for x in h] for h in union_holes_many(asks)] == \
+        [[x.tolist() for x in union_holes(*ask)] for ask in alone]
+    # windows that touch at the chunks' cuts: a hole over a cut is two holes there, as the windows say
+    cuts = np.array(intervals._edges(sets[1:])[1:-1], np.int64)
+    if cuts.shape[0] > 1:
+        asks = [([sets[0]], ws, we), (sets[1:], cuts[:-1], cuts[1:])]
+        alone = [([want[0]], ws, we), (want[1:], cuts[:-1], cuts[1:])]
+        assert [[x.tolist() for x in h] for h in union_holes_many(asks)] == \
+            [[x.tolist() for x in union_holes(*ask)] for ask in alone]
     layers = [("x", sets[1]), ("y", small), ("x", sets[2]), ("z", sets[0])]
     plain = [("x", want[1]), ("y", small), ("x", want[2]), ("z", want[0])]
     steps = (a, np.maximum.accumulate(b))  # by start, ends ascending: the one-sweep path

@@ -29,7 +29,7 @@ from tfadvisor.analyses.intervals import (
     line_runs,
     row_index,
     rows_runs,
-    union_length,
+    union_lengths,
     union_of,
 )
 from tfadvisor.analyses.names import name_mask, name_test, name_values
@@ -466,10 +466,8 @@ def _device_sets(act: Activity, devices: list[Plane], ctx: Context) -> dict[str,
         info["sets"] = dev_sets  # per kind: this device's wall-time set (the devices analysis reads them)
         # lengths of unions, walked without building them (a big device's sets hold millions of intervals)
         compute = [dev_sets[k] for k in ("dev_compute", "dev_collective") if k in dev_sets]
-        if compute:
-            info["compute_ps"] = union_length(*compute)
         if dev_sets:
-            info["busy_ps"] = union_length(*dev_sets.values())
+            info["compute_ps"], info["busy_ps"] = union_lengths([compute, list(dev_sets.values())])
             ran = [first_last(v) for v in dev_sets.values() if len(v)]
             if ran:
                 info["first_ps"], info["last_ps"] = min(a for a, _ in ran), max(b for _, b in ran)

@@ -271,7 +271,7 @@ def _threads_minus_waits(p, lines: np.ndarray, waits: np.ndarray) -> list[tuple[
     rows = rows[p.ev_meta[rows] >= 0]
     if not rows.shape[0]:
         return []
-    w = waits[np.isin(p.ev_line[waits], lines)] if waits.shape[0] else waits
+    w = waits[p.on_lines(waits, lines)] if waits.shape[0] else waits
     start, end = p.ev_start_ps, p.ends
     lanes = Lanes.fit(lines.shape[0], start[rows], end(rows), start[w], end(w))
     if lanes is None:

@@ -523,6 +523,16 @@ class UnionSet(ChunkedSet):
         return _cuts(self.sets, k)
 
 
+def _chunked_in(groups) -> list:
+    """The ChunkedSets among groups of sets, each once."""
+    return list({id(m): m for g in groups for m in g if isinstance(m, ChunkedSet)}.values())
+
+
+def _parts_at(sets: list, c0: int, c1: int) -> dict:
+    """Each ChunkedSet's part of the chunk ``[c0, c1)``, by id: built once for every reader of the chunk."""
+    return {id(m): m.part(c0, c1) for m in sets}
+
+
 def _upto_many(groups: list[list], t: np.ndarray) -> list[np.ndarray]:
     """For each group of sets (ChunkedSets and wall-time Measures), the covered length of their union in (-inf, t]
     for each t: the chunks walked once for all groups, each ChunkedSet's part built once a chunk. The cover is
@@ -530,15 +540,15 @@ def _upto_many(groups: list[list], t: np.ndarray) -> list[np.ndarray]:
     flat = t.ravel()
     order = np.argsort(flat, kind="stable")
     srt = flat[order]
-    bases = list({id(m): m for g in groups for m in g if isinstance(m, ChunkedSet)}.values())
+    bases = _chunked_in(groups)
     edges = _edges(bases)
     outs = [np.empty(flat.shape[0], np.int64) for _ in groups]
     carry = [0] * len(groups)
     for c0, c1 in zip(edges[:-1], edges[1:]):
-        parts = {id(m): m.part(c0, c1) for m in bases}
+        memo = _parts_at(bases, c0, c1)
         i, j = (int(x) for x in np.searchsorted(srt, [c0, c1]))
         for k, g in enumerate(groups):
-            got = [parts[id(m)] if id(m) in parts else _restricted(m, c0, c1) for m in g]
+            got = [_restricted(m, c0, c1, memo) for m in g]
             s, e = _clipped(got[0] if len(got) == 1 else union_runs(got), c0, c1)
             if j > i:
                 outs[k][order[i:j]] = carry[k] + _cover_sorted(s, e, srt[i:j])
@@ -607,10 +617,12 @@ def _edges(sets) -> list[int]:
     return [-FAR, *_cuts(sets, -(-total // CHUNK_ROWS)).tolist(), FAR]
 
 
-def _restricted(m, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
-    """The intervals of a ChunkedSet or a wall-time Measure that meet ``[c0, c1)`` (views of a Measure's)."""
+def _restricted(m, c0: int, c1: int, memo: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of a ChunkedSet or a wall-time Measure that meet ``[c0, c1)`` (views of a Measure's); a
+    ChunkedSet's from ``memo`` (:func:`_parts_at`) where it holds it."""
     if isinstance(m, ChunkedSet):
-        return m.part(c0, c1)
+        got = memo.get(id(m)) if memo else None
+        return m.part(c0, c1) if got is None else got
     i = int(np.searchsorted(m.e, c0, side="right"))
     j = int(np.searchsorted(m.s, c1, side="left"))
     return m.s[i:j], m.e[i:j]
@@ -664,41 +676,64 @@ def union_length(*sets) -> int:
     the union (ChunkedSets a chunk at a time)."""
     if len(sets) <= SWEEP_MAX_SETS and all(type(m) is Measure and m.disjoint for m in sets):  # the usual: as they are
         return _native.union_length([a for m in sets if len(m) for a in (m.s, m.e)])
-    parts = _sweep_sets(sets)
-    if not _has_chunked(parts):
-        return _native.union_length([a for m in parts for a in (m.s, m.e)])
-    edges = _edges(parts)
-    total = 0
+    return union_lengths([sets])[0]
+
+
+def union_lengths(groups: list) -> list[int]:
+    """``[union_length(*g) for g in groups]``, the ChunkedSets among them read in one pass together (each chunk's
+    part built once for all the groups)."""
+    parts = [_sweep_sets(g) for g in groups]
+    bases = _chunked_in(parts)
+    if not bases:
+        return [_native.union_length([a for m in ps for a in (m.s, m.e)]) for ps in parts]
+    edges = _edges(bases)
+    totals = [0] * len(parts)
     for c0, c1 in zip(edges[:-1], edges[1:]):
-        total += _native.union_length([a for m in parts for a in _clipped(_restricted(m, c0, c1), c0, c1)])
-    return total
+        memo = _parts_at(bases, c0, c1)
+        for k, ps in enumerate(parts):
+            totals[k] += _native.union_length([a for m in ps for a in _clipped(_restricted(m, c0, c1, memo), c0, c1)])
+    return totals
 
 
 def union_holes(sets, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The holes of the union of ``sets`` (Measures, Runs, LazyUnions) inside the disjoint sorted windows
     ``[ws, we)``: ``intersect(*complement(union), ws, we)`` without building the union or its complement (memory the
     size of the answer)."""
-    ws = np.ascontiguousarray(ws, np.int64)
-    we = np.ascontiguousarray(we, np.int64)
-    parts = _sweep_sets(sets)
-    if not _has_chunked(parts):
-        return _native.union_holes([a for m in parts for a in (m.s, m.e)], ws, we)
-    edges = _edges(parts)
+    return union_holes_many([(sets, ws, we)])[0]
+
+
+def union_holes_many(asks: list) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``[union_holes(sets, ws, we) for sets, ws, we in asks]``, the ChunkedSets among them read in one pass
+    together (each chunk's part built once for all the asks)."""
+    asks = [(_sweep_sets(sets), np.ascontiguousarray(ws, np.int64), np.ascontiguousarray(we, np.int64))
+            for sets, ws, we in asks]
+    bases = _chunked_in([ps for ps, _, _ in asks])
+    if not bases:
+        return [_native.union_holes([a for m in ps for a in (m.s, m.e)], ws, we) for ps, ws, we in asks]
+    edges = _edges(bases)
     for k in range(1, len(edges) - 1):  # no cut on a window's edge: a hole cut at a cut is one hole, joined below
         c = edges[k]
-        while _holds(ws, c) or _holds(we, c):
+        while any(_holds(ws, c) or _holds(we, c) for _, ws, we in asks):
             c += 1
         edges[k] = c
     edges = sorted(set(edges))
-    hs, he = [], []
+    found: list[tuple[list, list]] = [([], []) for _ in asks]
     for c0, c1 in zip(edges[:-1], edges[1:]):
-        i, j = int(np.searchsorted(we, c0, side="right")), int(np.searchsorted(ws, c1, side="left"))
-        if j <= i:
-            continue
-        s, e = _native.union_holes([a for m in parts for a in _restricted(m, c0, c1)],
-                                   np.clip(ws[i:j], c0, c1), np.clip(we[i:j], c0, c1))
-        hs.append(s)
-        he.append(e)
+        memo = None
+        for (ps, ws, we), (hs, he) in zip(asks, found):
+            i, j = int(np.searchsorted(we, c0, side="right")), int(np.searchsorted(ws, c1, side="left"))
+            if j <= i:
+                continue
+            memo = memo if memo is not None else _parts_at(bases, c0, c1)
+            s, e = _native.union_holes([a for m in ps for a in _restricted(m, c0, c1, memo)],
+                                       np.clip(ws[i:j], c0, c1), np.clip(we[i:j], c0, c1))
+            hs.append(s)
+            he.append(e)
+    return [_joined_at(hs, he, edges) for hs, he in found]
+
+
+def _joined_at(hs: list, he: list, edges: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Holes found chunk by chunk, those cut at a chunk edge joined again."""
     if not hs:
         return EMPTY, EMPTY
     s, e = np.concatenate(hs), np.concatenate(he)
@@ -1088,4 +1123,4 @@ __all__ = ["CHUNK_ROWS", "EMPTY", "FAR", "ChunkedSet", "Lanes", "LazyUnion", "Me
            "complement", "contained", "contains_any", "difference", "first_last", "intersect", "line_ranges",
            "line_rows", "line_runs", "line_sorted", "outermost", "priority_split", "priority_split_lanes", "row_index",
            "rows_runs", "rows_touching", "rows_union", "run_bounds", "union", "union_holes", "union_length",
-           "union_of", "union_per_line", "union_runs", "within_many"]
+           "union_holes_many", "union_lengths", "union_of", "union_per_line", "union_runs", "within_many"]

@@ -46,7 +46,7 @@ import numpy as np
 from tfadvisor.analyses import tfdata_graph as graph
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import step_of, union
+from tfadvisor.analyses.intervals import line_rows, step_of, union
 from tfadvisor.model.table import Table, factorize, group_last, group_sum, to_float
 from tfadvisor.model.trace import Plane, Trace
 
@@ -96,7 +96,7 @@ def _bool(v) -> bool | None:
 def _rows_named(p: Plane, names: tuple[str, ...], lines: np.ndarray | None = None) -> np.ndarray:
     rows = p.events_named(list(names))
     if lines is not None and rows.shape[0]:
-        rows = rows[np.isin(p.ev_line[rows], lines)]
+        rows = rows[p.on_lines(rows, lines)]
     return rows
 
 
@@ -202,7 +202,7 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[Tab
 
     # Producer events (<Kind>Produce) -> their stage, through the child stage they call.
     produce = p.events_named(re.compile(r"^\w+Produce$"))
-    produce = produce[np.isin(p.ev_line[produce], tfd_lines)] if produce.shape[0] else produce
+    produce = produce[p.on_lines(produce, tfd_lines)] if produce.shape[0] else produce
     prod_stage = np.full(produce.shape[0], -1, np.int64)
     if produce.shape[0]:
         child = _first_inside(p, produce, rows)
@@ -219,7 +219,7 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[Tab
         ok = prod_stage >= 0
         np.add.at(prod_self, prod_stage[ok], p.ev_dur_ps[produce[ok]].astype(np.float64))
         # minus the child stages' calls made from the producers' lines
-        on_prod_lines = np.isin(p.ev_line[rows], np.unique(p.ev_line[produce[ok]]))
+        on_prod_lines = p.on_lines(rows, np.unique(p.ev_line[produce[ok]]))
         enc = _enclosing(p, produce[ok], rows[on_prod_lines])
         inside = enc >= 0
         sub = np.zeros(n)
@@ -815,7 +815,7 @@ def _runs_random_ops(p: Plane, lines: np.ndarray) -> bool:
     """Whether a random op (``name:RandomUniform``...) ran on the given (tf.data) lines."""
     if not lines.shape[0]:
         return False
-    metas = np.unique(p.ev_meta[np.isin(p.ev_line, lines)])
+    metas = np.unique(p.ev_meta[line_rows(p, lines)])
     names = p.event_names
     return any(_RANDOM_OP_RE.search(str(names[m])) for m in metas if 0 <= m < len(names))
 

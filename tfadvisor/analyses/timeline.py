@@ -16,7 +16,15 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
-from tfadvisor.analyses.intervals import ChunkedSet, Measure, complement, intersect, union, union_holes
+from tfadvisor.analyses.intervals import (
+    ChunkedSet,
+    Measure,
+    complement,
+    intersect,
+    union,
+    union_holes,
+    union_holes_many,
+)
 from tfadvisor.analyses.step_detect import StepSet
 from tfadvisor.analyses.steps import python_host_activity, step_layers
 from tfadvisor.model.table import Table
@@ -146,9 +154,9 @@ def idle_set(act, ctx: Context, steps, lo: int, hi: int) -> tuple[np.ndarray, np
     if steps is None or not steps.start.shape[0]:
         return union_holes([busy], *whole)
     ss, se = union(steps.start, steps.end)
-    outside = union_holes([busy], *complement(ss, se, lo, hi))
     work = [m for name, m in step_layers(act, ctx, steps) if name != "idle"]
-    inside = union_holes(work, *intersect(ss, se, *whole, False))
+    outside, inside = union_holes_many([([busy], *complement(ss, se, lo, hi)),
+                                        (work, *intersect(ss, se, *whole, False))])
     idle = Measure(*outside, disjoint=True) | Measure(*inside, disjoint=True)  # they touch at the steps' edges
     return idle.s, idle.e
 

@@ -259,6 +259,14 @@ class Plane:
         sel[np.asarray(line_rows, dtype=np.int64)] = True
         return _native.rows_where(self.ev_line, sel)
 
+    def on_lines(self, rows: np.ndarray, line_rows: np.ndarray) -> np.ndarray:
+        """Per event row of ``rows``, whether it lies on one of the lines ``line_rows``: a look-up of each row's line
+        (``np.isin`` would compare every row with every line)."""
+        li = np.asarray(line_rows, dtype=np.int64)
+        sel = np.zeros(len(self.lines) + 1, dtype=bool)
+        sel[li[(li >= 0) & (li < len(self.lines))]] = True
+        return sel[self.ev_line[rows]]
+
     def timed_rows_on_lines(self, line_rows: np.ndarray) -> np.ndarray:
         """:meth:`rows_on_lines` of known metadata and a positive duration (tested a slice of rows at a time: no
         column of every row's duration)."""
