@@ -430,6 +430,25 @@ def test_fill_chunks_refuses_counts_past_int32(tmp_path, what):
         del big
 
 
+@pytest.mark.parametrize("column,count,width", [("ev_line", "line_ts", np.int8), ("ev_meta", "ev_sorted", np.int16),
+                                                 ("st_stat", "st_sorted", np.int8)])
+def test_fill_chunks_writes_narrow_index_columns_only_where_they_hold(column, count, width):
+    """ev_line, ev_meta and st_stat are written in the width they are given (the reader allocates the narrowest):
+    refused (OverflowError naming the column) where that width cannot hold every index of its count, accepted where
+    it holds exactly the largest; any other dtype refused."""
+    top = int(np.iinfo(width).max)
+    for n, ok in ((top + 1, True), (top + 2, False)):  # the indexes are [-1, n): the largest is n - 1
+        args = {column: np.zeros(0, width), count: np.zeros(n, np.int64)}
+        for fill in (wire.fill_chunks, wire.fill_chunks_serial):
+            if ok:
+                assert fill(*_fill_args(**args)) is None
+            else:
+                with pytest.raises(OverflowError, match=column):
+                    fill(*_fill_args(**args))
+    with pytest.raises(TypeError, match=column):
+        wire.fill_chunks(*_fill_args(**{column: np.zeros(0, np.int64)}))
+
+
 def test_fill_chunks_int32_check_is_on_the_columns_it_bounds():
     """Longer stat and string columns are fine: their indexes are stored as int64 (st_value)."""
     args = _fill_args()

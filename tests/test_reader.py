@@ -10,7 +10,7 @@ import pytest
 from conftest import SAMPLES, sample_dirs
 
 import tfadvisor
-from tfadvisor.io import wire
+from tfadvisor.io import reader, wire
 from tfadvisor.io.discovery import find_runs, resolve
 from tfadvisor.model import kinds
 from tfadvisor.proto import xplane_pb2
@@ -213,12 +213,17 @@ def test_lookup_tables_sized_by_the_ids_in_use(tmp_path: Path):
     assert plane.names_of(np.arange(4)).tolist() == ["huge", "small", "big", "<unknown>"]
 
 
+@pytest.mark.parametrize("passes", ["one", "two"])
 @pytest.mark.parametrize("n_lines, n_meta, line_type, meta_type", [
     (3, 5, np.int8, np.int8), (127, 127, np.int8, np.int8), (128, 300, np.int16, np.int16),
     (2, 40000, np.int8, np.int32)], ids=lambda v: str(v.__name__ if isinstance(v, type) else v))
-def test_index_columns_in_the_fewest_bytes(tmp_path: Path, n_lines, n_meta, line_type, meta_type):
+def test_index_columns_in_the_fewest_bytes(tmp_path: Path, n_lines, n_meta, line_type, meta_type, passes,
+                                           monkeypatch):
     """ev_line and ev_meta take the narrowest signed type that holds every line and metadata index and -1 (127 lines
-    fit int8, 128 do not), with the same values (an unknown metadata id is -1 in any width)."""
+    fit int8, 128 do not), with the same values (an unknown metadata id is -1 in any width); decoded in one pass (a
+    small plane) or in two, which writes them in that type from the start."""
+    if passes == "two":
+        monkeypatch.setattr(reader, "SERIAL_BELOW_BYTES", 0)
     space = xplane_pb2.XSpace()
     p = space.planes.add(id=1, name="/host:CPU")
     for m in range(n_meta):

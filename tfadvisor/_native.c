@@ -434,6 +434,55 @@ static inline int32_t dense(const int32_t *lookup, int64_t n_lookup, const int64
     return -1;
 }
 
+/* A decode's index column written in the fewest bytes its values need (ev_line, ev_meta, st_stat: the reader
+ * allocates each as index_type gives it, so no int32 column is written only to be narrowed): signed 1, 2 or 4 bytes
+ * an item. */
+typedef struct {
+    void *data;
+    int width;
+} IdxOut;
+
+static inline void idx_put(const IdxOut *o, int64_t i, int64_t v)
+{
+    switch (o->width) {
+    case 1: ((int8_t *)o->data)[i] = (int8_t)v; break;
+    case 2: ((int16_t *)o->data)[i] = (int16_t)v; break;
+    default: ((int32_t *)o->data)[i] = (int32_t)v; break;
+    }
+}
+
+/* An index column to write (int8, int16 or int32, writeable, C-contiguous, 1-D), or NULL with TypeError set. */
+static PyArrayObject *out_idx(PyObject *obj, const char *name, IdxOut *o)
+{
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a numpy array", name);
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)obj;
+    int ty = PyArray_TYPE(a);
+    if ((ty != NPY_INT8 && ty != NPY_INT16 && ty != NPY_INT32) || PyArray_NDIM(a) != 1
+        || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISWRITEABLE(a) || !PyArray_ISNOTSWAPPED(a)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a writeable C-contiguous 1-D int8, int16 or int32 array", name);
+        return NULL;
+    }
+    o->data = PyArray_DATA(a);
+    o->width = (int)PyArray_ITEMSIZE(a);
+    Py_INCREF(a);
+    return a;
+}
+
+/* Whether the index column holds every value in [-1, n); else 0 with OverflowError set (`fn`: the decode). */
+static int idx_holds(const char *fn, const char *name, const IdxOut *o, int64_t n)
+{
+    int64_t top = o->width == 1 ? INT8_MAX : o->width == 2 ? INT16_MAX : INT32_MAX;
+    if (n - 1 > top) {
+        PyErr_Format(PyExc_OverflowError, "%s: %s in %d bytes cannot hold the indexes up to %lld", fn, name,
+                     o->width, (long long)(n - 1));
+        return 0;
+    }
+    return 1;
+}
+
 /* The stats a plane's decode keeps: every stat (keep == NULL), else those whose metadata id's dense index `d`
  * has keep[d] != 0; a stat naming no id or an id not in the metadata takes the mask's last entry. */
 typedef struct {
@@ -456,7 +505,7 @@ static inline int stat_kept(const StatKeep *k, int has_meta, int64_t meta)
 
 /* Where read_stat writes a stat: the plane's stat and string columns, and the stat metadata lookup. */
 typedef struct {
-    int32_t *st_stat;
+    IdxOut st_stat;
     uint8_t *st_kind;
     int64_t *st_value;
     int64_t *str_off, *str_len;
@@ -477,7 +526,7 @@ static int read_stat(const uint8_t *buf, int64_t q, int64_t s_end, const StatOut
     *has_meta = 0;
     *n_strs = 0;
     if (o) {
-        o->st_stat[out] = -1;
+        idx_put(&o->st_stat, out, -1);
         o->st_kind[out] = KIND_NONE;
         o->st_value[out] = 0;
     }
@@ -499,7 +548,7 @@ static int read_stat(const uint8_t *buf, int64_t q, int64_t s_end, const StatOut
             if (!o)
                 continue;
             if (g == 1) {
-                o->st_stat[out] = dense(o->st_lookup, o->n_st_lookup, o->st_sorted, o->n_st_sorted, (int64_t)v);
+                idx_put(&o->st_stat, out, dense(o->st_lookup, o->n_st_lookup, o->st_sorted, o->n_st_sorted, (int64_t)v));
             } else if (g == 3) {
                 o->st_kind[out] = KIND_UINT64;
                 o->st_value[out] = (int64_t)v;
@@ -845,10 +894,11 @@ typedef struct {
     int64_t n_st_lookup;
     const int64_t *st_sorted;
     int64_t n_st_sorted;
-    int32_t *ev_line, *ev_meta;
+    IdxOut ev_line, ev_meta;
     int64_t *ev_start, *ev_dur;
     int64_t n_ev;
-    int32_t *st_event, *st_stat;
+    int32_t *st_event;
+    IdxOut st_stat;
     uint8_t *st_kind;
     int64_t *st_value;
     int64_t n_st;
@@ -951,8 +1001,8 @@ static int fill_chunk(const FillCtx *c, int64_t pos, int64_t end, int64_t li, in
             if (p == -2) { *err_at = t_at; return ERR_WIRE_TYPE; }
             if (p < 0) { *err_at = t_at; return ERR_TRUNCATED; }
         }
-        c->ev_line[ei] = (int32_t)li; /* li < n_lines <= INT32_MAX (fill_chunks checks) */
-        c->ev_meta[ei] = dense(c->ev_lookup, c->n_ev_lookup, c->ev_sorted, c->n_ev_sorted, meta);
+        idx_put(&c->ev_line, ei, li); /* li < n_lines: the column holds it (the decodes check) */
+        idx_put(&c->ev_meta, ei, dense(c->ev_lookup, c->n_ev_lookup, c->ev_sorted, c->n_ev_sorted, meta));
         c->ev_start[ei] = start_ps(base_ok, base, offset);
         c->ev_dur[ei] = dur;
         ei++;
@@ -1044,8 +1094,12 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
                                  NPY_INT64, NPY_INT64, NPY_INT64};
     PyArrayObject *a[N] = {NULL};
     PyObject *res = NULL;
+    IdxOut ix[N]; /* ev_line, ev_meta, st_stat (12, 13, 17): in the width the caller gave */
     for (int i = 0; i < N; i++) {
-        a[i] = i < 12 ? in_arr(o[i], types[i], names[i]) : out_arr(o[i], types[i], 1, names[i]);
+        if (i == 12 || i == 13 || i == 17)
+            a[i] = out_idx(o[i], names[i], &ix[i]);
+        else
+            a[i] = i < 12 ? in_arr(o[i], types[i], names[i]) : out_arr(o[i], types[i], 1, names[i]);
         if (!a[i]) goto done;
     }
     {
@@ -1060,15 +1114,18 @@ static PyObject *fill_chunks_impl(PyObject *args, int parallel)
             PyErr_SetString(PyExc_ValueError, "fill_chunks: arrays of inconsistent lengths");
             goto done;
         }
-        if (!index_columns_fit("fill_chunks", n_ev, LEN(a[7]), LEN(a[9]), LEN(a[11])))
+        if (!index_columns_fit("fill_chunks", n_ev, LEN(a[7]), LEN(a[9]), LEN(a[11]))
+            || !idx_holds("fill_chunks", "ev_line", &ix[12], LEN(a[7]))
+            || !idx_holds("fill_chunks", "ev_meta", &ix[13], LEN(a[9]))
+            || !idx_holds("fill_chunks", "st_stat", &ix[17], LEN(a[11])))
             goto done;
         StatKeep keep; /* the stat filter, on the same stat lookup as the decode (st_lookup, st_sorted) */
         if (!stat_keep_args(o[10], o[11], o_keep, &keep, held))
             goto done;
         FillCtx c = {U8P(a[0]), LEN(a[0]), I64P(a[1]), I64P(a[2]), I64P(a[3]), I64P(a[4]), I64P(a[5]), I64P(a[6]),
                      I64P(a[7]), LEN(a[7]), I32P(a[8]), LEN(a[8]), I64P(a[9]), LEN(a[9]), I32P(a[10]), LEN(a[10]),
-                     I64P(a[11]), LEN(a[11]), I32P(a[12]), I32P(a[13]), I64P(a[14]), I64P(a[15]), n_ev,
-                     I32P(a[16]), I32P(a[17]), U8P(a[18]), I64P(a[19]), n_st, I64P(a[20]), I64P(a[21]), n_str,
+                     I64P(a[11]), LEN(a[11]), ix[12], ix[13], I64P(a[14]), I64P(a[15]), n_ev,
+                     I32P(a[16]), ix[17], U8P(a[18]), I64P(a[19]), n_st, I64P(a[20]), I64P(a[21]), n_str,
                      I64P(a[22]), I64P(a[23]), keep, release};
         int nt = parallel ? threads_now() : 1;
         Py_BEGIN_ALLOW_THREADS
@@ -1146,9 +1203,12 @@ static PyObject *py_decode_serial(PyObject *self, PyObject *args)
     PyArrayObject *a[N] = {NULL};
     PyArrayObject *held[4] = {NULL};
     PyObject *res = NULL;
+    IdxOut ix[N]; /* ev_line, ev_meta, st_stat (8, 9, 13): in the width the caller gave */
     for (int i = 0; i < N; i++) {
         if (i == 3)
             a[i] = out_arr(o[i], NPY_INT64, 2, names[i]);
+        else if (i == 8 || i == 9 || i == 13)
+            a[i] = out_idx(o[i], names[i], &ix[i]);
         else
             a[i] = (i < 8) ? in_arr(o[i], types[i], names[i]) : out_arr(o[i], types[i], 1, names[i]);
         if (!a[i]) goto done;
@@ -1161,14 +1221,17 @@ static PyObject *py_decode_serial(PyObject *self, PyObject *args)
         }
         int64_t n_ev, n_st, n_str;
         column_rows(a + 8, &n_ev, &n_st, &n_str);
-        if (!index_columns_fit("decode_serial", n_ev, n_lines, LEN(a[5]), LEN(a[7])))
+        if (!index_columns_fit("decode_serial", n_ev, n_lines, LEN(a[5]), LEN(a[7]))
+            || !idx_holds("decode_serial", "ev_line", &ix[8], n_lines)
+            || !idx_holds("decode_serial", "ev_meta", &ix[9], LEN(a[5]))
+            || !idx_holds("decode_serial", "st_stat", &ix[13], LEN(a[7])))
             goto done;
         StatKeep keep;
         if (!stat_keep_args(o[6], o[7], o_keep, &keep, held))
             goto done;
         FillCtx c = {U8P(a[0]), LEN(a[0]), NULL, NULL, NULL, NULL, NULL, NULL, NULL, n_lines, I32P(a[4]), LEN(a[4]),
-                     I64P(a[5]), LEN(a[5]), I32P(a[6]), LEN(a[6]), I64P(a[7]), LEN(a[7]), I32P(a[8]), I32P(a[9]),
-                     I64P(a[10]), I64P(a[11]), n_ev, I32P(a[12]), I32P(a[13]), U8P(a[14]), I64P(a[15]), n_st,
+                     I64P(a[5]), LEN(a[5]), I32P(a[6]), LEN(a[6]), I64P(a[7]), LEN(a[7]), ix[8], ix[9],
+                     I64P(a[10]), I64P(a[11]), n_ev, I32P(a[12]), ix[13], U8P(a[14]), I64P(a[15]), n_st,
                      I64P(a[16]), I64P(a[17]), n_str, NULL, NULL, keep};
         const int64_t *off = I64P(a[1]), *len = I64P(a[2]);
         int64_t *lines = I64P(a[3]);

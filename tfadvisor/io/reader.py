@@ -639,13 +639,16 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
         what = f"{n_ev:,} events" if n_ev > INDEX_MAX else f"{n_lines:,} lines"
         raise TraceError(path, f"one plane holds {what}: more than tfadvisor's index columns hold "
                                f"({INDEX_MAX:,}); split the capture into shorter windows")
-    ev_line = np.empty(n_ev, np.int32)
-    ev_meta = np.empty(n_ev, np.int32)
+    # the index columns in their narrow types from the start (the kernel writes any of them): no int32 column of
+    # every event written only to be narrowed (a 4 GB trace's would be 1 GB of memory touched and given back)
+    ev_line = np.empty(n_ev, index_type(n_lines))
+    ev_meta = np.empty(n_ev, index_type(len(ev_ids)))
     ev_start = np.empty(n_ev, np.int64)
     ev_dur = np.empty(n_ev, np.int64)
     line_ts = lines[:, wire.L_TS_NS].copy()
     ev_b, st_b, str_b = ev_base[line_of] + ch_ev[idx], st_base[line_of] + ch_st[idx], str_base[line_of] + ch_str[idx]
-    st_event, st_stat, st_value = np.empty(n_st, np.int32), np.empty(n_st, np.int32), np.empty(n_st, np.int64)
+    st_event, st_value = np.empty(n_st, np.int32), np.empty(n_st, np.int64)
+    st_stat = np.empty(n_st, index_type(len(st_ids)))
     st_kind = np.empty(n_st, np.uint8)
     str_off, str_len = np.empty(n_str, np.int64), np.empty(n_str, np.int64)
     c_err = np.zeros(len(line_of), np.int64)
