@@ -2728,6 +2728,16 @@ static int64_t merge_ranges(const int64_t *s, const int64_t *d, int64_t nev, con
     return k;
 }
 
+/* (starts, ends, ok) of a merge_ranges that wrote k intervals into o_s/o_e: cut to size, empty and ok False where it
+ * refused the rows (k < 0); NULL with the error set where cutting failed. */
+static PyObject *merged(PyArrayObject *o_s, PyArrayObject *o_e, int64_t k)
+{
+    int ok = k >= 0;
+    if (shrink(o_s, ok ? k : 0) < 0 || shrink(o_e, ok ? k : 0) < 0)
+        return NULL;
+    return Py_BuildValue("OOO", o_s, o_e, ok ? Py_True : Py_False);
+}
+
 /* _union_row_ranges(start, dur, rows, lo, hi, codes, code) -> (starts, ends, ok): the union of the intervals of the
  * event rows rows[lo[g]:hi[g]] for each range g, every range one thread's rows ascending by start (empty intervals
  * left out, touching ones joined), merged by start in one pass (the range with the earliest next start runs on while
@@ -2778,12 +2788,7 @@ static PyObject *py_union_row_ranges(PyObject *self, PyObject *args)
         k = merge_ranges(I64P(st), I64P(du), min64(LEN(st), LEN(du)), ident ? NULL : &rw, coded ? &cd : NULL, code,
                          pos, ghi, ng, key, heap, I64P(o_s), I64P(o_e));
         Py_END_ALLOW_THREADS
-        int ok = k >= 0;
-        if (!ok)
-            k = 0;
-        if (shrink(o_s, k) < 0 || shrink(o_e, k) < 0)
-            goto done;
-        res = Py_BuildValue("OOO", o_s, o_e, ok ? Py_True : Py_False);
+        res = merged(o_s, o_e, k);
     }
 done:
     PyMem_Free(grp);
@@ -2852,12 +2857,7 @@ static PyObject *py_merge_rows_all(PyObject *self, PyObject *args)
             stop[g] = n;
         k = merge_ranges(s, d, nev, &rw, NULL, 0, pos, stop, ng, key, heap, I64P(o_s), I64P(o_e));
         Py_END_ALLOW_THREADS
-        ok = k >= 0; /* (checked above) */
-        if (!ok)
-            k = 0;
-        if (shrink(o_s, k) < 0 || shrink(o_e, k) < 0)
-            goto done;
-        res = Py_BuildValue("OOO", o_s, o_e, ok ? Py_True : Py_False);
+        res = merged(o_s, o_e, k); /* (the rows checked above: ok) */
     }
 done:
     PyMem_Free(grp);

@@ -393,9 +393,6 @@ def decode_plane(buf: np.ndarray, host: str, path: str, base: int = 0, budget: I
                                  keep, release)
     lines, ev_line, ev_meta, ev_start, ev_dur, st_event, st_stat, st_kind, st_value, str_off, str_len = cols
     del cols
-    ev_line = narrow(ev_line, len(lines))
-    ev_meta = narrow(ev_meta, len(md.ev_ids))
-    st_stat = narrow(st_stat, len(md.st_ids))
     n_str = len(str_off)
 
     view = memoryview(buf)
@@ -588,13 +585,15 @@ def decode_lines(buf, line_off, line_len, ev_lut, ev_ids, st_lut, st_ids, path: 
     """Both decoding passes over a plane's lines; returns (the line matrix and the columns, the stats skipped).
     ``keep``: per dense stat id (and a last entry for unknown ids), whether its stats are kept; None keeps all.
     A stat not kept is read through and checked in both passes as any other, but never counted, stored nor given a
-    string slot, so the stats no analysis reads are never held (a big plane has tens of millions)."""
+    string slot, so the stats no analysis reads are never held (a big plane has tens of millions). The index columns
+    (ev_line, ev_meta, st_stat) come in their :func:`index_type`s."""
     n_lines = len(line_off)
     lines = np.zeros((n_lines, wire.N_LINE_COLS), dtype=np.int64)
     if n_lines == 0:
-        i32, i64 = np.empty(0, np.int32), np.empty(0, np.int64)
-        return (lines, i32, i32.copy(), i64, i64.copy(), i32.copy(), i32.copy(), np.empty(0, np.uint8),
-                i64.copy(), i64.copy(), i64.copy()), 0
+        i64 = np.empty(0, np.int64)
+        return (lines, np.empty(0, index_type(0)), np.empty(0, index_type(len(ev_ids))), i64, i64.copy(),
+                np.empty(0, np.int32), np.empty(0, index_type(len(st_ids))), np.empty(0, np.uint8), i64.copy(),
+                i64.copy(), i64.copy()), 0
     serial = int(line_len.sum()) < SERIAL_BELOW_BYTES
     if serial:
         got = _decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_ids, keep)
@@ -681,20 +680,12 @@ def _decode_serial(buf, line_off, line_len, lines, ev_lut, ev_ids, st_lut, st_id
         return None
     n_ev, n_st, n_str, n_all = got
     lines[:, wire.L_FIRST_EVENT] = np.cumsum(lines[:, wire.L_N_EVENTS]) - lines[:, wire.L_N_EVENTS]
-    # cut to size, the index columns to their narrow type in the same copy (decode_plane's narrow keeps them)
+    # cut to size, the index columns to their narrow type in the same copy
     cols = (lines, ev_line[:n_ev].astype(index_type(lines.shape[0])), ev_meta[:n_ev].astype(index_type(len(ev_ids))),
             ev_start[:n_ev].copy(), ev_dur[:n_ev].copy(), st_event[:n_st].copy(),
             st_stat[:n_st].astype(index_type(len(st_ids))), st_kind[:n_st].copy(), st_value[:n_st].copy(),
             str_off[:n_str].copy(), str_len[:n_str].copy())
     return cols, n_all - n_st
-
-
-def narrow(col: np.ndarray, n: int) -> np.ndarray:
-    """An index column whose values lie in [-1, n) in the fewest bytes that hold them (int8, int16, else as it is):
-    a plane's ``ev_line`` (by its lines), ``ev_meta`` and ``st_stat`` (by its event and stat metadata), 4 bytes an
-    event or stat otherwise. The kernels read every signed width in place (``_native``'s index arrays)."""
-    t = index_type(n)
-    return col.astype(t) if col.dtype.itemsize > t.itemsize else col
 
 
 def narrow_values(col: np.ndarray) -> np.ndarray:
@@ -716,7 +707,9 @@ _VALUE_SLICE = 1 << 22
 
 
 def index_type(n: int) -> np.dtype:
-    """The narrowest signed type that holds the values [-1, n) (int32 at most: :func:`narrow`)."""
+    """The narrowest signed type that holds the values [-1, n) (int32 at most): the type a plane's ``ev_line`` (by its
+    lines), ``ev_meta`` and ``st_stat`` (by its event and stat metadata) are decoded in. The kernels read every signed
+    width in place (``_native``'s index arrays)."""
     return next((dt for top, dt in _NARROW if n <= top), _INT32)
 
 

@@ -147,7 +147,7 @@ class Plane:
     event_display_names: np.ndarray  # object, display_name or name
     event_meta_ids: np.ndarray  # original metadata ids, sorted
     stat_names: np.ndarray  # object, by dense stat metadata index
-    ev_line: np.ndarray  # row in ``lines``: int8, int16 or int32, the fewest bytes that hold it (reader.narrow)
+    ev_line: np.ndarray  # row in ``lines``: int8, int16 or int32, the fewest bytes that hold it (reader.index_type)
     ev_meta: np.ndarray  # dense event metadata index (-1 unknown): int8, int16 or int32, as ev_line
     ev_start_ps: np.ndarray  # int64: absolute start, ps
     ev_dur_ps: np.ndarray  # int64
