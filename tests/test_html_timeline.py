@@ -161,6 +161,18 @@ def test_coarsen_keeps_the_widest_holes_and_all_the_time(cover_slice, monkeypatc
     assert t["covered_ps"].tolist() == want
 
 
+def test_widest_holes_of_equal_width_are_the_first_on_every_cpu():
+    """Of holes as wide as the last one kept, the first are kept: the choice a stable sort makes, not the one a
+    partition's vector unit leaves (which differed between AVX-512 and AVX2 on ``loop_log_every_step``)."""
+    from tfadvisor.analyses.timeline import widest
+
+    rng = np.random.default_rng(3)
+    for n, k in [(10, 3), (1000, 49), (5000, 2999), (7, 7), (7, 20)]:
+        w = rng.integers(0, 4, n)  # four widths: ties everywhere
+        want = np.sort(np.argsort(-w, kind="stable")[:k])
+        assert widest(w, k).tolist() == want.tolist(), (n, k)
+
+
 @pytest.mark.parametrize("sample", ["input_bound_defaults_off", "eager", "python_overhead", "keras_fit_callback"])
 def test_idle_lane_adds_up_to_idle_pct_on_real_captures(sample):
     """The timeline's idle lane is idle as the analyses count it (real TF captures)."""

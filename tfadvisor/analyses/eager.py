@@ -65,7 +65,7 @@ def _occasional_spans(ctx: Context, tbl: Table | None) -> tuple[np.ndarray, np.n
         return np.empty(0, np.int64), np.empty(0, np.int64)
     held = set().union(*held_steps(pat))
     rows = np.flatnonzero(np.isin(np.asarray(tbl["step"]), list(held)))
-    order = np.argsort(np.asarray(tbl["start_ps"])[rows])
+    order = np.argsort(np.asarray(tbl["start_ps"])[rows], kind="stable")
     rows = rows[order]
     return np.asarray(tbl["start_ps"])[rows], np.asarray(tbl["wall_end_ps"])[rows]
 

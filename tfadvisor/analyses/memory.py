@@ -257,12 +257,12 @@ def analyze(trace: Trace, ctx: Context, *, memory: pd.DataFrame | None, step_tab
     alloc_tbl = pd.DataFrame(summaries)
     dev = alloc_tbl[alloc_tbl["device"]]
     if len(dev):
-        top = dev.sort_values("peak_bytes", ascending=False)
+        top = dev.sort_values(["peak_bytes", "allocator"], ascending=[False, True])
         res.add("memory_device_peaks", ", ".join(f"{a} {b / 1e9:.3g} GB" for a, b in
                                                  zip(top["allocator"], top["peak_bytes"])))
     else:
         res.missing(["memory_device_peaks"], "no device allocator (GPU_0_bfc, device:N) among the memory events")
-    pick = (dev if len(dev) else alloc_tbl).sort_values("peak_bytes", ascending=False).iloc[0]
+    pick = (dev if len(dev) else alloc_tbl).sort_values(["peak_bytes", "allocator"], ascending=[False, True]).iloc[0]
     res.add("memory_allocator", pick["allocator"])
     res.add("memory_peak_bytes", pick["peak_bytes"])
     res.add("memory_peak_time_ms", pick["peak_time_ms"])
@@ -305,12 +305,14 @@ def analyze(trace: Trace, ctx: Context, *, memory: pd.DataFrame | None, step_tab
         keys = ["tf_op", "shape", "region_type", "data_type"]
         tbl = live.assign(**{k: live[k].fillna("") for k in keys}).groupby(keys, as_index=False).agg(
             count=("bytes", "size"), bytes=("bytes", "sum"), before_window=("before_window", "sum"))
-        tbl = tbl.sort_values("bytes", ascending=False).head(TOP_LIVE).reset_index(drop=True)
+        # equal sizes (a dozen attention buffers) by op, shape, region and type: the same order on every CPU
+        tbl = tbl.sort_values(["bytes", *keys], ascending=[False] + [True] * len(keys))
+        tbl = tbl.head(TOP_LIVE).reset_index(drop=True)
         res.tables["memory_live_at_peak"] = tbl
     else:
         res.missing(["memory_live_at_peak_bytes"], "no buffer with an addr is live at the peak")
 
     res.tables["memory_timeline"] = pd.concat(timelines, ignore_index=True)
     res.tables["memory_allocators"] = alloc_tbl.drop(columns=["peak_seq", "peak_t_ps"]).sort_values(
-        "peak_bytes", ascending=False).reset_index(drop=True)
+        ["peak_bytes", "allocator"], ascending=[False, True]).reset_index(drop=True)
     return res

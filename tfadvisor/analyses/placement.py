@@ -534,5 +534,5 @@ def host_op_table(parts: list[Table]) -> pd.DataFrame:
     tbl["total_ms"] = tbl["total_ps"] / PS_PER_MS
     tbl["mean_us"] = tbl["total_ps"] / tbl["count"] / 1e6
     tbl["pct"] = 100.0 * tbl["total_ps"] / total if total > 0 else np.nan
-    tbl = tbl.sort_values("total_ps", ascending=False).head(TOP_HOST_OPS)
+    tbl = tbl.sort_values(["total_ps", "op"], ascending=[False, True]).head(TOP_HOST_OPS)
     return tbl[["op", "type", "count", "total_ms", "mean_us", "pct"]].reset_index(drop=True)

@@ -177,14 +177,14 @@ def op_dtypes(trace: Trace, ctx: Context | None = None, memory: pd.DataFrame | N
     mix = al.assign(dtype=dt).groupby("dtype", as_index=False).agg(
         allocations=("requested_bytes", "size"), bytes=("requested_bytes", "sum"))
     mix.insert(0, "data_type", [DTYPE_NAMES.get(int(d), str(d)) for d in mix["dtype"]])
-    mix = mix.sort_values("bytes", ascending=False).drop(columns="dtype").reset_index(drop=True)
+    mix = mix.sort_values("bytes", ascending=False, kind="stable").drop(columns="dtype").reset_index(drop=True)
 
     fl = al.assign(dtype=dt, output=(al["region_type"] == "output"), bytes=al["requested_bytes"].fillna(0.0))
     fl = fl[fl["tf_op"].notna() & (fl["tf_op"] != "") & fl["dtype"].isin(list(DTYPE_CLASS))]
     out: dict[str, int] = {}
     if len(fl):
         g = fl.groupby(["tf_op", "dtype", "output"], as_index=False)["bytes"].sum()
-        g = g.sort_values(["output", "bytes"], ascending=False).drop_duplicates("tf_op")
+        g = g.sort_values(["output", "bytes", "dtype"], ascending=[False, False, True]).drop_duplicates("tf_op")
         out = {str(o): int(d) for o, d in zip(g["tf_op"], g["dtype"])}
     return out, mix
 

@@ -238,7 +238,7 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[Tab
         pos = np.searchsorted(produce, enc) if produce.shape[0] else enc
         ok = enc >= 0
         if produce.shape[0]:
-            order = np.argsort(produce)
+            order = np.argsort(produce, kind="stable")
             sorted_prod = produce[order]
             pos = np.searchsorted(sorted_prod, np.maximum(enc, 0))
             launch_stage[ok] = prod_stage[order[np.minimum(pos[ok], produce.shape[0] - 1)]]

@@ -55,11 +55,7 @@ def coarsen(s: np.ndarray, e: np.ndarray, max_spans: int = MAX_SPANS, lane: str 
     if n <= max_spans:
         keep = np.arange(n)
     else:
-        neg_holes = e[:-1] - s[1:]  # minus each hole's width (one temporary: lanes hold millions)
-        cut = np.argpartition(neg_holes, max_spans - 2)
-        del neg_holes
-        keep = np.concatenate([[0], np.sort(cut[:max_spans - 1]) + 1])  # a copy: the whole order is let go
-        del cut
+        keep = np.concatenate([[0], widest(s[1:] - e[:-1], max_spans - 1) + 1])
     first = keep
     last = np.append(keep[1:], n) - 1
     covered = _covered_upto(s, e, np.concatenate([first, last + 1]))
@@ -114,6 +110,17 @@ def coarsen_set(m: Measure | ChunkedSet, lane: str = "", max_spans: int = MAX_SP
         g0 = g1
     return Table({"lane": lane, "start_ps": start, "end_ps": end,
                   "covered_ps": covered[first.shape[0]:] - covered[:first.shape[0]], "count": last - first + 1})
+
+
+def widest(widths: np.ndarray, k: int) -> np.ndarray:
+    """The indices of the ``k`` largest ``widths``, in index order; of equal widths the first are kept (the same
+    choice on every CPU: a partition's order among ties is its vector unit's)."""
+    n = widths.shape[0]
+    if k >= n:
+        return np.arange(n)
+    kth = np.partition(widths, n - k)[n - k]  # a value: the same whatever the order of ties
+    above = np.flatnonzero(widths > kth)
+    return np.sort(np.concatenate([above, np.flatnonzero(widths == kth)[:k - above.shape[0]]]))
 
 
 def _widest(w: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

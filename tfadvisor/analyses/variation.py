@@ -354,7 +354,7 @@ def _pattern(present, members, pres, ms, train) -> dict | None:
     if not _clear(base, mad, float(excess.min())):
         return None  # every step that holds it must be clearly slow, not one outlier among ordinary steps
     times = np.array([pres[m][1][present].sum() for m in members]) / PS_PER_MS
-    order = np.argsort(-times)
+    order = np.argsort(-times, kind="stable")
     # the pattern's own time (nested names may count the same time twice: at most the excess)
     traced_each = min(float(times.sum()) / int(present.sum()), each)
     if traced_each < MIN_TRACED * each:

@@ -142,7 +142,7 @@ def live_at_peak(df: Any, metrics: Any = None) -> tuple[pd.DataFrame | None, str
     (the XLA/JAX runtime is named only for a JAX trace), or "" when there are none."""
     if not has_rows(df):
         return None, ""
-    d = df.sort_values("bytes", ascending=False) if "bytes" in df.columns else df
+    d = df.sort_values("bytes", ascending=False, kind="stable") if "bytes" in df.columns else df
     known = _named(d, "tf_op") | _named(d, "shape")
     shown = None
     if known.any():

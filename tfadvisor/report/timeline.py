@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tfadvisor.analyses.timeline import widest
 from tfadvisor.analyses.variation import held_steps
 from tfadvisor.report import get
 from tfadvisor.report.findings import finding_rule
@@ -40,8 +41,7 @@ def _thin(s: np.ndarray, e: np.ndarray, c: np.ndarray, limit: int) -> tuple[np.n
     n = s.shape[0]
     if n <= limit:
         return s, e, c
-    holes = s[1:] - e[:-1]
-    keep = np.concatenate([[0], np.sort(np.argpartition(-holes, limit - 2)[:limit - 1]) + 1])
+    keep = np.concatenate([[0], widest(s[1:] - e[:-1], limit - 1) + 1])
     last = np.append(keep[1:], n) - 1
     cs = np.concatenate([[0], np.cumsum(c)])
     return s[keep], e[last], cs[last + 1] - cs[keep]
@@ -132,7 +132,7 @@ def timeline_data(result: Any) -> dict | None:
                               "label": [sp[2] for m in ms for sp in m["spans"]]})
         steps = tables.get("steps")
         if has_rows(steps) and {"start_ps", "end_ps"} <= set(steps.columns):
-            st = steps.sort_values("start_ps")
+            st = steps.sort_values("start_ps", kind="stable")
             out = st["outlier"].fillna(False).astype(bool).to_numpy() if "outlier" in st.columns else None
             ids = st["step"].astype(str).tolist() if "step" in st.columns else [str(i) for i in range(len(st))]
             extra: dict[str, Any] = {"kind": "steps", "host": host}

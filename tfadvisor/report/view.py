@@ -532,7 +532,7 @@ def _gaps(gaps: Any, steps: Any, metrics: Any, notes: list[str]) -> Gaps:
         g = gaps.copy()
         key = "idle_ms" if "idle_ms" in g.columns else "duration_ms" if "duration_ms" in g.columns else None
         if key is not None:
-            g = g[pd.to_numeric(g[key], errors="coerce").fillna(0) > 0].sort_values(key, ascending=False)
+            g = g[pd.to_numeric(g[key], errors="coerce").fillna(0) > 0].sort_values(key, ascending=False, kind="stable")
         if "start_ps" in g.columns and len(g):
             lo = float(pd.to_numeric(gaps["start_ps"]).min())
             if P.has_rows(steps) and "start_ps" in steps.columns:
