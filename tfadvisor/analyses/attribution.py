@@ -15,7 +15,9 @@ Lanes and their parts (each instant goes to the first part that covers it):
   (Python-side work the trace records) > ``idle`` (nothing traced). Window time before the first or
   after the last step is ``outside_steps``.
 * each device (``GPU:0``, ``TPU:1``): its own activity (kernels, copies, XLA ops) by op category,
-  the rest ``idle``. Devices are never merged: each is its own lane.
+  the rest ``idle``. Devices are never merged: each is its own lane. A kernel's category is its name's
+  or, where it comes first, that of the XLA op it runs for (``hlo_op``): an attention call's buffer
+  fills are attention time.
 
 Items: per lane and part, the ops (kernels, XLA ops, TF op types) with their summed time, count and
 mean; Python functions (``$file:line name`` events of JAX's and TF's Python tracer) by self time
@@ -67,6 +69,9 @@ DETAIL_METRICS = ("attr_top_items", "attr_python_top", "attr_python_top_pct", "a
 _FRAME_RE = re.compile(r"^\$(?P<file>[^:\s]*):(?P<line>\d+) (?P<fn>.*)$")
 #: A Python-tracer event of a C function: ``$module function`` (``$<unknown> sort``).
 _CFUNC_RE = re.compile(r"^\$(?P<mod>\S*) (?P<fn>.+)$")
+#: The stat a device kernel names the XLA op it runs for with (JAX/XLA on GPU): the kernel is part of that op.
+KERNEL_OP_STAT = "hlo_op"
+EVENT_STATS = (KERNEL_OP_STAT,)
 
 DECLARED = declare(
     "attribution",
@@ -367,7 +372,7 @@ def _device_lane(p: Plane, detail: bool) -> tuple[str, dict[str, Measure], Measu
     rows = _device_rows(p)
     if not rows.size:
         return None
-    named = _named(p, rows)
+    named = _with_op_categories(p, rows, _named(p, rows))
     lane = dl.short_name(p)
     is_h2d = named.per_row(_is_h2d, keep=True)
     h2d = row_set(p, rows[is_h2d]) if is_h2d.any() else None
@@ -378,6 +383,39 @@ def _device_lane(p: Plane, detail: bool) -> tuple[str, dict[str, Measure], Measu
         item = (lane, replace(named, codes=EMPTY, cat=EMPTY), tot, cnt)
     named = replace(named, codes=EMPTY)  # the per-row names let go: the categories' sets need the categories only
     return lane, _category_measures(p, rows, named), h2d, item
+
+
+def _with_op_categories(plane: Plane, rows: np.ndarray, named: _Named) -> _Named:
+    """``named`` with each kernel in the op category of the XLA op it runs for (its ``hlo_op`` stat) where that
+    comes first in :data:`OP_CATEGORIES`: a kernel is part of its op, so the helpers a library runs inside an
+    attention or GEMM custom call (buffer fills, RNG state) and a convolution's im2col count as that op. A moved
+    kernel gets a code of its own past the metadata's (one per name and category): its items stay under its name,
+    in the op's category. ``named`` itself where no kernel moves (no streams, no such stat)."""
+    if not rows.size or dl.activity_kind(plane) != dl.STREAM or not plane.has_stat(KERNEL_OP_STAT):
+        return named
+    col = plane.stat_columns((KERNEL_OP_STAT,), rows)[KERNEL_OP_STAT]
+    codes, strings = col.codes()
+    if not strings:
+        return named
+    op_cat = np.array([_category_index(display_type(s)) for s in strings] + [-1], np.int8)  # once per op name
+    pos = col.positions(rows)
+    row_op = op_cat[np.where(pos >= 0, codes[np.maximum(pos, 0)], -1)]  # -1: the row names no op
+    own = named.cat
+    moved = (row_op >= 0) & ((own < 0) | (row_op < own))
+    if not moved.any():
+        return named
+    n, k = named.labels.shape[0], len(OP_CATEGORIES)
+    pair, inv = np.unique(named.codes[moved].astype(np.int64) * k + row_op[moved], return_inverse=True)
+    new_codes = named.codes.astype(np.int32 if n + pair.shape[0] < 2**31 else np.int64)
+    new_codes[moved] = n + inv.reshape(-1)
+    labels = np.concatenate([named.labels, named.labels[pair // k]])
+    label_cat = np.concatenate([named.label_cat, (pair % k).astype(named.label_cat.dtype)])
+    seen = np.zeros(labels.shape[0], bool)
+    seen[new_codes] = True
+    labels[~seen] = None  # a name all of whose rows moved is no longer used by itself
+    labels.setflags(write=False)
+    label_cat.setflags(write=False)
+    return _Named(labels, new_codes, named.kinds, label_cat[new_codes], label_cat)
 
 
 def _category_measures(plane: Plane, rows: np.ndarray, named: _Named) -> dict[str, Measure | RowSet]:

@@ -31,8 +31,11 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("collective", re.compile(r"(?i)allreduce|all-reduce|all_reduce|allgather|all-gather|reducescatter|"
                               r"reduce-scatter|collective|nccl|horovod|alltoall|all-to-all")),
     ("optimizer", re.compile(r"(?i)^(_mkl)?(resource)?apply|assign(add|sub)?variable|^assign(add|sub)?$")),
-    ("matrix", re.compile(r"(?i)conv(?!ert)|matmul|einsum|^dot|gemm|attention|batchmatmul|^cijk_|cutlass|xmma|nvjet|"
-                          r"(?<![a-z])(?:wgrad|dgrad)|fprop|flash")),  # cuDNN's dgrad_engine, not BiasAddGrad
+    # (not convert/conversion; wgrad/dgrad: cuDNN's dgrad_engine, not BiasAddGrad; fmha: fused multi-head attention,
+    # CK's FmhaFwdKernel/FmhaBwd*Kernel; attn: an attention library's op or kernel, Transformer Engine's
+    # te_fused_attn_forward_ffi custom call, flash_attn)
+    ("matrix", re.compile(r"(?i)conv(?!ert|ersion)|matmul|einsum|^dot|gemm|attention|batchmatmul|^cijk_|cutlass|xmma|"
+                          r"nvjet|(?<![a-z])(?:wgrad|dgrad)|fprop|flash|fmha|attn")),
     ("custom_call", re.compile(r"(?i)custom-call|custom_call|customcall|pallas|mosaic")),
     ("gather_scatter", re.compile(r"(?i)gather|scatter|segment|embedding|lookup")),
     ("data_movement", re.compile(r"(?i)copy|transpose|^_?send|^_?recv|_hostsend|_hostrecv|memcpy|offload|"
@@ -100,11 +103,48 @@ def _kernel_parts(trace: Trace, ctx: Context) -> tuple[list[str], np.ndarray, np
     return names, np.concatenate(dur), np.concatenate(cnt)
 
 
+#: Kernel launchers whose own name says nothing of the work: the kernel they run is a template argument
+#: (Composable Kernel's ``ck_tile::kentry<arch, blocks, ck_tile::FmhaFwdKernel<...>, Kargs>``, CUTLASS's
+#: ``cutlass::Kernel2<cutlass_80_..._gemm_...>`` and ``cutlass::device_kernel<...::GemmUniversal<...>>``).
+_LAUNCHERS = re.compile(r"^(?:ck_tile::kentry|cutlass::(?:Kernel2?|device_kernel))$")
+
+
+def _template_args(name: str, start: int) -> list[str]:
+    """The top-level template arguments of the list that opens at ``name[start]`` (``<``)."""
+    args, depth, begin = [], 0, start + 1
+    for i in range(start, len(name)):
+        ch = name[i]
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+            if depth == 0:
+                return args + [name[begin:i].strip()]
+        elif ch == "," and depth == 1:
+            args.append(name[begin:i].strip())
+            begin = i + 1
+    return args  # cut short (a truncated name): the arguments read so far
+
+
+def _short(name: str) -> str:
+    base = re.sub(r"^void\s+", "", name).split("(", 1)[0]
+    return re.sub(r"<.*$", "", base).rsplit("::", 1)[-1].strip()
+
+
 @name_test
 def kernel_type(name: str) -> str:
-    """A kernel's name without its C++ signature and namespaces (``void at::native::foo<...>(...)`` -> ``foo``)."""
-    base = re.sub(r"^void\s+", "", name).split("(", 1)[0]
-    base = re.sub(r"<.*$", "", base).rsplit("::", 1)[-1]
+    """A kernel's name without its C++ signature and namespaces (``void at::native::foo<...>(...)`` -> ``foo``); of a
+    launcher (:data:`_LAUNCHERS`) the kernel it launches: its first template argument named ``...Kernel``, else its
+    last that is not a number (``ck_tile::kentry<ck_tile::gfx950_t, 2, ck_tile::FmhaFwdKernel<...>, ...>`` ->
+    ``FmhaFwdKernel``)."""
+    full = re.sub(r"^void\s+", "", name)
+    lt = full.find("<")
+    if lt > 0 and _LAUNCHERS.match(full[:lt].strip()):
+        args = [a for a in _template_args(full, lt) if a and not re.match(r"^[-+(]?\d", a)]
+        pick = next((a for a in args if "kernel" in _short(a).lower()), args[-1] if args else "")
+        if _short(pick):
+            return _short(pick)[:60]
+    base = _short(name)
     return base[:60] or name[:60]
 
 
