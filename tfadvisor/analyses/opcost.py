@@ -128,7 +128,7 @@ def _template_args(name: str, start: int) -> list[str]:
 
 def _short(name: str) -> str:
     base = re.sub(r"^void\s+", "", name).split("(", 1)[0]
-    return re.sub(r"<.*$", "", base).rsplit("::", 1)[-1].strip()
+    return re.sub(r"<.*$", "", base).rsplit("::", 1)[-1]
 
 
 @name_test
@@ -141,9 +141,9 @@ def kernel_type(name: str) -> str:
     lt = full.find("<")
     if lt > 0 and _LAUNCHERS.match(full[:lt].strip()):
         args = [a for a in _template_args(full, lt) if a and not re.match(r"^[-+(]?\d", a)]
-        pick = next((a for a in args if "kernel" in _short(a).lower()), args[-1] if args else "")
-        if _short(pick):
-            return _short(pick)[:60]
+        pick = _short(next((a for a in args if "kernel" in _short(a).lower()), args[-1] if args else "")).strip()
+        if pick:
+            return pick[:60]
     base = _short(name)
     return base[:60] or name[:60]
 
