@@ -1,5 +1,6 @@
-"""Rule fixtures for rules/05_capture.toml and the step-based rules a fragmentary capture silences
-(imported by test_rule_fixtures.py: ``(rule id, metrics, expected severity or None)``)."""
+"""Rule fixtures for rules/05_capture.toml and the step-based rules on a fragmentary capture, which hold there too
+(with a caveat: tfadvisor.advice.explain) (imported by test_rule_fixtures.py: ``(rule id, metrics, expected severity
+or None)``)."""
 
 from __future__ import annotations
 
@@ -26,20 +27,22 @@ CAPTURE_CASES = [
     ("devices_idle", dict(devices_total=8, devices_active=8, devices_idle_count=0), None),
     ("devices_idle", dict(devices_total=1, devices_active=0, devices_idle_count=1), None),
     ("devices_idle", dict(devices_total=8, devices_active=0, devices_idle_count=8), None),  # nothing ran at all
-    # ---- step-based verdicts hold on a steady window, are withheld on a fragment
+    # ---- step-based verdicts hold on a steady window and on a fragment (there with a caveat, never withheld)
     ("input_bound", {**STEP, **STEADY, "input_pct": 30.0}, "critical"),
-    ("input_bound", {**STEP, **FRAGMENT, "input_pct": 30.0}, None),
-    ("step_gaps", {**STEP, **FRAGMENT, "idle_between_steps_pct": 50.0}, None),
-    ("step_outliers", {**STEP, **FRAGMENT, "step_outliers_count": 3, "step_outlier_max_ratio": 3.0}, None),
+    ("input_bound", {**STEP, **FRAGMENT, "input_pct": 30.0}, "critical"),
+    ("step_gaps", {**STEP, **FRAGMENT, "idle_between_steps_pct": 50.0}, "critical"),
+    ("step_outliers", {**STEP, **FRAGMENT, "step_outliers_count": 3, "step_outlier_max_ratio": 3.0}, "info"),
     ("memory_headroom", dict(device_present=True, memory_capacity_bytes=16e9, memory_peak_pct=30.0, **STEADY), "info"),
     ("memory_headroom", dict(device_present=True, memory_capacity_bytes=16e9, memory_peak_pct=30.0, **NO_STEPS), None),
-    ("kernel_launch_bound", dict(device_present=True, kernel_launch_pct=20.0, **FRAGMENT), None),
-    ("python_overhead", {**STEP, **FRAGMENT, "python_overhead_pct": 60.0}, None),
+    # memory headroom needs a whole step: a fragment's peak says nothing of what a step needs
+    ("memory_headroom", dict(device_present=True, memory_capacity_bytes=16e9, memory_peak_pct=30.0, **FRAGMENT), None),
+    ("kernel_launch_bound", dict(device_present=True, kernel_launch_pct=20.0, **FRAGMENT), "critical"),
+    ("python_overhead", {**STEP, **FRAGMENT, "python_overhead_pct": 60.0}, "critical"),
     # steps from a device's Steps line: the host dispatches ahead, its Python is off the critical path
     ("python_overhead", {**STEP, **STEADY, "python_overhead_pct": 60.0, "steps_source": "device_steps"}, None),
     ("python_overhead", {**STEP, **STEADY, "python_overhead_pct": 60.0, "steps_source": "trace_context"},
      "critical"),
-    ("host_ops_with_device", dict(device_present=True, host_op_time_pct=40.0, **FRAGMENT), None),
-    ("h2d_pageable", dict(h2d_pageable_pct=90.0, h2d_exposed_pct=10.0, **FRAGMENT), None),
+    ("host_ops_with_device", dict(device_present=True, host_op_time_pct=40.0, **FRAGMENT), "warning"),
+    ("h2d_pageable", dict(h2d_pageable_pct=90.0, h2d_exposed_pct=10.0, **FRAGMENT), "warning"),
     ("allreduce_share", dict(allreduce_present=True, allreduce_pct=30.0, allreduce_overlap_pct=0.0, **FRAGMENT), None),
 ]

@@ -18,7 +18,7 @@ SYSTEM_CASES = [
     # ---- compute-bound: the largest op costs (rules/35_compute.toml)
     ("compute_bound_matrix", COMPUTE, "info"),
     ("compute_bound_matrix", {**COMPUTE, "step_device_compute_pct": 40.0}, None),  # the step waits, not computes
-    ("compute_bound_matrix", {**COMPUTE, "capture_steady_state": False}, None),
+    ("compute_bound_matrix", {**COMPUTE, "capture_steady_state": False}, "info"),  # with a caveat, never none
     ("compute_bound_ops", {**COMPUTE, "op_top_category": "elementwise", "op_top_category_pct": 70.0,
                            "op_matrix_pct": 20.0}, "info"),
     ("compute_bound_ops", COMPUTE, None),  # matrix: the other rule

@@ -120,7 +120,8 @@ CASES = [
     ("tfdata_cpu_contention", {**TFDATA, **CONTENTION, "tfdata_contention_pct": 5.0}, "info"),  # edge
     ("tfdata_cpu_contention", {**TFDATA, **CONTENTION, "tfdata_contention_pct": 4.9}, None),
     ("tfdata_cpu_contention", {**TFDATA, **CONTENTION, "input_pct": 40.0}, None),  # the wait is larger
-    ("tfdata_cpu_contention", {**TFDATA, **CONTENTION, "capture_steady_state": False}, None),
+    # a window that is not steady state: the finding with a caveat (tfadvisor.advice.explain), never none
+    ("tfdata_cpu_contention", {**TFDATA, **CONTENTION, "capture_steady_state": False}, "critical"),
     ("tfdata_cpu_contention", {**TFDATA, "tfdata_contention_pct": None, "input_pct": 1.0}, None),
     # ---- tfdata_generator
     ("tfdata_generator", {**TFDATA, **GENERATOR, "input_pct": 30.0}, "critical"),
@@ -222,7 +223,7 @@ CASES = [
     ("memory_oom_risk", {**GPU, "memory_peak_pct": 98.0, "memory_capacity_bytes": 1}, "critical"),
     ("memory_oom_risk", {**GPU, "memory_peak_pct": 90.0, "memory_capacity_bytes": 1}, None),  # edge: > 90
     ("memory_oom_risk", {"device_present": False, "memory_peak_pct": 99.0, "memory_capacity_bytes": 1}, None),
-    ("memory_headroom", {**GPU, "memory_peak_pct": 20.0, "memory_capacity_bytes": 40 * 2**30,
+    ("memory_headroom", {**GPU, "memory_peak_pct": 20.0, "memory_capacity_bytes": 40 * 2**30, "complete_steps": 10,
                          "memory_peak_bytes": 8 * 2**30}, "info"),
     ("memory_headroom", {**GPU, "memory_peak_pct": 50.0, "memory_capacity_bytes": 1}, None),  # edge: < 50
     ("memory_headroom", {**GPU, "memory_peak_pct": None, "memory_capacity_bytes": None}, None),
@@ -308,7 +309,7 @@ CASES = [
     ("periodic_step_work", {**PERIODIC, "periodic_kind": "untraced", "periodic_names": ""}, "warning"),
     ("periodic_step_work", {**PERIODIC, "periodic_pct": 7.0}, "info"),
     ("periodic_step_work", {**PERIODIC, "periodic_pct": 4.9}, None),  # edge: under 5 %
-    ("periodic_step_work", {**PERIODIC, "capture_steady_state": False}, None),
+    ("periodic_step_work", {**PERIODIC, "capture_steady_state": False}, "warning"),  # with a caveat
     # the periodic work explains the outliers and the time between steps: those rules stay quiet
     ("step_outliers", {**STEP, "step_outliers_count": 3, "step_outlier_max_ratio": 4.0, **PERIODIC}, None),
     ("step_gaps", {**STEP, "idle_between_steps_pct": 40.0, **PERIODIC, "periodic_between_steps": True}, None),
@@ -334,9 +335,9 @@ CASES = [
                           "tfdata_cost_ms_per_step": 8.9, "tfdata_cost_pct": 84.0, "input_pct": 55.0}, "warning"),
     ("phase_cache_fill", {**STEP, **TFDATA, "capture_phase": None, "complete_steps": 12,
                           "tfdata_cost_ms_per_step": 8.9, "tfdata_cost_pct": 84.0}, None),
-    # in the cache's first pass the pipeline's advice is withheld
+    # in the cache's first pass the pipeline's advice holds, with a caveat (folded into phase_cache_fill's finding)
     ("tfdata_no_cache", {**STEP, **TFDATA, **RECOMPUTE, "input_pct": 30.0, "tfdata_has_cache": False,
-                         "capture_phase": "cache_fill"}, None),
+                         "capture_phase": "cache_fill"}, "critical"),
     ("tfdata_iterator_per_step", {**STEP, **TFDATA, **ITERATOR, "input_pct": 40.0,
                                   "tfdata_cause": "iterator_per_step"}, "critical"),
     ("tfdata_iterator_per_step", {**STEP, **TFDATA, **ITERATOR}, "warning"),
@@ -356,7 +357,12 @@ CASES = [
 
 
 CASES += SYSTEM_CASES  # tests/system_rule_cases.py: the system rules
-CASES += CAPTURE_CASES  # tests/capture_rule_cases.py: capture quality, and the step rules it silences
+CASES += CAPTURE_CASES  # tests/capture_rule_cases.py: capture quality, and the step rules on a fragment
+# the generic explanation of each part of the wall time (rules/90_cost.toml): from 10 % of it, a warning from 30 %
+CASES += [(f"cost_{p}", {f"attr_{p}_pct": pct, f"attr_{p}_ms": 3.0, "attr_wall_ms": 100.0}, sev)
+          for p in ("collective", "matrix", "data_movement", "optimizer", "gather_scatter", "custom_call",
+                    "elementwise", "input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
+          for pct, sev in ((9.9, None), (10.0, "info"), (30.0, "warning"), (None, None))]
 
 
 @pytest.mark.parametrize("rule_id, metrics, severity", CASES,
@@ -502,7 +508,7 @@ def test_finding_to_dict():
     f = fire("eager_execution", {**STEP, "eager_pct": 85.0, "eager_op_count": 2980})
     d = f.to_dict()
     assert set(d) == {"rule", "severity", "title", "message", "impact_pct", "evidence", "fix", "why", "docs",
-                      "marks", "scope", "plots", "lanes"}
+                      "marks", "scope", "plots", "lanes", "node", "node_pct", "also", "caveats"}
     # what its rule declares
     assert (d["marks"], d["scope"], d["plots"], d["lanes"]) == (["eager"], "run", ["steps"], ["python", "steps"])
     assert d["docs"] and all(u.startswith("https://") for u in d["docs"])

@@ -37,6 +37,10 @@ RULE_IDS = {
     "capture_not_steady_state", "capture_no_steps", "devices_idle",
     # AMD Matrix Cores (rules/30_device.toml)
     "mixed_precision_unused_amd",
+    # the generic explanation of every part of the wall time (rules/90_cost.toml)
+    *(f"cost_{p}" for p in ("collective", "matrix", "data_movement", "optimizer", "gather_scatter", "custom_call",
+                            "elementwise", "input", "between_steps", "runtime", "host_ops", "python", "idle",
+                            "outside_steps")),
 }
 
 GOOD_RULE = '''

@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 #: The JSON contract's major version: renaming or removing a key bumps it.
 SCHEMA_VERSION = 1
 #: The JSON contract's minor version: adding a key bumps it.
-SCHEMA_MINOR = 4
+SCHEMA_MINOR = 5
 
 
 def schema_fields() -> dict[str, int]:

@@ -38,6 +38,10 @@ class Finding:
     scope: str = "run"  # whose spans: run, none, host:<metric> (its rule's scope)
     plots: list[str] = field(default_factory=list)  # the plots that show its evidence (its rule's plots)
     lanes: list[str] = field(default_factory=list)  # the timeline lanes it lights up (its rule's lanes)
+    node: str = ""  # the part of the wall time it explains (tfadvisor.advice.explain), "" for none
+    node_pct: float | None = None  # that part's share of the wall time, %
+    also: list[dict[str, Any]] = field(default_factory=list)  # findings of the same part folded into this one
+    caveats: list[dict[str, str]] = field(default_factory=list)  # conditions that make it uncertain: id, label, text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +58,10 @@ class Finding:
             "scope": self.scope,
             "plots": list(self.plots),
             "lanes": list(self.lanes),
+            "node": self.node,
+            "node_pct": self.node_pct,
+            "also": [dict(a) for a in self.also],
+            "caveats": [dict(c) for c in self.caveats],
         }
 
 
@@ -144,12 +152,17 @@ def sort_key(f: Finding, position: int = 0) -> tuple:
 
 
 def evaluate(metrics: Mapping[str, Any], rules: list[Rule]) -> list[Finding]:
-    """Every rule whose condition holds, ordered by severity (critical first) then impact (largest first).
+    """Every rule whose condition holds, one finding per part of the wall time explained
+    (:func:`tfadvisor.advice.explain.explain`: the most specific explanation, the others folded into it, caveats
+    attached), ordered by severity (critical first) then impact (largest first).
 
     Ties keep the order of the rules (files by name, tables in file order), so the cheaper
     fix of a group comes first (prefetch before re-sharding the data).
     """
+    from tfadvisor.advice.explain import explain
+
     hits = [(f, i) for i, f in enumerate(evaluate_rule(r, metrics) for r in rules) if f is not None]
+    hits = explain(hits, {r.id: r for r in rules}, metrics)
     hits.sort(key=lambda fi: sort_key(*fi))
     return [f for f, _ in hits]
 

@@ -48,7 +48,10 @@ SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
 
 _RULE_KEYS_REQUIRED = ("id", "title", "severity", "when", "message", "fix")
 _RULE_KEYS = set(_RULE_KEYS_REQUIRED) | {"impact", "evidence", "why", "example", "docs", "case", "enabled", "marks",
-                                         "scope", "plots", "lanes"}
+                                         "scope", "plots", "lanes", "explains", "generic"}
+#: What a rule explains: a part of the run's wall time (``part.<part>``, a part of the attribution), or a cause
+#: within one, more specific the deeper it goes (``part.input.tfdata.cause``).
+_EXPLAINS = re.compile(r"^part\.([a-z_]+|\{[a-z_][a-z0-9_]*\})(\.[a-z_]+)*$")
 #: ``{{metric}}`` in a fix is replaced by that metric's value in the finding.
 FIX_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
 #: A part of a fix shown only when a metric is known (``[[if name: ...]]``) or unknown
@@ -124,8 +127,26 @@ class Rule:
     plots: list[str] = field(default_factory=list)  # the plots that show its evidence (marks.PLOTS)
     lanes: list[str] = field(default_factory=list)  # the timeline lanes its findings light up (marks.LANES)
     scope: str = "run"  # whose spans: run, none, host:<metric>
+    explains: str = ""  # the node of the cost tree it explains (part.<part>[.<cause>...]); "" for none
+    generic: bool = False  # the explanation of its node when no specific one holds
     path: str = ""
     line: int | None = None
+
+    def part(self, metrics: Any = None) -> str:
+        """The part of the wall time it explains (``input`` of ``part.input.tfdata``; ``part.{op_top_category}``
+        names it by a metric's value, read from ``metrics``), "" for none."""
+        if not self.explains:
+            return ""
+        name = self.explains.split(".")[1]
+        if name.startswith("{"):
+            v = (metrics or {}).get(name[1:-1])
+            return str(v) if isinstance(v, str) else ""
+        return name
+
+    @property
+    def depth(self) -> int:
+        """How specific its explanation is: the generic one 0, ``part.input`` 1, ``part.input.tfdata`` 2."""
+        return 0 if self.generic or not self.explains else self.explains.count(".")
 
     @property
     def severities(self) -> list[str]:
@@ -327,6 +348,25 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
             raise RuleError(path, where, f"rule {rule_id!r}: {problem}", rule_id)
         return v
 
+    def explains(v: Any, where: int | None) -> str:
+        from tfadvisor.analyses.attribution import PARTS
+
+        m = _EXPLAINS.match(v) if isinstance(v, str) else None
+        if v == "":
+            return ""
+        part = m.group(1) if m else ""
+        if part.startswith("{") and part[1:-1] in known:
+            return v
+        if m is None or part not in PARTS:
+            raise RuleError(path, where, f"rule {rule_id!r}: explains must be part.<part>[.<cause>...] with <part> one "
+                            f"of {', '.join(PARTS)} or {{a metric}} naming one; got {v!r}", rule_id)
+        return v
+
+    generic = t.get("generic", False)
+    if not isinstance(generic, bool):
+        raise err("'generic' must be true or false", "generic", rule_id)
+    if generic and "explains" not in t:
+        raise err("a generic rule explains a part: give explains = \"part.<part>\"", "generic", rule_id)
     rule = Rule(
         id=rule_id,
         title=string("title"),
@@ -343,6 +383,8 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         plots=names("plots", "plot", PLOTS, t.get("plots", []), key_line("plots")),
         lanes=names("lanes", "lane", LANES, t.get("lanes", []), key_line("lanes")),
         scope=scope(t.get("scope", "run"), key_line("scope")),
+        explains=explains(t.get("explains", ""), key_line("explains")),
+        generic=generic,
         path=str(path),
         line=line,
     )

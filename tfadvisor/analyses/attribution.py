@@ -64,7 +64,8 @@ PARTS = OP_CATEGORIES + ("input", "between_steps", "runtime", "host_ops", "pytho
 TOP_ITEMS = 5
 #: The metrics that name items, and the spread of the devices' own splits (the ``attribution`` table's device lanes):
 #: left out on a host compared only (:attr:`tfadvisor.analyses.base.Context.detail`).
-DETAIL_METRICS = ("attr_top_items", "attr_python_top", "attr_python_top_pct", "attr_device_busy_spread_pct")
+DETAIL_METRICS = ("attr_top_items", "attr_python_top", "attr_python_top_pct", "attr_device_busy_spread_pct",
+                  *(f"attr_{c}_items" for c in PARTS))
 #: A Python frame event: ``$file.py:123 function``.
 _FRAME_RE = re.compile(r"^\$(?P<file>[^:\s]*):(?P<line>\d+) (?P<fn>.*)$")
 #: A Python-tracer event of a C function: ``$module function`` (``$<unknown> sort``).
@@ -79,6 +80,10 @@ DECLARED = declare(
                        "(the traced span, when there are no steps)"),
     ("attr_wall_ms", "ms", "the wall time the shares are of"),
     *[(f"attr_{c}_pct", "%", f"share of that wall time: {c.replace('_', ' ')}") for c in PARTS],
+    *[(f"attr_{c}_ms", "ms", f"{c.replace('_', ' ')}: ms per step (basis `steps`), or ms in the window (`window`)")
+      for c in PARTS],
+    *[(f"attr_{c}_items", "", f"{c.replace('_', ' ')}: the items (ops, kernels, Python functions) with the most "
+                              "time in it, with their share of it") for c in PARTS],
     ("attr_top_part", "", "the part with the most time (idle and outside_steps aside)"),
     ("attr_top_part_pct", "%", "its share"),
     ("attr_top_items", "", "the items (ops, kernels, Python functions) with the most time in the top part"),
@@ -575,8 +580,16 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         wall = float(hi - lo)
         res.add("attr_basis", "window")
     res.add("attr_wall_ms", wall / PS_PER_MS)
+    per_step = max(n, 1)
     for c in PARTS:
         res.add(f"attr_{c}_pct", 100.0 * basis_ps[c] / wall if wall > 0 else None)
+        res.add(f"attr_{c}_ms", basis_ps[c] / per_step / PS_PER_MS)
+        busy_c = _lane_busy(items, "all", c)
+        if ctx.detail and busy_c > 0:
+            res.add(f"attr_{c}_items", ", ".join(f"{nm} {100.0 * v / busy_c:.0f} %" for nm, v, _, _ in
+                                                 items.top("all", c, 3)))
+        elif ctx.detail:
+            res.missing([f"attr_{c}_items"], "")  # a part of no named items (idle, between steps): nothing to note
     ranked = sorted((c for c in PARTS if c not in ("idle", "outside_steps")), key=lambda c: -basis_ps[c])
     top = ranked[0]
     if not ctx.detail:

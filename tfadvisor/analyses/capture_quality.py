@@ -3,7 +3,7 @@
 A profile can be read correctly and still be the wrong evidence: one partial step, most
 devices idle, a window that is almost all waiting. Step-based verdicts (input-bound, idle
 time, step outliers, batch size) built on such a window are noise, so this analysis says
-what the window holds and the rules withhold those verdicts when it is not steady state.
+what the window holds; findings on a window that is not steady state carry that as a caveat.
 
 Figures (the window is the analysed host's span: first to last event over its CPU plane and
 its device planes):
@@ -27,7 +27,8 @@ its device planes):
   window unsteady: a one-device job on a multi-device host is a fine capture).
 * ``capture_phase``: a one-time phase of training the window is in, which later windows will not
   show: ``cache_fill`` when a tf.data cache stage still calls the stages below it (the first pass
-  writes the cache, later passes read it; :data:`CACHE_FILL_RE`). It makes the window unsteady.
+  writes the cache, later passes read it; :data:`CACHE_FILL_RE`) and the stages below it take at least
+  :data:`CACHE_FILL_MIN_PCT` % of the window. It is a caveat on the input's findings, not unsteadiness.
 """
 
 from __future__ import annotations
@@ -91,11 +92,12 @@ DECLARED = declare(
     ("capture_steady_state", "", "the window shows steady-state training: >= 3 steps, devices busy >= 2 % of it, "
                                  "devices in step with each other (False: fewer than 3 steps, devices busy < 2 % of "
                                  "the window with steps present, or the same step > max(50 ms, 2 x median step) apart "
-                                 "on two devices; step-based rules hold only when it is not False)"),
+                                 "on two devices; findings on such a window carry it as a caveat)"),
     ("capture_issues", "", "what keeps the window from showing steady-state training (the reasons, plus idle devices)"),
     ("capture_issue_count", "count", "number of capture issues"),
     ("capture_phase", "", "a one-time phase the window is in (`cache_fill`: a tf.data cache is still being written, "
-                          "the stages below it run for every element); None: none seen"),
+                          "the stages below it run for every element and take >= 5 % of the window); None: none "
+                          "seen"),
     tables="`devices` (per device: activity lines, kernels, copies, busy_ms, compute_ms, first/last activity)",
 )
 
@@ -105,12 +107,22 @@ DECLARED = declare(
 CACHE_FILL_RE = re.compile(r"^Iterator::.*::\w*Cache\w*(\[\d+\])?::")
 
 
-def _phase(host: Trace) -> str | None:
-    """The one-time phase of training the host's events show, if any."""
+#: The stages below a cache being written must take at least this share of the window for the window to be in
+#: the cache's first pass: a cache over in-memory tensors, written for next to nothing, changes no figure.
+CACHE_FILL_MIN_PCT = 5.0
+
+
+def _phase(host: Trace, window_ps: int) -> str | None:
+    """The one-time phase of training the host's events show, if any: ``cache_fill`` when the stages below a
+    cache being written take at least :data:`CACHE_FILL_MIN_PCT` % of the window (their events' union)."""
+    if window_ps <= 0:
+        return None
+    below = 0
     for p in host.host_planes:
-        if p.n_events and p.events_named(CACHE_FILL_RE).shape[0]:
-            return "cache_fill"
-    return None
+        rows = p.events_named(CACHE_FILL_RE) if p.n_events else np.zeros(0, np.int64)
+        if rows.shape[0]:
+            below += Measure.of_rows(p, rows).total()
+    return "cache_fill" if 100.0 * below / window_ps >= CACHE_FILL_MIN_PCT else None
 
 
 def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
@@ -186,10 +198,9 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     if skew is not None and skew > max(MAX_SKEW_MS, 2 * (med_ms or 0.0)):
         steady = False
         issues.append(f"the same step started {skew:,.0f} ms apart on {pair}")
-    phase = _phase(host)
+    phase = _phase(host, window)
     res.add("capture_phase", phase)
-    if phase == "cache_fill":
-        steady = False
+    if phase == "cache_fill":  # a caveat on the input's findings (tfadvisor.advice.explain), not unsteadiness
         issues.append("a tf.data cache is still being written (the first pass over the data): the stages below it "
                       "run for every element now, later passes read the cache")
     if len(names) >= 2 and idle:

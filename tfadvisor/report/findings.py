@@ -57,6 +57,24 @@ def split_fix(fix: Any) -> list[tuple[str, str, str]]:
     return out
 
 
+def finding_caveats(findings: Any) -> list[str]:
+    """The caveats of the findings (conditions that make them uncertain) in full, each once, in the findings'
+    order."""
+    out: list[str] = []
+    for f in findings or []:
+        for c in get(f, "caveats", None) or []:
+            text = str(c.get("text", "")) if isinstance(c, dict) else str(c)
+            if text not in out:
+                out.append(text)
+    return out
+
+
+def caveat_labels(f: Any) -> list[str]:
+    """A finding's caveats in a few words each (the report says them in full once, above the findings)."""
+    return [str(c.get("label") or c.get("text", "")) if isinstance(c, dict) else str(c)
+            for c in get(f, "caveats", None) or []]
+
+
 def docs_links(docs: Any) -> list[tuple[str, str]]:
     """[(title, url)] from a list of URLs, of {title, url} dicts, or one string."""
     if not docs:
@@ -76,4 +94,4 @@ def docs_links(docs: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["docs_links", "finding_fix", "finding_rule", "split_fix"]
+__all__ = ["caveat_labels", "docs_links", "finding_caveats", "finding_fix", "finding_rule", "split_fix"]

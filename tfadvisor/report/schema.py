@@ -107,6 +107,16 @@ def _finding(metric_names: list[str]) -> dict[str, Any]:
                                            "tfadvisor.analyses.marks.PLOTS)"),
         "lanes": dict(STRINGS, description="the timeline lanes it lights up (its rule's `lanes`: "
                                            "tfadvisor.analyses.marks.LANES)"),
+        "node": dict(STRING, description="the part of the wall time it explains (an `attribution` part), \"\" for "
+                                         "none (tfadvisor.advice.explain)"),
+        "node_pct": dict(NUMBER, description="that part's share of the wall time, %"),
+        "also": {"type": "array", "description": "other explanations of the same part, folded into this finding",
+                 "items": _obj({"rule": STRING, "title": STRING, "message": STRING, "impact_pct": NUMBER,
+                                "evidence": {"type": "object", "propertyNames": {"enum": metric_names},
+                                             "additionalProperties": SCALAR},
+                                "fix": STRING})},
+        "caveats": {"type": "array", "description": "conditions that make it uncertain (never a reason to drop it)",
+                    "items": _obj({"id": STRING, "label": STRING, "text": STRING})},
     })
 
 

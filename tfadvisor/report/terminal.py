@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tfadvisor.report import BREAKDOWN, HOSTS_LISTED, STEP_TIME_KEYS, breakdown, get, plain, run_label, step_time
+from tfadvisor.report.findings import caveat_labels, finding_caveats
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold cyan"}
@@ -198,6 +199,18 @@ def _paragraphs(s: str) -> list[str]:
     return paras
 
 
+def _fix(console: Console, fix: str, indent: int) -> None:
+    """A fix's prose (wrapped) and code (never re-wrapped), indented."""
+    for kind, body in _fix_parts(fix):
+        if kind == "code":
+            for ln in body.splitlines():
+                console.print(Text(" " * (indent + 2) + ln.rstrip(), style="green" if console.is_terminal else ""),
+                              soft_wrap=True)
+        else:
+            for item in body.split("\n"):
+                _out(console, item, indent, hang=2 if item.startswith(("- ", "* ")) else 0)
+
+
 def _finding(console: Console, i: int, f: Any, units: dict, brief: bool = False) -> None:
     sev = str(get(f, "severity", "info"))
     head = Text()
@@ -211,6 +224,9 @@ def _finding(console: Console, i: int, f: Any, units: dict, brief: bool = False)
         sub += f" · about {fmt_num(impact, 2)} % of time at stake"
     _out(console, sub, 3, style="dim")
     _out(console, str(get(f, "message", "")), 3)
+    labels = caveat_labels(f)
+    if labels:
+        _out(console, f"Caveat: {'; '.join(labels)} (above)", 3, hang=2, style="yellow" if console.is_terminal else "")
     if brief:
         return
     evidence = get(f, "evidence") or {}
@@ -220,14 +236,12 @@ def _finding(console: Console, i: int, f: Any, units: dict, brief: bool = False)
     fix = str(get(f, "fix", "") or "")
     if fix:
         console.print(Text("   Fix:", style="bold green"), soft_wrap=True)
-        for kind, body in _fix_parts(fix):
-            if kind == "code":
-                for ln in body.splitlines():  # code is never re-wrapped
-                    console.print(Text(" " * 7 + ln.rstrip(), style="green" if console.is_terminal else ""),
-                                  soft_wrap=True)
-            else:
-                for item in body.split("\n"):
-                    _out(console, item, 5, hang=2 if item.startswith(("- ", "* ")) else 0)
+        _fix(console, fix, 5)
+    for a in get(f, "also", None) or []:
+        _out(console, f"Also, for the same cost: {a.get('title', '')} ({a.get('rule', '')})", 3, hang=2,
+             style="bold")
+        _out(console, str(a.get("message", "") or ""), 5)
+        _fix(console, str(a.get("fix", "") or ""), 5)
     docs = get(f, "docs") or []
     if docs:
         console.print(Text("   Docs:", style="bold"), soft_wrap=True)
@@ -307,6 +321,8 @@ def print_result(result: Any, console: Console | None = None, brief: bool = Fals
             counts[get(f, "severity", "info")] = counts.get(get(f, "severity", "info"), 0) + 1
         tally = ", ".join(f"{counts[s]} {s}" for s in ("critical", "warning", "info") if s in counts)
         console.print(Text.assemble(("Findings", "bold underline"), f" ({tally}), most important first"))
+        for c in finding_caveats(findings):
+            _out(console, f"Caveat: {c}", 2, hang=2, style="yellow" if console.is_terminal else "")
         for i, f in enumerate(findings, 1):
             console.print()
             _finding(console, i, f, units, brief)

@@ -58,7 +58,14 @@ from tfadvisor.report import (
     timeline,
 )
 from tfadvisor.report import plots as P
-from tfadvisor.report.findings import docs_links, finding_fix, finding_rule
+from tfadvisor.report.findings import (
+    caveat_labels,
+    docs_links,
+    finding_caveats,
+    finding_fix,
+    finding_rule,
+    split_fix,
+)
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
 PLOT_IDS = ("plot-steps", "plot-busy", "plot-timeline", "plot-tfdata", "plot-precision", "plot-memory",
@@ -203,6 +210,18 @@ class Finding:
     why: str
     docs: list[tuple[str, str]]  # (title, url)
     plot_ids: list[str]  # the plots its rule declares (``plots``)
+    caveats: list[str] = field(default_factory=list)  # conditions that make it uncertain, a few words each
+    also: list[Also] = field(default_factory=list)  # other explanations of the same cost, folded into it
+
+
+@dataclass
+class Also:
+    """Another explanation of a finding's cost (a rule folded into it): its rule, title, message and fix."""
+
+    rule: str
+    title: str
+    message: str
+    fix: list[tuple[str, str, str]]
 
 
 @dataclass
@@ -301,6 +320,11 @@ class View:
     def findings(self) -> list[Finding]:
         units = getattr(self._metrics, "units", None) or {}
         return [_finding(i, f, units) for i, f in enumerate(self._findings, 1)]
+
+    @cached_property
+    def caveats(self) -> list[str]:
+        """The conditions that make findings uncertain, each once, in the order the findings name them."""
+        return finding_caveats(self._findings)
 
     @cached_property
     def attribution(self) -> dict | None:
@@ -499,6 +523,9 @@ def _finding(n: int, f: Any, units: Any) -> Finding:
         why=str(why) if why else "",
         docs=docs_links(get(f, "docs")),
         plot_ids=_plots_for(f),
+        caveats=caveat_labels(f),
+        also=[Also(str(a.get("rule", "")), _str(a.get("title", "")), str(a.get("message", "") or ""),
+                   split_fix(a.get("fix"))) for a in get(f, "also", None) or [] if isinstance(a, dict)],
     )
 
 
