@@ -6,8 +6,10 @@ Test-only (not part of the package, so it never ships in the wheel). Every input
 
 * ``struct``: decode the XSpace with the project's generated protobuf module, then 1-4 hostile edits
   that keep the file valid protobuf: renamed planes/lines/events/stats (the names real writers use,
-  and junk), int64-extreme times, dangling metadata and ref ids, odd stat values, shuffled, dropped
-  or duplicated events, duplicated planes, many empty planes, huge metadata ids, ...;
+  and junk), int64-extreme times, dangling metadata and ref ids, odd stat values, hostile values for
+  every stat it knows (non-finite doubles, int64 extremes, uint64 past int64, negative sizes and counts,
+  text for a number and a number for text: ``m_hostile_stat``), shuffled, dropped or duplicated events,
+  duplicated planes, many empty planes, huge metadata ids, ...;
 * ``bytes``: bit flips, truncation, splices, insertions, deletions of the serialized file;
 * ``runjson``: a bad ``tfadvisor_run.json`` beside a valid profile;
 * ``multihost``: the run written as several hosts, each mutated on its own.
@@ -80,6 +82,55 @@ STAT_NAMES = [
     "threadpool_size", "long_name", "level 0", "device_id", "context_id", "stream_id", "device_ordinal",
     "theoretical_occupancy_pct", "run_id", "host_name", "num_replicas", "", "\u00e9",
 ]
+#: Plane-level stats (GPU capabilities, TPU peaks, the capture window).
+PLANE_STAT_NAMES = [
+    "compute_cap_major", "compute_cap_minor", "core_count", "clock_rate", "memory_bandwidth", "memory_size",
+    "profile_start_time", "profile_stop_time", "device_vendor", "hlo_proto", "peak_teraflops_per_second",
+    "peak_hbm_bw_gigabytes_per_second",
+]
+
+
+def _known_stats() -> tuple[list[str], set[str]]:
+    """Every stat name the fuzzer knows: the names real writers use, and every stat tfadvisor reads (its own
+    table of what each holds), so that a stat an analysis starts reading is fuzzed from then on; and those that
+    hold text (names: any text is a name, so text is no hostile value for them)."""
+    from tfadvisor.model.values import EVENT_STATS, PLANE_STATS
+
+    text = {n for n, e in {**EVENT_STATS, **PLANE_STATS}.items() if e.kind == "text"}
+    return sorted(set(STAT_NAMES) | set(PLANE_STAT_NAMES) | set(EVENT_STATS) | set(PLANE_STATS)), text
+
+
+KNOWN_STATS, TEXT_STATS = _known_stats()
+#: Values no writer gives a stat, by what they test: (class, protobuf field, value). Each class is given to
+#: every known stat (:func:`m_hostile_stat`): numbers to text stats (a name, a ``tf_op``) are the wrong type too;
+#: text given to a text stat is just a name (``inf`` is one) and is left out (:func:`hostile_values_for`).
+HOSTILE_VALUES: list[tuple[str, str, object]] = [
+    ("nonfinite", "double", math.inf), ("nonfinite", "double", -math.inf), ("nonfinite", "double", math.nan),
+    ("int64_extreme", "int64", INT64_MAX), ("int64_extreme", "int64", INT64_MIN), ("int64_extreme", "double", 1e308),
+    ("int64_extreme", "double", -1e308), ("int64_extreme", "double", 2.0**63), ("int64_extreme", "int64", 2**62),
+    ("int64_extreme", "double", 9.2e18),
+    ("past_int64", "uint64", 2**63), ("past_int64", "uint64", 2**63 + 1), ("past_int64", "uint64", UINT64_MAX),
+    ("negative", "int64", -1), ("negative", "int64", -(10**12)), ("negative", "double", -1.0),
+    ("negative", "double", -0.5), ("negative", "int64", -2),
+    ("text_for_number", "str", "inf"), ("text_for_number", "str", "-inf"), ("text_for_number", "str", "nan"),
+    ("text_for_number", "str", "-1"), ("text_for_number", "str", "1e400"),
+    ("text_for_number", "str", "18446744073709551616"), ("text_for_number", "str", "9223372036854775807"),
+    ("text_for_number", "str", "abc"), ("text_for_number", "str", ""), ("text_for_number", "str", "unavailable"),
+    ("text_for_number", "str", " 12 "), ("text_for_number", "bytes", b"\xff\x00"),
+    ("number_for_text", "int64", 7), ("number_for_text", "double", 0.5), ("number_for_text", "int64", 0),
+]
+HOSTILE_CLASSES = sorted({c for c, _, _ in HOSTILE_VALUES})
+
+
+def hostile_values_for(name: str, cls: str) -> list[tuple[str, object]]:
+    """(field, value) of hostile class ``cls`` for stat ``name``: a text stat gets no text (any text is a name)."""
+    vals = [(f, v) for c, f, v in HOSTILE_VALUES if c == cls]
+    if name in TEXT_STATS:
+        vals = [(f, v) for f, v in vals if f not in ("str", "bytes")] or \
+            [(f, v) for c, f, v in HOSTILE_VALUES if c == "number_for_text"]
+    return vals
+
+
 STR_VALUES = [
     "", "nan", "-1", "inf", "0", "18446744073709551616", "size:abc dest:x async:", "size:112 dest:4 async:0",
     "kind_src:pageable kind_dst:device size:-5", "regs:-1 static_shared:x grid:0,0,0 block:-1,2 occ_pct:nan",
@@ -228,6 +279,25 @@ def _set_odd_value(rng: random.Random, stat: pb.XStat, plane: pb.XPlane) -> str:
         stat.compressed_str_value = v
         v = f"gzip {which} ({len(v)} bytes)"
     return f"{kind}={v}"
+
+
+def set_stat(stat: pb.XStat, field_: str, value: object) -> None:
+    """Give ``stat`` ``value`` in its ``field_`` (``double``, ``int64``, ``uint64``, ``str``, ``bytes``)."""
+    setattr(stat, f"{field_}_value", value)
+
+
+def stats_named(plane: pb.XPlane, name: str) -> list[pb.XStat]:
+    """Every stat of ``plane`` named ``name``: plane, event metadata and event level."""
+    ids = {k for k, m in plane.stat_metadata.items() if m.name == name}
+    if not ids:
+        return []
+    out = [s for s in plane.stats if s.metadata_id in ids]
+    for m in plane.event_metadata.values():
+        out.extend(s for s in m.stats if s.metadata_id in ids)
+    for ln in plane.lines:
+        for e in ln.events:
+            out.extend(s for s in e.stats if s.metadata_id in ids)
+    return out
 
 
 def _stats_of(rng: random.Random, plane: pb.XPlane, names: set[str] | None = None) -> list[pb.XStat]:
@@ -403,8 +473,7 @@ def m_plane_stat(rng: random.Random, space: pb.XSpace) -> str:
     plane = _pick_plane(rng, space)
     if plane is None:
         return "plane stat: none"
-    name = rng.choice(["compute_cap_major", "compute_cap_minor", "core_count", "clock_rate", "memory_bandwidth",
-                       "memory_size", "profile_start_time", "profile_stop_time", "device_vendor", "hlo_proto"])
+    name = rng.choice(PLANE_STAT_NAMES)
     ids = [k for k, m in plane.stat_metadata.items() if m.name == name]
     sid = ids[0] if ids else _i64(max(list(plane.stat_metadata.keys()) + [0]) + 1)
     plane.stat_metadata[sid].id = sid
@@ -412,6 +481,39 @@ def m_plane_stat(rng: random.Random, space: pb.XSpace) -> str:
     s = plane.stats.add()
     s.metadata_id = sid
     return f"{plane.name!r}: plane stat {name} {_set_odd_value(rng, s, plane)[:80]}"
+
+
+def m_hostile_stat(rng: random.Random, space: pb.XSpace) -> str:
+    """One known stat (:data:`KNOWN_STATS`, mostly one the plane has) given a hostile value (:data:`HOSTILE_VALUES`:
+    non-finite, int64 extremes, past int64, negative, text for a number, a number for text) on all, some or one
+    of its values; a stat the plane lacks is added to some events or to the plane."""
+    known = set(KNOWN_STATS)
+    have = [(p, n) for p in space.planes for n in sorted({m.name for m in p.stat_metadata.values()} & known)]
+    if have and rng.random() < 0.85:  # each (plane, stat) alike: not mostly the stats of planes with many
+        plane, name = rng.choice(have)
+    else:
+        plane, name = _pick_plane(rng, space), rng.choice(KNOWN_STATS)
+    if plane is None:
+        return "hostile stat: none"
+    cls = rng.choice(HOSTILE_CLASSES)
+    field_, value = rng.choice(hostile_values_for(name, cls))
+    stats = stats_named(plane, name)
+    if not stats:  # add it: to the plane, or to some events of a line
+        sid = _i64(max(list(plane.stat_metadata.keys()) + [0]) + 1)
+        plane.stat_metadata[sid].id = sid
+        plane.stat_metadata[sid].name = name
+        lines = [ln for ln in plane.lines if ln.events]
+        if lines and rng.random() < 0.7:
+            for e in rng.choice(lines).events[: rng.choice([1, 10, 1000])]:
+                stats.append(e.stats.add(metadata_id=sid))
+        else:
+            stats.append(plane.stats.add(metadata_id=sid))
+    scope = rng.choice(["all", "all", "some", "one"])
+    chosen = stats if scope == "all" else [rng.choice(stats)] if scope == "one" else \
+        rng.sample(stats, max(1, len(stats) // 3))
+    for s in chosen:
+        set_stat(s, field_, value)
+    return f"{plane.name!r}: {name} = {field_} {value!r} ({cls}) on {scope} ({len(chosen)} of {len(stats)})"
 
 
 def m_shuffle(rng: random.Random, space: pb.XSpace) -> str:
@@ -605,6 +707,7 @@ STRUCT_MUTATORS: list[tuple[Mutator, int]] = [
     (m_extreme_time, 8), (m_num_occurrences, 2), (m_dangling, 5), (m_stat_value, 8), (m_plane_stat, 3),
     (m_shuffle, 5), (m_drop, 3), (m_dup_plane, 2), (m_dup_line, 3), (m_overlap_steps, 4), (m_empty_planes, 1),
     (m_huge_ids, 3), (m_meta_children, 2), (m_ids, 2), (m_space_strings, 1), (m_host_as_device, 3),
+    (m_hostile_stat, 10),
 ]
 
 

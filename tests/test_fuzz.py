@@ -51,3 +51,35 @@ def test_classifier_flags_bad_json_values():
                    "pct:.summary.breakdown_pct.input", "negative:.summary.step_time_ms.min", "nan-text"):
         assert needle in probs
     assert fuzzrun.json_problems({"metrics": {"idle_pct": 100.0, "gap_max_ms": 0.0}, "findings": []}) == []
+
+
+def test_generator_gives_every_known_stat_every_hostile_value_class():
+    """``m_hostile_stat`` (issue 54): non-finite doubles, int64 extremes, uint64 past int64, negative sizes and counts,
+    text where a number belongs and a number where text does, for every stat the fuzzer knows (every stat tfadvisor
+    reads among them); and the mutations really give them."""
+    from tfadvisor.model.values import EVENT_STATS, PLANE_STATS
+    from tfadvisor.proto import xplane_pb2 as pb
+
+    values = fuzzlib.HOSTILE_VALUES
+    assert set(fuzzlib.HOSTILE_CLASSES) == {"nonfinite", "int64_extreme", "past_int64", "negative", "text_for_number",
+                                            "number_for_text"}
+    assert {repr(v) for c, f, v in values if c == "nonfinite" and f == "double"} == {"inf", "-inf", "nan"}
+    assert any(f == "uint64" and v == 2**64 - 1 for _, f, v in values)
+    assert any(f == "int64" and v == -(2**63) for _, f, v in values) and any(v == 2**63 - 1 for _, _, v in values)
+    assert any(f == "str" and v == "inf" for _, f, v in values) and any(f == "str" and v == "abc" for _, f, v in values)
+    assert set(EVENT_STATS) | set(PLANE_STATS) <= set(fuzzlib.KNOWN_STATS)
+    for name in fuzzlib.KNOWN_STATS:
+        for cls in fuzzlib.HOSTILE_CLASSES:
+            got = fuzzlib.hostile_values_for(name, cls)
+            assert got and all(isinstance(f, str) for f, _ in got), (name, cls)
+    space0 = pb.XSpace.FromString(next((fuzzlib.SAMPLES / "tfdata_vectorizable_map_tuned").rglob("*.xplane.pb"))
+                                  .read_bytes())
+    seen_classes, seen_stats = set(), set()
+    for i in range(200):
+        space = pb.XSpace()
+        space.CopyFrom(space0)
+        step = fuzzlib.m_hostile_stat(fuzzlib.random.Random(f"hostile:{i}"), space)
+        seen_classes.update(c for c in fuzzlib.HOSTILE_CLASSES if f"({c})" in step)
+        seen_stats.update(n for n in fuzzlib.KNOWN_STATS if f": {n} = " in step)
+    assert seen_classes == set(fuzzlib.HOSTILE_CLASSES)
+    assert {"batch_size", "parallelism", "name", "_p", "tracing_count"} <= seen_stats

@@ -31,6 +31,7 @@ from tfadvisor.analyses.intervals import Measure, difference, union_of
 from tfadvisor.analyses.variation import held_steps
 from tfadvisor.model.table import Table, factorize, group_sum
 from tfadvisor.model.trace import Trace
+from tfadvisor.model.values import to_int64
 
 #: Eager ops that fetch the next batch: their time is input wait.
 #: Ops that fetch input or make an iterator (``iter(ds)``): the input pipeline's time (tfdata counts an
@@ -154,7 +155,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
             tc_min[i], tc_max[i] = c.min(), c.max()
     retraces = np.bincount(codes, weights=retrace, minlength=nf).astype(int)
     if not has_kind.any():  # no call kinds: count tracing_count growth
-        retraces = np.nan_to_num(tc_max - tc_min, nan=0.0).astype(int)
+        retraces = to_int64(tc_max - tc_min)
         res.notes.append("no tf_function_call stat: retraces counted as tracing_count growth over the window")
     order = np.argsort(-total_ms, kind="stable")
     res.tables["tf_functions"] = Table({
@@ -163,7 +164,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         "retraces": retraces, "tracing_count_min": tc_min, "tracing_count_max": tc_max, "total_ms": total_ms,
         "mean_ms": total_ms / calls}).take(order)
     res.add("tf_function_calls", int(rows.shape[0]))
-    res.add("retrace_count", int(retraces.sum()))
+    res.add("retrace_count", sum(retraces.tolist()))  # Python ints: a sum past int64 does not wrap
     res.add("retraced_functions", ",".join(str(functions[i]) for i in order if retraces[i] > 0))
     # time spent tracing (python-side graph building) as a share of the wall time
     if traced.any() and wall > 0:

@@ -27,6 +27,7 @@ from tfadvisor.analyses.placement import step_windows
 from tfadvisor.analyses.tf_dtypes import DTYPE_NAMES
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.model.values import as_number, to_int64
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,7 +97,7 @@ def _events_frame(found: list[tuple[int, Plane, np.ndarray]]) -> pd.DataFrame:
     has = idx.notna()
     if has.any():
         label = out.loc[has, "allocator_name"].where(out.loc[has, "allocator_name"] != "<unnamed>", "device")
-        out.loc[has, "allocator_name"] = label + ":" + idx[has].astype(np.int64).astype(str)
+        out.loc[has, "allocator_name"] = label + ":" + pd.Series(to_int64(idx[has]), index=label.index).astype(str)
     out = out.sort_values(["t", "plane", "row"], kind="stable").reset_index(drop=True)
     out["seq"] = np.arange(len(out))
     return out
@@ -170,8 +171,9 @@ def _capacity(row: pd.Series, trace: Trace, allocator: str) -> tuple[float | Non
     m = re.match(r"(?i)^gpu[_:]?(\d+)", allocator)
     if m:
         for p in trace.device_planes:
-            if p.name == f"/device:GPU:{m.group(1)}" and p.stats.get("memory_size"):
-                return float(p.stats["memory_size"]), f"{p.name} memory_size"
+            size = as_number(p.stats.get("memory_size"), lo=0) if p.name == f"/device:GPU:{m.group(1)}" else None
+            if size:
+                return size, f"{p.name} memory_size"
     return None, ""
 
 

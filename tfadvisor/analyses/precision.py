@@ -20,7 +20,6 @@ casting its variables to the compute dtype: ``<layer>/Cast/Cast:Cast``).
 from __future__ import annotations
 
 import functools
-import math
 import re
 from typing import TYPE_CHECKING
 
@@ -43,6 +42,7 @@ from tfadvisor.analyses.placement import (
 from tfadvisor.analyses.tf_dtypes import DTYPE_CLASS, DTYPE_NAMES
 from tfadvisor.model.table import Table, group_sum
 from tfadvisor.model.trace import Trace
+from tfadvisor.model.values import as_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -195,13 +195,7 @@ def op_dtypes(trace: Trace, ctx: Context | None = None, memory: pd.DataFrame | N
 
 def _finite_int(v) -> int | None:
     """An int from a stat value of any type, or None (NaN, inf, text, out of range)."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if not math.isfinite(f) or abs(f) > 1e6:
-        return None
-    return int(f)
+    return as_int(v, -10**6, 10**6)
 
 
 def device_vendor(trace: Trace) -> str:

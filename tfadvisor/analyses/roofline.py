@@ -27,6 +27,7 @@ from tfadvisor.analyses.opcost import category
 from tfadvisor.analyses.placement import device_op_rows
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.model.values import as_number
 
 #: Ops listed per device.
 TOP = 10
@@ -58,12 +59,8 @@ METRICS = [n for n in DECLARED.names()]
 def _peaks(p: Plane) -> tuple[float | None, float | None]:
     """(peak FLOP/s, peak bytes/s) of a device plane, None where its stats do not say."""
     def num(name: str) -> float | None:
-        v = p.stats.get(name)
-        try:
-            v = float(v)
-        except (TypeError, ValueError):
-            return None
-        return v if np.isfinite(v) and v > 0 else None
+        v = as_number(p.stats.get(name))
+        return v if v is not None and v > 0 else None
 
     flops = num("peak_teraflops_per_second")
     bw = num("peak_hbm_bw_gigabytes_per_second")

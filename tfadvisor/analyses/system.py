@@ -25,6 +25,7 @@ import numpy as np
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
+from tfadvisor.model.values import as_number
 from tfadvisor.system_samples import Samples, SamplesError, find_samples, load_samples
 
 IDLE_CORE_PCT = 20.0  # a core busy less than this on average counts as idle
@@ -141,9 +142,9 @@ def _load(trace: Trace, res: AnalysisResult) -> Samples | None:
 def _profile_start_s(trace: Trace, samples: Samples) -> float | None:
     for p in trace.planes:
         if p.name == "Task Environment":
-            v = p.stats.get("profile_start_time")
-            if isinstance(v, (int, float)) and v > 1e18:
-                return float(v) / 1e9
+            v = as_number(p.stats.get("profile_start_time"))
+            if v is not None and v > 1e18:
+                return v / 1e9
     v = samples.meta.get("profile_start_unix_s")
     return float(v) if isinstance(v, (int, float)) else None
 

@@ -49,6 +49,7 @@ from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Contex
 from tfadvisor.analyses.intervals import line_rows, step_of, union
 from tfadvisor.model.table import Table, factorize, group_last, group_sum, to_float
 from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.model.values import to_int64
 
 EXPENSIVE_MAP_US = 50.0
 #: A map cheaper than this per element spends much of its time in per-element overhead.
@@ -278,7 +279,7 @@ def _stage_table(p: Plane, rows: np.ndarray, tfd_lines: np.ndarray) -> tuple[Tab
     table = Table({"stage": [c.split("::")[-1] for c in chains], "iterator": chains, "kind": kinds,
                    "calls": calls.astype(np.int64), "total_ms": total / PS_PER_MS,
                    "mean_us": total / np.maximum(calls, 1) / PS_PER_US, "self_ms": work / PS_PER_MS,
-                   "elements": elements.astype(np.int64),
+                   "elements": to_int64(elements),
                    "element_us": work / np.maximum(elements, 1) / PS_PER_US,
                    "wait_ms": wait / PS_PER_MS, "async": is_async, "function_runs": fn_runs.astype(np.int64)})
     for sn in ("parallelism", "autotune", "buffered_elements", "batch_size", "name"):
@@ -322,7 +323,7 @@ def _last_stat(col, rows: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
     has = pos >= 0
     if has.any():
         v = to_float(col.strings_at(col.rows[pos[has]]))
-        ok = ~np.isnan(v)  # the last value that is a number
+        ok = np.isfinite(v)  # the last value that is a number
         last = group_last(codes[has][ok], n)
         out[last >= 0] = v[ok][last[last >= 0]]
     return out

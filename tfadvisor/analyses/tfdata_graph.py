@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-import numpy as np
+from tfadvisor.model.values import as_int, as_number
 
 _OP_RE = re.compile(r"([A-Za-z]+Dataset(?:V\d)?):(\d+)")
 #: tf.data's epoch index in an iterator's name (``ForeverRepeat[2]``): dropped to compare stages
@@ -86,12 +86,10 @@ def _ops(name: str) -> list[tuple[str, int]]:
 
 
 def _value(v) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return ""
-    try:
-        return str(int(float(v)))
-    except (TypeError, ValueError):
-        return ""
+    """A stage's count (a batch size) as the program would write it; "" where the value is none (absent, NaN,
+    inf, past int64, negative, not a number)."""
+    n = as_int(v, lo=0)
+    return "" if n is None else str(n)
 
 
 def defaults_on(table) -> bool:
@@ -119,10 +117,8 @@ def _stage_calls(table, i: int, depth: int, random_bodies: bool, defaults: bool 
             ops = [("BatchDatasetV2", -1), ("MapDataset", -1)]
         elif kind in _KIND_OPS:
             ops = [(_KIND_OPS[kind], -1)]
-    try:
-        par = float(table["parallelism"][i]) if "parallelism" in table else float("nan")
-    except (TypeError, ValueError):
-        par = float("nan")
+    par = as_number(table["parallelism"][i]) if "parallelism" in table else None
+    par = float("nan") if par is None else par
     batch = _value(table["batch_size"][i]) if "batch_size" in table else ""
     out = []
     for op, k in ops:

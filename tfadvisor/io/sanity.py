@@ -16,20 +16,24 @@ capture, events days before their line starts, starts that do not fit in int64 p
 * an event ending well after the window (a tenth of its length, at least 10 ms; one length, at
   least 1 s, for an estimated window) is clipped to end there.
 
+Stat values out of range for their stat (``inf`` for a batch size, a negative byte count, text
+where a number belongs) are dropped with a note too (:mod:`tfadvisor.io.statcheck`).
+
 Sane profiles are untouched: their events lie in the window, with the few milliseconds of
 slack real writers show (JAX events end ~1 ms after ``profile_stop_time``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import numpy as np
 
 import tfadvisor._native as _native
 import tfadvisor.io.wire as wire
+from tfadvisor.io.statcheck import check_stats
 from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.model.values import as_int
 
 PS_PER_NS = 1000
 PS_PER_MS = 10**9
@@ -48,10 +52,12 @@ _I64_MAX = int(np.iinfo(np.int64).max)
 
 
 def sanitize(trace: Trace) -> None:
-    """Fix the impossible event times of every host of ``trace`` in place; notes go to
-    ``trace.load_notes[host]``."""
+    """Fix the impossible event times of every host of ``trace`` in place, and drop the stat values out of
+    range (:func:`tfadvisor.io.statcheck.check_stats`); notes go to ``trace.load_notes[host]``."""
     for host in trace.hosts:
-        notes = sanitize_planes([p for p in trace.planes if p.host == host])
+        planes = [p for p in trace.planes if p.host == host]
+        checked = check_stats(planes)  # first: the window below reads plane stats
+        notes = sanitize_planes(planes) + checked
         if notes:
             trace.load_notes.setdefault(host, []).extend(notes)
 
@@ -152,11 +158,7 @@ def _task_window(planes: Iterable[Plane]) -> tuple[int, int] | None:
 
 
 def _int(v: object) -> int | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return int(v)
+    return as_int(v) if isinstance(v, (int, float)) else None
 
 
 def _lines_inside(busy: list[Plane], window: tuple[int, int]) -> bool:
