@@ -332,7 +332,9 @@ CASES = [
     ("variable_work_per_step", {**STEP, **WORK, "input_pct": 60.0}, None),
     ("step_outliers", {**STEP, "step_outliers_count": 2, "step_outlier_max_ratio": 3.0, **WORK}, None),
     ("phase_cache_fill", {**STEP, **TFDATA, "capture_phase": "cache_fill", "complete_steps": 12,
-                          "tfdata_cost_ms_per_step": 8.9, "tfdata_cost_pct": 84.0, "input_pct": 55.0}, "warning"),
+                          "tfdata_cost_ms_per_step": 8.9, "tfdata_cost_pct": 84.0, "input_pct": 55.0}, "critical"),
+    ("phase_cache_fill", {**STEP, **TFDATA, "capture_phase": "cache_fill", "complete_steps": 12,
+                          "tfdata_cost_ms_per_step": 1.5, "tfdata_cost_pct": 12.0, "input_pct": 10.0}, "warning"),
     ("phase_cache_fill", {**STEP, **TFDATA, "capture_phase": None, "complete_steps": 12,
                           "tfdata_cost_ms_per_step": 8.9, "tfdata_cost_pct": 84.0}, None),
     # in the cache's first pass the pipeline's advice holds, with a caveat (folded into phase_cache_fill's finding)

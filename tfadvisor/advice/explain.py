@@ -80,10 +80,12 @@ def explain(hits: list[tuple[Any, int]], rules: Mapping[str, Rule],
         for f, _ in rest:
             if rules[f.rule].generic:
                 continue
-            win.also.append({"rule": f.rule, "title": f.title, "message": f.message, "impact_pct": f.impact_pct,
-                             "evidence": dict(f.evidence), "fix": f.fix})
+            win.also.append({"rule": f.rule, "severity": f.severity, "title": f.title, "message": f.message,
+                             "impact_pct": f.impact_pct, "evidence": dict(f.evidence), "fix": f.fix})
             if SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(win.severity, 0):
                 win.severity = f.severity
+            for attr in ("marks", "plots", "lanes"):  # what the folded explanations point at, the finding shows
+                setattr(win, attr, list(dict.fromkeys(getattr(win, attr) + getattr(f, attr))))
         if win.impact_pct is None:  # what is at stake: the part's cost as the folded explanations measured it
             win.impact_pct = max((a["impact_pct"] for a in win.also if a["impact_pct"] is not None), default=None)
         win.node_pct = _number(metrics.get(f"attr_{part}_pct"))

@@ -18,7 +18,17 @@ README_HEAD = """# tfadvisor rules
 
 Each `*.toml` file here holds rules, one `[[rule]]` table each. tfadvisor evaluates them over
 the metrics the analyses produce (`tfadvisor/analyses/README.md` lists every name) and prints
-the findings, most severe first, then by impact. Files load in name order; the number prefix
+the findings, most severe first, then by impact.
+
+The cost tree proposes, the rules explain (`tfadvisor/advice/explain.py`): the attribution splits the
+run's wall time into parts (`attr_<part>_pct`); a rule names the part it explains (`explains =
+"part.input.tfdata.cause"`: the part, then causes within it, more specific the deeper), and the
+findings that explain one part are one finding: the most specific of the most severe leads, the others
+are folded into it as `also`, each with its fix. `90_cost.toml` holds the `generic` explanation of
+every part, which fires on a part of at least 10 % of the wall time and is dropped when a specific
+rule explains it: a large cost is never silent. Conditions that make a verdict uncertain (a window that
+is not steady state, a tf.data cache being written, a competing load) are caveats on the findings they
+touch, never conditions of a rule. Files load in name order; the number prefix
 only sets the order of `tfadvisor rules` and breaks ties between findings of equal impact.
 
 `tfadvisor rules` lists the rules; `tfadvisor rules explain ID` prints one in full. Add your own
@@ -47,6 +57,7 @@ marks = ["input_wait"]                # what its findings mark in the trace (bel
 scope = "run"                         # whose spans: run | none | host:<metric>
 plots = ["steps", "tfdata"]           # the report's plots that show its evidence (below)
 lanes = ["input wait", "tf.data workers"]  # the timeline lanes its findings light up (below)
+explains = "part.input"               # the part of the wall time it explains (optional; above)
 
 [[rule.case]]                         # optional; the first case whose `when` holds
 when = "input_pct >= 20"              # overrides severity, title, message, impact,
@@ -59,6 +70,12 @@ names, unknown marks, plots or lanes and bad expressions are errors when the fil
 
 `marks` says what a finding of the rule marks in the trace (`tfadvisor export`, the HTML timeline):
 {MARKS}
+
+`explains` is `part.<part>` with `<part>` a part of the attribution (`collective`, `matrix`,
+`data_movement`, `optimizer`, `gather_scatter`, `custom_call`, `elementwise`, `input`, `between_steps`,
+`runtime`, `host_ops`, `python`, `idle`, `outside_steps`) or `{metric}` naming one
+(`part.{op_top_category}.compute`), then any causes (`.tfdata.cause`); `generic = true` marks the
+explanation of a part that holds when no other does.
 
 `scope` says whose spans: `run` (every host's, the default), `none` (no profiled host's: a missing
 host) or `host:<metric>` (the host that metric names, e.g. `host:straggler_host`).

@@ -211,7 +211,8 @@ def _parts(mb: Any, ma: Any) -> list[dict]:
 
 
 def diff_results(before: Any, after: Any) -> dict:
-    """The two results side by side: figures with changes, the verdict, findings fixed/new/remaining."""
+    """The two results side by side: figures with changes, the verdict, findings fixed/new/remaining (every rule
+    that fired: a finding's own, and those folded into it as ``also``)."""
     mb = getattr(before, "metrics", None) or {}
     ma = getattr(after, "metrics", None) or {}
     figures = []
@@ -262,8 +263,7 @@ def diff_results(before: Any, after: Any) -> dict:
                  "alone")
     step["text"] = text
 
-    fb = {finding_rule(f): f for f in getattr(before, "findings", None) or []}
-    fa = {finding_rule(f): f for f in getattr(after, "findings", None) or []}
+    fb, fa = _fired(before), _fired(after)
 
     def brief(f: Any) -> dict:
         return dict(rule=finding_rule(f), severity=get(f, "severity"), title=get(f, "title"),
@@ -426,3 +426,14 @@ def render_text(d: dict, console: Any = None) -> None:
             con.print(line)
 
 
+
+
+def _fired(result: Any) -> dict[str, Any]:
+    """Every rule that fired, by id: each finding, and the explanations folded into it (``also``, same keys)."""
+    out: dict[str, Any] = {}
+    for f in getattr(result, "findings", None) or []:
+        out.setdefault(finding_rule(f), f)
+        for a in get(f, "also", None) or []:
+            if isinstance(a, dict):
+                out.setdefault(str(a.get("rule", "")), a)
+    return out
