@@ -67,7 +67,8 @@ def row(problem: str, twin: str) -> dict:
     shown = f.impact_pct if f is not None else None
     measured = float(exp["truth"]["planted_cost_pct"])
     pair = json.loads((SAMPLES / problem / "measured.json").read_text())["pair"]
-    assert pair["twin"] == twin and pair["planted_cost_pct"] == pytest.approx(measured, abs=0.05), pair  # both written to 0.1 (rounding: 0.05)
+    # both written to 0.1 (rounding: 0.05)
+    assert pair["twin"] == twin and pair["planted_cost_pct"] == pytest.approx(measured, abs=0.05), pair
     tf, _ = carrier(findings(twin), rule)
     return {"problem": problem, "rule": rule, "lead": f.rule if f is not None else "-",
             "folded_pct": folded.get("impact_pct") if folded else None,

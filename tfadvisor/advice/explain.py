@@ -89,6 +89,10 @@ def explain(hits: list[tuple[Any, int]], rules: Mapping[str, Rule],
         if win.impact_pct is None:  # what is at stake: the part's cost as the folded explanations measured it
             win.impact_pct = max((a["impact_pct"] for a in win.also if a["impact_pct"] is not None), default=None)
         win.node_pct = _number(metrics.get(f"attr_{part}_pct"))
+        for name in (f"attr_{part}_pct", f"attr_{part}_ms", f"comp_{part}_top"):  # the part, in the program's words
+            v = metrics.get(name)
+            if v is not None and v == v and name not in win.evidence:
+                win.evidence[name] = v
         out.append((win, pos))
     for c in CAVEATS:
         if not c.holds(metrics):

@@ -34,6 +34,7 @@ ORDER = (
     "placement",
     "opcost",  # op time by type and category (matrix, elementwise, optimizer, ...)
     "attribution",  # the window and each step split into parts summing to 100 %, per device too
+    "components",  # the compute parts by part of the program (layers, optimizer, loss, metrics), from name scopes
     "roofline",  # per device and op: FLOP/s and bytes/s against the peaks (where the trace has counts)
     "precision",
     "memory",

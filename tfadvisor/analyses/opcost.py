@@ -191,7 +191,18 @@ def _host_parts(trace: Trace, ctx: Context) -> tuple[list[str], np.ndarray, np.n
     return names, np.concatenate(dur), np.concatenate(cnt)
 
 
-def _op_type_of(name: str, source: str) -> str:
+def op_parts(trace: Trace, ctx: Context) -> tuple[str, list[str], np.ndarray, np.ndarray]:
+    """(source, op names, summed durations ps, counts): the device's op lines (``device``), else its kernels
+    (``kernels``), else the TF ops on the host (``host``)."""
+    for source, parts in (("device", lambda: _device_parts(trace)), ("kernels", lambda: _kernel_parts(trace, ctx)),
+                          ("host", lambda: _host_parts(trace, ctx))):
+        names, dur, cnt = parts()
+        if names:
+            return source, names, dur, cnt
+    return "host", [], np.empty(0), np.empty(0, np.int64)
+
+
+def op_type_of(name: str, source: str) -> str:
     """The op type of an op event: a TF op's ``Type`` (``scope/name:Type``), an XLA op's instruction name
     (``%copy-start.2 = (...) copy-start(...)`` or ``fusion.12``)."""
     if name.startswith("%"):  # HLO text: the instruction's name, which XLA derives from its opcode
@@ -219,21 +230,14 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                     if not trace.device_planes else "")
     else:
         res.add("cpu_fast_bf16", fast)
-    source = "device"
-    names, dur, cnt = _device_parts(trace)
-    if not names:
-        source = "kernels"
-        names, dur, cnt = _kernel_parts(trace, ctx)
-    if not names:
-        source = "host"
-        names, dur, cnt = _host_parts(trace, ctx)
+    source, names, dur, cnt = op_parts(trace, ctx)
     metrics = [f"op_{c}_pct" for c in CATEGORIES] + ["op_time_ms", "op_top_category", "op_top_category_pct",
                                                       "op_top_ops", "op_source"]
     total = float(dur.sum()) if len(names) else 0.0
     if total <= 0:
         res.missing(metrics, "no op events with a duration (no TF ops on the host, no op lines on a device)")
         return res
-    types = [_op_type_of(n, source) for n in names]
+    types = [op_type_of(n, source) for n in names]
     keep = [i for i, t in enumerate(types) if not INPUT_OPS.match(display_type(t))]
     total = float(dur[keep].sum()) if keep else 0.0
     if total <= 0:

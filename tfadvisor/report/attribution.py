@@ -167,4 +167,27 @@ def items_text(p: dict[str, Any]) -> str:
     return ", ".join(f"{i['item']} {i['pct']:.0f} %" for i in p["items"])
 
 
-__all__ = ["ITEMS", "LABELS", "MIN_PCT", "attribution", "basis_text", "items_text"]
+#: Parts of the program listed by the reports (the ``components`` table has them all).
+PROGRAM_PARTS = 8
+
+
+def program_parts(result: Any, limit: int = PROGRAM_PARTS) -> dict[str, Any] | None:
+    """Where the compute time goes by part of the program (the ``components`` analysis): rows of ``label``, ``pct``
+    (of the wall time, as "Where the time goes"), ``ms_per_step`` (per step, or in the window without steps) and
+    ``types``, the largest first; ``more``: rows left out.
+    None when the trace names no part of a program (no TF ops with scopes)."""
+    rows = _rows(getattr(result, "tables", None) or {}, "components")
+    if not rows:
+        return None
+    out = []
+    for r in rows[:limit]:
+        name, kind, role = str(r["component"]), str(r["kind"]), str(r["role"])
+        text = "the step's own ops (no scope)" if kind == "step" and name == "(no scope)" else f"{kind} {name}"
+        ms = r.get("ms_per_step")
+        out.append({"label": text + (" (gradient)" if role == "gradient" else ""), "pct": float(r["pct"]),
+                    "ms_per_step": float(ms) if isinstance(ms, (int, float)) and ms == ms else None,
+                    "types": str(r.get("types") or "")})
+    return {"rows": out, "more": max(0, len(rows) - limit)}
+
+
+__all__ = ["ITEMS", "LABELS", "MIN_PCT", "PROGRAM_PARTS", "attribution", "basis_text", "items_text", "program_parts"]

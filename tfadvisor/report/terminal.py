@@ -284,6 +284,23 @@ def _attribution(console: Console, result: Any) -> None:
              style="dim")
 
 
+def _program_parts(console: Console, result: Any) -> None:
+    """Where the op time goes, by part of the program (layers, optimizer, loss, metrics: the ops' name scopes)."""
+    from tfadvisor.report.attribution import program_parts
+
+    pp = program_parts(result)
+    if pp is None:
+        return
+    console.print()
+    console.print(Text.assemble(("By part of your program", "bold underline"),
+                                ", the compute parts above by the ops' name scopes"))
+    for r in pp["rows"]:
+        ms = f", {fmt_num(r['ms_per_step'], 3)} ms" if r["ms_per_step"] is not None else ""
+        _out(console, f"{r['label']} {fmt_num(r['pct'], 2)} %{ms}: {r['types']}", 2, hang=4)
+    if pp["more"]:
+        _out(console, f"(+{pp['more']} more: --format json --tables, table components)", 2, style="dim")
+
+
 def _system(console: Console, result: Any) -> None:
     """System utilisation and start-up (tfadvisor/report/system.py), when the capture sampled them."""
     from tfadvisor.report import system
@@ -309,6 +326,7 @@ def print_result(result: Any, console: Console | None = None, brief: bool = Fals
     _system(console, result)
     if not brief:
         _attribution(console, result)
+        _program_parts(console, result)
     glance = not brief and not full and summarised(result)
     brief = brief or glance
     findings = list(getattr(result, "findings", None) or [])

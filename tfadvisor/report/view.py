@@ -327,6 +327,19 @@ class View:
         return finding_caveats(self._findings)
 
     @cached_property
+    def program_parts(self) -> dict | None:
+        """Where the op time goes by part of the program (tfadvisor/report/attribution.py), figures as text."""
+        from tfadvisor.report.attribution import program_parts
+
+        pp = program_parts(self.result)
+        if pp is None:
+            return None
+        for r in pp["rows"]:
+            r["pct_text"] = fmt_num(r["pct"], 2)
+            r["ms_text"] = fmt_num(r["ms_per_step"], 3) if r["ms_per_step"] is not None else ""
+        return pp
+
+    @cached_property
     def attribution(self) -> dict | None:
         """Where the time goes (tfadvisor/report/attribution.py), with its basis in words."""
         from tfadvisor.report.attribution import LABELS, attribution, basis_text, items_text, unlike_hosts

@@ -1,0 +1,85 @@
+"""Where the time goes by part of the program (tfadvisor.analyses.components): TF ops joined to the layers, the
+optimizer, the loss and the metrics by their name scopes, the attribution's compute parts shared out among them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import SAMPLES
+
+import tfadvisor
+from tfadvisor.analyses.attribution import OP_CATEGORIES
+from tfadvisor.analyses.components import component
+from tfadvisor.proto import xplane_pb2
+
+
+@pytest.mark.parametrize("name, op_type, want", [
+    ("StatefulPartitionedCall/functional_1/dense_1/MatMul", "MatMul", ("functional_1/dense_1", "layer", "forward")),
+    ("StatefulPartitionedCall/gradient_tape/functional_1/dense_1_2/MatMul/MatMul_1", "MatMul",
+     ("functional_1/dense_1_2", "layer", "gradient")),
+    ("StatefulPartitionedCall/adam/Sub_2", "Sub", ("adam", "optimizer", "update")),
+    ("Adam/update_embedding_embeddings/ResourceApplyAdam", "ResourceApplyAdam",
+     ("Adam on embedding_embeddings", "optimizer", "update")),
+    ("StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/Sum", "Sum",
+     ("compile_loss", "loss", "forward")),
+    ("StatefulPartitionedCall/compile_metrics/auc/Cumsum", "Cumsum", ("compile_metrics", "metric", "forward")),
+    ("replica_4/bert_span_labeler/bert_encoder_1/transformer/layer_5/dropout_1/Mul", "Mul",
+     ("bert_span_labeler/bert_encoder_1/transformer", "layer", "forward")),
+    ("StatefulPartitionedCall/AssignAddVariableOp", "AssignAddVariableOp", ("(no scope)", "step", "forward")),
+    ("StatefulPartitionedCall/_0/adam/Mul", "Mul", ("adam", "optimizer", "update")),
+])
+def test_a_name_scope_names_its_part_of_the_program(name, op_type, want):
+    assert component(name, op_type) == want
+
+
+def test_the_compute_parts_are_shared_out_among_the_parts_of_the_program():
+    """The components' shares of the wall time add up to the attribution's op-category parts; a Keras fit's MLP
+    spends its matrix time in its dense layers' forward and gradient ops, its optimizer updates in adam."""
+    res = tfadvisor.analyze(SAMPLES / "ops_fit_fp32")
+    t = res.tables["components"]
+    m = res.metrics
+    compute = sum(m[f"attr_{c}_pct"] for c in OP_CATEGORIES)
+    assert float(t["pct"].sum()) == pytest.approx(compute, rel=1e-9)
+    assert m["comp_top"] == "layer functional_1/dense_1_2 (gradient)"
+    assert m["comp_optimizer_top"].startswith("optimizer adam 100 %")
+    assert m["comp_matrix_top"].split(",")[0].startswith("layer functional_1/dense_1_2 (gradient)")
+
+
+def test_the_op_time_of_a_part_is_its_ops_in_the_protobuf():
+    """Counted from the protobuf outside the tool: the summed durations of the host's TF ops (``scope:Type``)
+    under the optimizer's scope (``adam/``) and under the first dense layer's gradient, against the tool's."""
+    res = tfadvisor.analyze(SAMPLES / "ops_fit_fp32")
+    t = res.tables["components"].set_index(["component", "role"])
+    xs = xplane_pb2.XSpace()
+    xs.ParseFromString(next((SAMPLES / "ops_fit_fp32").rglob("*.xplane.pb")).read_bytes())
+    adam = grad = 0
+    for plane in xs.planes:
+        if not plane.name.startswith("/host:"):
+            continue
+        meta = {k: v.name for k, v in plane.event_metadata.items()}
+        for line in plane.lines:
+            for ev in line.events:
+                name = meta.get(ev.metadata_id, "")
+                if ":" not in name or "/" not in name.split(":")[0]:
+                    continue
+                scopes = name.split(":")[0].split("/")
+                if scopes[:2] == ["StatefulPartitionedCall", "adam"]:
+                    adam += ev.duration_ps
+                if scopes[:4] == ["StatefulPartitionedCall", "gradient_tape", "functional_1", "dense_1_2"]:
+                    grad += ev.duration_ps
+    assert adam > 0 and grad > 0
+    assert t.loc[("adam", "update"), "op_ms"] == pytest.approx(adam / 1e9, rel=1e-9)
+    assert t.loc[("functional_1/dense_1_2", "gradient"), "op_ms"] == pytest.approx(grad / 1e9, rel=1e-9)
+
+
+def test_a_jax_program_has_no_tf_scopes():
+    res = tfadvisor.analyze(SAMPLES / "real_jax_rocm_mi300_gemm")
+    assert res.metrics.get("comp_top") is None and "components" not in res.tables
+
+
+def test_every_generic_compute_finding_names_the_program_where_it_can():
+    res = tfadvisor.analyze(SAMPLES / "ops_fit_fp32")
+    f = next(f for f in res.findings if f.rule == "cost_matrix" or f.node == "matrix")
+    text = f.message + " ".join(str(v) for v in f.evidence.values())
+    assert "functional_1/dense_1_2" in text and not math.isnan(res.metrics["attr_matrix_pct"])
