@@ -125,17 +125,22 @@ def problem(v: object, expect: Expect) -> str | None:
     return None
 
 
-def as_number(v: object, lo: float | None = None, hi: float = INT64_MAX) -> float | None:
-    """``v`` (a number of any type, or text that spells one) as a finite float within ``lo``..``hi``; None
-    otherwise (NaN, inf, out of range, not a number, a bool). Never raises."""
+def _scalar(v: object) -> object:
+    """``v`` with text (or bytes) that spells a number read as that number; None for None, a bool, or text that
+    spells none."""
     if v is None or isinstance(v, bool):
         return None
     if isinstance(v, (bytes, bytearray)):
         v = bytes(v).decode("utf-8", "replace")
-    if isinstance(v, str):
-        v = _parse(v)
-        if v is None:
-            return None
+    return _parse(v) if isinstance(v, str) else v
+
+
+def as_number(v: object, lo: float | None = None, hi: float = INT64_MAX) -> float | None:
+    """``v`` (a number of any type, or text that spells one) as a finite float within ``lo``..``hi``; None
+    otherwise (NaN, inf, out of range, not a number, a bool). Never raises."""
+    v = _scalar(v)
+    if v is None:
+        return None
     try:
         f = float(v)  # a Python int past float's range raises OverflowError
     except (TypeError, ValueError, OverflowError):
@@ -148,14 +153,9 @@ def as_number(v: object, lo: float | None = None, hi: float = INT64_MAX) -> floa
 def as_int(v: object, lo: int | None = None, hi: int = INT64_MAX) -> int | None:
     """``v`` as an int (a float truncated toward zero) within ``lo``..``hi`` (int64's range by default); None
     where it is not a finite number, lies outside, or is not a number at all. Never raises."""
-    if v is None or isinstance(v, bool):
+    v = _scalar(v)
+    if v is None:
         return None
-    if isinstance(v, (bytes, bytearray)):
-        v = bytes(v).decode("utf-8", "replace")
-    if isinstance(v, str):
-        v = _parse(v)
-        if v is None:
-            return None
     if hasattr(v, "dtype") and v.dtype.kind in "iu":  # numpy integers: exact
         v = int(v)
     if isinstance(v, int):
