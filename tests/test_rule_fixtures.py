@@ -89,6 +89,9 @@ CASES = [
     # ---- tfdata_sequential_map: warning/critical when it is the named cause, info otherwise
     ("tfdata_sequential_map", {**TFDATA, **SEQ, "input_pct": 5.0}, "warning"),
     ("tfdata_sequential_map", {**TFDATA, **SEQ, "input_pct": 20.0}, "critical"),
+    # a CPU measured saturated: more map threads would compete with the step (system_preprocessing_bound says it)
+    ("tfdata_sequential_map", {**TFDATA, **SEQ, "input_pct": 20.0, "system_cpu_util_pct": 95.0}, None),
+    ("tfdata_sequential_map", {**TFDATA, **SEQ, "input_pct": 20.0, "system_cpu_util_pct": 40.0}, "critical"),
     ("tfdata_sequential_map", {**TFDATA, **SEQ, "input_pct": 4.0}, "info"),
     ("tfdata_sequential_map", {**TFDATA, **SEQ, "input_pct": 60.0, "tfdata_cause": "recompute"}, "info"),
     ("tfdata_sequential_map", {**TFDATA, "input_pct": 60.0}, None),
