@@ -72,12 +72,15 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
     res = AnalysisResult("roofline")
     rows_out: list[dict] = []
     first: tuple[float | None, float | None] | None = None
+    both: tuple[float, float] | None = None  # the first plane's peaks where it states both (its ops' ridge)
     op_ps_total = 0.0
     counted_ps = 0.0
     for p in trace.device_planes:
         peak_f, peak_b = _peaks(p)
         if first is None and (peak_f or peak_b):
             first = (peak_f, peak_b)
+        if both is None and peak_f and peak_b:
+            both = (peak_f, peak_b)
         rows = device_op_rows(p)
         if rows.size:  # an async op's start only issues it: its bytes move until its done
             start = np.array([str(n).split(" ", 1)[0].rstrip("0123456789.").endswith("-start")
@@ -125,7 +128,8 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
                     "the ops carry no FLOP and byte counts (GPU kernels never do; XLA's cost analysis is on TPU "
                     "traces' XLA Ops)")
         return res
-    res.add("roofline_ridge", peak_f / peak_b)
+    assert both is not None  # rows come only from planes that state both peaks
+    res.add("roofline_ridge", both[0] / both[1])
     res.add("roofline_covered_pct", 100.0 * counted_ps / op_ps_total if op_ps_total else None)
     top = max(rows_out, key=lambda r: r["time_ms"])
     res.add("roofline_top_op", top["op"])
