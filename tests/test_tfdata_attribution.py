@@ -67,7 +67,10 @@ def test_per_element_cost_matches_map_alone(heavy_three):
     # the capture whose ratio is the median of the three
     res, info = heavy_three[sorted(range(3), key=ratios.__getitem__)[1]]
     got = res.metrics["tfdata_map_element_us"]
-    alone = info["map_alone_profiled_us"]
+    # the reference: the fastest of the three alone-timings. Noise on a shared 2-core machine only adds time (the
+    # timeit rule: the minimum is the estimate); one capture's alone-timing read 305 and 308 us against the
+    # 104-182 us of the others (two CI runs, 2026-12-01), the trace's figure in range both times (90 us)
+    alone = min(i["map_alone_profiled_us"] for _, i in heavy_three)
     # The trace holds the function bodies and the stage's own events, not tf.data's per-element hand-offs
     # between its threads. The reference is the map timed alone with the profiler recording, as it was for the
     # trace: timed without it, the trace read 1.15-1.67x the map alone (2026-11-28, four captures; a CI run's
