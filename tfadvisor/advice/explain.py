@@ -10,82 +10,66 @@ name stays info, beneath the input wait itself); then the deepest ``explains``, 
 order. The others fold into it as ``also`` (two fixes for one cost are one finding), a generic one is dropped,
 and the winner takes the highest severity among them.
 
-Conditions that make a verdict uncertain (:data:`CAVEATS`: a window that is not steady state, a tf.data cache
-still being written, a competing load) never remove a finding: each is a caveat on the findings it touches.
+Conditions that make a verdict uncertain (:data:`tfadvisor.advice.caveats.CAVEATS`: a window that is not steady
+state, a tf.data cache still being written, a competing load) never remove a finding: each is a caveat on the
+findings it touches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from tfadvisor.advice.expr import Expr, Template
+from tfadvisor.advice.caveats import CAVEATS
 from tfadvisor.advice.rules import SEVERITY_RANK, Rule
 
 #: A part of at least this share of the wall time is a node that gets a finding (the generic rules' threshold).
 NODE_MIN_PCT = 10.0
 
 
-@dataclass(frozen=True)
-class Caveat:
-    """A condition of the capture that makes findings uncertain: when it holds (``when``), ``text`` is said on
-    the findings of the parts in ``parts`` (every finding when empty) but those of the rules that report the
-    condition itself (``own``)."""
-
-    id: str
-    label: str  # a few words, for each finding it touches
-    when: str
-    text: str  # the whole condition, said once at the top of a report
-    parts: tuple[str, ...] = ()
-    own: tuple[str, ...] = ()
-
-    def holds(self, metrics: Mapping[str, Any]) -> bool:
-        return Expr(self.when).test(metrics)
-
-    def render(self, metrics: Mapping[str, Any]) -> str:
-        return Template(self.text).render(metrics)
-
-
-CAVEATS = (
-    Caveat("not_steady", "window not steady state", "capture_steady_state == false",
-           "the window is not steady-state training ({capture_issues}): its figures may not hold for the rest of "
-           "the run", own=("capture_not_steady_state", "capture_no_steps", "phase_cache_fill")),
-    Caveat("cache_fill", "tf.data cache being written", "capture_phase == 'cache_fill'",
-           "a tf.data cache is still being written in this window: the input pipeline's cost here is the first "
-           "pass's, later passes read the cache", parts=("input",), own=("phase_cache_fill",)),
-    Caveat("competing_load", "competing load", "system_other_cpu_pct >= 20",
-           "other processes used {system_other_cpu_pct:.0f} % of the CPU during the capture: times may be "
-           "inflated by them", own=("system_competing_load",)),
-)
+def node_of(rule: Rule, metrics: Mapping[str, Any]) -> tuple[str, str]:
+    """(part, component kind) a rule explains: ``part.{comp_metric_part}.component.metric`` -> (``elementwise``,
+    ``metric``); a rule that explains no part of the program ``(part, "")``."""
+    rest = rule.explains.split(".")[2:]
+    return rule.part(metrics), (rest[1] if len(rest) > 1 and rest[0] == "component" else "")
 
 
 def explain(hits: list[tuple[Any, int]], rules: Mapping[str, Rule],
             metrics: Mapping[str, Any]) -> list[tuple[Any, int]]:
-    """One finding per part explained: ``hits`` (finding, rule position) with the findings that explain the same
-    part folded into the most specific, generic ones dropped where a specific one holds; then the caveats."""
-    by_part: dict[str, list[tuple[Any, int]]] = {}
+    """One finding per node explained: ``hits`` (finding, rule position) with the findings that explain the same
+    node folded into the most specific, generic ones dropped where a specific one holds; then the caveats.
+
+    A node is a part of the wall time, or a part of the program in it (a metric, the optimizer, the loss: rules
+    that explain ``part.<part>.component.<kind>``). Where the program's parts that have findings hold at least
+    half of a part, the part's own finding folds into the largest of them: the cost is theirs, told once."""
+    by_node: dict[tuple[str, str], list[tuple[Any, int]]] = {}
     out: list[tuple[Any, int]] = []
     for f, i in hits:
-        part = rules[f.rule].part(metrics)
-        if part:
-            f.node = part
-            by_part.setdefault(part, []).append((f, i))
+        node = node_of(rules[f.rule], metrics)
+        if node[0]:
+            f.node = node[0]
+            by_node.setdefault(node, []).append((f, i))
         else:
             out.append((f, i))
-    for part, group in by_part.items():
+    winners: dict[tuple[str, str], tuple[Any, int]] = {}
+    for node, group in by_node.items():
         group.sort(key=lambda fi: (rules[fi[0].rule].generic, -SEVERITY_RANK.get(fi[0].severity, 0),
                                    -rules[fi[0].rule].depth, -(fi[0].impact_pct or 0.0), fi[1]))
-        (win, pos), rest = group[0], group[1:]
-        for f, _ in rest:
-            if rules[f.rule].generic:
-                continue
-            win.also.append({"rule": f.rule, "severity": f.severity, "title": f.title, "message": f.message,
-                             "impact_pct": f.impact_pct, "evidence": dict(f.evidence), "fix": f.fix})
-            if SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(win.severity, 0):
-                win.severity = f.severity
-            for attr in ("marks", "plots", "lanes"):  # what the folded explanations point at, the finding shows
-                setattr(win, attr, list(dict.fromkeys(getattr(win, attr) + getattr(f, attr))))
+        win = group[0][0]
+        for f, _ in group[1:]:
+            _fold(win, f, rules)
+        winners[node] = group[0]
+    for (part, kind), (f, _) in list(winners.items()):
+        if kind or (part, kind) not in winners:
+            continue
+        parts = sorted((winners[n][0] for n in winners if n[0] == part and n[1]),
+                       key=lambda w: -(w.impact_pct or 0.0))
+        held = sum(w.impact_pct or 0.0 for w in parts)
+        if parts and held >= 0.5 * (_number(metrics.get(f"attr_{part}_pct")) or 0.0):
+            if not rules[f.rule].generic:
+                _fold(parts[0], f, rules)
+            del winners[(part, kind)]
+    for (part, _), (win, pos) in winners.items():
         if win.impact_pct is None:  # what is at stake: the part's cost as the folded explanations measured it
             win.impact_pct = max((a["impact_pct"] for a in win.also if a["impact_pct"] is not None), default=None)
         win.node_pct = _number(metrics.get(f"attr_{part}_pct"))
@@ -99,13 +83,26 @@ def explain(hits: list[tuple[Any, int]], rules: Mapping[str, Rule],
             continue
         said = {"id": c.id, "label": c.label, "text": c.render(metrics)}
         for f, _ in out:
-            if f.rule not in c.own and (not c.parts or f.node in c.parts):
+            if c.id not in rules[f.rule].reports and (not c.parts or f.node in c.parts):
                 f.caveats.append(dict(said))
     return out
+
+
+def _fold(win: Any, f: Any, rules: Mapping[str, Rule]) -> None:
+    """``f`` told as part of ``win``: as one of its ``also`` (a generic one dropped), its severity if higher, what
+    it points at."""
+    if rules[f.rule].generic:
+        return
+    win.also.append({"rule": f.rule, "severity": f.severity, "title": f.title, "message": f.message,
+                     "impact_pct": f.impact_pct, "evidence": dict(f.evidence), "fix": f.fix})
+    if SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(win.severity, 0):
+        win.severity = f.severity
+    for attr in ("marks", "plots", "lanes"):  # what the folded explanations point at, the finding shows
+        setattr(win, attr, list(dict.fromkeys(getattr(win, attr) + getattr(f, attr))))
 
 
 def _number(v: Any) -> float | None:
     return round(float(v), 2) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-__all__ = ["CAVEATS", "NODE_MIN_PCT", "Caveat", "explain"]
+__all__ = ["CAVEATS", "NODE_MIN_PCT", "explain", "node_of"]

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfadvisor.advice.caveats import CAVEATS
 from tfadvisor.advice.expr import Expr, ExprError, Template, pointer
 from tfadvisor.analyses.marks import LANES, MARKS, PLOTS, scope_problem
 from tfadvisor.errors import TraceError
@@ -48,7 +49,7 @@ SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
 
 _RULE_KEYS_REQUIRED = ("id", "title", "severity", "when", "message", "fix")
 _RULE_KEYS = set(_RULE_KEYS_REQUIRED) | {"impact", "evidence", "why", "example", "docs", "case", "enabled", "marks",
-                                         "scope", "plots", "lanes", "explains", "generic"}
+                                         "scope", "plots", "lanes", "explains", "generic", "reports"}
 #: What a rule explains: a part of the run's wall time (``part.<part>``, a part of the attribution), or a cause
 #: within one, more specific the deeper it goes (``part.input.tfdata.cause``).
 _EXPLAINS = re.compile(r"^part\.([a-z_]+|\{[a-z_][a-z0-9_]*\})(\.[a-z_]+)*$")
@@ -129,6 +130,7 @@ class Rule:
     scope: str = "run"  # whose spans: run, none, host:<metric>
     explains: str = ""  # the node of the cost tree it explains (part.<part>[.<cause>...]); "" for none
     generic: bool = False  # the explanation of its node when no specific one holds
+    reports: tuple[str, ...] = ()  # the caveats (advice.explain.CAVEATS) it reports itself: not said on its findings
     path: str = ""
     line: int | None = None
 
@@ -367,6 +369,7 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         raise err("'generic' must be true or false", "generic", rule_id)
     if generic and "explains" not in t:
         raise err("a generic rule explains a part: give explains = \"part.<part>\"", "generic", rule_id)
+    reports = names("reports", "caveat", [c.id for c in CAVEATS], t.get("reports", []), key_line("reports"))
     rule = Rule(
         id=rule_id,
         title=string("title"),
@@ -385,6 +388,7 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         scope=scope(t.get("scope", "run"), key_line("scope")),
         explains=explains(t.get("explains", ""), key_line("explains")),
         generic=generic,
+        reports=tuple(reports),
         path=str(path),
         line=line,
     )

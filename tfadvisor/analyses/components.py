@@ -31,6 +31,7 @@ import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.opcost import CATEGORIES, INPUT_OPS, category, display_type, op_parts, op_type_of
+from tfadvisor.analyses.program import Names, Program
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -42,13 +43,40 @@ DECLARED = declare(
     ("comp_summary", "", "the parts of the program with the most time, with their shares of the wall time"),
     *[(f"comp_{c}_top", "", f"{c.replace('_', ' ')} ops: the parts of the program that ran them, with their share "
                             "of that category's op time") for c in CATEGORIES],
+    *[m for k in ("layer", "optimizer", "loss", "metric") for m in (
+        (f"comp_{k}", "", f"the {k} with the most time (its forward and gradient ops together)"),
+        (f"comp_{k}_class", "", f"what that {k} is, its scope without TensorFlow's uniquifying numbers (`auc`)"),
+        (f"comp_{k}_pct", "%", f"that {k}'s share of the wall time"),
+        (f"comp_{k}_ms", "ms", f"that {k}'s wall time per step"),
+        (f"comp_{k}_part", "", f"the part of the wall time (an op category) that holds most of that {k}'s time"),
+        (f"comp_{k}_types", "", f"that {k}'s op types with the most time"),
+        (f"comp_{k}_ratio", "", f"that {k}'s op time over all the layers' op time (the model's forward and gradient)"),
+    )],
+    ("comp_gradient_pct", "%", "the gradient computation's share of the wall time (every gradient op)"),
+    ("comp_gradient_ms", "ms", "the gradient computation's wall time per step"),
+    ("comp_gradient_part", "", "the part of the wall time that holds most of the gradient computation"),
+    ("comp_gradient_ratio", "", "gradient op time over forward op time (about 2 when each gradient is taken once)"),
+    *[m for c, what in (("py_function", "Python called from the graph (`tf.py_function`, `tf.numpy_function`)"),
+                        ("debug", "debugging checks (`CheckNumerics`, asserts, `tf.print`)"),
+                        ("cast", "dtype casts"),
+                        ("lookup", "table lookups and their gradients (embeddings: `ResourceGather`, segment sums)"),
+                        ("loop", "ops inside loops over elements (`tf.map_fn`, `tf.while_loop`)"))
+      for m in ((f"comp_{c}_pct", "%", f"{what}: share of the wall time"),
+                (f"comp_{c}_ms", "ms", f"{what}: wall time per step"),
+                (f"comp_{c}_part", "", f"{what}: the part of the wall time that holds most of it"),
+                (f"comp_{c}_where", "", f"{what}: the parts of the program that ran them, with their share of the "
+                                        "wall time"))],
     doc="The op time joined to the program's parts by the ops' name scopes: the model's layers (forward and "
         "gradient), the optimizer (and the variable it updates, where the scope names it), the loss, the metrics, "
         "the step's own ops.",
     tables="`components` (component, kind: layer/optimizer/loss/metric/step, role: forward/gradient/update, "
-           "ms_per_step and pct: its share of the wall time, each op category's (the attribution's part) shared out "
-           "by the component's op time in it; op_ms, op_pct: its ops' summed time; ops; types: its op types with "
-           "the most time)",
+           "label: how reports name it, ms_per_step and pct: its share of the wall time, each op category's (the "
+           "attribution's part) shared out by the component's op time in it; op_ms, op_pct: its ops' summed "
+           "time; ops; types: its op types with the most time; layer_class, params (-1: unknown): the layer's class "
+           "and parameters where the model config or the run file says; function: the function whose calls made "
+           "its ops, where the graph's library says; names_from: where its name came from: the model config in "
+           "the TensorBoard event file beside the profile, tfadvisor_run.json, the compiled metrics, or its name "
+           "scope)",
 )
 
 #: Scopes a runtime or tf.distribute wraps the program's in: not the program's own.
@@ -62,6 +90,8 @@ LOSSES = re.compile(r"^(?:compile_loss|.*loss.*|.*crossentropy.*|mean_squared_er
                     r"(?:_\d+)?$", re.I)
 METRICS = re.compile(r"^(?:compile_metrics|metrics|.*accuracy.*|auc|precision|recall|mean|mean_metric_wrapper|"
                      r"top_k.*|f1_score|mean_iou|root_mean_squared_error)(?:_\d+)?$", re.I)
+#: Keras's scopes around the losses and metrics ``compile`` was given: the scope inside names the one.
+COMPILED = re.compile(r"^(?:compile_loss|compile_metrics|metrics)(?:_\d+)?$")
 GRADIENTS = re.compile(r"^(?:gradient_tape|gradients)(?:_\d+)?$")
 #: How many scopes below the model name a layer (``bert_encoder_1/transformer``).
 LAYER_DEPTH = 2
@@ -69,6 +99,22 @@ LAYER_DEPTH = 2
 TOP = 5
 #: The component of ops in no scope of the program's.
 STEP = "(no scope)"
+#: The kinds of part whose largest the findings can name (``comp_<kind>``, ``comp_<kind>_pct``, ...).
+KINDS = ("layer", "optimizer", "loss", "metric")
+#: Op types that say what the program does there, whichever part ran them (``comp_<cause>_pct``): Python called
+#: from the graph (``tf.py_function``, ``tf.numpy_function``), debugging checks (``enable_check_numerics``,
+#: ``check_numerics``, asserts, ``tf.print``), dtype casts (a mixed-precision policy, inputs in another dtype), table
+#: lookups (embeddings) and their gradients.
+CAUSES = {
+    "py_function": re.compile(r"^(?:EagerPyFunc|PyFunc|PyFuncStateless)$"),
+    "debug": re.compile(r"^(?:CheckNumerics(?:V2)?|Assert|DebugIdentity(?:V2|V3)?|DebugNumericSummary(?:V2)?|"
+                        r"PrintV2)$"),
+    "cast": re.compile(r"^Cast$"),
+    "lookup": re.compile(r"^(?:ResourceGather|GatherV2|Gather|SparseSegment\w+|UnsortedSegmentSum)$"),
+}
+#: Ops inside a loop over elements (``tf.map_fn``, ``tf.vectorized_map``'s fallback, ``tf.while_loop``): cause
+#: ``loop``.
+LOOP_SCOPE = re.compile(r"(?:^|/)(?:while|map/while|TensorArray\w*)(?:_\d+)?/")
 
 
 def component(op_name: str, op_type: str = "") -> tuple[str, str, str]:
@@ -83,10 +129,11 @@ def component(op_name: str, op_type: str = "") -> tuple[str, str, str]:
         return (f"{opt} on {var}" if var else opt), "optimizer", "update"
     if not scopes:
         return STEP, "step", role
-    if LOSSES.match(scopes[0]):
-        return scopes[0], "loss", role
-    if METRICS.match(scopes[0]):
-        return scopes[0], "metric", role
+    for kind, pattern in (("loss", LOSSES), ("metric", METRICS)):
+        if pattern.match(scopes[0]):
+            # Keras's wrappers (``compile_loss``, ``compile_metrics``) hold the loss or metric the program named
+            named = COMPILED.match(scopes[0]) and len(scopes) > 1 and scopes[1][:1].islower()
+            return ("/".join(scopes[:2]) if named else scopes[0]), kind, role
     inner = []
     for s in scopes[1:]:  # the layers' scopes, down to the first an op opened (``MatMul``, ``BiasAdd``)
         if s[:1].isupper() or len(inner) == LAYER_DEPTH:
@@ -100,13 +147,58 @@ def component(op_name: str, op_type: str = "") -> tuple[str, str, str]:
     return "/".join([scopes[0], *inner]), "layer", role
 
 
-def label(name: str, kind: str, role: str) -> str:
-    """How a report names a part: ``layer functional_1/dense_1 (gradient)``, ``optimizer adam``."""
-    text = "the step's own ops" if kind == "step" and name == STEP else f"{kind} {name}"
+def label(name: str, kind: str, role: str = "", what: str = "") -> str:
+    """How a report names a part: ``layer functional_1/dense_1 (gradient)``, ``optimizer adam``; ``what`` the program
+    says it is (``layer dense_1 (Dense, 512 units)``: :class:`~tfadvisor.analyses.program.Names`)."""
+    text = "the step's own ops (no scope)" if kind == "step" and name == STEP else f"{kind} {name}"
+    text += f" ({what})" if what else ""
     return text + (" (gradient)" if role == "gradient" else "")
 
 
-def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
+def kind_name(name: str) -> str:
+    """What a part is, without the numbers TensorFlow appends to make a scope unique (``auc_1`` -> ``auc``)."""
+    return re.sub(r"(?:_\d+)+$", "", name.rsplit("/", 1)[-1]).lower()
+
+
+class _Acc:
+    """One part's ops: summed time, count, time by op type, by category, and by cause and category."""
+
+    def __init__(self) -> None:
+        self.ps, self.count = 0.0, 0
+        self.types: dict[str, float] = {}
+        self.cats: dict[str, float] = {}
+        self.causes: dict[str, dict[str, float]] = {}
+
+    def add(self, d: float, n: int, typ: str, cat: str, causes: list[str]) -> None:
+        self.ps += d
+        self.count += n
+        self.types[typ] = self.types.get(typ, 0.0) + d
+        self.cats[cat] = self.cats.get(cat, 0.0) + d
+        for c in causes:
+            by = self.causes.setdefault(c, {})
+            by[cat] = by.get(cat, 0.0) + d
+
+    def merge(self, other: _Acc, skip: tuple[str, ...] = ()) -> None:
+        """Add ``other``'s ops, but those of the categories in ``skip``."""
+        for typ, d in other.types.items():
+            if category(typ) not in skip:
+                self.types[typ] = self.types.get(typ, 0.0) + d
+        for cat, d in other.cats.items():
+            if cat not in skip:
+                self.cats[cat] = self.cats.get(cat, 0.0) + d
+                self.ps += d
+        self.count += other.count
+
+
+def causes_of(full_name: str, op_type: str) -> list[str]:
+    """What an op says the program does there, whichever part ran it (:data:`CAUSES`)."""
+    out = [c for c, pattern in CAUSES.items() if pattern.match(op_type)]
+    if LOOP_SCOPE.search(full_name):
+        out.append("loop")
+    return out
+
+
+def analyze(trace: Trace, ctx: Context, *, program: Program | None = None) -> AnalysisResult:
     res = AnalysisResult("components")
     source, names, dur, cnt = op_parts(trace, ctx)
     metrics = list(DECLARED.names())
@@ -115,57 +207,136 @@ def analyze(trace: Trace, ctx: Context) -> AnalysisResult:
         res.missing(metrics, "no TF op names with scopes in the trace (a JAX program, or ops without name scopes)",
                     tf_only=True)
         return res
-    acc: dict[tuple[str, str, str], list] = {}
+    acc: dict[tuple[str, str, str], _Acc] = {}
+    named = Names(program, [names[i] for i in tf_ops], component)  # the scopes in the program's own names
     for i in tf_ops:
         full, _, typ = names[i].partition(":")
         t = op_type_of(names[i], source)
-        if INPUT_OPS.match(display_type(t)):
-            continue
-        key = component(full, typ)
-        a = acc.setdefault(key, [0.0, 0, {}, {}])
-        a[0] += float(dur[i])
-        a[1] += int(cnt[i])
         dt = display_type(t)
-        a[2][dt] = a[2].get(dt, 0.0) + float(dur[i])
-        c = category(t)
-        a[3][c] = a[3].get(c, 0.0) + float(dur[i])
-    total = sum(a[0] for a in acc.values())
+        if INPUT_OPS.match(dt):
+            continue
+        acc.setdefault(named(full, typ), _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t),
+                                                         causes_of(full, dt))
+    total = sum(a.ps for a in acc.values())
     if total <= 0:
         res.missing(metrics, "no op time in named scopes", tf_only=True)
         return res
     # each category's wall time (the attribution's part) shared out by the components' op time in it
-    cat_total = {c: sum(a[3].get(c, 0.0) for a in acc.values()) for c in CATEGORIES}
+    cat_total = {c: sum(a.cats.get(c, 0.0) for a in acc.values()) for c in CATEGORIES}
     wall_ms = {c: ctx.metric(f"attr_{c}_ms") or 0.0 for c in CATEGORIES}
     wall_pct = {c: ctx.metric(f"attr_{c}_pct") or 0.0 for c in CATEGORIES}
 
-    def on_wall(a: list, figure: dict[str, float]) -> float:
-        return sum(figure[c] * v / cat_total[c] for c, v in a[3].items() if cat_total.get(c, 0.0) > 0)
+    def on_wall(cats: dict[str, float], figure: dict[str, float]) -> float:
+        return sum(figure[c] * v / cat_total[c] for c, v in cats.items() if cat_total.get(c, 0.0) > 0)
 
-    rows = sorted(acc.items(), key=lambda kv: (-on_wall(kv[1], wall_pct), -kv[1][0], kv[0]))
-    labels = [label(*k) for k, _ in rows]
-    op_ms = np.array([a[0] for _, a in rows]) / PS_PER_MS
+    def part_of(cats: dict[str, float]) -> str:
+        """The attribution's part that holds most of this time on the wall clock."""
+        return max(cats, key=lambda c: (on_wall({c: cats[c]}, wall_pct), cats[c], c))
+
+    rows = sorted(acc.items(), key=lambda kv: (-on_wall(kv[1].cats, wall_pct), -kv[1].ps, kv[0]))
+    labels = [label(*k, what=named.about(k)) for k, _ in rows]
+    op_ms = np.array([a.ps for _, a in rows]) / PS_PER_MS
     table = Table({
         "component": np.array([k[0] for k, _ in rows], dtype=object),
         "kind": np.array([k[1] for k, _ in rows], dtype=object),
         "role": np.array([k[2] for k, _ in rows], dtype=object),
-        "ms_per_step": np.array([on_wall(a, wall_ms) for _, a in rows]),
-        "pct": np.array([on_wall(a, wall_pct) for _, a in rows]),
+        "label": np.array(labels, dtype=object),
+        "ms_per_step": np.array([on_wall(a.cats, wall_ms) for _, a in rows]),
+        "pct": np.array([on_wall(a.cats, wall_pct) for _, a in rows]),
         "op_ms": op_ms,
         "op_pct": 100.0 * op_ms * PS_PER_MS / total,
-        "ops": np.array([a[1] for _, a in rows], np.int64),
-        "types": np.array([", ".join(t for t, _ in sorted(a[2].items(), key=lambda x: (-x[1], x[0]))[:3])
-                           for _, a in rows], dtype=object),
+        "ops": np.array([a.count for _, a in rows], np.int64),
+        "types": np.array([_top_types(a.types) for _, a in rows], dtype=object),
+        "layer_class": np.array([named.layer_class(k) for k, _ in rows], dtype=object),
+        "params": np.array([named.params(k) for k, _ in rows], np.int64),
+        "function": np.array([named.function(k) for k, _ in rows], dtype=object),
+        "names_from": np.array([named.names_from(k) for k, _ in rows], dtype=object),
     }, n=len(rows))
     res.tables["components"] = table
+    res.notes.extend(named.notes())
     pct = table["pct"]
     res.add("comp_top", labels[0])
     res.add("comp_top_pct", float(pct[0]))
     res.add("comp_summary", ", ".join(f"{lb} {p:.0f} %" for lb, p in zip(labels[:TOP], pct[:TOP].tolist())))
     for c in CATEGORIES:
-        part = sorted(((a[3].get(c, 0.0), lb) for lb, (_, a) in zip(labels, rows) if a[3].get(c, 0.0) > 0),
+        part = sorted(((a.cats.get(c, 0.0), lb) for lb, (_, a) in zip(labels, rows) if a.cats.get(c, 0.0) > 0),
                       key=lambda x: (-x[0], x[1]))
         if cat_total[c] > 0:
             res.add(f"comp_{c}_top", ", ".join(f"{lb} {100.0 * v / cat_total[c]:.0f} %" for v, lb in part[:TOP]))
         else:
             res.missing([f"comp_{c}_top"], "")
+
+    # the largest part of each kind, its roles together (a layer's forward and gradient ops), its own work: the
+    # collectives in its scope (an optimizer's all-reduce of the gradients) are the distribution strategy's
+    whole: dict[tuple[str, str], _Acc] = {}
+    for (name, kind, _role), a in rows:
+        whole.setdefault((name, kind), _Acc()).merge(a, skip=("collective",))
+    model_ps = sum(a.ps for (_, kind), a in whole.items() if kind == "layer")
+    for kind in KINDS:
+        mine = sorted(((on_wall(a.cats, wall_pct), a.ps, name, a) for (name, k), a in whole.items() if k == kind),
+                      key=lambda x: (-x[0], -x[1], x[2]))
+        keys = [f"comp_{kind}{x}" for x in ("", "_class", "_pct", "_ms", "_part", "_types", "_ratio")]
+        if not mine:
+            res.missing(keys, "")
+            continue
+        p, ps, name, a = mine[0]
+        res.add(keys[0], name)
+        res.add(keys[1], kind_name(name))
+        res.add(keys[2], p)
+        res.add(keys[3], on_wall(a.cats, wall_ms))
+        res.add(keys[4], part_of(a.cats))
+        res.add(keys[5], _top_types(a.types))
+        if model_ps > 0:
+            res.add(keys[6], ps / model_ps)
+        else:
+            res.missing(keys[6:], "")
+    _roles(res, rows, on_wall, wall_pct, wall_ms, part_of)
+    _causes(res, rows, labels, on_wall, wall_pct, wall_ms, part_of)
     return res
+
+
+def _top_types(types: dict[str, float]) -> str:
+    return ", ".join(t for t, _ in sorted(types.items(), key=lambda x: (-x[1], x[0]))[:3])
+
+
+def _roles(res: AnalysisResult, rows: list, on_wall, wall_pct: dict, wall_ms: dict, part_of) -> None:
+    """The gradient computation (every part's gradient ops) against the forward pass it differentiates."""
+    grad, fwd = _Acc(), _Acc()
+    for (_name, kind, role), a in rows:
+        if kind in ("layer", "loss", "step"):
+            (grad if role == "gradient" else fwd).merge(a)
+    keys = ["comp_gradient_pct", "comp_gradient_ms", "comp_gradient_part", "comp_gradient_ratio"]
+    if grad.ps <= 0:
+        res.missing(keys, "")
+        return
+    res.add(keys[0], on_wall(grad.cats, wall_pct))
+    res.add(keys[1], on_wall(grad.cats, wall_ms))
+    res.add(keys[2], part_of(grad.cats))
+    if fwd.ps > 0:
+        res.add(keys[3], grad.ps / fwd.ps)
+    else:
+        res.missing(keys[3:], "")
+
+
+def _causes(res: AnalysisResult, rows: list, labels: list[str], on_wall, wall_pct: dict, wall_ms: dict,
+            part_of) -> None:
+    """Each cause's share of the wall time, the part it lies in and the parts of the program that have it."""
+    for cause in (*CAUSES, "loop"):
+        keys = [f"comp_{cause}_pct", f"comp_{cause}_ms", f"comp_{cause}_part", f"comp_{cause}_where"]
+        cats: dict[str, float] = {}
+        where = []
+        for lb, (_, a) in zip(labels, rows):
+            by = a.causes.get(cause)
+            if not by:
+                continue
+            for c, v in by.items():
+                cats[c] = cats.get(c, 0.0) + v
+            where.append((on_wall(by, wall_pct), lb))
+        if not cats:
+            res.missing(keys, "")
+            continue
+        res.add(keys[0], on_wall(cats, wall_pct))
+        res.add(keys[1], on_wall(cats, wall_ms))
+        res.add(keys[2], part_of(cats))
+        where.sort(key=lambda x: (-x[0], x[1]))
+        res.add(keys[3], ", ".join(f"{lb} {p:.0f} %" for p, lb in where[:3]))

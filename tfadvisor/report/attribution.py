@@ -181,10 +181,8 @@ def program_parts(result: Any, limit: int = PROGRAM_PARTS) -> dict[str, Any] | N
         return None
     out = []
     for r in rows[:limit]:
-        name, kind, role = str(r["component"]), str(r["kind"]), str(r["role"])
-        text = "the step's own ops (no scope)" if kind == "step" and name == "(no scope)" else f"{kind} {name}"
         ms = r.get("ms_per_step")
-        out.append({"label": text + (" (gradient)" if role == "gradient" else ""), "pct": float(r["pct"]),
+        out.append({"label": str(r["label"]), "pct": float(r["pct"]),
                     "ms_per_step": float(ms) if isinstance(ms, (int, float)) and ms == ms else None,
                     "types": str(r.get("types") or "")})
     return {"rows": out, "more": max(0, len(rows) - limit)}
