@@ -49,7 +49,7 @@ COSTLY_LAYER = re.compile(r"(^|/)costly_")
 REL_TOL, ABS_TOL_MS = 0.25, 2.0
 #: a label in ``comp_<category>_top``: ``layer functional_1/dense_1 (gradient) 70 %``
 _LABEL = re.compile(r"^\s*(?P<kind>layer|optimizer|loss|metric|step|the step's own ops)\s*(?P<name>.*?)"
-                    r"(?: \(gradient\))?\s+\d+ %\s*$")
+                    r"(?: \(gradient\))?\s+\d+ %")
 
 
 def tolerance_ms(truth_ms: float) -> float:
@@ -84,7 +84,7 @@ def first_part(metrics: Mapping[str, Any], category: str) -> tuple[str, str] | N
     top = metrics.get(f"comp_{category}_top")
     if not isinstance(top, str) or not top:
         return None
-    m = _LABEL.match(top.split(", ")[0])
+    m = _LABEL.match(top)  # the first entry: up to its first "NN %" (a label may hold ", ")
     return (m["kind"], m["name"]) if m else None
 
 

@@ -1,0 +1,104 @@
+"""The tool against ablation truth on three generated programs (benchmarks/ablation, issue 56).
+
+Each ``tests/data/ablation/<seed>/`` holds a program ``benchmarks/ablation/generate.py --seed <seed> --small`` wrote,
+its profile (one real capture: tfadvisor's Keras callback, or TF's step markers in a custom loop, TF defaults) and
+its truth (``truth.py --repeats 5``: the full program and the program with each ablation key's components removed
+or made cheap, timed interleaved by the program's own clock; a key's cost = median(full) - median(without it)).
+No TensorFlow runs here: the tool reads the stored profile and ``benchmarks/ablation/compare.py`` compares. What the
+keys map to in the tool's output is written once, in ``benchmarks/ablation/mapping.py``. Remeasure with
+``python benchmarks/ablation/run.py --programs 1 --seed <seed> --small --repeats 5``.
+
+Where the tool misses today the assert is ``xfail(strict=True)`` with the engine's reason: it starts failing when
+the engine is fixed (then drop the mark).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "ablation"
+sys.path.insert(0, str(ROOT / "benchmarks" / "ablation"))
+
+import compare  # noqa: E402
+import mapping  # noqa: E402
+
+SEEDS = (1, 2, 3)
+# The comparison's tolerance (issue 56): a component's ms per step within 25 % of the truth or 2 ms, whichever is
+# larger. Measured noise beside it (the stored truth's runs, (max - min) / median of 5 interleaved runs on a shared
+# 2-core machine): the full programs 25 %, 34 % and 29 % (seeds 1, 2, 3); the ablated variants 4-190 %; on a key of
+# 2-6 ms that spread is 1-4 ms, which is why the floor is 2 ms.
+TOL_REL = 0.25
+TOL_ABS_MS = 2.0
+
+#: today's misses, each with what it says about the engine
+ADAM_W = ("Keras 3 names an optimizer's scope by its class in snake case (rm_sprop, adam_w): components.OPTIMIZERS "
+          "knows rmsprop and adamw only, so the optimizer's update ops join no optimizer row")
+METRICS = ("Keras 3 compiled metrics open no name scope in fit (AUC's Cumsum, ReverseV2, transpose, loop_body sit at "
+           "the train function's top level): no components row of kind metric; the join needs another key than "
+           "the scope")
+CALLBACK_IN_MARKER = ("the program's callback runs inside AdvisorCallback's step marker (the callback is listed "
+                      "before it): its time is the attribution's python part, not between_steps; the tool does not "
+                      "say that the python time is a callback's")
+ROW_XFAIL = {
+    (1, "metric"): METRICS,
+    (1, "loss"): ("the costly loss's op time, shared out of the element-wise part by op time (ops on several threads "
+                  "add up), is 10.7 ms per step where removing it saves 6.4 ms: op-time shares overstate a part "
+                  "whose ops overlap others"),
+    (1, "between_steps"): CALLBACK_IN_MARKER,
+    (2, "layer"): ("the costly block's share of the matrix part, 1.2 ms, against 4.5 ms measured (the ablated runs' "
+                   "spread 190 %: the truth is noisy here)"),
+    (2, "optimizer"): ADAM_W,
+}
+FIRST_XFAIL = {
+    2: "the first finding is compute_bound_ops over op types; the costly layer is named second",
+    3: "the first finding is cost_runtime (op dispatch); the costly loss is named second",
+}
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[int, dict]:
+    return {s: compare.compare_dir(DATA / str(s)) for s in SEEDS}
+
+
+def test_the_tolerance_is_the_benchmarks():
+    assert (mapping.REL_TOL, mapping.ABS_TOL_MS) == (TOL_REL, TOL_ABS_MS)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_stored_truth_is_the_runs_medians(seed):
+    """A key's cost is median(full) - median(without it), its spread recorded; the program is the seed's."""
+    t = json.loads((DATA / str(seed) / "truth.json").read_text())
+    d = json.loads((DATA / str(seed) / "draw.json").read_text())
+    assert t["seed"] == d["seed"] == seed and set(t["cost_ms"]) == set(d["ablations"])
+    assert len(t["full_runs_ms"]) == t["repeats"] == 5
+    for k, runs in t["variants_ms"].items():
+        assert t["cost_ms"][k] == pytest.approx(statistics.median(t["full_runs_ms"]) - statistics.median(runs),
+                                                rel=1e-12)
+        assert t["spread_pct"][k] >= 0
+
+
+def _row_cases():
+    for s in SEEDS:
+        for k in json.loads((DATA / str(s) / "truth.json").read_text())["cost_ms"]:
+            why = ROW_XFAIL.get((s, k))
+            yield pytest.param(s, k, marks=[pytest.mark.xfail(strict=True, reason=why)] if why else [],
+                               id=f"{s}-{k}")
+
+
+@pytest.mark.parametrize("seed, key", list(_row_cases()))
+def test_component_cost_within_tolerance(results, seed, key):
+    row = next(r for r in results[seed]["rows"] if r["key"] == key)
+    assert abs(row["tool_ms"] - row["truth_ms"]) <= max(TOL_REL * abs(row["truth_ms"]), TOL_ABS_MS), row
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=[pytest.mark.xfail(strict=True, reason=FIRST_XFAIL[s])]
+                                               if s in FIRST_XFAIL else []) for s in SEEDS])
+def test_first_finding_names_the_largest_ablated_component(results, seed):
+    r = results[seed]
+    assert r["first_hit"] is True, (r["largest"], r["first_finding"])
