@@ -75,6 +75,7 @@ def score(results: list[dict]) -> dict:
         "first_finding_hit_rate": (sum(hits) / len(hits)) if hits else None,
         "rows_ok": sum(x["ok"] for x in rows), "rows": len(rows),
         "rows_ok_rate": (sum(x["ok"] for x in rows) / len(rows)) if rows else None,
+        "rows_ok_min_rate": (sum(x.get("ok_min", False) for x in rows) / len(rows)) if rows else None,
         "gains_ok": sum(x["gain_ok"] for x in gains), "gains": len(gains),
         "full_spread_pct_median": sorted(r["full_spread_pct"] for r in ok)[len(ok) // 2] if ok else None,
     }
