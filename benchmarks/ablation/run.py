@@ -126,7 +126,8 @@ def main() -> None:
     print(table(results))
     print("\nscore: " + json.dumps(sc))
     ms = misses(results)
-    print(f"\nmisses ({len(ms)}): rerun one with python benchmarks/ablation/run.py --programs 1 --seed SEED")
+    again = "python benchmarks/ablation/run.py --programs 1 --seed SEED" + (" --small" if a.small else "")
+    print(f"\nmisses ({len(ms)}): rerun one with {again}")
     print("\n".join("  " + m for m in ms))
     (a.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "score": sc,
                                                     "results": results, "misses": ms}, indent=1, default=str) + "\n")
