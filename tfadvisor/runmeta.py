@@ -58,7 +58,103 @@ def ignored_fields(md: dict) -> list[str]:
     names = md.get("host_names")
     if names is not None and not isinstance(names, (list, tuple)):
         notes.append(f"tfadvisor_run.json: host_names = {_shown(names)} is not a list: ignored")
+    notes.extend(keras_facts(md)[1])
     return notes
+
+
+#: ``keras.layers[]`` entries read as whole numbers: the layer's parameter count and its sizes.
+LAYER_NUMBERS = ("params", "units", "filters", "input_dim", "output_dim", "num_heads", "key_dim")
+
+
+def _names(value: Any) -> list[str] | None:
+    """A list of non-empty strings (or one string), else None."""
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    return None
+
+
+def _layer(row: Any) -> dict[str, Any] | None:
+    """One ``keras.layers`` entry with the fields that can be used (None when it has no path of names)."""
+    if not isinstance(row, dict):
+        return None
+    path = _names(row.get("path"))
+    if not path:
+        return None
+    out: dict[str, Any] = {"path": path}
+    if isinstance(row.get("class"), str) and row["class"]:
+        out["class"] = row["class"]
+    if isinstance(row.get("dtype_policy"), str) and row["dtype_policy"]:
+        out["dtype_policy"] = row["dtype_policy"]
+    for k in LAYER_NUMBERS:
+        v = row.get(k)
+        if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) \
+                and v >= 0 and v == int(v) and v < 2**63:
+            out[k] = int(v)
+    shape = row.get("output_shape")
+    if isinstance(shape, list) and len(shape) <= 16 and all(
+            d is None or (isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**63) for d in shape):
+        out["output_shape"] = shape
+    return out
+
+
+def keras_facts(md: dict) -> tuple[dict[str, Any], list[str]]:
+    """The usable part of ``keras`` (what the Keras callback records of the model: layers, dtype policy, optimizer,
+    compiled loss and metrics, steps_per_execution) and one note per field that cannot be used. Unusable layer
+    entries are left out (counted in one note)."""
+    k = md.get("keras")
+    if k is None:
+        return {}, []
+    if not isinstance(k, dict):
+        return {}, [f"tfadvisor_run.json: keras = {_shown(k)} is not an object (the model's facts): ignored"]
+    out: dict[str, Any] = {}
+    notes: list[str] = []
+    for key in ("model", "class", "dtype_policy"):
+        v = k.get(key)
+        if isinstance(v, str) and v:
+            out[key] = v
+        elif v is not None:
+            notes.append(f"tfadvisor_run.json: keras.{key} = {_shown(v)} is not a name: ignored")
+    rows = k.get("layers")
+    if rows is not None:
+        if isinstance(rows, (list, tuple)):
+            good = [r for r in (_layer(x) for x in rows) if r is not None]
+            out["layers"] = good
+            if len(good) < len(rows):
+                notes.append(f"tfadvisor_run.json: {len(rows) - len(good)} of the {len(rows)} keras.layers entries "
+                             "have no path of layer names: ignored")
+        else:
+            notes.append(f"tfadvisor_run.json: keras.layers = {_shown(rows)} is not a list: ignored")
+    for key in ("loss", "metrics"):
+        v = k.get(key)
+        if v is not None:
+            names = _names(v)
+            if names is None and isinstance(v, (list, tuple)) and not v:
+                names = []
+            if names is None:
+                notes.append(f"tfadvisor_run.json: keras.{key} = {_shown(v)} is not a list of names: ignored")
+            else:
+                out[key] = names
+    opt = k.get("optimizer")
+    if opt is not None:
+        if isinstance(opt, dict) and isinstance(opt.get("class"), str) and opt["class"]:
+            cfg = opt.get("config")
+            out["optimizer"] = {"class": opt["class"],
+                                "config": {str(a): b for a, b in cfg.items() if b is None or isinstance(
+                                    b, (bool, int, str)) or (isinstance(b, float) and math.isfinite(b))}
+                                if isinstance(cfg, dict) else {}}
+        else:
+            notes.append(f"tfadvisor_run.json: keras.optimizer = {_shown(opt)} names no optimizer class: ignored")
+    spe = k.get("steps_per_execution")
+    if spe is not None:
+        n = positive(spe, True)
+        if n is None:
+            notes.append(f"tfadvisor_run.json: keras.steps_per_execution = {_shown(spe)} is not a positive whole "
+                         "number: ignored")
+        else:
+            out["steps_per_execution"] = n
+    return out, notes
 
 
 def steps_per_execution(md: dict) -> tuple[int | None, Any]:
@@ -74,4 +170,4 @@ def steps_per_execution(md: dict) -> tuple[int | None, Any]:
     return (k, None) if k is not None else (None, raw)
 
 
-__all__ = ["NUMBER_FIELDS", "UNREADABLE_KEY", "ignored_fields", "positive", "steps_per_execution"]
+__all__ = ["NUMBER_FIELDS", "UNREADABLE_KEY", "ignored_fields", "keras_facts", "positive", "steps_per_execution"]

@@ -7,7 +7,9 @@ each, built once per analysis run (:meth:`~tfadvisor.analyses.base.Context.once`
 * ``act``: the classified activity of the host and its devices (:class:`~tfadvisor.analyses.activity.Activity`);
 * ``steps``: the steps found (:class:`~tfadvisor.analyses.step_detect.StepSet`, markers or cadence);
 * ``step_table``: the steps analysis' table (None without steps; the steps analysis runs first);
-* ``memory``: the memory events of every plane (a DataFrame, None when there are none).
+* ``memory``: the memory events of every plane (a DataFrame, None when there are none);
+* ``program``: what the run file and the TensorBoard event files beside the profile say of the program (its
+  layers, compiled metrics, the graph's functions: :class:`~tfadvisor.analyses.program.Program`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import Context
 from tfadvisor.analyses.memory import memory_events
+from tfadvisor.analyses.program import program
 from tfadvisor.analyses.step_detect import detect_steps
 from tfadvisor.analyses.steps import step_table
 from tfadvisor.model.trace import Trace
@@ -30,6 +33,7 @@ INPUTS: dict[str, Callable[[Trace, Context], Any]] = {
     "steps": detect_steps,
     "step_table": lambda trace, ctx: step_table(ctx),
     "memory": memory_events,
+    "program": program,
 }
 
 

@@ -35,6 +35,99 @@ def model_facts(model: Any = None, batch_size: int | None = None) -> dict[str, A
             pass
     if batch_size is not None:
         out["batch_size"] = int(batch_size)
+    if model is not None:
+        try:
+            out["keras"] = keras_facts(model)
+        except Exception:  # noqa: BLE001 - a fact, never a reason to fail a capture
+            pass
+    return out
+
+
+#: At most this many layers are listed (nested models' included), at most this deep.
+MAX_LAYERS = 2000
+MAX_DEPTH = 4
+#: Layer config entries that say its size (``units``, ``filters``, ...), copied where a layer has them.
+SIZE_KEYS = ("units", "filters", "kernel_size", "input_dim", "output_dim", "num_heads", "key_dim", "rate")
+
+
+def _plain(value: Any) -> Any:
+    """A JSON scalar or list of them (shapes, sizes), else None."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and len(value) <= 16:
+        items = [_plain(v) for v in value]
+        return items if all(v is None or isinstance(v, (bool, int, float, str, list)) for v in items) else None
+    try:
+        return int(value)  # a numpy or TF integer
+    except (TypeError, ValueError):
+        return None
+
+
+def _layer_rows(model: Any, path: list[str], rows: list[dict[str, Any]], depth: int) -> None:
+    for layer in getattr(model, "layers", None) or []:
+        if len(rows) >= MAX_LAYERS:
+            return
+        name = str(getattr(layer, "name", ""))
+        row: dict[str, Any] = {"path": [*path, name], "class": type(layer).__name__}
+        with contextlib.suppress(Exception):
+            row["params"] = int(layer.count_params())
+        with contextlib.suppress(Exception):
+            row["output_shape"] = _plain(list(layer.output.shape))
+        with contextlib.suppress(Exception):
+            row["dtype_policy"] = str(layer.dtype_policy.name)
+        with contextlib.suppress(Exception):
+            cfg = layer.get_config()
+            row.update({k: _plain(cfg[k]) for k in SIZE_KEYS if k in cfg and _plain(cfg[k]) is not None})
+        rows.append(row)
+        if depth < MAX_DEPTH and getattr(layer, "layers", None):
+            _layer_rows(layer, [*path, name], rows, depth + 1)
+
+
+def _name_of(obj: Any) -> str | None:
+    """A loss's or metric's name as ``compile`` was given it: a string, or the object's name or class."""
+    if obj is None:
+        return None
+    if isinstance(obj, str):
+        return obj
+    return str(getattr(obj, "name", None) or getattr(obj, "__name__", None) or type(obj).__name__)
+
+
+def keras_facts(model: Any) -> dict[str, Any]:
+    """What the Keras model is (``tfadvisor_run.json`` ``keras``): its layers (path of names below the model, class,
+    parameters, output shape, dtype policy, size), dtype policy, optimizer (class and scalar config), the compiled
+    loss and metrics, ``steps_per_execution`` and ``jit_compile``. Each fact where Keras tells it."""
+    out: dict[str, Any] = {"model": str(getattr(model, "name", "")), "class": type(model).__name__}
+    rows: list[dict[str, Any]] = []
+    _layer_rows(model, [], rows, 0)
+    out["layers"] = rows
+    with contextlib.suppress(Exception):
+        out["dtype_policy"] = str(model.dtype_policy.name)
+    opt = getattr(model, "optimizer", None)
+    if opt is not None:
+        o: dict[str, Any] = {"class": type(opt).__name__}
+        with contextlib.suppress(Exception):
+            o["config"] = {k: v for k, v in opt.get_config().items()
+                           if v is None or isinstance(v, (bool, int, float, str))}
+        out["optimizer"] = o
+    with contextlib.suppress(Exception):
+        loss = model.loss
+        names = [_name_of(x) for x in (loss.values() if isinstance(loss, dict) else
+                                       loss if isinstance(loss, (list, tuple)) else [loss])]
+        out["loss"] = [n for n in names if n]
+    metrics: list[str] = []
+    with contextlib.suppress(Exception):
+        for m in model.metrics:
+            inner = getattr(m, "metrics", None)
+            if inner:
+                metrics.extend(str(x.name) for x in inner)
+            elif m.name != "loss":
+                metrics.append(str(m.name))
+    out["metrics"] = metrics
+    with contextlib.suppress(Exception):
+        out["steps_per_execution"] = int(model.steps_per_execution)
+    with contextlib.suppress(Exception):
+        jit = model.jit_compile
+        out["jit_compile"] = jit if isinstance(jit, bool) else str(jit)
     return out
 
 

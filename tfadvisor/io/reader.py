@@ -31,6 +31,7 @@ import tfadvisor.io.wire as wire
 import tfadvisor.model.kinds as kinds
 from tfadvisor.errors import TraceError, one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
+from tfadvisor.io.events import read_events
 from tfadvisor.io.sanity import sanitize
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
@@ -113,7 +114,19 @@ def load_run(run: Run, progress: Progress | None = None, hosts: list[str] | None
         raise TraceError(where, f"no event lies in the capture window: all {n_read:,} start far outside it, "
                                 "last longer than it or do not fit in int64 picoseconds")
     trace.run_metadata = read_run_metadata(run.directory)
+    trace.events = read_events(run.directory, _written_at(files))
+    for note in trace.events.notes:
+        for h in trace.hosts:
+            trace.load_notes.setdefault(h, []).append(f"events: {note}")
     return trace
+
+
+def _written_at(files: list[str]) -> float | None:
+    """When the profile was written (its local files' newest modification time), None where unknown."""
+    try:
+        return max(os.path.getmtime(f) for f in files) if files and not any(is_remote(f) for f in files) else None
+    except OSError:
+        return None
 
 
 def read_run_metadata(directory: str) -> dict:

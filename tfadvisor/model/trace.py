@@ -19,6 +19,7 @@ import numpy as np
 import tfadvisor._native as _native
 import tfadvisor.model.kinds as kinds
 from tfadvisor.model.names import host_name
+from tfadvisor.model.program import EventFacts
 from tfadvisor.model.table import Table, factorize
 
 if TYPE_CHECKING:
@@ -537,6 +538,8 @@ class Trace:
     run_name: str = ""
     run_dir: str = ""
     run_metadata: dict = field(default_factory=dict)
+    #: what the TensorBoard event files beside the profile say of the program (tfadvisor.io.events)
+    events: EventFacts = field(default_factory=EventFacts)
     hostnames: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -565,6 +568,7 @@ class Trace:
             run_name=self.run_name,
             run_dir=self.run_dir,
             run_metadata=self.run_metadata,
+            events=self.events,
             load_notes={name: list(self.load_notes[name])} if name in self.load_notes else {},
         )
 
