@@ -75,7 +75,7 @@ def draw(seed: int, small: bool = False) -> dict:
     if d["optimizer"] == "sgd":
         d["optimizer_options"]["momentum"] = 0.9
     if "optimizer" in expensive and family in ("embedding", "attention"):
-        d["vocab"] = r.choice((50000, 100000))
+        d["vocab"] = r.choice((30000, 50000))
     elif "optimizer" in expensive:
         d["width"] = 512
         if d["optimizer"] == "sgd":
