@@ -17,7 +17,9 @@ in a Keras 3 ``fit``; ``replica_4/bert_span_labeler/bert_encoder_1/transformer/l
 Op time is the ops' summed duration (ops on several threads add up), from the device's op lines where the trace
 has them, else the TF ops on the host (a CPU run: the work itself). Wall time is the attribution's: each op
 category's part of the wall time is shared out among the components by their op time in that category, so the
-components' shares add up to the compute parts of "Where the time goes". Figures: ``comp_top`` / ``comp_top_pct``
+components' shares add up to the compute parts of "Where the time goes". (Not the runtime's: shared by the ops each
+part ran, it went to the optimizer's thousand small ops where a loop's iterations, which the trace does not record
+as ops, took it: comp_loss_map_fn.) Figures: ``comp_top`` / ``comp_top_pct``
 (the largest part and its share of the wall time), ``comp_summary`` (the largest five), and ``comp_<category>_top``
 per op category (the parts that ran that category's ops: what the attribution's ``matrix`` or ``optimizer`` part is
 made of, in the program's words). Table ``components``.
@@ -34,6 +36,7 @@ from tfadvisor.analyses.opcost import CATEGORIES, INPUT_OPS, category, display_t
 from tfadvisor.analyses.program import Names, Program
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
+from tfadvisor.runmeta import keras_facts
 
 DECLARED = declare(
     "components",
@@ -52,6 +55,8 @@ DECLARED = declare(
         (f"comp_{k}_types", "", f"that {k}'s op types with the most time"),
         (f"comp_{k}_ratio", "", f"that {k}'s op time over all the layers' op time (the model's forward and gradient)"),
     )],
+    ("comp_dtype_policy", "", "the model's dtype policy (`mixed_float16`, `float32`), from the run file's `keras` "
+                              "facts (tfadvisor's capture)"),
     ("comp_gradient_pct", "%", "the gradient computation's share of the wall time (every gradient op)"),
     ("comp_gradient_ms", "ms", "the gradient computation's wall time per step"),
     ("comp_gradient_part", "", "the part of the wall time that holds most of the gradient computation"),
@@ -59,6 +64,7 @@ DECLARED = declare(
     *[m for c, what in (("py_function", "Python called from the graph (`tf.py_function`, `tf.numpy_function`)"),
                         ("debug", "debugging checks (`CheckNumerics`, asserts, `tf.print`)"),
                         ("cast", "dtype casts"),
+                        ("one_hot", "one-hot encodings (`tf.one_hot`, `keras.ops.one_hot`)"),
                         ("lookup", "table lookups and their gradients (embeddings: `ResourceGather`, segment sums)"),
                         ("loop", "ops inside loops over elements (`tf.map_fn`, `tf.while_loop`)"))
       for m in ((f"comp_{c}_pct", "%", f"{what}: share of the wall time"),
@@ -90,6 +96,15 @@ LOSSES = re.compile(r"^(?:compile_loss|.*loss.*|.*crossentropy.*|mean_squared_er
                     r"(?:_\d+)?$", re.I)
 METRICS = re.compile(r"^(?:compile_metrics|metrics|.*accuracy.*|auc|precision|recall|mean|mean_metric_wrapper|"
                      r"top_k.*|f1_score|mean_iou|root_mean_squared_error)(?:_\d+)?$", re.I)
+#: Metrics that count a confusion matrix over thresholds (Keras's ``update_confusion_matrix_variables``), by their
+#: default names; their ops carry no scope in a Keras 3 ``fit`` (``StatefulPartitionedCall/Cumsum``), so where the
+#: program's compiled metrics (run file, events) hold such a metric, the unscoped ops of :data:`CONFUSION_OPS` are its.
+THRESHOLDED = re.compile(r"^(?:auc|pr_auc|precision|recall|precision_at_recall|recall_at_precision|"
+                         r"sensitivity_at_specificity|specificity_at_sensitivity|(?:true|false)_(?:positives|negatives))"
+                         r"(?:_\d+)?$")
+#: The op types only those metrics' update adds to a train step: predictions bucketed by threshold (a segment sum),
+#: then counted from the top threshold down (reverse, cumulative sum, reverse).
+CONFUSION_OPS = re.compile(r"^(?:Cumsum|ReverseV2|UnsortedSegmentSum)$")
 #: Keras's scopes around the losses and metrics ``compile`` was given: the scope inside names the one.
 COMPILED = re.compile(r"^(?:compile_loss|compile_metrics|metrics)(?:_\d+)?$")
 GRADIENTS = re.compile(r"^(?:gradient_tape|gradients)(?:_\d+)?$")
@@ -110,10 +125,12 @@ CAUSES = {
     "debug": re.compile(r"^(?:CheckNumerics(?:V2)?|Assert|DebugIdentity(?:V2|V3)?|DebugNumericSummary(?:V2)?|"
                         r"PrintV2)$"),
     "cast": re.compile(r"^Cast$"),
+    "one_hot": re.compile(r"^OneHot$"),
     "lookup": re.compile(r"^(?:ResourceGather|GatherV2|Gather|SparseSegment\w+|UnsortedSegmentSum)$"),
 }
 #: Ops inside a loop over elements (``tf.map_fn``, ``tf.vectorized_map``'s fallback, ``tf.while_loop``): cause
 #: ``loop``.
+LOOP_OPS = re.compile(r"^(?:While|StatelessWhile|TensorList\w+|TensorArray\w*)$")
 LOOP_SCOPE = re.compile(r"(?:^|/)(?:while|map/while|TensorArray\w*)(?:_\d+)?/")
 
 
@@ -170,6 +187,7 @@ class _Acc:
         self.causes: dict[str, dict[str, float]] = {}
 
     def add(self, d: float, n: int, typ: str, cat: str, causes: list[str]) -> None:
+        """An op: its time in its category, and in each cause it has."""
         self.ps += d
         self.count += n
         self.types[typ] = self.types.get(typ, 0.0) + d
@@ -193,7 +211,7 @@ class _Acc:
 def causes_of(full_name: str, op_type: str) -> list[str]:
     """What an op says the program does there, whichever part ran it (:data:`CAUSES`)."""
     out = [c for c, pattern in CAUSES.items() if pattern.match(op_type)]
-    if LOOP_SCOPE.search(full_name):
+    if LOOP_SCOPE.search(full_name) or LOOP_OPS.match(op_type):
         out.append("loop")
     return out
 
@@ -209,13 +227,17 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None) -> An
         return res
     acc: dict[tuple[str, str, str], _Acc] = {}
     named = Names(program, [names[i] for i in tf_ops], component)  # the scopes in the program's own names
+    thresholded = ", ".join(m for m in (program.metrics if program else []) if THRESHOLDED.match(m))
     for i in tf_ops:
         full, _, typ = names[i].partition(":")
         t = op_type_of(names[i], source)
         dt = display_type(t)
         if INPUT_OPS.match(dt):
             continue
-        acc.setdefault(named(full, typ), _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t),
+        key = named(full, typ)
+        if thresholded and key == (STEP, "step", key[2]) and CONFUSION_OPS.match(dt):
+            key = (thresholded, "metric", "forward")
+        acc.setdefault(key, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t),
                                                          causes_of(full, dt))
     total = sum(a.ps for a in acc.values())
     if total <= 0:
@@ -290,6 +312,11 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None) -> An
             res.add(keys[6], ps / model_ps)
         else:
             res.missing(keys[6:], "")
+    policy = keras_facts(trace.run_metadata or {})[0].get("dtype_policy")
+    if policy:
+        res.add("comp_dtype_policy", policy)
+    else:
+        res.missing(["comp_dtype_policy"], "")
     _roles(res, rows, on_wall, wall_pct, wall_ms, part_of)
     _causes(res, rows, labels, on_wall, wall_pct, wall_ms, part_of)
     return res
