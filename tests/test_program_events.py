@@ -272,3 +272,26 @@ def test_the_reader_is_bounded(tmp_path):
     facts = read_events(str(rd))
     assert any("only its first 32 MiB read" in n for n in facts.notes)
     assert sorted(os.listdir(tmp_path / "train")) == before
+
+
+@TF
+@pytest.mark.slow
+def test_the_reports_name_the_layers_with_their_classes(cap, tmp_path):
+    """"By part of your program" in the terminal, Markdown and HTML reports: the largest Dense layer's row with its
+    class and units, and where the names came from."""
+    from click.testing import CliRunner
+
+    from tfadvisor.cli import app
+
+    want = expected(cap)
+    t = tfadvisor.analyze(cap / "tb").tables["components"]
+    top = t[t["kind"] == "layer"].iloc[0]["component"]
+    label = dense_labels(want["layers"])[top]
+    html = tmp_path / "r.html"
+    for args in (["--format", "text"], ["--format", "markdown"], ["--html", str(html)]):
+        got = CliRunner().invoke(app, ["analyze", str(cap / "tb"), *args])
+        assert got.exit_code == 0, got.output[-2000:]
+        text = html.read_text() if "--html" in args else got.stdout
+        section = text[text.index("By part of your program"):]
+        assert label in section and "from the model config in train/events.out.tfevents." in section.replace(
+            "\n  ", " "), args

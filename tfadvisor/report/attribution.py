@@ -174,7 +174,8 @@ PROGRAM_PARTS = 8
 def program_parts(result: Any, limit: int = PROGRAM_PARTS) -> dict[str, Any] | None:
     """Where the compute time goes by part of the program (the ``components`` analysis): rows of ``label``, ``pct``
     (of the wall time, as "Where the time goes"), ``ms_per_step`` (per step, or in the window without steps) and
-    ``types``, the largest first; ``more``: rows left out.
+    ``types``, the largest first; ``more``: rows left out; ``names_from``: where the parts' names came from besides
+    their scopes (the model config in an event file, the run file), "" where nowhere else.
     None when the trace names no part of a program (no TF ops with scopes)."""
     rows = _rows(getattr(result, "tables", None) or {}, "components")
     if not rows:
@@ -185,7 +186,9 @@ def program_parts(result: Any, limit: int = PROGRAM_PARTS) -> dict[str, Any] | N
         out.append({"label": str(r["label"]), "pct": float(r["pct"]),
                     "ms_per_step": float(ms) if isinstance(ms, (int, float)) and ms == ms else None,
                     "types": str(r.get("types") or "")})
-    return {"rows": out, "more": max(0, len(rows) - limit)}
+    scope = "its name scope"
+    sources = sorted({str(r["names_from"]) for r in rows if r.get("names_from") and r["names_from"] != scope})
+    return {"rows": out, "more": max(0, len(rows) - limit), "names_from": " and ".join(sources)}
 
 
 __all__ = ["ITEMS", "LABELS", "MIN_PCT", "PROGRAM_PARTS", "attribution", "basis_text", "items_text", "program_parts"]

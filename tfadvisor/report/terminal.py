@@ -294,6 +294,8 @@ def _program_parts(console: Console, result: Any) -> None:
     console.print()
     console.print(Text.assemble(("By part of your program", "bold underline"),
                                 ", the compute parts above by the ops' name scopes"))
+    if pp["names_from"]:
+        _out(console, f"named as the program names them, from {pp['names_from']}", 2, style="dim")
     for r in pp["rows"]:
         ms = f", {fmt_num(r['ms_per_step'], 3)} ms" if r["ms_per_step"] is not None else ""
         _out(console, f"{r['label']} {fmt_num(r['pct'], 2)} %{ms}: {r['types']}", 2, hang=4)
