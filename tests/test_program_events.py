@@ -295,3 +295,30 @@ def test_the_reports_name_the_layers_with_their_classes(cap, tmp_path):
         section = text[text.index("By part of your program"):]
         assert label in section and "from the model config in train/events.out.tfevents." in section.replace(
             "\n  ", " "), args
+
+
+def test_scopes_are_matched_to_the_layers_one_to_one():
+    """Keras 3 under TF writes each scope once more inside the step: ``dense`` -> ``dense_1``, ``dense_1`` ->
+    ``dense_1_2``. ``dense_1`` can be either layer; ``dense_1_2`` only ``dense_1``: so ``dense_1`` is ``dense``."""
+    from tfadvisor.analyses.program import match
+
+    names = ["dense", "hidden", "dense_1"]
+    assert match(["dense_1", "hidden_1", "dense_1_2"], names, True) == {
+        "dense_1": "dense", "hidden_1": "hidden", "dense_1_2": "dense_1"}
+    assert match(["dense", "dense_1"], names, False) == {"dense": "dense", "dense_1": "dense_1"}
+    assert match(["conv_3"], names, True) == {}
+
+
+def test_metric_scopes_take_the_compiled_metrics_names():
+    """A metric's scope (``compile_metrics/auc_1``) and a scope named as a compiled metric that no pattern knows
+    (``f2_score_1``) are that metric; without a program the scopes' own names stay."""
+    from tfadvisor.analyses.components import component
+    from tfadvisor.analyses.program import Names, Program
+
+    ops = ["StatefulPartitionedCall/compile_metrics/auc_1/Cumsum", "StatefulPartitionedCall/f2_score_1/Sum"]
+    named = Names(Program(metrics=["auc", "f2_score"], sources={"metrics": "tfadvisor_run.json"}), ops, component)
+    assert named(ops[0], "Cumsum") == ("auc", "metric", "forward")
+    assert named(ops[1], "Sum") == ("f2_score", "metric", "forward")
+    assert named.names_from(("auc", "metric", "forward")) == "tfadvisor_run.json"
+    plain = Names(None, ops, component)
+    assert [plain(o, "Sum") for o in ops] == [component(o, "Sum") for o in ops]
