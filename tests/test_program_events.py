@@ -9,6 +9,7 @@ the tests expect comes from Keras's own objects (expected.json), not from the fi
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
@@ -22,6 +23,7 @@ from conftest import ROOT, SAMPLES, capture_env
 
 import tfadvisor
 from tfadvisor.io.events import MAX_FILE_BYTES, crc32c_many, masked, read_events, records
+from tfadvisor.model.program import EventFacts
 from tfadvisor.runmeta import keras_facts
 
 TF = pytest.mark.skipif(__import__("importlib").util.find_spec("tensorflow") is None,
@@ -322,3 +324,75 @@ def test_metric_scopes_take_the_compiled_metrics_names():
     assert named.names_from(("auc", "metric", "forward")) == "tfadvisor_run.json"
     plain = Names(None, ops, component)
     assert [plain(o, "Sum") for o in ops] == [component(o, "Sum") for o in ops]
+
+
+ODD = [math.nan, math.inf, -1, 0, 10**30, 2**63, 1.5, "abc", "", [], {}, [1, 2], {"a": 1}, True, None, "\x00",
+       list(range(1000)), 1e308, [None], [[["x"]]], {"path": "x"}]
+FIELDS = ["keras", "keras.model", "keras.layers", "keras.layers.0", "keras.layers.0.path", "keras.layers.0.params",
+          "keras.layers.0.output_shape", "keras.layers.0.class", "keras.layers.0.units", "keras.metrics", "keras.loss",
+          "keras.optimizer", "keras.optimizer.config", "keras.steps_per_execution", "keras.dtype_policy"]
+
+
+def _hostile(field: str, value) -> dict:
+    md = {"keras": {"model": "functional", "layers": [{"path": ["dense_1"], "class": "Dense", "params": 10, "units": 4,
+                                                       "output_shape": [None, 4]}],
+                    "metrics": ["auc"], "loss": ["mse"], "optimizer": {"class": "Adam", "config": {"lr": 0.1}},
+                    "steps_per_execution": 1}}
+    parts = field.split(".")
+    at = md
+    for p in parts[:-1]:
+        at = at[int(p)] if isinstance(at, list) else at[p]
+    if isinstance(at, list):
+        at[int(parts[-1])] = value
+    else:
+        at[parts[-1]] = value
+    return md
+
+
+def test_odd_keras_facts_in_the_run_file_are_ignored_with_a_note():
+    """Other tools write tfadvisor_run.json: every odd value of every ``keras`` field is left out (a note where the
+    field cannot be used), never a crash, and the parts are still named from the rest."""
+    from tfadvisor.analyses.base import Context
+    from tfadvisor.analyses.components import component
+    from tfadvisor.analyses.program import Names, program
+
+    trace = tfadvisor.load(SAMPLES / "ops_fit_fp32")
+    ops = sorted({n.partition(":")[0] for p in trace.host_planes for n in set(p.names_of(range(p.n_events)).tolist())
+                  if ":" in n and "/" in n})
+    for field in FIELDS:
+        for value in ODD:
+            md = _hostile(field, value)
+            facts, notes = keras_facts(md)
+            assert isinstance(facts, dict) and all(isinstance(n, str) for n in notes)
+            trace.run_metadata = md
+            named = Names(program(trace, Context()), ops, component)
+            for o in ops:
+                named(o, "")
+            json.dumps(facts)  # what is kept is plain JSON
+    trace.run_metadata = _hostile("keras.layers.0.params", math.nan)
+    assert keras_facts(trace.run_metadata)[0]["layers"][0].get("params") is None
+    for value in ODD:  # a model config of odd JSON (an event file another writer made)
+        cfg = {"class_name": value, "config": {"name": value, "layers": [value, {"class_name": value, "config": {
+            "name": "d", "units": value, "filters": value, "kernel_size": value, "output_dim": value,
+            "dtype": value, "layers": value}}]}}
+        trace.events = EventFacts(model_config=cfg, scalar_tags={"train": ["epoch_" + str(value)[:9]]})
+        named = Names(program(trace, Context()), ops, component)
+        for o in ops:
+            named.about(named(o, ""))
+
+
+@TF
+@pytest.mark.slow
+def test_a_hostile_run_file_keeps_the_analysis(cap, tmp_path):
+    dst = tmp_path / "adv"
+    shutil.copytree(Path(expected(cap)["adv_run"]), dst)
+    md = json.loads((dst / "tfadvisor_run.json").read_text())
+    md["keras"]["layers"] = [{"path": 5}, "x", {"path": ["dense"], "params": -3, "class": 7}]
+    md["keras"]["metrics"] = [1, 2]
+    (dst / "tfadvisor_run.json").write_text(json.dumps(md))
+    p = subprocess.run([sys.executable, "-m", "tfadvisor", "analyze", str(dst), "--format", "json"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.returncode == 0, p.stderr[-2000:]
+    notes = json.loads(p.stdout)["notes"]
+    assert any("2 of the 3 keras.layers entries" in n for n in notes), notes
+    assert any("keras.metrics = [1, 2] is not a list of names" in n for n in notes), notes
