@@ -7,7 +7,8 @@ this machine's CPU and is profiled with tfadvisor's own capture (``tfadvisor.ker
 ``tfadvisor.profile`` with ``tfadvisor.step`` markers for custom loops); the script times every training step
 itself, start to next start (``step_clock`` "wall", :class:`make_op_samples.StepClock`):
 
-- ``comp_metric_auc`` (fit): ``metrics=[AUC(num_thresholds=METRIC_THRESHOLDS)]``; twin: ``AUC()`` (200).
+- ``comp_metric_auc`` (fit): a multi-label tagger compiled with ``metrics=[AUC(multi_label=True, num_labels=TAGS,
+  num_thresholds=METRIC_THRESHOLDS)]``; twin: the default 200 thresholds.
 - ``comp_optimizer_table`` (fit): an embedding model (a VOCAB x 32 table) trained with Adam, whose dense update
   writes the whole table every step; twin: ``SGD`` without momentum, whose update scatters the looked-up rows.
 - ``comp_loss_map_fn`` (fit): a custom loss computed per example with ``tf.map_fn``; twin: the same math on the
@@ -18,11 +19,12 @@ itself, start to next start (``step_clock`` "wall", :class:`make_op_samples.Step
 - ``comp_mixed_precision_cpu`` (fit): the ``mixed_float16`` policy on a CPU; twin: ``float32``.
 - ``comp_layer_one_hot`` (fit): a layer multiplying ``tf.one_hot(ids)`` by a weight matrix; twin: an
   ``Embedding`` of the same shape (the same math, a lookup).
-- ``comp_gradient_per_head`` (custom loop): a four-head model, one ``tape.gradient`` per head's loss (persistent
+- ``comp_gradient_per_head`` (custom loop): a six-head model, one ``tape.gradient`` per head's loss (persistent
   tape), summed; twin: one ``tape.gradient`` of the summed loss.
 
-Usage: ``python make_component_samples.py OUT [--cases a,b] [--reps 3]`` (each case in its own process, each pair
-captured ``reps`` times, the repetition with the median speedup kept: the machine is shared); ``OUT/<sample>/``
+Usage: ``python make_component_samples.py OUT [--cases a,b] [--reps 3] [--finalize]`` (each case in its own
+process, each pair captured ``reps`` times, the repetition with the median speedup kept: the machine is shared;
+``--finalize`` only rewrites expected.toml and the README table from the measured.json); ``OUT/<sample>/``
 gets the logdir, ``measured.json`` and ``expected.toml``; with ``OUT`` = ``sample_traces`` the README's table of
 these pairs is rewritten too.
 """
@@ -45,8 +47,8 @@ from make_samples import _toml_value  # noqa: E402
 
 #: Warm-up steps (the first traces the step function), then the profiled steps.
 FIRST, STEPS = 8, 12
-#: comp_metric_auc: the problem's AUC thresholds (Keras' default is 200).
-METRIC_THRESHOLDS = 100_000
+#: comp_metric_auc: the problem's AUC thresholds (Keras' default is 200) and the tagger's labels.
+METRIC_THRESHOLDS, TAGS = 10_000, 50
 #: comp_optimizer_table, comp_layer_one_hot: the tables' vocabulary sizes.
 VOCAB, ONE_HOT_VOCAB = 200_000, 8_000
 
@@ -54,9 +56,10 @@ VOCAB, ONE_HOT_VOCAB = 200_000, 8_000
 #: fix its twin applies (plain words, for expected.toml and the README).
 CASES = {
     "comp_metric_auc": dict(
-        loop="fit", rule="component_metric", component="the metric (compile_metrics/auc)",
-        problem=f"compiled with metrics=[keras.metrics.AUC(num_thresholds={METRIC_THRESHOLDS:_})]",
-        fix="metrics=[keras.metrics.AUC()] (the default 200 thresholds)"),
+        loop="fit", rule="component_metric", component="the metric (keras.metrics.AUC)",
+        problem=f"compiled with metrics=[keras.metrics.AUC(multi_label=True, num_labels={TAGS}, "
+                f"num_thresholds={METRIC_THRESHOLDS:_})]",
+        fix=f"metrics=[keras.metrics.AUC(multi_label=True, num_labels={TAGS})] (the default 200 thresholds)"),
     "comp_optimizer_table": dict(
         loop="fit", rule="component_optimizer", component="the optimizer's update of the embedding table",
         problem=f"an Embedding({VOCAB:_}, 32) bag-of-words model trained with Adam: Adam's moments and update are "
@@ -73,7 +76,7 @@ CASES = {
                 "(sign(x) * log1p(|x|), then each example standardised in a Python loop over the rows)",
         fix="the same math in TF ops on the whole batch (tf.sign, tf.math.log1p, tf.nn.moments) in that layer"),
     "comp_debug_checks": dict(
-        loop="loop", rule="component_debug_checks", component="debugging instrumentation (CheckNumerics ops)",
+        loop="loop", rule="component_debug_checks", component="debugging instrumentation (enable_check_numerics: DebugNumericSummaryV2 ops)",
         problem="tf.debugging.enable_check_numerics() left on from debugging: every op's output is checked for "
                 "NaN and Inf",
         fix="without tf.debugging.enable_check_numerics()"),
@@ -88,9 +91,9 @@ CASES = {
         fix=f"keras.layers.Embedding({ONE_HOT_VOCAB:_}, 64, name='tokens'): the same math, a row lookup"),
     "comp_gradient_per_head": dict(
         loop="loop", rule="component_gradient",
-        component="gradient computation (the trunk's backward pass, four times)",
-        problem="a four-head model trained with a persistent GradientTape and one tape.gradient per head's loss, "
-                "the gradients summed (the shared trunk's backward pass runs four times)",
+        component="gradient computation (the trunk's backward pass, six times)",
+        problem="a six-head model trained with a persistent GradientTape and one tape.gradient per head's loss, "
+                "the gradients summed (the shared trunk's backward pass runs six times)",
         fix="one tape.gradient of the summed loss (the trunk's backward pass once)"),
 }
 PAIRS = {name: name + "_tuned" for name in CASES}
@@ -110,14 +113,16 @@ def _fit_case(name: str, tuned: bool):
     L = keras.layers
     n = (FIRST + STEPS + 4)
     if name == "comp_metric_auc":
-        batch = 256
-        x, y = _data(np, n * batch, 32, classes=2)
-        inp = keras.Input((32,))
-        out = L.Dense(1, activation="sigmoid")(L.Dense(64, activation="relu")(inp))
+        batch, tags = 512, TAGS
+        rng = np.random.default_rng(0)
+        x, y = rng.standard_normal((n * batch, 64), dtype=np.float32), rng.integers(0, 2, (n * batch, tags))
+        inp = keras.Input((64,))
+        out = L.Dense(tags, activation="sigmoid")(L.Dense(256, activation="relu")(inp))
         model = keras.Model(inp, out)
-        auc = keras.metrics.AUC() if tuned else keras.metrics.AUC(num_thresholds=METRIC_THRESHOLDS)
+        auc = keras.metrics.AUC(multi_label=True, num_labels=tags, **({} if tuned else
+                                                                       {"num_thresholds": METRIC_THRESHOLDS}))
         model.compile(keras.optimizers.Adam(1e-3), "binary_crossentropy", metrics=[auc])
-        return model, x, y, batch, "an MLP 32-64-1 (sigmoid), binary cross-entropy, Adam"
+        return model, x, y, batch, f"a multi-label tagger, an MLP 64-256-{tags} (sigmoid), binary cross-entropy, Adam"
     if name == "comp_optimizer_table":
         batch, seq = 256, 20
         rng = np.random.default_rng(0)
@@ -234,7 +239,7 @@ def _loop_case(name: str, tuned: bool):
     if name == "comp_debug_checks":
         if not tuned:
             tf.debugging.enable_check_numerics()
-        batch, width = 64, 256
+        batch, width = 256, 1024
         x = tf.constant(rng.standard_normal((batch, 128), dtype=np.float32))
         y = tf.constant(rng.integers(0, 10, batch))
         inp = keras.Input((128,))
@@ -256,35 +261,35 @@ def _loop_case(name: str, tuned: bool):
     if name == "comp_gradient_per_head":
         batch, width = 512, 512
         x = tf.constant(rng.standard_normal((batch, 256), dtype=np.float32))
-        ys = (tf.constant(rng.integers(0, 10, batch)), tf.constant(rng.integers(0, 2, batch)),
-              tf.constant(rng.standard_normal((batch, 1), dtype=np.float32)),
-              tf.constant(rng.standard_normal((batch, 1), dtype=np.float32)))
+        heads = [("click", 2), ("like", 2), ("share", 2), ("watch_time", 1), ("rating", 1), ("dwell", 1)]
+        ys = [tf.constant(rng.integers(0, k, batch)) if k > 1 else
+              tf.constant(rng.standard_normal((batch, 1), dtype=np.float32)) for _, k in heads]
         inp = keras.Input((256,))
         h = inp
         for _ in range(3):
             h = L.Dense(width, activation="relu")(h)
-        model = keras.Model(inp, [L.Dense(10, name="class_head")(h), L.Dense(2, name="flag_head")(h),
-                                  L.Dense(1, name="value_head")(h), L.Dense(1, name="delay_head")(h)])
+        model = keras.Model(inp, [L.Dense(k, name=f"{head}_head")(h) for head, k in heads])
         opt = keras.optimizers.Adam(1e-3)
         xent, mse = keras.losses.SparseCategoricalCrossentropy(from_logits=True), keras.losses.MeanSquaredError()
-        losses = (xent, xent, mse, mse)
+        losses = [xent if k > 1 else mse for _, k in heads]
         variables = model.trainable_variables
 
         @tf.function
         def step(x, *targets):
             with tf.GradientTape(persistent=not tuned) as tape:
-                heads = [fn(t, p) for fn, t, p in zip(losses, targets, model(x, training=True))]
-                loss = tf.add_n(heads)
+                per_head = [fn(t, p) for fn, t, p in zip(losses, targets, model(x, training=True))]
+                loss = tf.add_n(per_head)
             if tuned:
                 grads = tape.gradient(loss, variables)
             else:  # one gradient per head's loss, summed
-                per_head = [tape.gradient(h, variables) for h in heads]
-                grads = [tf.add_n([g for g in gs if g is not None]) for gs in zip(*per_head)]
+                each = [tape.gradient(h, variables) for h in per_head]
+                grads = [tf.add_n([g for g in gs if g is not None]) for gs in zip(*each)]
             opt.apply_gradients(zip(grads, variables))
             return loss
 
-        return step, (x, *ys), batch, (f"a four-head model (trunk 256-{width}-{width}-{width}; a 10-class and a "
-                                       "2-class head, cross-entropy, two regression heads, mean squared error), Adam")
+        return step, (x, *ys), batch, (f"a multi-task model with six heads (trunk 256-{width}-{width}-{width}; "
+                                       "click, like and share: 2-class cross-entropy; watch_time, rating and dwell: "
+                                       "mean squared error), Adam")
     raise ValueError(name)
 
 
@@ -405,12 +410,19 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--cases", default=",".join(k for p in PAIRS.items() for k in p))
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--finalize", action="store_true", help="only rewrite expected.toml and the README table")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: capture one case in this process
     a = ap.parse_args()
     if a.one:
         capture(a.one, a.out)
         return
     cases = a.cases.split(",")
+    if a.finalize:
+        for name in cases:
+            write_expected(a.out, name)
+        if a.out.resolve() == HERE:
+            update_readme_table(a.out)
+        return
     runs = [a.out / ".reps" / str(r) for r in range(a.reps)]
     for run in runs:
         capture_pairs(__file__, run, cases, PAIRS)
