@@ -39,9 +39,9 @@ PREFIX = "events.out.tfevents."
 #: At most this many files are read (the nearest to the profile first) ...
 MAX_FILES = 8
 #: ... at most this many bytes of each (the rest is left, with a note) ...
-MAX_FILE_BYTES = 32 << 20
+MAX_FILE_BYTES = 16 << 20
 #: ... and this many in all.
-MAX_TOTAL_BYTES = 64 << 20
+MAX_TOTAL_BYTES = 32 << 20
 #: Directories listed while looking for the files: no more entries than this are read of each.
 MAX_LISTED = 2000
 #: Function bodies kept: at most this many nodes in all (a big model's library holds thousands per function).
@@ -50,6 +50,8 @@ MAX_NODES = 500_000
 MAX_CALL_DEPTH = 8
 #: Scalar tags kept per directory.
 MAX_TAGS = 1000
+#: Records read of each file (the model's config and graphs come first; a scalar per batch makes many).
+MAX_RECORDS = 50_000
 #: Writer directories the Keras callback makes: from one of them the search goes up to the logdir and its others.
 WRITER_DIRS = ("train", "validation")
 #: Op types that call a function named by their ``f`` attribute.
@@ -76,35 +78,34 @@ def _table() -> np.ndarray:
 
 #: Long segments are cut into rows of this many bytes, each row's CRC found side by side with the others.
 _ROW = 1024
+#: Rows are worked this many byte cells at a time.
+_CELLS = 1 << 21
 
 
 def _raw(rows: np.ndarray) -> np.ndarray:
     """The CRC register (from 0, no final XOR) of each row of ``rows`` (n x P bytes), one numpy step per column."""
     t = _table()
+    cols = np.ascontiguousarray(rows.T)
     r = np.zeros(rows.shape[0], np.uint32)
-    for j in range(rows.shape[1]):
-        r = t[(r ^ rows[:, j]) & 0xFF] ^ (r >> 8)
+    for j in range(cols.shape[0]):
+        r = t[(r ^ cols[j]) & 0xFF] ^ (r >> 8)
     return r
 
 
 @functools.cache
-def _shift_cols() -> tuple[int, ...]:
-    """The register after :data:`_ROW` zero bytes, from each one-bit register: the columns of that linear map."""
+def _shift_tables() -> np.ndarray:
+    """The register after :data:`_ROW` zero bytes (a linear map), as four byte tables: ``T[k][b]`` is the image of
+    byte ``b`` in position ``k`` of the register."""
     t = _table()
     r = np.array([1 << k for k in range(32)], np.uint32)
     for _ in range(_ROW):
         r = t[r & 0xFF] ^ (r >> 8)
-    return tuple(int(x) for x in r)
-
-
-def _shift(x: int) -> int:
-    cols, y, k = _shift_cols(), 0, 0
-    while x:
-        if x & 1:
-            y ^= cols[k]
-        x >>= 1
-        k += 1
-    return y
+    bits = ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(bool)  # byte -> its bits
+    tables = np.zeros((4, 256), np.uint32)
+    for k in range(4):
+        cols = r[8 * k:8 * k + 8]
+        tables[k] = np.bitwise_xor.reduce(np.where(bits, cols[None, :], np.uint32(0)), axis=1)
+    return tables
 
 
 def _crc_small(data: bytes) -> int:
@@ -114,106 +115,125 @@ def _crc_small(data: bytes) -> int:
     return c ^ 0xFFFFFFFF
 
 
-def crc32c_many(buf: bytes | memoryview, segments: list[tuple[int, int]]) -> list[int]:
-    """The CRC-32C of each ``buf[off:off + n]`` for ``(off, n)`` in ``segments``.
+def crc32c_many(buf: bytes | memoryview, segments: list[tuple[int, int]] | np.ndarray) -> np.ndarray:
+    """The CRC-32C of each ``buf[off:off + n]`` for ``(off, n)`` in ``segments`` (uint32).
 
     The CRC is linear: leading zero bytes leave a zero register as it is, and the usual initial register
     (``0xFFFFFFFF``) is the same as flipping the data's first four bytes. So each segment is right-aligned in a row
     of zeros, its first four bytes flipped, and the rows of a length class are worked side by side (one numpy step
-    per byte column); a long segment is cut into rows of :data:`_ROW` bytes whose registers are then chained
-    (each shifted over the next row's bytes: a 32x32 bit matrix)."""
+    per byte column); a long segment is cut into rows of :data:`_ROW` bytes whose registers are then chained (each
+    shifted over the next row's bytes: a linear map, applied by byte tables)."""
     data = np.frombuffer(buf, np.uint8)
-    out = [0] * len(segments)
-    classes: dict[int, list[tuple[int, int, int]]] = {}  # row width -> (segment, offset, length) of each row
-    pieces: dict[int, int] = {}  # segment -> its rows in the _ROW class
-    for i, (off, n) in enumerate(segments):
-        if n < 4:
-            out[i] = _crc_small(bytes(data[off:off + n]))
-            continue
-        if n <= _ROW:
-            width = max(8, 1 << (n - 1).bit_length())
-            classes.setdefault(width, []).append((i, off, n))
-            continue
-        first = n % _ROW or _ROW
-        rows = classes.setdefault(_ROW, [])
-        rows.append((i, off, first))
-        rows.extend((i, off + first + k * _ROW, _ROW) for k in range((n - first) // _ROW))
-        pieces[i] = 1 + (n - first) // _ROW
-    for width, rows in classes.items():
-        mat = np.zeros((len(rows), width), np.uint8)
-        seen: set[int] = set()
-        for r, (_i, off, n) in enumerate(rows):
-            mat[r, width - n:] = data[off:off + n]
-        for r, (i, off, n) in enumerate(rows):
-            if i not in seen:  # the segment's first row: flip its first four bytes (the initial register)
-                seen.add(i)
-                start = segments[i][0]
-                flip = min(n, start + 4 - off)
-                mat[r, width - n:width - n + flip] ^= 0xFF
-                if flip < 4:  # a first row shorter than four bytes: the next row holds the rest
-                    mat[r + 1, 0:4 - flip] ^= 0xFF
-        raw = _raw(mat).tolist()
-        r = 0
-        while r < len(rows):
-            i = rows[r][0]
-            k = pieces.get(i, 1) if width == _ROW else 1
+    seg = np.asarray(segments, np.int64).reshape(-1, 2)
+    out = np.zeros(seg.shape[0], np.uint32)
+    off, n = seg[:, 0], seg[:, 1]
+    for i in np.flatnonzero(n < 4).tolist():
+        out[i] = _crc_small(bytes(data[off[i]:off[i] + n[i]]))
+    # rows: (segment, offset, length); a long segment's first row holds what is left over a whole number of rows
+    long = np.flatnonzero(n > _ROW)
+    first = np.where(n % _ROW == 0, _ROW, n % _ROW)
+    k = 1 + (n - first) // _ROW  # rows per segment (1 up to _ROW bytes)
+    rseg = np.flatnonzero(n >= 4)
+    rseg = np.repeat(rseg, k[rseg])
+    within = np.arange(rseg.shape[0]) - np.repeat(np.cumsum(k[n >= 4]) - k[n >= 4], k[n >= 4])
+    roff = np.where(within == 0, off[rseg], off[rseg] + first[rseg] + (within - 1) * _ROW)
+    rlen = np.where(within == 0, first[rseg], _ROW)
+    width = np.where(n[rseg] > _ROW, _ROW, np.maximum(8, 1 << np.ceil(np.log2(np.maximum(rlen, 1))).astype(np.int64)))
+    raw = np.zeros(rseg.shape[0], np.uint32)
+    for w in np.unique(width).tolist():
+        every = np.flatnonzero(width == w)
+        col = np.arange(w)[None, :]
+        for lo in range(0, every.shape[0], max(1, _CELLS // w)):  # a few MiB of cells at a time
+            rows = every[lo:lo + max(1, _CELLS // w)]
+            full = rlen[rows] == w
+            mat = np.zeros((rows.shape[0], w), np.uint8)
+            mat[full] = data[roff[rows[full]][:, None] + col]
+            part = np.flatnonzero(~full)
+            if part.shape[0]:  # rows shorter than the width: right-aligned
+                lead = (w - rlen[rows[part]])[:, None]
+                idx = roff[rows[part]][:, None] + col - lead
+                mat[part] = np.where(col >= lead, data[np.clip(idx, 0, data.shape[0] - 1)], 0)
+            head = np.flatnonzero(roff[rows] < off[rseg[rows]] + 4)  # rows holding a segment's first four bytes
+            if head.shape[0]:  # flipped: the initial register
+                lead = (w - rlen[rows[head]])[:, None]
+                idx = roff[rows[head]][:, None] + col - lead
+                flip = (col >= lead) & (idx < off[rseg[rows[head]]][:, None] + 4)
+                mat[head] ^= np.where(flip, 0xFF, 0).astype(np.uint8)
+            raw[rows] = _raw(mat)
+    single = np.flatnonzero(n[rseg] <= _ROW)
+    out[rseg[single]] = raw[single] ^ np.uint32(0xFFFFFFFF)
+    if long.shape[0]:
+        t0, t1, t2, t3 = (t.tolist() for t in _shift_tables())
+        starts = np.cumsum(k[n >= 4]) - k[n >= 4]  # each segment's first row, among the rows
+        at = dict(zip(np.flatnonzero(n >= 4).tolist(), starts.tolist()))
+        for i in long.tolist():
             acc = 0
-            for x in raw[r:r + k]:
-                acc = _shift(acc) ^ x
+            for x in raw[at[i]:at[i] + int(k[i])].tolist():
+                acc = t0[acc & 0xFF] ^ t1[(acc >> 8) & 0xFF] ^ t2[(acc >> 16) & 0xFF] ^ t3[acc >> 24] ^ x
             out[i] = acc ^ 0xFFFFFFFF
-            r += k
     return out
 
 
-def masked(crc: int) -> int:
+def masked(crc: int | np.ndarray) -> int | np.ndarray:
     """TFRecord's masked CRC: rotated right by 15 bits plus a constant."""
+    if isinstance(crc, np.ndarray):
+        c = crc.astype(np.uint64)
+        return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    crc = int(crc)
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def records(buf: bytes, name: str, notes: list[str], complete: bool = True) -> list[tuple[int, int]]:
-    """The ``(offset, length)`` of each good record's data in ``buf`` (a TFRecord file or its first part); what is
-    wrong is added to ``notes``: a length whose CRC is wrong ends the file (what follows cannot be framed), a data
-    CRC that is wrong leaves that record out. ``complete``: ``buf`` is the whole file (an end cut short is said)."""
-    frames: list[tuple[int, int, int, int]] = []  # header offset, data offset, length, stored data crc
+    """The ``(offset, length)`` of each good record's data in ``buf`` (a TFRecord file or its first part), at most
+    :data:`MAX_RECORDS`; what is wrong is added to ``notes``: a length whose CRC is wrong ends the file (what follows
+    cannot be framed), a data CRC that is wrong leaves that record out. ``complete``: ``buf`` is the whole file (an
+    end cut short is said)."""
+    heads: list[int] = []
     pos, size = 0, len(buf)
     cut = ""
-    while pos < size:
+    overlong = -1  # a header whose length runs past the end
+    unpack = struct.unpack_from
+    while pos < size and len(heads) < MAX_RECORDS:
         if size - pos < 12:
             cut = f"{size - pos} byte(s) after the last record (a record cut short)"
             break
-        (n,) = struct.unpack_from("<Q", buf, pos)
+        (n,) = unpack("<Q", buf, pos)
+        heads.append(pos)
         if n > size - pos - 16:
-            frames.append((pos, -1, n, 0))  # framing checked below: a wrong length CRC, or a record cut short
+            overlong = pos
             break
-        (stored,) = struct.unpack_from("<I", buf, pos + 12 + n)
-        frames.append((pos, pos + 12, n, stored))
         pos += 16 + n
-    crcs = crc32c_many(buf, [(h, 8) for h, _, _, _ in frames])
-    good: list[tuple[int, int, int, int]] = []
-    for (h, d, n, stored), c in zip(frames, crcs):
-        (want,) = struct.unpack_from("<I", buf, h + 8)
-        if masked(c) != want:
-            notes.append(f"{name}: record at byte {h:,}: its length's CRC is wrong (a corrupt file): the rest of the "
-                         "file is not read")
-            cut = ""
-            break
-        if d < 0:
-            if complete:
-                cut = f"a record at byte {h:,} of {n:,} bytes runs past the end (a record cut short)"
-            break
-        good.append((h, d, n, stored))
+    if len(heads) >= MAX_RECORDS and pos < size:
+        notes.append(f"{name}: only its first {MAX_RECORDS:,} records read")
+    h = np.array(heads, np.int64)
+    view = np.frombuffer(buf, np.uint8)
+
+    def u32(at: np.ndarray) -> np.ndarray:
+        if not at.shape[0]:
+            return np.zeros(0, np.uint64)
+        b = view[at[:, None] + np.arange(4)[None, :]].astype(np.uint64)
+        return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
+
+    lengths = u32(h) | (u32(h + 4) << np.uint64(32)) if h.shape[0] else np.zeros(0, np.uint64)
+    ok = masked(crc32c_many(buf, np.stack([h, np.full_like(h, 8)], 1))) == u32(h + 8)
+    bad = np.flatnonzero(~ok)
+    if bad.shape[0]:
+        notes.append(f"{name}: record at byte {int(h[bad[0]]):,}: its length's CRC is wrong (a corrupt file): the "
+                     "rest of the file is not read")
+        h, lengths, cut = h[:bad[0]], lengths[:bad[0]], ""
+    elif overlong >= 0:
+        h, lengths = h[:-1], lengths[:-1]
+        if complete:
+            cut = f"a record at byte {overlong:,} runs past the end (a record cut short)"
     if cut and complete:
         notes.append(f"{name}: {cut}: the records before it are read")
-    data_crcs = crc32c_many(buf, [(d, n) for _, d, n, _ in good])
-    out, bad = [], []
-    for (h, d, n, stored), c in zip(good, data_crcs):
-        if masked(c) == stored:
-            out.append((d, n))
-        else:
-            bad.append(h)
-    if bad:
-        notes.append(f"{name}: {len(bad)} record(s) with a wrong data CRC left out (the first at byte {bad[0]:,})")
-    return out
+    n = lengths.astype(np.int64)
+    good = masked(crc32c_many(buf, np.stack([h + 12, n], 1))) == u32(h + 12 + n)
+    wrong = np.flatnonzero(~good)
+    if wrong.shape[0]:
+        notes.append(f"{name}: {wrong.shape[0]} record(s) with a wrong data CRC left out (the first at byte "
+                     f"{int(h[wrong[0]]):,})")
+    return list(zip((h[good] + 12).tolist(), n[good].tolist()))
 
 
 # --------------------------------------------------------------------------- the Event protobuf, minimal
