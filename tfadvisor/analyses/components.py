@@ -17,9 +17,12 @@ in a Keras 3 ``fit``; ``replica_4/bert_span_labeler/bert_encoder_1/transformer/l
 Op time is the ops' summed duration (ops on several threads add up), from the device's op lines where the trace
 has them, else the TF ops on the host (a CPU run: the work itself). Wall time is the attribution's: each op
 category's part of the wall time is shared out among the components by their op time in that category, so the
-components' shares add up to the compute parts of "Where the time goes". (Not the runtime's: shared by the ops each
-part ran, it went to the optimizer's thousand small ops where a loop's iterations, which the trace does not record
-as ops, took it: comp_loss_map_fn.) Figures: ``comp_top`` / ``comp_top_pct``
+components' shares add up to the compute parts of "Where the time goes". On the host (a CPU run) the runtime's part
+(the executor between ops, op dispatch, a ``tf.map_fn``'s iterations, which the trace does not record as ops) is
+shared out too, by the time inside a step before each op (from the end of the op before it, on any thread): the
+time it took to get to that op. So a loop's iterations are the part whose op closes the loop (the loss of a
+``tf.map_fn`` loss), a debugging check's dispatch is the check's. (Not by the number of ops: that gave the runtime
+to the optimizer's thousand small ops where a loop's iterations took it.) Figures: ``comp_top`` / ``comp_top_pct``
 (the largest part and its share of the wall time), ``comp_summary`` (the largest five), and ``comp_<category>_top``
 per op category (the parts that ran that category's ops: what the attribution's ``matrix`` or ``optimizer`` part is
 made of, in the program's words). Table ``components``.
@@ -33,7 +36,9 @@ import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.opcost import CATEGORIES, INPUT_OPS, category, display_type, op_parts, op_type_of
+from tfadvisor.analyses.placement import tf_op_meta_mask
 from tfadvisor.analyses.program import Names, Program
+from tfadvisor.analyses.step_detect import StepSet
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 from tfadvisor.runmeta import keras_facts
@@ -114,6 +119,13 @@ LAYER_DEPTH = 2
 TOP = 5
 #: The component of ops in no scope of the program's.
 STEP = "(no scope)"
+#: The attribution's part of the time the runtime takes (the executor between ops, op dispatch, a loop's iterations
+#: that the trace does not record as ops): shared out by the time before each op (:func:`_dispatch`).
+RUNTIME = "runtime"
+#: A graph op's name (``scope/name:Type``, ``name:Type``), not an eager one (``EagerLocalExecute: Type``).
+GRAPH_OP = re.compile(r"^[^\s:]+:[A-Za-z_]\w*$")
+#: The time before input ops: in the runtime's share-out, for no part of the program.
+UNCLAIMED = ("", "", "")
 #: The kinds of part whose largest the findings can name (``comp_<kind>``, ``comp_<kind>_pct``, ...).
 KINDS = ("layer", "optimizer", "loss", "metric")
 #: Op types that say what the program does there, whichever part ran them (``comp_<cause>_pct``): Python called
@@ -204,7 +216,7 @@ class _Acc:
         for cat, d in other.cats.items():
             if cat not in skip:
                 self.cats[cat] = self.cats.get(cat, 0.0) + d
-                self.ps += d
+                self.ps += d if cat != RUNTIME else 0.0  # op time: the runtime's share is time before the ops
         self.count += other.count
 
 
@@ -216,16 +228,53 @@ def causes_of(full_name: str, op_type: str) -> list[str]:
     return out
 
 
-def analyze(trace: Trace, ctx: Context, *, program: Program | None = None) -> AnalysisResult:
+def _dispatch(trace: Trace, steps: StepSet, key_of: dict, acc: dict[tuple[str, str, str], _Acc]) -> None:
+    """Each op's dispatch into its part of the program, as :data:`RUNTIME` (see the module docs): the time inside a
+    step between the previous op's end (of any thread) and this op's start. An input op's is kept as
+    :data:`UNCLAIMED` (it weighs in the share-out, for no part of the program)."""
+    for p in trace.host_planes:
+        rows = p.rows_with_meta(tf_op_meta_mask(p))
+        if not rows.shape[0]:
+            continue
+        start = p.ev_start_ps[rows]
+        order = np.argsort(start, kind="stable")
+        rows, start = rows[order], start[order]
+        reach = np.maximum.accumulate(start + np.maximum(p.ev_dur_ps[rows], 0))
+        gap = np.zeros(start.shape[0], np.float64)
+        gap[1:] = np.maximum(start[1:] - reach[:-1], 0)
+        # inside one step: the op and the previous op's end within the same step's start and marker end
+        k = np.searchsorted(steps.start, start, side="right") - 1
+        ok = (k >= 0) & (start <= steps.end[np.maximum(k, 0)])
+        ok[1:] &= reach[:-1] >= steps.start[np.maximum(k[1:], 0)]
+        ok[0] = False
+        meta = p.ev_meta[rows]
+        sums = np.bincount(meta[ok].astype(np.int64), weights=gap[ok], minlength=len(p.event_names))
+        for m in np.flatnonzero(sums > 0).tolist():
+            got = key_of.get(str(p.event_names[m]))
+            if got is None:  # an input op (or one not counted): time in the share-out, no part's
+                acc.setdefault(UNCLAIMED, _Acc()).ps += float(sums[m])
+                continue
+            a = acc.setdefault(got[0], _Acc())
+            a.cats[RUNTIME] = a.cats.get(RUNTIME, 0.0) + float(sums[m])
+            for c in got[1]:
+                by = a.causes.setdefault(c, {})
+                by[RUNTIME] = by.get(RUNTIME, 0.0) + float(sums[m])
+
+
+def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
+            steps: StepSet | None = None) -> AnalysisResult:
     res = AnalysisResult("components")
     source, names, dur, cnt = op_parts(trace, ctx)
     metrics = list(DECLARED.names())
     tf_ops = [i for i, n in enumerate(names) if ":" in n and "/" in n.split(":", 1)[0]]
+    if source == "host":  # graph ops in no scope (``GatherV2:GatherV2``) are the step's own, for their dispatch too
+        tf_ops += [i for i, n in enumerate(names) if GRAPH_OP.match(n) and "/" not in n]
     if not tf_ops:
         res.missing(metrics, "no TF op names with scopes in the trace (a JAX program, or ops without name scopes)",
                     tf_only=True)
         return res
     acc: dict[tuple[str, str, str], _Acc] = {}
+    key_of: dict[str, tuple[tuple[str, str, str], list[str]] | None] = {}  # op name -> (part, causes); None: input
     named = Names(program, [names[i] for i in tf_ops], component)  # the scopes in the program's own names
     thresholded = ", ".join(m for m in (program.metrics if program else []) if THRESHOLDED.match(m))
     for i in tf_ops:
@@ -233,20 +282,25 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None) -> An
         t = op_type_of(names[i], source)
         dt = display_type(t)
         if INPUT_OPS.match(dt):
+            key_of[names[i]] = None
             continue
         key = named(full, typ)
         if thresholded and key == (STEP, "step", key[2]) and CONFUSION_OPS.match(dt):
             key = (thresholded, "metric", "forward")
-        acc.setdefault(key, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t),
-                                                         causes_of(full, dt))
+        key_of[names[i]] = (key, causes_of(full, dt))
+        acc.setdefault(key, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), key_of[names[i]][1])
+    if source == "host" and steps is not None and steps.start.shape[0]:
+        _dispatch(trace, steps, key_of, acc)
     total = sum(a.ps for a in acc.values())
     if total <= 0:
         res.missing(metrics, "no op time in named scopes", tf_only=True)
         return res
     # each category's wall time (the attribution's part) shared out by the components' op time in it
     cat_total = {c: sum(a.cats.get(c, 0.0) for a in acc.values()) for c in CATEGORIES}
-    wall_ms = {c: ctx.metric(f"attr_{c}_ms") or 0.0 for c in CATEGORIES}
-    wall_pct = {c: ctx.metric(f"attr_{c}_pct") or 0.0 for c in CATEGORIES}
+    cat_total[RUNTIME] = sum(a.cats.get(RUNTIME, 0.0) for a in acc.values()) + acc.get(UNCLAIMED, _Acc()).ps
+    acc.pop(UNCLAIMED, None)
+    wall_ms = {c: ctx.metric(f"attr_{c}_ms") or 0.0 for c in (*CATEGORIES, RUNTIME)}
+    wall_pct = {c: ctx.metric(f"attr_{c}_pct") or 0.0 for c in (*CATEGORIES, RUNTIME)}
 
     def on_wall(cats: dict[str, float], figure: dict[str, float]) -> float:
         return sum(figure[c] * v / cat_total[c] for c, v in cats.items() if cat_total.get(c, 0.0) > 0)
