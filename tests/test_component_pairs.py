@@ -146,15 +146,7 @@ def test_the_pairs_are_committed():
         assert Path(SAMPLES / (p + "_tuned") / "expected.toml").exists(), p
 
 
-#: Where the tool does not yet count the planted part right: strict, so the entry must go the day it does.
-NOT_YET = {
-    "comp_metric_auc": "the tool counts the input pipeline's unscoped ops on the tf.data threads (GatherV2:GatherV2, "
-                       "Keras's batch slicing: 2.39 ms) as the step's own ops, the rows the metric's ops are in",
-}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=NOT_YET[p])]
-                                               if p in NOT_YET else []) for p in PARTS for n in (p, p + "_tuned")])
+@pytest.mark.parametrize("name", [n for p in PARTS for n in (p, p + "_tuned")])
 def test_the_part_op_time_is_its_ops_in_the_protobuf(name):
     """The tool's op time of the planted part (its rows' ``op_ms``) is the summed durations of the part's op events
     in the protobuf: measured 0.0 % apart on the 12 samples of the other six pairs (the same events: every host TF op
