@@ -1,6 +1,7 @@
 """The tool against ablation truth on three generated programs (benchmarks/ablation, issue 56).
 
-Each ``tests/data/ablation/<seed>/`` holds a program ``benchmarks/ablation/generate.py --seed <seed> --small`` wrote,
+Each ``tests/data/ablation/<seed>/`` holds a program ``benchmarks/ablation/generate.py --seed <seed> --small`` wrote
+(at commit b393c5f; the generator has changed its draws since, the stored ``program.py`` is the one measured),
 its profile (one real capture: tfadvisor's Keras callback, or TF's step markers in a custom loop, TF defaults) and
 its truth (``truth.py --repeats 5``: the full program and the program with each ablation key's components removed
 or made cheap, timed interleaved by the program's own clock; a key's cost = median(full) - median(without it)).
