@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 import traceback
@@ -23,7 +24,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import compare  # noqa: E402
 import generate  # noqa: E402
 import mapping  # noqa: E402
 import truth  # noqa: E402
@@ -35,9 +35,13 @@ def one(seed: int, out: Path, repeats: int, reuse: bool, small: bool) -> dict:
         if not (reuse and (d / "truth.json").exists()):
             generate.write(seed, d, small)
             truth.measure(d, repeats)
-        res = compare.compare_dir(d)
-        (d / "compare.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
-        return res
+        # in a fresh process: the tool's modules as they are now (a long run outlives edits to the checkout)
+        p = subprocess.run([sys.executable, str(HERE / "compare.py"), str(d)], capture_output=True, text=True,
+                           timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError(f"compare.py {d} failed:\n{p.stderr[-1500:]}")
+        (d / "compare.json").write_text(p.stdout)
+        return json.loads(p.stdout)
     except Exception:  # noqa: BLE001 - a program that fails is reported, the others still run
         return {"seed": seed, "error": traceback.format_exc(limit=3)[-1500:]}
 
