@@ -53,15 +53,17 @@ METRIC_THRESHOLDS, TAGS = 10_000, 50
 VOCAB, ONE_HOT_VOCAB = 200_000, 8_000
 
 #: Per problem: its loop, the rule that should explain it, the planted component, what the problem does and the
-#: fix its twin applies (plain words, for expected.toml and the README).
+#: fix its twin applies (plain words, for expected.toml and the README); ``remains``: the twin still has the part
+#: (a metric, an optimizer) at a smaller cost, so its rule may still fire there (the closed loop checks the cost fell).
 CASES = {
     "comp_metric_auc": dict(
-        loop="fit", rule="component_metric", component="the metric (keras.metrics.AUC)",
+        loop="fit", rule="component_metric", component="the metric (keras.metrics.AUC)", remains=True,
         problem=f"compiled with metrics=[keras.metrics.AUC(multi_label=True, num_labels={TAGS}, "
                 f"num_thresholds={METRIC_THRESHOLDS:_})]",
         fix=f"metrics=[keras.metrics.AUC(multi_label=True, num_labels={TAGS})] (the default 200 thresholds)"),
     "comp_optimizer_table": dict(
         loop="fit", rule="component_optimizer", component="the optimizer's update of the embedding table",
+        remains=True,
         problem=f"an Embedding({VOCAB:_}, 32) bag-of-words model trained with Adam: Adam's moments and update are "
                 "dense, so every step rewrites the whole table",
         fix="keras.optimizers.SGD(0.05) without momentum, whose update of the table is a scatter of the "
@@ -76,7 +78,8 @@ CASES = {
                 "(sign(x) * log1p(|x|), then each example standardised in a Python loop over the rows)",
         fix="the same math in TF ops on the whole batch (tf.sign, tf.math.log1p, tf.nn.moments) in that layer"),
     "comp_debug_checks": dict(
-        loop="loop", rule="component_debug_checks", component="debugging instrumentation (enable_check_numerics: DebugNumericSummaryV2 ops)",
+        loop="loop", rule="component_debug_checks",
+        component="debugging instrumentation (enable_check_numerics: DebugNumericSummaryV2 ops)",
         problem="tf.debugging.enable_check_numerics() left on from debugging: every op's output is checked for "
                 "NaN and Inf",
         fix="without tf.debugging.enable_check_numerics()"),
@@ -181,7 +184,7 @@ def _fit_case(name: str, tuned: bool):
     if name == "comp_mixed_precision_cpu":
         if not tuned:
             keras.mixed_precision.set_global_policy("mixed_float16")
-        batch, width = 64, 256
+        batch, width = 256, 256  # steps of milliseconds at least: the fit clock's per-step jitter is ~0.1 ms
         x, y = _data(np, n * batch, 128)
         inp = keras.Input((128,))
         h = L.Dense(width, activation="relu")(L.Dense(width, activation="relu")(inp))
@@ -359,7 +362,8 @@ def write_expected(out: Path, name: str) -> None:
                   f"planted_cost_pct = {v(float(pair['planted_cost_pct']))}"]
     lines += ["", "[findings]"]
     if tuned:
-        lines.append(f"absent = {v([spec['rule'], 'capture_not_steady_state', 'retracing'])}")
+        absent = ([] if spec.get("remains") else [spec["rule"]]) + ["capture_not_steady_state", "retracing"]
+        lines.append(f"absent = {v(absent)}")
     else:
         lines += [f"top = {v(spec['rule'])}", f"present = {v([spec['rule']])}",
                   f"absent = {v(['capture_not_steady_state', 'retracing'])}"]
