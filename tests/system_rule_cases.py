@@ -45,7 +45,7 @@ SYSTEM_CASES = [
     ("system_competing_load", {**STEP, **BUSY_CPU, "system_proc_cpu_pct": 70.0, "system_other_cpu_pct": 27.0},
      "info"),
     ("system_competing_load", {**STEP, **BUSY_CPU, "system_proc_cpu_pct": 54.0, "system_other_cpu_pct": 41.0},
-     "warning"),
+     "info"),
     ("system_competing_load", {**STEP, **BUSY_CPU, "system_other_cpu_pct": 2.0}, None),  # this process is the load
     ("system_competing_load", {**STEP, "system_cpu_util_pct": 60.0, "system_proc_cpu_pct": 30.0,
                                "system_other_cpu_pct": 30.0}, None),  # cores to spare: no competition

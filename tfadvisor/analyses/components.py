@@ -15,17 +15,18 @@ in a Keras 3 ``fit``; ``replica_4/bert_span_labeler/bert_encoder_1/transformer/l
 * ``step``: the train step's own ops outside any of those scopes.
 
 Op time is the ops' summed duration (ops on several threads add up), from the device's op lines where the trace
-has them, else the TF ops on the host (a CPU run: the work itself). Wall time is the attribution's: each op
-category's part of the wall time is shared out among the components by their op time in that category, so the
-components' shares add up to the compute parts of "Where the time goes". On the host (a CPU run) the runtime's part
-(the executor between ops, op dispatch, a ``tf.map_fn``'s iterations, which the trace does not record as ops) is
-shared out too, by the time inside a step before each op (from the end of the op before it, on any thread): the
-time it took to get to that op. So a loop's iterations are the part whose op closes the loop (the loss of a
-``tf.map_fn`` loss), a debugging check's dispatch is the check's. (Not by the number of ops: that gave the runtime
-to the optimizer's thousand small ops where a loop's iterations took it.) Figures: ``comp_top`` / ``comp_top_pct``
-(the largest part and its share of the wall time), ``comp_summary`` (the largest five), and ``comp_<category>_top``
-per op category (the parts that ran that category's ops: what the attribution's ``matrix`` or ``optimizer`` part is
-made of, in the program's words). Table ``components``.
+has them, else the TF ops of the host's training threads (a CPU run: the work itself; tf.data's threads run the
+input pipeline beside them). Wall time is the attribution's: each op category's part of the wall time is shared out
+among the components by their op time in that category. On the host the runtime's part (the executor between ops,
+op dispatch, a ``tf.map_fn``'s iterations, which the trace does not record as ops) is shared out too, by the time
+inside a step before each op (from the end of the op before it, on any thread): the time it took to get to that op
+(a wait, the time before an input op, a function call's start, is no op's). So a loop's iterations are the part
+whose op closes the loop (the loss of a ``tf.map_fn`` loss), a debugging check's dispatch is the check's, and the
+components' shares add up to the compute parts and the part of the runtime that ops' dispatch took. (Not by the
+number of ops: that gave the runtime to the optimizer's thousand small ops where a loop's iterations took it.) Figures:
+``comp_top`` / ``comp_top_pct`` (the largest part and its share of the wall time), ``comp_summary`` (the largest
+five), and ``comp_<category>_top`` per op category (the parts that ran that category's ops: what the attribution's
+``matrix`` or ``optimizer`` part is made of, in the program's words). Table ``components``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from tfadvisor.analyses.placement import tf_op_meta_mask
 from tfadvisor.analyses.program import Names, Program
 from tfadvisor.analyses.step_detect import StepSet
 from tfadvisor.model.table import Table
-from tfadvisor.model.trace import Trace
+from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.runmeta import keras_facts
 
 DECLARED = declare(
@@ -101,15 +102,12 @@ LOSSES = re.compile(r"^(?:compile_loss|.*loss.*|.*crossentropy.*|mean_squared_er
                     r"(?:_\d+)?$", re.I)
 METRICS = re.compile(r"^(?:compile_metrics|metrics|.*accuracy.*|auc|precision|recall|mean|mean_metric_wrapper|"
                      r"top_k.*|f1_score|mean_iou|root_mean_squared_error)(?:_\d+)?$", re.I)
-#: Metrics that count a confusion matrix over thresholds (Keras's ``update_confusion_matrix_variables``), by their
-#: default names; their ops carry no scope in a Keras 3 ``fit`` (``StatefulPartitionedCall/Cumsum``), so where the
-#: program's compiled metrics (run file, events) hold such a metric, the unscoped ops of :data:`CONFUSION_OPS` are its.
-THRESHOLDED = re.compile(r"^(?:auc|pr_auc|precision|recall|precision_at_recall|recall_at_precision|"
-                         r"sensitivity_at_specificity|specificity_at_sensitivity|(?:true|false)_(?:positives|negatives))"
-                         r"(?:_\d+)?$")
-#: The op types only those metrics' update adds to a train step: predictions bucketed by threshold (a segment sum),
-#: then counted from the top threshold down (reverse, cumulative sum, reverse).
-CONFUSION_OPS = re.compile(r"^(?:Cumsum|ReverseV2|UnsortedSegmentSum)$")
+#: A Keras ``fit`` (the program's compiled metrics are known: the run file of tfadvisor's callback, the TensorBoard
+#: callback's scalars): its train step opens scopes for the model, the loss, the gradient and the optimizer, and runs
+#: outside them only the metrics' updates and results (the compiled metrics' and the loss tracker's:
+#: ``StatefulPartitionedCall/Cumsum``, ``.../Add_3``); so its ops in no scope, and in the scopes ``tf.vectorized_map``
+#: opens for them (``loop_body``: a multi-label AUC), are the compiled metrics'.
+PFOR_SCOPE = re.compile(r"^loop_body(?:_\d+)?$")
 #: Keras's scopes around the losses and metrics ``compile`` was given: the scope inside names the one.
 COMPILED = re.compile(r"^(?:compile_loss|compile_metrics|metrics)(?:_\d+)?$")
 GRADIENTS = re.compile(r"^(?:gradient_tape|gradients)(?:_\d+)?$")
@@ -122,10 +120,14 @@ STEP = "(no scope)"
 #: The attribution's part of the time the runtime takes (the executor between ops, op dispatch, a loop's iterations
 #: that the trace does not record as ops): shared out by the time before each op (:func:`_dispatch`).
 RUNTIME = "runtime"
+#: A gap between ops longer than this is not the next op's dispatch but a wait, unless a loop's untraced iterations
+#: fill it (:func:`_dispatch`). Gaps before ops measured on four CPU samples here (keras_fit_callback, ops_fit_graph,
+#: comp_loss_map_fn_tuned, comp_debug_checks): median 0.5-1 us, 90th percentile 1.5-6 us, 99th 280-950 us.
+MAX_DISPATCH_PS = 50_000_000
+#: The gaps that are no op's dispatch: they weigh in the runtime's share-out for no part of the program.
+UNCLAIMED = ("", "", "")
 #: A graph op's name (``scope/name:Type``, ``name:Type``), not an eager one (``EagerLocalExecute: Type``).
 GRAPH_OP = re.compile(r"^[^\s:]+:[A-Za-z_]\w*$")
-#: The time before input ops: in the runtime's share-out, for no part of the program.
-UNCLAIMED = ("", "", "")
 #: The kinds of part whose largest the findings can name (``comp_<kind>``, ``comp_<kind>_pct``, ...).
 KINDS = ("layer", "optimizer", "loss", "metric")
 #: Op types that say what the program does there, whichever part ran them (``comp_<cause>_pct``): Python called
@@ -228,12 +230,47 @@ def causes_of(full_name: str, op_type: str) -> list[str]:
     return out
 
 
+def training_rows(p: Plane) -> np.ndarray:
+    """A host plane's TF op events but those of tf.data's threads (``tf_data_*`` lines: the input pipeline's
+    functions, whose ops carry no scope of the program's, ``GatherV2:GatherV2``)."""
+    rows = p.rows_with_meta(tf_op_meta_mask(p))
+    tfdata = p.line_rows(prefix="tf_data")
+    return rows[~np.isin(p.ev_line[rows], tfdata)] if rows.shape[0] and tfdata.shape[0] else rows
+
+
+def _host_ops(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(op names, summed durations ps, counts) of the host's TF ops on the training threads (:func:`training_rows`):
+    on a CPU the program's work."""
+    names: list[str] = []
+    dur: list[np.ndarray] = []
+    cnt: list[np.ndarray] = []
+    for p in trace.host_planes:
+        rows = training_rows(p)
+        if not rows.shape[0]:
+            continue
+        meta = p.ev_meta[rows].astype(np.int64)
+        d = np.bincount(meta, weights=np.maximum(p.ev_dur_ps[rows], 0).astype(np.float64),
+                        minlength=len(p.event_names))
+        c = np.bincount(meta, minlength=len(p.event_names))
+        used = np.flatnonzero(c)
+        names.extend(str(p.event_names[m]) for m in used.tolist())
+        dur.append(d[used])
+        cnt.append(c[used])
+    if not names:
+        return [], np.empty(0), np.empty(0, np.int64)
+    return names, np.concatenate(dur), np.concatenate(cnt)
+
+
 def _dispatch(trace: Trace, steps: StepSet, key_of: dict, acc: dict[tuple[str, str, str], _Acc]) -> None:
     """Each op's dispatch into its part of the program, as :data:`RUNTIME` (see the module docs): the time inside a
-    step between the previous op's end (of any thread) and this op's start. An input op's is kept as
-    :data:`UNCLAIMED` (it weighs in the share-out, for no part of the program)."""
+    step between the previous op's end (of any thread) and this op's start. Before an op of the step's own (no
+    scope: the ops TensorFlow adds for a loop's gradient, ``zeros_like``, ``GatherV2``) the time is the part's
+    whose ops come just before and just after, where that is one part (the loss around its ``tf.map_fn``'s
+    gradient loop). A gap longer than :data:`MAX_DISPATCH_PS` is a wait, no op's, unless a loop's op is beside it or
+    one part's ops are on both sides; so is the time before an input op, or after one (a function call's start): those
+    are :data:`UNCLAIMED`, in the share-out for no part."""
     for p in trace.host_planes:
-        rows = p.rows_with_meta(tf_op_meta_mask(p))
+        rows = training_rows(p)
         if not rows.shape[0]:
             continue
         start = p.ev_start_ps[rows]
@@ -247,24 +284,56 @@ def _dispatch(trace: Trace, steps: StepSet, key_of: dict, acc: dict[tuple[str, s
         ok = (k >= 0) & (start <= steps.end[np.maximum(k, 0)])
         ok[1:] &= reach[:-1] >= steps.start[np.maximum(k[1:], 0)]
         ok[0] = False
-        meta = p.ev_meta[rows]
-        sums = np.bincount(meta[ok].astype(np.int64), weights=gap[ok], minlength=len(p.event_names))
-        for m in np.flatnonzero(sums > 0).tolist():
-            got = key_of.get(str(p.event_names[m]))
-            if got is None:  # an input op (or one not counted): time in the share-out, no part's
-                acc.setdefault(UNCLAIMED, _Acc()).ps += float(sums[m])
+        # each event's part: an index into ``owners`` (-1: an input op or one not counted)
+        owners: list[tuple[tuple[str, str, str], list[str]]] = []
+        by_meta = np.full(len(p.event_names), -1, np.int64)
+        for m in np.unique(p.ev_meta[rows]).tolist():
+            got = key_of.get(str(p.event_names[m])) if m >= 0 else None
+            if got is not None:
+                by_meta[m] = len(owners)
+                owners.append(got)
+        own = by_meta[p.ev_meta[rows].astype(np.int64)]
+        whose = np.array([f"{k[0]}\0{k[1]}" for k, _ in owners] + [""], dtype=object)  # a part, its roles together
+        scoped = (own >= 0) & np.array([k[1] != "step" or k[0] != STEP for k, _ in owners] + [False])[own]
+        idx = np.arange(own.shape[0])
+        before = np.maximum.accumulate(np.where(scoped, idx, -1))  # the last scoped op at or before each
+        after = np.where(scoped, idx, own.shape[0])[::-1]
+        after = np.minimum.accumulate(after)[::-1]  # the first scoped op at or after each
+        step_own = (own >= 0) & ~scoped
+        prev_i = np.concatenate(([-1], before[:-1]))
+        lend = step_own & (prev_i >= 0) & (after < own.shape[0])
+        lend_to = np.where(lend, after, -1)
+        same = np.zeros(own.shape[0], bool)
+        same[lend] = whose[own[prev_i[lend]]] == whose[own[lend_to[lend]]]
+        taker = np.where(same, own[np.maximum(lend_to, 0)], own)
+        taker[1:][own[:-1] < 0] = -1  # after an input or eager op: the function call's start, no op's dispatch
+        # a long gap is no op's dispatch (a wait, a pause), but beside a loop's op (its untraced iterations: the
+        # loop's part) or between one part's ops (lent)
+        loop = np.array(["loop" in c for _, c in owners] + [False])[own]
+        long_ = gap > MAX_DISPATCH_PS
+        by_loop = long_ & ~same & ~loop
+        by_loop[1:] &= loop[:-1]
+        taker[by_loop] = np.concatenate(([-1], own[:-1]))[by_loop]  # after a loop's op: that loop's part
+        taker[long_ & ~same & ~loop & ~by_loop] = -1
+        use = ok & (gap > 0)
+        for t, g in zip(taker[use].tolist(), gap[use].tolist()):
+            if t < 0:  # a wait, before an input op, a call's start: in the share-out, no part's
+                acc.setdefault(UNCLAIMED, _Acc()).ps += g
                 continue
-            a = acc.setdefault(got[0], _Acc())
-            a.cats[RUNTIME] = a.cats.get(RUNTIME, 0.0) + float(sums[m])
-            for c in got[1]:
+            key, causes = owners[t]
+            a = acc.setdefault(key, _Acc())
+            a.cats[RUNTIME] = a.cats.get(RUNTIME, 0.0) + g
+            for c in causes:
                 by = a.causes.setdefault(c, {})
-                by[RUNTIME] = by.get(RUNTIME, 0.0) + float(sums[m])
+                by[RUNTIME] = by.get(RUNTIME, 0.0) + g
 
 
 def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
             steps: StepSet | None = None) -> AnalysisResult:
     res = AnalysisResult("components")
     source, names, dur, cnt = op_parts(trace, ctx)
+    if source == "host":  # the training threads' ops alone: tf.data's run beside them (its own analyses)
+        names, dur, cnt = _host_ops(trace)
     metrics = list(DECLARED.names())
     tf_ops = [i for i, n in enumerate(names) if ":" in n and "/" in n.split(":", 1)[0]]
     if source == "host":  # graph ops in no scope (``GatherV2:GatherV2``) are the step's own, for their dispatch too
@@ -276,7 +345,7 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     acc: dict[tuple[str, str, str], _Acc] = {}
     key_of: dict[str, tuple[tuple[str, str, str], list[str]] | None] = {}  # op name -> (part, causes); None: input
     named = Names(program, [names[i] for i in tf_ops], component)  # the scopes in the program's own names
-    thresholded = ", ".join(m for m in (program.metrics if program else []) if THRESHOLDED.match(m))
+    compiled = ", ".join(program.metrics) if program and program.metrics else ""
     for i in tf_ops:
         full, _, typ = names[i].partition(":")
         t = op_type_of(names[i], source)
@@ -285,8 +354,8 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
             key_of[names[i]] = None
             continue
         key = named(full, typ)
-        if thresholded and key == (STEP, "step", key[2]) and CONFUSION_OPS.match(dt):
-            key = (thresholded, "metric", "forward")
+        if compiled and key[1] == "step" and (key[0] == STEP or PFOR_SCOPE.match(key[0])):
+            key = (compiled, "metric", "forward")
         key_of[names[i]] = (key, causes_of(full, dt))
         acc.setdefault(key, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), key_of[names[i]][1])
     if source == "host" and steps is not None and steps.start.shape[0]:
@@ -297,8 +366,7 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
         return res
     # each category's wall time (the attribution's part) shared out by the components' op time in it
     cat_total = {c: sum(a.cats.get(c, 0.0) for a in acc.values()) for c in CATEGORIES}
-    cat_total[RUNTIME] = sum(a.cats.get(RUNTIME, 0.0) for a in acc.values()) + acc.get(UNCLAIMED, _Acc()).ps
-    acc.pop(UNCLAIMED, None)
+    cat_total[RUNTIME] = sum(a.cats.get(RUNTIME, 0.0) for a in acc.values()) + acc.pop(UNCLAIMED, _Acc()).ps
     wall_ms = {c: ctx.metric(f"attr_{c}_ms") or 0.0 for c in (*CATEGORIES, RUNTIME)}
     wall_pct = {c: ctx.metric(f"attr_{c}_pct") or 0.0 for c in (*CATEGORIES, RUNTIME)}
 
