@@ -413,6 +413,8 @@ def _metrics(d: dict) -> str:
             items.append("keras.metrics.TopKCategoricalAccuracy(k=5, name=\"top5\")")
         elif m == "precision":
             items.append("keras.metrics.Precision(name=\"precision\")")
+    if not items:
+        return "\ndef make_metrics(off):\n    return []\n"
     body = ",\n        ".join(items)
     return (f"\ndef make_metrics(off):\n    if \"metric\" in off:\n        return []\n"
             f"    return [\n        {body},\n    ]\n")
