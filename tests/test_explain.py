@@ -4,6 +4,8 @@ conditions that make a verdict uncertain are caveats, never gates."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import trace_dirs
 from outputs import target_name
@@ -11,6 +13,9 @@ from outputs import target_name
 from tfadvisor.advice import evaluate, load_rules
 from tfadvisor.advice.explain import NODE_MIN_PCT
 from tfadvisor.analyses.attribution import PARTS
+
+#: Advice to run more in parallel: more tf.data calls or reads, more threads.
+MORE_PARALLELISM = re.compile(r"num_parallel_calls|num_parallel_reads|cycle_length|set_(?:intra|inter)_op_parallelism")
 
 RULES = load_rules()
 STEP = dict(steps_count=10, complete_steps=10, step_time_mean_ms=20.0, step_time_median_ms=20.0)
@@ -86,3 +91,7 @@ def test_no_part_of_ten_percent_is_silent(d):
         assert res.findings
     if m.get("capture_steady_state") is False and large:
         assert any(c["id"] == "not_steady" for f in res.findings for c in f.caveats)
+    # a CPU measured saturated (the system sampler's >= 80 %) is never advised more parallelism (issue 52, point 4)
+    if isinstance(m.get("system_cpu_util_pct"), float) and m["system_cpu_util_pct"] >= 80:
+        fixes = [f.fix or "" for f in res.findings] + [a.get("fix") or "" for f in res.findings for a in f.also]
+        assert not [x for x in fixes if MORE_PARALLELISM.search(x)], m["system_cpu_util_pct"]
