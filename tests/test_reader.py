@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import math
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,11 @@ def _reference_planes(path: str):
                 for s in e.stats:
                     which = s.WhichOneof("value")
                     value = getattr(s, which) if which else None
+                    if which == "double_value" and not math.isfinite(value):
+                        # ignored at load, with a note (README: stat values out of range): TF 2.21 writes
+                        # MemoryAllocation ``fragmentation = nan`` (2 in comp_metric_auc, 11 in
+                        # comp_mixed_precision_cpu_tuned)
+                        continue
                     if which == "ref_value":
                         value = p.stat_metadata[s.ref_value].name
                     stats.append((len(starts) - 1, p.stat_metadata[s.metadata_id].name, which, value))
