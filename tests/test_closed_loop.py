@@ -63,7 +63,8 @@ def test_fix_makes_training_faster(problem, twin):
     d = diff(problem, twin)
     want = 0.5 * measured_pair(problem)["planted_cost_pct"]
     assert d["verdict"] == "faster", d["verdict_text"]
-    assert -d["step_time"]["change_pct"] >= want, (d["verdict_text"], f"want at least {want:.1f} % faster")
+    # the verdict's own figure: step time, or throughput / the unprofiled clock where they take the verdict over
+    assert -d["verdict_change_pct"] >= want, (d["verdict_text"], f"want at least {want:.1f} % faster")
 
 
 #: Pairs whose scripts timed whole steps, start to start (measured.json ``step_clock`` "wall"): the clock the
@@ -80,7 +81,10 @@ def test_speedup_is_the_measured_one(problem, twin):
     pair = measured_pair(problem)
     d = diff(problem, twin)
     want = pair["problem_step_ms"] / pair["twin_step_ms"]
-    assert d["step_time"]["speedup"] == pytest.approx(want, rel=0.15), (d["verdict_text"], f"measured {want:.2f}x")
+    # a pair whose script timed the whole run (measured.json pair.clock: evaluation and epoch ends included) is judged
+    # on the verdict's figure (the unprofiled clock, or throughput); one that timed the profiled steps, on step time
+    got = d["verdict_speedup"] if "clock" in pair else d["step_time"]["speedup"]
+    assert got == pytest.approx(want, rel=0.15), (d["verdict_text"], f"measured {want:.2f}x")
 
 
 @pytest.mark.parametrize("problem,twin", [_param(p, t) for p, t in PAIRS])

@@ -368,6 +368,14 @@ CASES += [(f"cost_{p}", {f"attr_{p}_pct": pct, f"attr_{p}_ms": 3.0, "attr_wall_m
           for p in ("collective", "matrix", "data_movement", "optimizer", "gather_scatter", "custom_call",
                     "elementwise", "input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
           for pct, sev in ((9.9, None), (10.0, "info"), (30.0, "warning"), (None, None))]
+# the time outside the steps by cause (tfadvisor/analyses/throughput.py): a share of the throughput window
+WHOLE = dict(STEP, throughput_ms_per_step=40.0)
+CASES += [(f"outside_{rule}", dict(WHOLE, **{f"outside_{m}_pct": pct, f"outside_{m}_ms": 300.0,
+                                               f"outside_{m}_ms_per_step": 15.0, f"outside_{m}_count": 2,
+                                               "outside_eval_steps_per_train_step": 6.0, "outside_eval_step_ms": 2.5}),
+           sev)
+          for rule, m in (("evaluation", "eval"), ("checkpoint", "checkpoint"), ("epoch_end", "epoch_end"))
+          for pct, sev in ((4.9, None), (5.0, "info"), (25.0, "warning"), (None, None))]
 
 
 @pytest.mark.parametrize("rule_id, metrics, severity", CASES,

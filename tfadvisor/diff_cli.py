@@ -39,14 +39,16 @@ def diff_command(before: str, after: str, fmt: str, fail_on_regression: float | 
     else:
         render_text(d)
     if fail_on_regression is not None:
-        pct = d["step_time"]["change_pct"]
+        pct = d.get("verdict_change_pct", d["step_time"]["change_pct"])
         if pct is None:  # a gate that cannot judge must not pass
             st = d["step_time"]
             side = "before" if st["before_ms"] is None or st["before_ms"] <= 0 else "after"
             where = d[side].get("directory") or d[side]["run"]
             fail(f"{where}: no step time in the {side} profile: --fail-on-regression cannot judge it")
         if d["verdict"] == "slower" and pct > fail_on_regression:  # within the noise is no regression
-            fail(f"step time regressed by {pct:.1f} % (> {fail_on_regression:g} %)", code=1)
+            what = {"throughput": "throughput", "unprofiled": "the unprofiled step time"}.get(d.get("verdict_on"),
+                                                                                              "step time")
+            fail(f"{what} regressed by {pct:.1f} % (> {fail_on_regression:g} %)", code=1)
 
 
 __all__ = ["diff_command"]

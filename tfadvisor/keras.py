@@ -39,6 +39,14 @@ callback, TensorBoard's "Capture profile"), the callback says so and tries again
 the next ``retries`` executions; the window then starts late and keeps its length
 (``tfadvisor_run.json`` ``steps.delayed``).
 
+Unprofiled truth: the callback times every execution of training steps with a plain clock (``time.perf_counter``
+at each ``on_train_batch_begin``, no profiler): up to ``clock_steps`` executions before the window, those inside it
+and up to ``clock_steps`` after it, each interval from an execution's start to the next one's (or the end of
+``fit``) with what came between (``validation``, ``epoch_end``) and the evaluation's own time. The first execution
+of each ``fit`` and, when a ``fit`` has two epochs or more, its whole first epoch are left out (tracing, the first
+evaluation's tracing, autotuning). They go into ``tfadvisor_run.json`` ``clock`` when the window closes (before
+and inside) and again when ``fit`` ends (with after): the report compares the profiled steps with them.
+
 It never raises into training: profiler, metadata and analysis problems become
 :class:`tfadvisor.profiling.CaptureWarning` warnings, and what it prints is best-effort (a
 full disk or a closed pipe on stdout is skipped). Arguments are checked when it is made.
@@ -55,6 +63,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from tfadvisor.capture import markers, signals
@@ -91,6 +100,8 @@ def __dir__() -> list[str]:
 
 #: Under ``steps_per_execution=k`` a window lasts at least this many executions (AdvisorCallback(min_executions=)).
 MIN_EXECUTIONS = 5
+#: Executions timed by the plain clock on each side of the window (AdvisorCallback(clock_steps=)).
+CLOCK_STEPS = 5000
 
 
 def parse_window(steps: Any) -> tuple[int, int] | None:
@@ -229,6 +240,8 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
             many following executions (0: give up at once).
         min_executions: under ``steps_per_execution=k`` the window lasts at least this many
             executions (k steps each), so that it can show steady state; 0: exactly ``steps``.
+        clock_steps: time at most this many executions on each side of the window with a plain clock (no
+            profiler; ``tfadvisor_run.json`` ``clock``); 0: none.
     """
 
     def __init__(
@@ -252,6 +265,7 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
         stream=None,
         retries: int = 20,
         min_executions: int = MIN_EXECUTIONS,
+        clock_steps: int = CLOCK_STEPS,
     ) -> None:
         super().__init__()
         self.window = parse_window(steps)
@@ -263,6 +277,12 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
             report_html=report_html, top=top, verbose=verbose, stream=stream, metadata=metadata, source=SOURCE)
         self.retries = whole_at_least("retries", retries, 0)
         self.min_executions = whole_at_least("min_executions", min_executions, 0)
+        self.clock_steps = whole_at_least("clock_steps", clock_steps, 0)
+        self._pending: list | None = None  # the clock's open interval: [t0, side, steps, kind, eval_s, skip]
+        self._test_t0: float | None = None
+        self._fit_epochs = 0  # epochs begun in this fit
+        self._fit_planned_epochs = 1
+        self._epoch_begin_step = 0  # the global step the running epoch began at
         self.batch_size = batch_size
         self.name = name
         self.state = MARKING if self.window is None else WAITING
@@ -306,6 +326,10 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
             self._spe = 1
         steps = (self.params or {}).get("steps")
         self._epoch_steps = int(steps) if isinstance(steps, int) and steps > 0 else None
+        epochs = (self.params or {}).get("epochs")
+        self._fit_planned_epochs = int(epochs) if isinstance(epochs, int) and epochs > 0 else 1
+        self._fit_epochs = 0
+        self._pending = None
         try:
             self._fit_batch_size = self.batch_size or _infer_batch_size(self.model)
         except Exception:  # noqa: BLE001
@@ -318,16 +342,81 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = int(epoch) if isinstance(epoch, int) else None
+        self._fit_epochs += 1
+        self._epoch_begin_step = self.steps_seen
 
     def on_epoch_end(self, epoch, logs=None):
         if self.state is PROFILING:
             self.epoch_ends.append(self.steps_seen)
+        if self._pending is not None and not self._pending[3]:
+            self._pending[3] = "epoch_end"
 
     def on_test_begin(self, logs=None):
         if self.state is PROFILING:
             self.validation_runs += 1
+        if self._pending is not None:
+            self._pending[3] = "validation"
+            self._test_t0 = time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        if self._pending is not None and self._test_t0 is not None:
+            self._pending[4] += time.perf_counter() - self._test_t0
+        self._test_t0 = None
+
+    # --- the plain clock (no profiler) ----------------------------------------------
+    def _clock_end(self, t: float) -> None:
+        """Close the clock's open interval at ``t`` (the next execution's start, or the end of fit)."""
+        p, self._pending = self._pending, None
+        if p is None or p[5]:
+            return
+        side = self.clock.setdefault(p[1], {"ms": [], "steps": [], "kind": [], "eval_ms": []})
+        if p[1] != "inside" and len(side["ms"]) >= self.clock_steps:
+            return
+        side["ms"].append(round((t - p[0]) * 1000.0, 4))
+        side["steps"].append(int(p[2]))
+        side["kind"].append(p[3])
+        side["eval_ms"].append(round(p[4] * 1000.0, 4))
+
+    def _clock_start(self, t: float, first_of_fit: bool) -> None:
+        """Open the interval of the execution starting at ``t``, on its side of the window."""
+        side = {WAITING: "before", BUSY: "before", PROFILING: "inside", DONE: "after"}.get(self.state)
+        if side is None or (self.clock_steps == 0 and side != "inside"):
+            return
+        # the fit's first execution traces the step function; a fit of several epochs: its first epoch (the first
+        # evaluation traces too, tf.data autotunes)
+        skip = first_of_fit or (self._fit_epochs <= 1 and self._fit_planned_epochs >= 2)
+        self._pending = [t, side, self._exec_n, "", 0.0, skip]
+
+    def _clock_facts(self) -> dict[str, Any]:
+        """``tfadvisor_run.json`` ``clock``: the sides timed so far."""
+        return {k: {f: list(v) for f, v in side.items()} for k, side in self.clock.items()}
+
+    def _write_clock(self) -> None:
+        """The clock with the after side, into the window's run file (it was written without it at the close)."""
+        if not self.run_dir or not self.clock.get("after"):
+            return
+        try:
+            _runfacts().write_run_metadata(self.run_dir, {"clock": self._clock_facts()})
+        except Exception as err:  # noqa: BLE001
+            warn(f"the unprofiled step times were not recorded: {type(err).__name__}: {err}")
+            return
+        if self.verbose:
+            self._say(f"tfadvisor: {self._clock_line()}")
+
+    def _clock_line(self) -> str:
+        """One line on the clock's sides: ms per training step outside the window and inside it."""
+        bits = []
+        for side in ("before", "inside", "after"):
+            c = self.clock.get(side)
+            if c and c["ms"]:
+                n = sum(c["steps"])
+                bits.append(f"{side} {sum(c['ms']) / max(n, 1):.3g} ms per step over {n} steps")
+        return "unprofiled clock (wall time per training step, evaluation and epoch ends included): " + "; ".join(bits)
 
     def on_train_batch_begin(self, batch, logs=None):
+        t = time.perf_counter()
+        first_of_fit = self._pending is None and self._fit_epochs <= 1 and batch == 0
+        self._clock_end(t)
         if self._startup and "first_batch" not in _runfacts().STARTUP:
             self._startup_mark("first_batch")
         if self._marker is not None:  # left open: a step that raised, then fit was called again
@@ -342,6 +431,7 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
         state = self.state
         if state is WAITING or state is BUSY:
             if first < self.window[0]:
+                self._clock_start(t, first_of_fit)
                 return
             self._open()
             state = self.state
@@ -351,6 +441,7 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
             marker = self._step(first, self.name)
             marker.__enter__()
             self._marker = marker
+        self._clock_start(t, first_of_fit)
 
     def on_train_batch_end(self, batch, logs=None):
         if self._startup:
@@ -374,6 +465,9 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
     def on_train_end(self, logs=None):
         self.in_fit = False
         self._end_marker()
+        self._clock_end(time.perf_counter())
+        if self.state is DONE:
+            self._write_clock()
         if self.state is BUSY:
             self._give_up(f"training ended while another profiler was running ({self.attempts} tries)")
         if self.state is PROFILING:
@@ -427,6 +521,7 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
             return
         self.state = PROFILING
         self.first_profiled = self._exec_first
+        self.window_epoch_offset = self._exec_first - self._epoch_begin_step
         self.error = None
         atexit.register(self._at_exit)
         signals.on_signal(self._on_signal)
@@ -500,6 +595,8 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
         self.window_epochs: list[int] = []  # epochs with profiled steps
         self.epoch_ends: list[int] = []  # global steps after which an epoch ended inside the window
         self.validation_runs = 0  # validation passes inside the window
+        self.window_epoch_offset: int | None = None  # the window's first step's index in its epoch
+        self.clock: dict[str, dict[str, list]] = {}  # the plain clock's sides (tfadvisor_run.json "clock")
         self.cut_short: str | None = None  # why the window ended early (a signal, fit raising)
 
     def _rearm(self) -> None:
@@ -542,6 +639,8 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
         try:  # a failure here must not keep the profiler from stopping
             facts.update(self._model_info())
             facts["steps"] = self._window_facts(first, note)
+            if self.clock:
+                facts["clock"] = self._clock_facts()
         except Exception as err:  # noqa: BLE001
             warn(f"the window's facts were not all recorded: {type(err).__name__}: {err}")
         if note and self.verbose:
@@ -585,6 +684,13 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
         if ends:
             steps["epoch_ends_after_step"] = [e - 1 for e in ends]
         steps["validation_runs"] = self.validation_runs
+        if self._epoch_steps:
+            steps["steps_per_epoch"] = self._epoch_steps
+            # where in its epochs the window starts and ends: step index in the epoch (0: at its start; ends at
+            # steps_per_epoch: at its end)
+            if self.window_epoch_offset is not None:
+                steps["starts_at_epoch_step"] = self.window_epoch_offset
+            steps["ends_at_epoch_step"] = first + self.profiled_steps - self._epoch_begin_step
         return steps
 
     def _startup_mark(self, what: str) -> None:

@@ -59,6 +59,7 @@ def ignored_fields(md: dict) -> list[str]:
     if names is not None and not isinstance(names, (list, tuple)):
         notes.append(f"tfadvisor_run.json: host_names = {_shown(names)} is not a list: ignored")
     notes.extend(keras_facts(md)[1])
+    notes.extend(clock_facts(md)[1])
     return notes
 
 
@@ -157,6 +158,68 @@ def keras_facts(md: dict) -> tuple[dict[str, Any], list[str]]:
     return out, notes
 
 
+#: ``clock``: the sides of the profiled window the Keras callback times, and the kinds of interval it records.
+CLOCK_SIDES = ("before", "inside", "after")
+CLOCK_KINDS = ("", "validation", "epoch_end")
+#: At most this many intervals a side (the callback writes at most ``clock_steps``, 5,000 by default).
+MAX_CLOCK = 100_000
+
+
+def _ms_list(v: Any, n: int | None) -> list[float] | None:
+    """A list of finite numbers >= 0 (of length ``n`` when given), else None."""
+    if not isinstance(v, list) or len(v) > MAX_CLOCK or (n is not None and len(v) != n):
+        return None
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 for x in v):
+        return None
+    return [float(x) for x in v]
+
+
+def _clock_side(s: Any) -> dict[str, list] | None:
+    """One side of ``clock`` (``ms``, ``steps``, ``kind``, ``eval_ms``: one entry per interval), or None."""
+    if not isinstance(s, dict):
+        return None
+    ms = _ms_list(s.get("ms"), None)
+    if ms is None:
+        return None
+    n = len(ms)
+    steps = s.get("steps")
+    if not isinstance(steps, list) or len(steps) != n or any(positive(x, True) is None or isinstance(x, float)
+                                                               for x in steps):
+        return None
+    kind = s.get("kind", [""] * n)
+    if not isinstance(kind, list) or len(kind) != n or any(k not in CLOCK_KINDS for k in kind):
+        return None
+    ev = _ms_list(s.get("eval_ms", [0.0] * n), n)
+    if ev is None:
+        return None
+    return {"ms": ms, "steps": [int(x) for x in steps], "kind": list(kind), "eval_ms": ev}
+
+
+def clock_facts(md: dict) -> tuple[dict[str, Any], list[str]]:
+    """The usable part of ``clock`` (the Keras callback's wall clock per execution of training steps before, inside
+    and after the profiled window, no profiler outside it: ``{side: {ms, steps, kind, eval_ms}}``, one entry per
+    interval from an execution's start to the next one's, ``kind`` saying what came between: ``validation``,
+    ``epoch_end`` or nothing) and one note per side that cannot be used."""
+    c = md.get("clock")
+    if c is None:
+        return {}, []
+    if not isinstance(c, dict):
+        return {}, [f"tfadvisor_run.json: clock = {_shown(c)} is not an object (the unprofiled step times): ignored"]
+    out: dict[str, Any] = {}
+    notes: list[str] = []
+    for side in CLOCK_SIDES:
+        if c.get(side) is None:
+            continue
+        got = _clock_side(c[side])
+        if got is None:
+            notes.append(f"tfadvisor_run.json: clock.{side} is not lists of equal length (ms and eval_ms finite "
+                         f"numbers >= 0, steps positive whole numbers, kind one of {CLOCK_KINDS}, at most "
+                         f"{MAX_CLOCK:,}): ignored")
+        else:
+            out[side] = got
+    return out, notes
+
+
 def steps_per_execution(md: dict) -> tuple[int | None, Any]:
     """Training steps per step marker: ``steps.steps_per_execution`` (the Keras callback writes it)
     or a top-level ``steps_per_execution``. Returns (k or None, the unusable value or None)."""
@@ -170,4 +233,5 @@ def steps_per_execution(md: dict) -> tuple[int | None, Any]:
     return (k, None) if k is not None else (None, raw)
 
 
-__all__ = ["NUMBER_FIELDS", "UNREADABLE_KEY", "ignored_fields", "keras_facts", "positive", "steps_per_execution"]
+__all__ = ["CLOCK_KINDS", "CLOCK_SIDES", "NUMBER_FIELDS", "UNREADABLE_KEY", "clock_facts", "ignored_fields",
+           "keras_facts", "positive", "steps_per_execution"]

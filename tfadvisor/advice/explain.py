@@ -25,13 +25,25 @@ from tfadvisor.advice.rules import SEVERITY_RANK, Rule
 
 #: A part of at least this share of the wall time is a node that gets a finding (the generic rules' threshold).
 NODE_MIN_PCT = 10.0
+#: Parts whose causes are separate stretches of time, each a node of its own (``part.outside_steps.evaluation``,
+#: ``.checkpoint``, ``.epoch_end``), with the metrics that measure the part (its share of the throughput window, ms
+#: per training step) where the attribution's (a share of the steps' own wall time) leaves it out.
+SEPARATE_CAUSES = {"outside_steps": ("outside_pct", "outside_ms_per_step")}
 
 
 def node_of(rule: Rule, metrics: Mapping[str, Any]) -> tuple[str, str]:
     """(part, component kind) a rule explains: ``part.{comp_metric_part}.component.metric`` -> (``elementwise``,
     ``metric``); a rule that explains no part of the program ``(part, "")``."""
     rest = rule.explains.split(".")[2:]
-    return rule.part(metrics), (rest[1] if len(rest) > 1 and rest[0] == "component" else "")
+    part = rule.part(metrics)
+    if part in SEPARATE_CAUSES and rest:
+        return part, rest[0]
+    return part, (rest[1] if len(rest) > 1 and rest[0] == "component" else "")
+
+
+def _part_metrics(part: str) -> tuple[str, str]:
+    """The metrics of a part's share of the wall time and its ms per step."""
+    return SEPARATE_CAUSES.get(part, (f"attr_{part}_pct", f"attr_{part}_ms"))
 
 
 def explain(hits: list[tuple[Any, int]], rules: Mapping[str, Rule],
@@ -65,15 +77,15 @@ def explain(hits: list[tuple[Any, int]], rules: Mapping[str, Rule],
         parts = sorted((winners[n][0] for n in winners if n[0] == part and n[1]),
                        key=lambda w: -(w.impact_pct or 0.0))
         held = sum(w.impact_pct or 0.0 for w in parts)
-        if parts and held >= 0.5 * (_number(metrics.get(f"attr_{part}_pct")) or 0.0):
+        if parts and held >= 0.5 * (_number(metrics.get(_part_metrics(part)[0])) or 0.0):
             if not rules[f.rule].generic:
                 _fold(parts[0], f, rules)
             del winners[(part, kind)]
     for (part, _), (win, pos) in winners.items():
         if win.impact_pct is None:  # what is at stake: the part's cost as the folded explanations measured it
             win.impact_pct = max((a["impact_pct"] for a in win.also if a["impact_pct"] is not None), default=None)
-        win.node_pct = _number(metrics.get(f"attr_{part}_pct"))
-        for name in (f"attr_{part}_pct", f"attr_{part}_ms", f"comp_{part}_top"):  # the part, in the program's words
+        win.node_pct = _number(metrics.get(_part_metrics(part)[0]))
+        for name in (*_part_metrics(part), f"comp_{part}_top"):  # the part, in the program's words
             v = metrics.get(name)
             if v is not None and v == v and name not in win.evidence:
                 win.evidence[name] = v
@@ -105,4 +117,4 @@ def _number(v: Any) -> float | None:
     return round(float(v), 2) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-__all__ = ["CAVEATS", "NODE_MIN_PCT", "explain", "node_of"]
+__all__ = ["CAVEATS", "NODE_MIN_PCT", "SEPARATE_CAUSES", "explain", "node_of"]

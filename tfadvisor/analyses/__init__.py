@@ -29,6 +29,7 @@ ORDER = (
     "devices",  # the devices of the host against each other: the slow one the others wait for
     "variation",  # steps grouped by what runs in them: work in some steps only, its period and cost
     "gaps",
+    "throughput",  # wall time per step with evaluation and epoch ends; the time outside the steps; the profiler's cost
     "input",
     "tfdata",
     "placement",

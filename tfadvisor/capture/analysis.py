@@ -66,7 +66,14 @@ def print_report(result: Result, run_dir: str, *, top: int = 3, stream: TextIO |
     shown = result if len(findings) <= top else dataclasses.replace(result, findings=findings[:top])
     print_result(shown, capture_console(out), brief=True)
     hidden = f" ({len(findings) - top} not shown)" if len(findings) > top else ""
-    say(f"tfadvisor: {result.metrics.get('steps_count') or 0} step(s) found, {len(findings)} finding(s){hidden}; "
+    m = result.metrics
+    times = ""
+    st, tp = m.get("step_time_mean_ms"), m.get("throughput_ms_per_step")
+    if isinstance(st, (int, float)) and isinstance(tp, (int, float)):
+        times = (f" (step time {st:.3g} ms, throughput {tp:.3g} ms per step with evaluation and epoch ends"
+                 + (f", unprofiled {m['unprofiled_ms_per_step']:.3g} ms" if isinstance(
+                     m.get("unprofiled_ms_per_step"), (int, float)) else "") + ")")
+    say(f"tfadvisor: {m.get('steps_count') or 0} step(s) found{times}, {len(findings)} finding(s){hidden}; "
         f"full report: tfadvisor analyze {run_dir}", out)
 
 

@@ -10,16 +10,21 @@ were fixed, are new, or remain (matched by rule id).
 :mod:`tfadvisor.diff_cli`.
 
 The verdict is on the mean step time, or on the time per example when the two runs' batch sizes
-differ and both are known. A change is reported as "unchanged" when it is within :data:`NOISE_PCT`
-(1 %), or when the profiled steps cannot tell it from run-to-run noise: the 95 % interval of the
-difference of the mean step times (Welch, from each step's ``ms_per_step``; the steps that hold
-occasional work, such as a checkpoint every 4th step, are their own stratum) contains zero. Two
-captures of the same program on a busy host differ by a few % and must not read as a speed-up or a
-regression.
+differ and both are known. Two figures of the whole run can take it over (``verdict_on``): where both captures have
+the Keras callback's unprofiled clock (``unprofiled_ms_per_step``: wall time per training step outside the profiled
+window, evaluation and epoch ends included), the verdict is on it; else where throughput (wall time per training step
+over the window, evaluation, epoch ends and checkpoints included) moved by more than :data:`WHOLE_NOISE_PCT` and step
+time says otherwise, on throughput. Both are shown either way, and the text says which moved.
 
-The two captures' conditions are compared too (:func:`conditions`): other processes' CPU share,
-cores, batch size, ``steps_per_execution``, TensorFlow version. When the load or the machine
-differ, the verdict says it cannot be trusted as a measure of the change alone.
+A change of step time is reported as "unchanged" when it is within :data:`NOISE_PCT` (1 %), or when the profiled
+steps cannot tell it from run-to-run noise: the 95 % interval of the difference of the mean step times (Welch, from
+each step's ``ms_per_step``; the steps that hold occasional work, such as a checkpoint every 4th step, are their own
+stratum) contains zero. Two captures of the same program on a busy host differ by a few % and must not read as a
+speed-up or a regression.
+
+The two captures' conditions are compared too (:func:`conditions`): other processes' CPU share, cores, batch size,
+``steps_per_execution``, TensorFlow version. When the load or the machine differ, the verdict says it cannot be
+trusted as a measure of the change alone.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from tfadvisor.report import get, run_label
 from tfadvisor.report.findings import finding_rule
 
 NOISE_PCT = 1.0
+#: A whole-run figure (throughput, the unprofiled clock) within this of its before is "unchanged": it has no per-step
+#: noise interval, and a window holding one epoch end more or less moves it by a few %.
+WHOLE_NOISE_PCT = 5.0
 
 
 def _t95(df: float) -> float:
@@ -112,6 +120,10 @@ FIGURES: tuple[tuple[str, str, str, str], ...] = (
     ("step_time_median_ms", "median", "Step time", "lower"),
     ("step_time_p90_ms", "p90", "Step time", "lower"),
     ("step_time_max_ms", "max", "Step time", "lower"),
+    ("throughput_ms_per_step", "throughput: ms per step, evaluation and epoch ends included", "Step time", "lower"),
+    ("unprofiled_ms_per_step", "unprofiled clock: ms per step outside the window", "Step time", "lower"),
+    ("profiler_inflation", "profiler inflation (profiled / unprofiled step)", "Step time", ""),
+    ("outside_eval_ms_per_step", "evaluation per training step", "Step time", "lower"),
     ("steps_count", "steps profiled", "Step time", ""),
     ("step_busy_mean_ms", "busy part (inside the step marker)", "Step time", ""),
     ("step_device_compute_pct", "device compute", "Breakdown (% of step)", ""),
@@ -262,6 +274,27 @@ def diff_results(before: Any, after: Any) -> dict:
         text += (f"; but the captures' conditions differ ({'; '.join(cond['differ'])}): not a measure of the change "
                  "alone")
     step["text"] = text
+    verdict_on, verdict, vtext, vchange, vspeed = "step_time", step["verdict"], text, step["change_pct"], \
+        step["speedup"]
+    whole = {}
+    for key, metric in (("throughput", "throughput_ms_per_step"), ("unprofiled", "unprofiled_ms_per_step")):
+        w = _whole(_num(mb.get(metric)), _num(ma.get(metric)))
+        if w is not None:
+            whole[key] = w
+    u, t = whole.get("unprofiled"), whole.get("throughput")
+    if u is not None:
+        verdict_on, verdict, vchange, vspeed = "unprofiled", u["verdict"], u["change_pct"], u["speedup"]
+        vtext = (f"{_said(u)} per training step by the unprofiled clock outside the profiled windows (evaluation and "
+                 f"epoch ends included: {u['before_ms']:.3g} ms -> {u['after_ms']:.3g} ms); profiled: step time "
+                 f"{_moved(step)}" + (f", throughput {_moved(t)}" if t else ""))
+    elif t is not None and t["verdict"] in ("faster", "slower") and t["verdict"] != step["verdict"]:
+        verdict_on, verdict, vchange, vspeed = "throughput", t["verdict"], t["change_pct"], t["speedup"]
+        vtext = (f"{_said(t)} per training step over the window, evaluation and epoch ends included "
+                 f"({t['before_ms']:.3g} ms -> {t['after_ms']:.3g} ms): throughput moved, while step time alone "
+                 f"{_moved(step)}")
+    if verdict_on != "step_time" and cond["differ"]:
+        vtext += (f"; but the captures' conditions differ ({'; '.join(cond['differ'])}): not a measure of the change "
+                  "alone")
 
     fb, fa = _fired(before), _fired(after)
 
@@ -281,12 +314,43 @@ def diff_results(before: Any, after: Any) -> dict:
         after=dict(run=run_label(after), directory=getattr(getattr(after, "run", None), "directory", None),
                    hosts=len(getattr(after, "hosts", None) or []) or None),
         step_time=step,
-        verdict=step["verdict"],
-        verdict_text=text,
+        throughput=whole.get("throughput"),
+        unprofiled=whole.get("unprofiled"),
+        verdict=verdict,
+        verdict_on=verdict_on,
+        verdict_change_pct=vchange,
+        verdict_speedup=vspeed,
+        verdict_text=vtext,
         conditions=cond,
         figures=figures,
         findings=findings,
     )
+
+
+def _whole(b: float | None, a: float | None) -> dict | None:
+    """A whole-run figure's change (ms per training step, lower is better) with its own verdict."""
+    if b is None or a is None or b <= 0 or a <= 0:
+        return None
+    pct = (a - b) / b * 100
+    verdict = "unchanged" if abs(pct) < WHOLE_NOISE_PCT else ("faster" if pct < 0 else "slower")
+    return dict(before_ms=b, after_ms=a, change_ms=a - b, change_pct=pct, speedup=b / a, verdict=verdict)
+
+
+def _said(w: dict) -> str:
+    """``faster by 84.0 % (6.15x)`` of a whole-run figure."""
+    if w["verdict"] == "unchanged":
+        return f"unchanged: within {WHOLE_NOISE_PCT:g} % ({_pct(w['change_pct'])})"
+    if w["verdict"] == "faster":
+        return f"faster by {abs(w['change_pct']):.1f} % ({w['speedup']:.2f}x)"
+    return f"slower by {w['change_pct']:.1f} %"
+
+
+def _moved(w: dict | None) -> str:
+    """How a figure moved, in a few words: ``47.5 -> 62.8 ms (slower, +32 %)``."""
+    if not w or w.get("before_ms") is None or w.get("after_ms") is None:
+        return "unknown"
+    v = w.get("verdict") or "unknown"
+    return f"{w['before_ms']:.3g} -> {w['after_ms']:.3g} ms ({v}, {_pct(w.get('change_pct'))})"
 
 
 #: Other processes' CPU (% of all cores) that two captures may differ by before their verdict is distrusted.

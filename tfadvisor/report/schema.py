@@ -138,6 +138,10 @@ def _summary() -> dict[str, Any]:
         "steps": {"type": "integer", "minimum": 0, "description": "0 when no steps were found"},
         "steps_source": STRING_OR_NULL,
         "step_time_ms": _obj({k: NUMBER for k in STEP_TIME_KEYS}),
+        "throughput_ms_per_step": dict(NUMBER, description="wall time per training step over the window, evaluation, "
+                                                           "epoch ends, checkpoints and callbacks included"),
+        "profiler_inflation": dict(NUMBER, description="profiled steps' time / unprofiled (clock) or estimated"),
+        "profiler_inflation_source": dict(STRING_OR_NULL, description="clock or estimate"),
         "breakdown_pct": _obj({k: dict(NUMBER, description=label) for k, label in BREAKDOWN}, required=[],
                               doc="known step-time categories, % of step time"),
         "loaded": loaded,
@@ -219,6 +223,11 @@ def diff_schema() -> dict[str, Any]:
                    "before": SCALAR, "after": SCALAR, "change": NUMBER, "change_pct": NUMBER,
                    "better": {"enum": ["lower", "higher", None]},
                    "judgement": {"enum": ["better", "worse", "same", None]}})
+    whole = {"type": ["object", "null"], "additionalProperties": False,
+             "required": ["before_ms", "after_ms", "change_ms", "change_pct", "speedup", "verdict"],
+             "properties": {"before_ms": NUMBER, "after_ms": NUMBER, "change_ms": NUMBER, "change_pct": NUMBER,
+                            "speedup": NUMBER, "verdict": verdict},
+             "description": "a whole-run figure in ms per training step, before and after"}
     body = _obj({
         "before": side,
         "after": side,
@@ -234,7 +243,15 @@ def diff_schema() -> dict[str, Any]:
                            "text": STRING},
                           required=["before_ms", "after_ms", "change_ms", "change_pct", "speedup", "verdict",
                                     "text"]),
+        "throughput": whole,
+        "unprofiled": whole,
         "verdict": verdict,
+        "verdict_on": {"enum": ["step_time", "throughput", "unprofiled"],
+                       "description": "the figure the verdict is on: the step time; throughput (evaluation and epoch "
+                                      "ends included) where it moved and step time says otherwise; the unprofiled "
+                                      "clock where both captures have it"},
+        "verdict_change_pct": NUMBER,
+        "verdict_speedup": NUMBER,
         "verdict_text": STRING,
         "conditions": _obj({
             "items": {"type": "array", "items": _obj({"name": STRING, "before": SCALAR, "after": SCALAR,

@@ -97,6 +97,7 @@ def _summary(console: Console, result: Any) -> None:
     if any(v is not None for v in st.values()):
         parts = [f"{k} {fmt_num(st[k])}" for k in STEP_TIME_KEYS if st[k] is not None]
         _kv(console, "step time", "  ".join(parts) + " ms")
+    _throughput(console, metrics)
     shares = breakdown(metrics)
     if shares:
         labels = dict(BREAKDOWN)
@@ -114,6 +115,29 @@ def _summary(console: Console, result: Any) -> None:
             _hosts_summarised(console, result, len(hosts_detail))
         else:
             _hosts_listed(console, hosts_detail, plain(metrics.get("straggler_host")))
+
+
+def _throughput(console: Console, metrics: Any) -> None:
+    """Throughput beside step time (evaluation and epoch ends included), the unprofiled clock and the profiler's
+    inflation (said as an estimate where there is no clock)."""
+    tp = plain(metrics.get("throughput_ms_per_step"))
+    if not isinstance(tp, (int, float)):
+        return
+    text = f"{fmt_num(tp)} ms per training step over the window, evaluation and epoch ends included"
+    ratio = plain(metrics.get("throughput_vs_step_time"))
+    if isinstance(ratio, (int, float)) and abs(ratio - 1) >= 0.05:
+        text += f" ({fmt_num(ratio, 2)}x the step time)"
+    _kv(console, "throughput", text)
+    un = plain(metrics.get("unprofiled_ms_per_step"))
+    if isinstance(un, (int, float)):
+        _kv(console, "unprofiled", f"{fmt_num(un)} ms per training step by the callback's clock outside the window "
+                                   f"({int(plain(metrics.get('unprofiled_steps_count')) or 0)} steps, evaluation and "
+                                   "epoch ends included)")
+    said = plain(metrics.get("profiler_inflation_text"))
+    r = plain(metrics.get("profiler_inflation"))
+    if isinstance(said, str) and isinstance(r, (int, float)) and (
+            plain(metrics.get("profiler_inflation_source")) == "clock" or r >= 1.1):
+        _kv(console, "profiler", said)
 
 
 #: Hosts that stand out listed at most (the rest: JSON).
