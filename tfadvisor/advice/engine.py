@@ -154,16 +154,20 @@ def sort_key(f: Finding, position: int = 0) -> tuple:
 def evaluate(metrics: Mapping[str, Any], rules: list[Rule]) -> list[Finding]:
     """Every rule whose condition holds, one finding per part of the wall time explained
     (:func:`tfadvisor.advice.explain.explain`: the most specific explanation, the others folded into it, caveats
-    attached), ordered by severity (critical first) then impact (largest first).
+    attached), ordered by severity (critical first), the explained before the generic ones, then impact (largest
+    first).
 
     Ties keep the order of the rules (files by name, tables in file order), so the cheaper
     fix of a group comes first (prefetch before re-sharding the data).
     """
     from tfadvisor.advice.explain import explain
 
+    by_id = {r.id: r for r in rules}
     hits = [(f, i) for i, f in enumerate(evaluate_rule(r, metrics) for r in rules) if f is not None]
-    hits = explain(hits, {r.id: r for r in rules}, metrics)
-    hits.sort(key=lambda fi: sort_key(*fi))
+    hits = explain(hits, by_id, metrics)
+    # within a severity, the explained findings before the generic ones: a generic finding's figure is the size of
+    # a part nothing explained, not a gain a fix was shown to bring
+    hits.sort(key=lambda fi: (sort_key(*fi)[0], by_id[fi[0].rule].generic, *sort_key(*fi)[1:]))
     return [f for f, _ in hits]
 
 

@@ -370,8 +370,20 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     wall_ms = {c: ctx.metric(f"attr_{c}_ms") or 0.0 for c in (*CATEGORIES, RUNTIME)}
     wall_pct = {c: ctx.metric(f"attr_{c}_pct") or 0.0 for c in (*CATEGORIES, RUNTIME)}
 
+    # On a CPU the ops share the cores: an op beside a matrix product slows it though the attribution gives that
+    # instant to the product (its category comes first). So there the compute parts' wall time is shared out by
+    # op time across categories (each op's share of all the ops' time); on a device, category by category.
+    pooled = source == "host"
+    pool_total = sum(cat_total[c] for c in CATEGORIES)
+
     def on_wall(cats: dict[str, float], figure: dict[str, float]) -> float:
-        return sum(figure[c] * v / cat_total[c] for c, v in cats.items() if cat_total.get(c, 0.0) > 0)
+        out = 0.0
+        for c, v in cats.items():
+            if pooled and c != RUNTIME:
+                out += sum(figure[k] for k in CATEGORIES) * v / pool_total if pool_total > 0 else 0.0
+            elif cat_total.get(c, 0.0) > 0:
+                out += figure[c] * v / cat_total[c]
+        return out
 
     def part_of(cats: dict[str, float]) -> str:
         """The attribution's part that holds most of this time on the wall clock."""
