@@ -16,8 +16,10 @@ in a Keras 3 ``fit``; ``replica_4/bert_span_labeler/bert_encoder_1/transformer/l
 
 Op time is the ops' summed duration (ops on several threads add up), from the device's op lines where the trace
 has them, else the TF ops of the host's training threads (a CPU run: the work itself; tf.data's threads run the
-input pipeline beside them). Wall time is the attribution's: each op category's part of the wall time is shared out
-among the components by their op time in that category. On the host the runtime's part (the executor between ops,
+input pipeline beside them). Wall time is the attribution's: on a device each op category's part of the wall time is
+shared out among the components by their op time in that category; on a CPU, where the ops share the cores (a check
+beside a matrix product slows it though the attribution gives that instant to the product), the compute parts
+together by op time across categories. On the host the runtime's part (the executor between ops,
 op dispatch, a ``tf.map_fn``'s iterations, which the trace does not record as ops) is shared out too, by the time
 inside a step before each op (from the end of the op before it, on any thread): the time it took to get to that op
 (a wait, the time before an input op, a function call's start, is no op's). So a loop's iterations are the part
