@@ -97,8 +97,11 @@ DECLARED = declare(
 WRAPPERS = re.compile(r"^(?:StatefulPartitionedCall|PartitionedCall|replica|while|body|cond|then|else|"
                       r"TPUPartitionedCall|cluster|inference|train_function|one_step_on_data|multi_step_on_iterator|"
                       r"one_step_on_iterator|train_step|test_step|predict_step)(?:_\d+)?$|^_\d+$", re.I)
-OPTIMIZERS = re.compile(r"^(?:adam|adamw|adamax|nadam|sgd|rmsprop|adagrad|adadelta|ftrl|lion|lamb|adafactor|"
-                        r"loss_scale_optimizer|lossscaleoptimizer|optimizer|[a-z]+_optimizer)(?:_\d+)?$", re.I)
+#: (Keras 3 names an optimizer's scope by its class in snake case: ``RMSprop`` -> ``rm_sprop``, ``AdamW`` ->
+#: ``adam_w``.)
+OPTIMIZERS = re.compile(r"^(?:adam|adamw|adam_w|adamax|nadam|sgd|rmsprop|rm_sprop|adagrad|adadelta|ftrl|lion|lamb|"
+                        r"adafactor|loss_scale_optimizer|lossscaleoptimizer|optimizer|[a-z]+_optimizer)(?:_\d+)?$",
+                        re.I)
 APPLY_OP = re.compile(r"^ResourceApply|^ApplyAdam|^ResourceSparseApply")
 LOSSES = re.compile(r"^(?:compile_loss|.*loss.*|.*crossentropy.*|mean_squared_error|mean_absolute_error|huber.*)"
                     r"(?:_\d+)?$", re.I)
