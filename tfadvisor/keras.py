@@ -626,6 +626,8 @@ class _AdvisorCallbackImpl(CaptureOptionsView):
         """Stop the window's session, with what only the window knows: its facts, label and the signal that cut
         it short."""
         self.state = DONE
+        if self._pending is not None:  # the last window step's interval holds the profiler stopping and writing
+            self._pending[5] = True
         try:
             atexit.unregister(self._at_exit)
             signals.forget_signal(self._on_signal)

@@ -71,7 +71,8 @@ def print_report(result: Result, run_dir: str, *, top: int = 3, stream: TextIO |
     st, tp = m.get("step_time_mean_ms"), m.get("throughput_ms_per_step")
     if isinstance(st, (int, float)) and isinstance(tp, (int, float)):
         times = (f" (step time {st:.3g} ms, throughput {tp:.3g} ms per step with evaluation and epoch ends"
-                 + (f", unprofiled {m['unprofiled_ms_per_step']:.3g} ms" if isinstance(
+                 + (f", unprofiled {m['unprofiled_ms_per_step']:.3g} ms by the clock over the "
+                    f"{m.get('unprofiled_steps_count')} steps timed outside the window so far" if isinstance(
                      m.get("unprofiled_ms_per_step"), (int, float)) else "") + ")")
     say(f"tfadvisor: {m.get('steps_count') or 0} step(s) found{times}, {len(findings)} finding(s){hidden}; "
         f"full report: tfadvisor analyze {run_dir}", out)
