@@ -116,3 +116,39 @@ def test_a_loops_iterations_are_the_part_whose_loop_it_is():
     assert len(spans) >= 10, spans
     loop_ms = sum(spans) / len(spans) / 1e9
     assert m["comp_loss_ms"] >= loop_ms, (m["comp_loss_ms"], loop_ms)
+
+
+def _tf_samples() -> list:
+    from conftest import expected, sample_dirs
+
+    return [p for p in sample_dirs() if "tf_version" in expected(p) or p.name.startswith("real_tf")]
+
+
+@pytest.mark.parametrize("d", _tf_samples(), ids=lambda p: p.name)
+def test_every_tf_sample_shows_its_program_parts_in_every_format(d):
+    """Issue 52: the component view on every TensorFlow sample, in the terminal, Markdown, HTML and JSON reports. A
+    program run eagerly (its ops dispatched one by one from Python, with no graph's name scopes) has none, and says
+    why (its op time is eager: the eager analysis's eager_ms against opcost's op_time_ms)."""
+    import io
+
+    from rich.console import Console
+
+    from tfadvisor.report.html import render_html
+    from tfadvisor.report.json_report import result_to_dict, tables_to_dict
+    from tfadvisor.report.markdown import render_markdown
+    from tfadvisor.report.terminal import print_result
+
+    res = tfadvisor.analyze(d)
+    if "components" not in res.tables:
+        m = res.metrics  # all its op time dispatched eagerly (eager_execution's "fully eager" case)
+        assert (m.get("eager_ms") or 0) >= 0.9 * (m.get("op_time_ms") or 1), "a graph-mode TF sample without parts"
+        assert any("no TF op names with scopes" in n for n in res.notes), res.notes
+        return
+    buf = io.StringIO()
+    print_result(res, console=Console(file=buf, width=120, highlight=False))
+    top = str(res.tables["components"]["label"].iloc[0])
+    for name, text in (("terminal", buf.getvalue()), ("markdown", render_markdown(res)), ("html", render_html(res))):
+        assert "By part of your program" in text, name
+        assert top.split(" (")[0] in text.replace("\n", " "), (name, top)
+    js = result_to_dict(res)
+    assert js["metrics"]["comp_top"] == top and tables_to_dict(res.tables)["components"][0]["label"] == top

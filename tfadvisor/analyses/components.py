@@ -344,8 +344,8 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     if source == "host":  # graph ops in no scope (``GatherV2:GatherV2``) are the step's own, for their dispatch too
         tf_ops += [i for i, n in enumerate(names) if GRAPH_OP.match(n) and "/" not in n]
     if not tf_ops:
-        res.missing(metrics, "no TF op names with scopes in the trace (a JAX program, or ops without name scopes)",
-                    tf_only=True)
+        res.missing(metrics, "no TF op names with scopes in the trace (a JAX program, ops run eagerly, or ops without "
+                    "name scopes)", tf_only=True)
         return res
     acc: dict[tuple[str, str, str], _Acc] = {}
     key_of: dict[str, tuple[tuple[str, str, str], list[str]] | None] = {}  # op name -> (part, causes); None: input

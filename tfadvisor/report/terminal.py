@@ -317,7 +317,7 @@ def _program_parts(console: Console, result: Any) -> None:
         return
     console.print()
     console.print(Text.assemble(("By part of your program", "bold underline"),
-                                ", the compute parts above by the ops' name scopes"))
+                                ", the compute time above (and on a CPU the ops' dispatch) by the ops' name scopes"))
     if pp["names_from"]:
         _out(console, f"named as the program names them, from {pp['names_from']}", 2, style="dim")
     for r in pp["rows"]:
