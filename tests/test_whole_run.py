@@ -55,6 +55,20 @@ def test_outside_time_split_by_cause(problem):
     assert "outside_epoch_end" in rules or m["outside_epoch_end_pct"] < 5
 
 
+def test_run_file_clock_of_the_pair():
+    """The callback's clock on both sides of the window: each epoch's last interval holds the evaluation (its own time
+    recorded), the fit's first epoch left out (10 steps: tracing), the window's 20 steps inside but the last."""
+    md = json.loads(next((SAMPLES / PROBLEM).rglob("tfadvisor_run.json")).read_text())
+    clock, notes = clock_facts(md)
+    assert not notes and md["steps"]["starts_at_epoch_step"] == 5 and md["steps"]["steps_per_epoch"] == 10
+    before, after = clock["before"], clock["after"]
+    assert sum(before["steps"]) == 15 and sum(after["steps"]) == 115 and len(clock["inside"]["ms"]) == 19
+    for side in (before, after):
+        held = [i for i, k in enumerate(side["kind"]) if k]
+        assert all(side["kind"][i] == "validation" and 0 < side["eval_ms"][i] < side["ms"][i] for i in held)
+    assert len([k for k in before["kind"] + after["kind"] if k]) == 13  # epochs 1-15 less the window's 2
+
+
 def test_window_across_epochs_is_said(problem):
     text = problem.metrics["window_epochs_text"]
     assert problem.metrics["window_epochs"] == "crosses epochs"
