@@ -110,6 +110,14 @@ def test_pair_diff_is_on_the_unprofiled_clock():
     assert {"throughput_ms_per_step", "unprofiled_ms_per_step", "step_time_mean_ms"} <= names
 
 
+def test_same_capture_twice_is_unchanged_on_the_clock(problem):
+    """A capture against itself: the unprofiled clock's verdict is unchanged, its noise interval holding 0."""
+    d = diff_results(problem, problem)
+    assert d["verdict_on"] == "unprofiled" and d["verdict"] == "unchanged", d["verdict_text"]
+    lo, hi = d["unprofiled"]["interval_pct"]
+    assert lo < 0 < hi
+
+
 def _result(**metrics):
     return SimpleNamespace(metrics=metrics, tables={}, findings=[], run=None, options=None)
 

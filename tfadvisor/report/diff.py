@@ -98,7 +98,11 @@ def noise_interval_pct(before: Any, after: Any) -> tuple[float, float] | None:
     # each side's steps that hold periodic work are a stratum; a side without such work is split at the other
     # side's (the same step numbers: the fix removed the work, not what else those steps do, an epoch's start)
     hb, ha = _periodic_steps(before), _periodic_steps(after)
-    a, b = _step_strata(before, hb or ha), _step_strata(after, ha or hb)
+    return _welch_pct(_step_strata(before, hb or ha), _step_strata(after, ha or hb))
+
+
+def _welch_pct(a: list[list[float]], b: list[list[float]]) -> tuple[float, float] | None:
+    """95 % interval of the change of the mean from strata ``a`` to strata ``b``, in % of a's mean."""
     if sum(len(s) for s in a) < 2 or sum(len(s) for s in b) < 2:
         return None
     ma, pa = _mean_and_parts(a)
@@ -113,6 +117,25 @@ def noise_interval_pct(before: Any, after: Any) -> tuple[float, float] | None:
     df = v ** 2 / sum(x ** 2 / d for x, d in parts if x)
     half = _t95(df) * se
     return ((mb - ma - half) / ma * 100, (mb - ma + half) / ma * 100)
+
+def clock_strata(result: Any) -> list[list[float]]:
+    """The run file's unprofiled clock outside the window (``tfadvisor_run.json`` ``clock``, before and after): ms per
+    training step of each interval, in strata by what came after it (nothing, validation, an epoch end: the latter
+    come on a schedule, not by chance); a stratum of fewer than two joins the plain one."""
+    from tfadvisor.runmeta import clock_facts
+
+    clock, _ = clock_facts(_facts(result))
+    by: dict[str, list[float]] = {}
+    for side in ("before", "after"):
+        c = clock.get(side)
+        for ms, n, kind in zip(*(c[k] for k in ("ms", "steps", "kind"))) if c else ():
+            by.setdefault(kind, []).append(ms / n)
+    plain = by.pop("", [])
+    out = []
+    for v in by.values():
+        (out.append(v) if len(v) >= 2 else plain.extend(v))
+    return ([plain] if plain else []) + out
+
 
 #: (metric, label, section, better): better is "lower", "higher" or "" (neither).
 FIGURES: tuple[tuple[str, str, str, str], ...] = (
@@ -283,6 +306,10 @@ def diff_results(before: Any, after: Any) -> dict:
             whole[key] = w
     u, t = whole.get("unprofiled"), whole.get("throughput")
     if u is not None:
+        ci = _welch_pct(clock_strata(before), clock_strata(after))
+        u["interval_pct"] = list(ci) if ci else None
+        if ci is not None and ci[0] < 0 < ci[1]:  # the clock's intervals cannot tell the change from noise
+            u["verdict"] = "unchanged"
         verdict_on, verdict, vchange, vspeed = "unprofiled", u["verdict"], u["change_pct"], u["speedup"]
         vtext = (f"{_said(u)} per training step by the unprofiled clock outside the profiled windows (evaluation and "
                  f"epoch ends included: {u['before_ms']:.3g} ms -> {u['after_ms']:.3g} ms); profiled: step time "
@@ -339,6 +366,10 @@ def _whole(b: float | None, a: float | None) -> dict | None:
 def _said(w: dict) -> str:
     """``faster by 84.0 % (6.15x)`` of a whole-run figure."""
     if w["verdict"] == "unchanged":
+        ci = w.get("interval_pct")
+        if ci and abs(w["change_pct"]) >= WHOLE_NOISE_PCT:
+            return (f"about equal: {_pct(w['change_pct'])} is within the noise (95 % interval {ci[0]:+.1f} .. "
+                    f"{ci[1]:+.1f} %)")
         return f"unchanged: within {WHOLE_NOISE_PCT:g} % ({_pct(w['change_pct'])})"
     if w["verdict"] == "faster":
         return f"faster by {abs(w['change_pct']):.1f} % ({w['speedup']:.2f}x)"

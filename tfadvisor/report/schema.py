@@ -226,7 +226,10 @@ def diff_schema() -> dict[str, Any]:
     whole = {"type": ["object", "null"], "additionalProperties": False,
              "required": ["before_ms", "after_ms", "change_ms", "change_pct", "speedup", "verdict"],
              "properties": {"before_ms": NUMBER, "after_ms": NUMBER, "change_ms": NUMBER, "change_pct": NUMBER,
-                            "speedup": NUMBER, "verdict": verdict},
+                            "speedup": NUMBER, "verdict": verdict,
+                            "interval_pct": {"type": ["array", "null"], "items": {"type": "number"}, "minItems": 2,
+                                             "maxItems": 2, "description": "unprofiled: 95 % interval of the change "
+                                                                           "from the clock's intervals"}},
              "description": "a whole-run figure in ms per training step, before and after"}
     body = _obj({
         "before": side,
