@@ -325,7 +325,8 @@ def _inflation(res: AnalysisResult, trace: Trace, ctx: Context, act: Activity, l
     res.add("profiler_inflation_source", "estimate")
     res.add("profiler_inflation_text",
             f"estimate: the profiler recorded {per_step:,.0f} host events per step, at about {EVENT_COST_US:g} us "
-            f"each: {cost_ms:.3g} ms of the {median:.3g} ms step ({r:.2f}x); no unprofiled clock to measure it")
+            f"each (0.2-2.4 us measured on 2 shared cores) {cost_ms:.3g} ms of the {median:.3g} ms step ({r:.2f}x); "
+            "no unprofiled clock to measure it")
 
 
 __all__ = ["CAUSES", "CHECKPOINT_RE", "EVENT_COST_US", "analyze"]
