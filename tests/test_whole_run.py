@@ -90,7 +90,7 @@ def test_every_report_shows_throughput_beside_step_time(problem, tmp_path):
     assert lines[i + 1].strip().startswith("throughput"), lines[i:i + 2]  # beside step time
     md = subprocess.run([sys.executable, "-m", "tfadvisor", "analyze", str(SAMPLES / PROBLEM), "--format",
                          "markdown"], capture_output=True, text=True, cwd=ROOT, timeout=300).stdout
-    assert "Throughput (ms per step, evaluation and epoch ends included)" in md
+    assert "Throughput (ms per step, evaluation and epoch ends included)" in md and "Unprofiled step time" in md
     html = tmp_path / "r.html"
     subprocess.run([sys.executable, "-m", "tfadvisor", "analyze", str(SAMPLES / PROBLEM), "--html", str(html)],
                    capture_output=True, text=True, cwd=ROOT, timeout=300, check=True)

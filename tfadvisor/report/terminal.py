@@ -130,9 +130,11 @@ def _throughput(console: Console, metrics: Any) -> None:
     _kv(console, "throughput", text)
     un = plain(metrics.get("unprofiled_ms_per_step"))
     if isinstance(un, (int, float)):
+        step = plain(metrics.get("unprofiled_step_ms"))
         _kv(console, "unprofiled", f"{fmt_num(un)} ms per training step by the callback's clock outside the window "
                                    f"({int(plain(metrics.get('unprofiled_steps_count')) or 0)} steps, evaluation and "
-                                   "epoch ends included)")
+                                   "epoch ends included" + (f"; the steps alone {fmt_num(step)} ms, median)"
+                                                            if isinstance(step, (int, float)) else ")"))
     said = plain(metrics.get("profiler_inflation_text"))
     r = plain(metrics.get("profiler_inflation"))
     if isinstance(said, str) and isinstance(r, (int, float)) and (
