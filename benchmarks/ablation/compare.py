@@ -40,7 +40,7 @@ def tool_view(logdir: Path) -> dict[str, Any]:
         {"component": str(c), "kind": str(k), "role": str(r), "ms_per_step": float(ms), "pct": float(p)}
         for c, k, r, ms, p in zip(t["component"], t["kind"], t["role"], t["ms_per_step"], t["pct"])]
     m = res.metrics
-    keep = {k: m.get(k) for k in m.keys() if k.startswith(("attr_", "comp_", "step_time_"))}
+    keep = {k: m.get(k) for k in m.keys() if k.startswith(("attr_", "comp_", "step_time_", "outside_"))}
     keep = {k: v for k, v in keep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
     findings = [{"rule": f.rule, "node": f.node, "title": f.title, "message": f.message, "impact_pct": f.impact_pct,
                  "severity": f.severity} for f in res.findings]

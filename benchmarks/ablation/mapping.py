@@ -12,10 +12,11 @@ layer      the ``costly_*`` block left out (shapes kept)       sum of rows of ki
                                                                ``costly_`` scope
 optimizer  the drawn optimizer (and options) -> plain SGD      sum of rows of kind ``optimizer``
 input      the map / py_function / generator made trivial      ``attr_input_ms`` (waiting for the input)
-between_steps  the callbacks and the evaluation removed        ``attr_between_steps_ms`` (+ the gaps'
-                                                               host work the tool puts under ``python``
-                                                               only when the markers hold the callback:
-                                                               not added, see README)
+between_steps  the callbacks and the evaluation removed        ``attr_between_steps_ms`` + ``outside_ms_per_step``
+                                                               (evaluation and epoch ends, outside the steps'
+                                                               wall time: the throughput analysis); the host
+                                                               work the tool puts under ``python`` when the
+                                                               markers hold the callback is not added (README)
 ========== =================================================== ============================================
 
 A finding names a key when its node (the part of the wall time it explains, ``Finding.node``) is that key's part
@@ -35,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 #: key -> (the kind of the ``components`` rows, or None; the attribution part, or None)
+#: (the time outside the steps, evaluation and epoch ends, is between_steps' too: ``OUTSIDE``)
 KEYS: dict[str, tuple[str | None, str | None]] = {
     "metric": ("metric", None),
     "loss": ("loss", None),
@@ -43,6 +45,8 @@ KEYS: dict[str, tuple[str | None, str | None]] = {
     "input": (None, "input"),
     "between_steps": (None, "between_steps"),
 }
+#: what else a part's figure adds (ms per training step) and the node of the findings that explain it
+OUTSIDE = {"between_steps": ("outside_ms_per_step", "outside_steps")}
 #: the costly layer's scopes (generate.py names its block ``costly_up``/``costly_down``/``costly_conv``/...)
 COSTLY_LAYER = re.compile(r"(^|/)costly_")
 #: what a tolerance is: within 25 % of the truth or 2 ms per step, whichever is larger
@@ -68,8 +72,9 @@ def tool_ms(key: str, components: Any, metrics: Mapping[str, Any]) -> float:
     """The tool's ms per step for the key: its components rows, or its attribution part."""
     kind, part = KEYS[key]
     if part is not None:
-        v = metrics.get(f"attr_{part}_ms")
-        return float(v) if isinstance(v, (int, float)) else 0.0
+        extra = OUTSIDE.get(key, (None, None))[0]
+        vs = [metrics.get(f"attr_{part}_ms"), metrics.get(extra) if extra else None]
+        return sum(float(v) for v in vs if isinstance(v, (int, float)) and v == v)
     if components is None:
         return 0.0
     total = 0.0
@@ -93,7 +98,8 @@ def names(key: str, finding: Any, metrics: Mapping[str, Any]) -> bool:
     kind, part = KEYS[key]
     node = getattr(finding, "node", "") or ""
     if part is not None:
-        return node == part or node.startswith(part + ".")
+        nodes = (part, OUTSIDE[key][1]) if key in OUTSIDE else (part,)
+        return any(node == n or node.startswith(n + ".") for n in nodes)
     if key == "optimizer" and node == "optimizer":
         return True
     first = first_part(metrics, node.split(".")[0]) if node else None

@@ -80,7 +80,8 @@ DECLARED = declare(
                        "(the traced span, when there are no steps)"),
     ("attr_wall_ms", "ms", "the wall time the shares are of"),
     *[(f"attr_{c}_pct", "%", f"share of that wall time: {c.replace('_', ' ')}") for c in PARTS],
-    *[(f"attr_{c}_ms", "ms", f"{c.replace('_', ' ')}: ms per step (basis `steps`), or ms in the window (`window`)")
+    *[(f"attr_{c}_ms", "ms", f"{c.replace('_', ' ')}: ms per training step (basis `steps`; a marker covers "
+                             "`steps_per_execution` of them), or ms in the window (`window`)")
       for c in PARTS],
     *[(f"attr_{c}_items", "", f"{c.replace('_', ' ')}: the items (ops, kernels, Python functions) with the most "
                               "time in it, with their share of it") for c in PARTS],
@@ -580,7 +581,9 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         wall = float(hi - lo)
         res.add("attr_basis", "window")
     res.add("attr_wall_ms", wall / PS_PER_MS)
-    per_step = max(n, 1)
+    # per training step, as the steps analysis' step time: a marker covers steps_per_execution of them
+    k = ctx.metric("steps_per_execution")
+    per_step = max(n, 1) * (int(k) if isinstance(k, (int, float)) and k >= 1 else 1)
     for c in PARTS:
         res.add(f"attr_{c}_pct", 100.0 * basis_ps[c] / wall if wall > 0 else None)
         res.add(f"attr_{c}_ms", basis_ps[c] / per_step / PS_PER_MS)
