@@ -82,7 +82,9 @@ def test_speedup_is_the_measured_one(problem, twin):
     d = diff(problem, twin)
     want = pair["problem_step_ms"] / pair["twin_step_ms"]
     # a pair whose script timed the whole run (measured.json pair.clock: evaluation and epoch ends included) is judged
-    # on the verdict's figure (the unprofiled clock, or throughput); one that timed the profiled steps, on step time
+    # on the verdict's figure (the unprofiled clock, or throughput); one that timed the profiled steps, on step time.
+    # run_validate_every_epoch: script 3.86x (3 interleaved repetitions 3.65-3.99x), diff on the clock 3.39x (0.88:
+    # the script's clock holds the profiled window, where evaluation ran under the profiler; the verdict's does not)
     got = d["verdict_speedup"] if "clock" in pair else d["step_time"]["speedup"]
     assert got == pytest.approx(want, rel=0.15), (d["verdict_text"], f"measured {want:.2f}x")
 
