@@ -37,9 +37,10 @@ from tfadvisor.runmeta import clock_facts, steps_per_execution
 #: TF ops that write a checkpoint.
 CHECKPOINT_RE = re.compile(r"\b(SaveV2|MergeV2Checkpoints|SaveSlices)\b")
 #: The profiler's cost per recorded host event (us), for the estimate without a clock: (trace median step - unprofiled
-#: clock median) / host events per step of tests/inflation_capture.py's heavily traced model, 6 captures on the
-#: project's shared 2-core machine (2026-12-02): 0.24, 0.39, 0.47, 0.48, 0.53, 2.39 us; the median, rounded. A rough
-#: figure: the cost per event moves with the machine and its load, hence "estimate".
+#: clock median) / host events per step of tests/inflation_capture.py's heavily traced model, 9 captures on the
+#: project's shared 2-core machine (2026-12-02): 0.24, 0.39, 0.47, 0.48, 0.53, 2.39 us under 3 other workers' load,
+#: 0.35, 0.43, 0.44 us without; the median (0.44), rounded. A rough figure: the cost per event moves with the machine
+#: and its load, hence "estimate".
 EVENT_COST_US = 0.5
 #: The clock's fewest intervals with nothing between steps for a median step time outside the window.
 CLOCK_MIN = 3
