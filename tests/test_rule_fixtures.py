@@ -368,6 +368,54 @@ CASES += [(f"cost_{p}", {f"attr_{p}_pct": pct, f"attr_{p}_ms": 3.0, "attr_wall_m
           for p in ("collective", "matrix", "data_movement", "optimizer", "gather_scatter", "custom_call",
                     "elementwise", "input", "between_steps", "runtime", "host_ops", "python", "idle", "outside_steps")
           for pct, sev in ((9.9, None), (10.0, "info"), (30.0, "warning"), (None, None))]
+# the parts of the program (rules/80_components.toml, tfadvisor/analyses/components.py): from 10 % of the wall time
+# (Python in the step and debugging checks from 5 %), the edge and the quiet side of each, and each case
+COMP = dict(STEP, attr_wall_ms=100.0, comp_summary="layer dense 40 %")
+CASES += [
+    ("component_metric", dict(COMP, comp_metric="auc", comp_metric_class="auc", comp_metric_pct=10.0,
+                              comp_metric_ms=2.0, comp_metric_part="elementwise"), "warning"),
+    ("component_metric", dict(COMP, comp_metric="auc", comp_metric_pct=9.9, comp_metric_ms=2.0,
+                              comp_metric_part="elementwise"), None),
+    ("component_metric", dict(COMP, comp_metric="auc", comp_metric_pct=None, comp_metric_part="elementwise"), None),
+    ("component_optimizer", dict(COMP, comp_optimizer="adam", comp_optimizer_pct=12.0, comp_optimizer_ms=1.0,
+                                 comp_optimizer_ratio=0.4, comp_optimizer_part="elementwise"), "info"),
+    # the dense update of a table: twice the model's own op time, in a model with lookups
+    ("component_optimizer", dict(COMP, comp_optimizer="adam", comp_optimizer_pct=80.0, comp_optimizer_ms=30.0,
+                                 comp_optimizer_ratio=2.0, comp_optimizer_part="elementwise", comp_lookup_pct=5.0,
+                                 comp_lookup_where="layer embedding 5 %"), "warning"),
+    ("component_optimizer", dict(COMP, comp_optimizer="adam", comp_optimizer_pct=9.9, comp_optimizer_ratio=0.4,
+                                 comp_optimizer_part="elementwise"), None),
+    ("component_loss", dict(COMP, comp_loss="compile_loss/x", comp_loss_pct=10.0, comp_loss_ms=2.0,
+                            comp_loss_ratio=0.5, comp_loss_part="runtime"), "warning"),
+    ("component_loss", dict(COMP, comp_loss="compile_loss/x", comp_loss_pct=9.9, comp_loss_ratio=0.5,
+                            comp_loss_part="runtime"), None),
+    ("component_py_function", dict(COMP, comp_py_function_pct=5.0, comp_py_function_ms=1.0,
+                                   comp_py_function_part="elementwise", comp_py_function_where="layer f 5 %"),
+     "warning"),
+    ("component_py_function", dict(COMP, comp_py_function_pct=4.9, comp_py_function_part="elementwise"), None),
+    ("component_debug_checks", dict(COMP, comp_debug_pct=5.0, comp_debug_ms=1.0, comp_debug_part="elementwise",
+                                    comp_debug_where="optimizer adam 5 %"), "warning"),
+    ("component_debug_checks", dict(COMP, comp_debug_pct=4.9, comp_debug_part="elementwise"), None),
+    ("component_layer", dict(COMP, comp_layer="tokens", comp_layer_pct=10.0, comp_layer_ms=5.0,
+                             comp_layer_types="Sum, BatchMatMulV2, OneHot", comp_layer_part="matrix",
+                             comp_one_hot_pct=1.0, comp_one_hot_where="layer tokens 1 %"), "warning"),
+    # a large layer without a cause the rule knows is the part's (its generic finding names it)
+    ("component_layer", dict(COMP, comp_layer="dense", comp_layer_pct=80.0, comp_layer_part="matrix"), None),
+    ("component_dtype_policy", dict(COMP, device_present=False, attr_matrix_pct=10.0, attr_matrix_ms=5.0,
+                                    comp_dtype_policy="mixed_float16", cpu_fast_bf16=True), "warning"),
+    ("component_dtype_policy", dict(COMP, device_present=False, attr_matrix_pct=50.0, attr_matrix_ms=5.0,
+                                    comp_dtype_policy="mixed_bfloat16", cpu_fast_bf16=False), "warning"),
+    # bfloat16 where the CPU has fast bfloat16 math, or float16 on a GPU: the right policy
+    ("component_dtype_policy", dict(COMP, device_present=False, attr_matrix_pct=50.0,
+                                    comp_dtype_policy="mixed_bfloat16", cpu_fast_bf16=True), None),
+    ("component_dtype_policy", dict(COMP, device_present=True, attr_matrix_pct=50.0,
+                                    comp_dtype_policy="mixed_float16"), None),
+    # gradients taken several times: 8x the forward pass (single backward passes measured 0.4-5.5 on the samples)
+    ("component_gradient", dict(COMP, comp_gradient_pct=80.0, comp_gradient_ms=40.0, comp_gradient_ratio=8.0,
+                                comp_gradient_part="matrix"), "warning"),
+    ("component_gradient", dict(COMP, comp_gradient_pct=80.0, comp_gradient_ratio=7.9,
+                                comp_gradient_part="matrix"), None),
+]
 # the time outside the steps by cause (tfadvisor/analyses/throughput.py): a share of the throughput window
 WHOLE = dict(STEP, throughput_ms_per_step=40.0)
 CASES += [(f"outside_{rule}", dict(WHOLE, **{f"outside_{m}_pct": pct, f"outside_{m}_ms": 300.0,
