@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 RULE_IDS = {
     "component_metric", "component_optimizer", "component_loss", "component_py_function", "component_debug_checks",
-    "component_layer", "component_dtype_policy",
+    "component_layer", "component_dtype_policy", "component_gradient",
     "outside_evaluation", "outside_checkpoint", "outside_epoch_end",
     "python_hotspot", "jax_op_by_op", "matrix_tf32",
     "input_bound", "tfdata_no_prefetch", "tfdata_sequential_map", "tfdata_no_cache", "tfdata_expensive_map",
