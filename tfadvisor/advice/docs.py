@@ -5,6 +5,7 @@ that this page and the reports (terminal, Markdown, HTML) share."""
 from __future__ import annotations
 
 import functools
+import re
 import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -31,10 +32,49 @@ def _parser() -> Any:
     return MarkdownIt("commonmark")
 
 
+#: A line that opens a fence at the margin: three or more backticks or tildes, then the info string.
+_FENCE = re.compile(r"(`{3,}|~{3,})(.*)\Z", re.S)
+#: An ordered list item's marker at the margin.
+_ORDERED = re.compile(r"\d{1,9}[.)](?:[ \t]|\Z)")
+
+
+def _simple_fences(lines: list[str]) -> list[tuple[int, int, str]] | None:
+    """The fenced code blocks of a text whose only block structure CommonMark could read as code is closed
+    fences at the margin: ``[(first line, line after the closing fence, info string)]``; None for any other
+    text (a list, a block quote, HTML, an indented line outside a fence, a tab, NUL, an unclosed fence, a line
+    inside a fence that could close it from an indent), which :func:`markdown_blocks` hands to markdown-it.
+    Where it answers, its blocks are markdown-it's (tests/test_report_fix.py compares them on every rule's
+    text); it spares the CommonMark parser's import (~16 ms warm, its ~380 KB of source cold)."""
+    out: list[tuple[int, int, str]] = []
+    open_at, marker, info = -1, "", ""
+    for i, ln in enumerate(lines):
+        if "\t" in ln or "\0" in ln:
+            return None
+        if open_at >= 0:
+            body = ln.rstrip(" ")
+            if body[:1] == marker[0] and len(body) >= len(marker) and body == marker[0] * len(body):
+                out.append((open_at, i + 1, info))
+                open_at = -1
+            elif ln[:1] == " " and ln.lstrip(" ")[:3] in ("```", "~~~"):
+                return None  # an indented line that may close the fence: CommonMark's rules, not ours
+            continue
+        if not ln.strip(" "):
+            continue
+        if ln[0] in " -*+><" or _ORDERED.match(ln):
+            return None
+        if ln.startswith(("```", "~~~")):  # fewer than three: an inline code span or text, no fence
+            m = _FENCE.match(ln)
+            if m is None or (ln[0] == "`" and "`" in m.group(2)):
+                return None
+            open_at, marker, info = i, m.group(1), m.group(2)
+    return None if open_at >= 0 else out
+
+
 def markdown_blocks(text: str) -> list[Block]:
     """``text`` as CommonMark reads it (markdown-it-py): its fenced and indented code blocks, anywhere (in a
     list item too), and the text between them, in order. Text blocks keep their blank lines; line ends
-    are normalised to LF."""
+    are normalised to LF. A text of prose and closed fences at the margin is read without markdown-it
+    (:func:`_simple_fences`): the same blocks."""
     s = str(text).replace("\r\n", "\n").replace("\r", "\n")
     lines = s.split("\n")
     out: list[Block] = []
@@ -45,13 +85,17 @@ def markdown_blocks(text: str) -> list[Block]:
             chunk = "\n".join(lines[pos:end])
             out.append(Block("text", chunk, "", chunk))
 
-    for tok in _parser().parse(s):
-        if tok.type not in ("fence", "code_block") or not tok.map:
-            continue
-        start, end = tok.map
+    simple = _simple_fences(lines)
+    if simple is not None:
+        codes = [(start, end, "code", info, "".join(ln + "\n" for ln in lines[start + 1:end - 1]))
+                 for start, end, info in simple]
+    else:
+        codes = [(*tok.map, tok.type, tok.info, tok.content) for tok in _parser().parse(s)
+                 if tok.type in ("fence", "code_block") and tok.map]
+    for start, end, kind, info, content in codes:
         prose(start)
-        lang = tok.info.strip() if tok.type == "fence" else ""
-        out.append(Block("code", tok.content, lang, "\n".join(lines[start:end])))
+        lang = info.strip() if kind != "code_block" else ""
+        out.append(Block("code", content, lang, "\n".join(lines[start:end])))
         pos = end
     prose(len(lines))
     return out
