@@ -323,3 +323,29 @@ def test_marks_and_scope_reach_the_finding(tmp_path):
               'marks = ["input_wait", "steps"]\nscope = "host:straggler_host"\nplots = ["hosts"]\n')
     rule = next(r for r in load_rules([d]) if r.id == "marking")
     assert (rule.marks, rule.scope, rule.plots) == (["input_wait", "steps"], "host:straggler_host", ["hosts"])
+
+
+def test_key_lines_from_the_index_are_the_scans():
+    """_Lines.key_line answers a bare key from one pass over the file: the same line as a scan with the key's own
+    pattern, for every key set in every built-in rules file, within every rule's table and over the whole file."""
+    import re
+
+    from tfadvisor.advice.rules import _Lines, builtin_rules_dir
+
+    def scan(lines: _Lines, key: str, start: int | None, end: int | None) -> int | None:
+        pat = re.compile(r"^\s*(" + re.escape(key) + r"|\"" + re.escape(key) + r"\")\s*=")
+        for i in range((start or 1) - 1, min((end - 1) if end else len(lines.lines), len(lines.lines))):
+            if lines.code[i] and pat.match(lines.lines[i]):
+                return i + 1
+        return None
+
+    checked = 0
+    for f in sorted(builtin_rules_dir().glob("*.toml")):
+        lines = _Lines(f.read_text(encoding="utf-8"))
+        keys = {m.group(1) for ln in lines.lines if (m := re.match(r'\s*"?([A-Za-z0-9_-]+)"?\s*=', ln))}
+        heads = lines.headers("rule")
+        for start, end in [(None, None), *zip(heads, heads[1:] + [None])]:
+            for key in sorted(keys) + ["no_such_key"]:
+                assert lines.key_line(key, start, end) == scan(lines, key, start, end), (f.name, key, start)
+                checked += 1
+    assert checked > 1000

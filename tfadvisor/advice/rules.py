@@ -27,6 +27,7 @@ there with the id of an earlier one replaces it, and ``enabled = false`` with ju
 
 from __future__ import annotations
 
+import bisect
 import re
 import sys
 from collections.abc import Iterable
@@ -473,6 +474,11 @@ def _toml_message(message: str) -> str:
 _TOKEN = re.compile(r'"""|\'\'\'|"(?:\\.|[^"\\\n])*"?|\'[^\'\n]*\'?|#[^\n]*')
 
 
+#: A TOML key of letters, digits, '_' and '-' (bare), and a line setting one, bare or quoted (key_line's index).
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_KEY_AT = re.compile(r"\s*(?:([A-Za-z0-9_-]+)|\"([A-Za-z0-9_-]+)\")\s*=")
+
+
 class _Lines:
     """Line numbers of table headers and keys in a TOML text (outside multi-line strings)."""
 
@@ -491,6 +497,7 @@ class _Lines:
                 pos = close + 3
             else:
                 pos = m.end()
+        self._keys: dict[str, list[int]] | None = None  # bare key -> the 0-based lines it is set on (key_line)
         self.code: list[bool] = []  # True where the line starts outside a multi-line string
         start, r = 0, 0
         for raw in text.splitlines(keepends=True):
@@ -504,9 +511,18 @@ class _Lines:
         return [i + 1 for i, raw in enumerate(self.lines) if self.code[i] and pat.match(raw)]
 
     def key_line(self, key: str, start: int | None = None, end: int | None = None) -> int | None:
-        pat = re.compile(r"^\s*(" + re.escape(key) + r"|\"" + re.escape(key) + r"\")\s*=")
         lo = (start or 1) - 1
         hi = (end - 1) if end else len(self.lines)
+        if _BARE_KEY.fullmatch(key):  # every key a rule has: the lines of each found in one pass, not one per key
+            if self._keys is None:
+                self._keys = {}
+                for i, raw in enumerate(self.lines):
+                    if self.code[i] and (m := _KEY_AT.match(raw)):
+                        self._keys.setdefault(m.group(1) or m.group(2), []).append(i)
+            at = self._keys.get(key, [])
+            j = bisect.bisect_left(at, lo)
+            return at[j] + 1 if j < len(at) and at[j] < min(hi, len(self.lines)) else None
+        pat = re.compile(r"^\s*(" + re.escape(key) + r"|\"" + re.escape(key) + r"\")\s*=")
         for i in range(lo, min(hi, len(self.lines))):
             if self.code[i] and pat.match(self.lines[i]):
                 return i + 1
