@@ -8,7 +8,6 @@ use: the analyses import this module for :class:`TraceError` and never load clic
 
 from __future__ import annotations
 
-from difflib import SequenceMatcher, get_close_matches
 from typing import Any, NoReturn
 
 
@@ -40,6 +39,8 @@ def one_line(err: object) -> str:
 
 def close_options(typed: str, candidates: list[str]) -> list[str]:
     """The candidates whose names (dashes left out) are spelled much like ``typed``."""
+    from difflib import SequenceMatcher  # only for a mistyped option: not on every run's path
+
     name = typed.lstrip("-").lower()
     return [c for c in candidates if SequenceMatcher(None, name, c.lstrip("-").lower()).ratio() >= 0.75
             or (len(name) >= 3 and c.lstrip("-").lower().startswith(name))]
@@ -127,6 +128,8 @@ def _click_classes() -> dict[str, type]:
             name = str(args[0]) if args else ""
             if (name[:1].isalnum() and self.get_command(ctx, name) is None and not ctx.resilient_parsing
                     and ctx.token_normalize_func is None):  # a name, not an option: say which commands are close
+                from difflib import get_close_matches
+
                 close = ", ".join(repr(c) for c in get_close_matches(name, list(self.commands)))
                 ctx.fail(f"No such command {name!r}." + (f" Did you mean {close}?" if close else ""))
             return super().resolve_command(ctx, args)

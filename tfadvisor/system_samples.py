@@ -54,7 +54,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,6 +218,8 @@ def load_samples(path: str) -> Samples:
         raise SamplesError(path, "empty file")
     if not data.startswith(b"PK"):
         raise SamplesError(path, "not a numpy .npz archive")
+    import zipfile  # np.load's own reader of .npz: imported where a samples file is read, not by every analysis
+
     arrays: dict[str, np.ndarray] = {}
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
