@@ -10,7 +10,8 @@ Lanes and their parts (each instant goes to the first part that covers it):
 * ``all``, the run: device work by op category (:data:`OP_CATEGORIES`, in that order; on a CPU-only
   trace the TF ops on the host, which is the device there) > ``input`` (host-to-device copies, waits
   for the next batch) > ``between_steps`` (from a step's marker end to the next step's start:
-  callbacks, logging, the loop's Python) > ``runtime`` (kernel launches, function calls, eager
+  callbacks, logging, the loop's Python; in a Keras marker also the time after the train function's work
+  ends, where Keras runs the batch-end hooks: :func:`~tfadvisor.analyses.step_detect.work_ends`) > ``runtime`` (kernel launches, function calls, eager
   dispatch, the TF executor) > ``host_ops`` (TF ops on the host beside a device) > ``python``
   (Python-side work the trace records) > ``idle`` (nothing traced). Window time before the first or
   after the last step is ``outside_steps``.
@@ -50,7 +51,7 @@ from tfadvisor.analyses.names import CACHED_NAMES, name_test
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
 from tfadvisor.analyses.rowsets import RowSet, line_sets, row_set
-from tfadvisor.analyses.step_detect import StepSet
+from tfadvisor.analyses.step_detect import StepSet, work_ends
 from tfadvisor.analyses.steps import python_host_activity, wall_ends
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
@@ -518,7 +519,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
     if n:
         w_end = np.asarray(st["wall_end_ps"], np.int64) if same else wall_ends(steps.start, steps.end,
                                                                                  np.full(n, "", object))
-        gaps = Measure.union(steps.end, w_end)
+        gaps = Measure.union(np.minimum(work_ends(host, steps), w_end), w_end)
         held = (w_end[:-1] < steps.start[1:])  # validation, epoch ends: not in any step
         v_lo, v_hi = w_end[:-1][held], steps.start[1:][held]
         o_lo, o_hi = complement(steps.start[:1], w_end[-1:], lo, hi)

@@ -41,7 +41,7 @@ from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.opcost import CATEGORIES, INPUT_OPS, category, display_type, op_parts, op_type_of
 from tfadvisor.analyses.placement import tf_op_meta_mask
 from tfadvisor.analyses.program import Names, Program
-from tfadvisor.analyses.step_detect import StepSet
+from tfadvisor.analyses.step_detect import StepSet, work_ends
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.runmeta import keras_facts
@@ -284,9 +284,9 @@ def _dispatch(trace: Trace, steps: StepSet, key_of: dict, acc: dict[tuple[str, s
         reach = np.maximum.accumulate(start + np.maximum(p.ev_dur_ps[rows], 0))
         gap = np.zeros(start.shape[0], np.float64)
         gap[1:] = np.maximum(start[1:] - reach[:-1], 0)
-        # inside one step: the op and the previous op's end within the same step's start and marker end
+        # inside one step: the op and the previous op's end within the same step's start and its work's end
         k = np.searchsorted(steps.start, start, side="right") - 1
-        ok = (k >= 0) & (start <= steps.end[np.maximum(k, 0)])
+        ok = (k >= 0) & (start <= work_ends(p, steps)[np.maximum(k, 0)])  # the step's work: not its batch-end hooks
         ok[1:] &= reach[:-1] >= steps.start[np.maximum(k[1:], 0)]
         ok[0] = False
         # each event's part: an index into ``owners`` (-1: an input op or one not counted)

@@ -417,4 +417,52 @@ def executions(trace: Trace, act: Activity, steps: StepSet) -> Executions:
     return Executions(k, source, per, note)
 
 
-__all__ = ["Executions", "StepSet", "detect_steps", "device_steps", "executions", "preceded_by"]
+
+
+#: Keras's train step functions (``fit``'s ``train_function``): a marker of Keras's batch (AdvisorCallback's, Keras's
+#: own ``Profiled batch``) holds one call of them, then the batch-end hooks.
+KERAS_STEP_FUNCTION = re.compile(r"^EagerLocalExecute: __inference_(?:multi|one)_step_on_iterator_\d+$")
+#: The first op the program runs after the call may wait for the call's work to finish (its executor running on):
+#: a wait this long in it, before it does anything, is still the step's work.
+WAITS_FOR_CALL_PS = 1_000_000_000
+
+
+def work_ends(host: Plane | None, steps: StepSet) -> np.ndarray:
+    """Where each step's own work ends: its marker's end, or, where the marker holds a call of Keras's train step
+    function, the end of that call's work (the call, and what its executor runs on after it returns on the host's
+    threads but tf.data's). After it, inside the marker, Keras runs the callbacks' batch-end hooks and its logging:
+    time between the steps (the callbacks listed before AdvisorCallback end before its marker does)."""
+    end = steps.end.copy()
+    if host is None or not end.shape[0]:
+        return end
+    meta = np.fromiter((bool(KERAS_STEP_FUNCTION.match(str(n))) for n in host.event_names), bool,
+                       count=len(host.event_names))
+    if not meta.any():
+        return end
+    rows = host.rows_with_meta(meta)
+    start = host.ev_start_ps[rows]
+    stop = start + np.maximum(host.ev_dur_ps[rows], 0)
+    k = np.searchsorted(steps.start, start, side="right") - 1
+    inside = (k >= 0) & (stop <= steps.end[np.maximum(k, 0)])
+    if not inside.any():
+        return end
+    last = np.full(end.shape[0], -1, np.int64)
+    np.maximum.at(last, k[inside], stop[inside])
+    # the call's work that outlives it: the next op on the call's thread waiting before it does anything
+    main = host.rows_on_lines(np.unique(host.ev_line[rows]))
+    m_lo = host.ev_start_ps[main]
+    order = np.argsort(m_lo, kind="stable")
+    m_lo = m_lo[order]
+    m_hi = m_lo + np.maximum(host.ev_dur_ps[main][order], 0)
+    has = np.flatnonzero(last >= 0)
+    i = np.searchsorted(m_lo, last[has], side="left")
+    ok = (i < m_lo.shape[0]) & (m_lo[np.minimum(i, m_lo.shape[0] - 1)] < steps.end[has])
+    has, i = has[ok], i[ok]
+    nxt = np.minimum(i + 1, m_lo.shape[0] - 1)
+    child = np.where((i + 1 < m_lo.shape[0]) & (m_lo[nxt] < m_hi[i]), m_lo[nxt], m_hi[i])
+    waits = child - m_lo[i] >= WAITS_FOR_CALL_PS
+    last[has[waits]] = np.minimum(child[waits], steps.end[has[waits]])
+    return np.where(last >= 0, last, end)
+
+
+__all__ = ["Executions", "StepSet", "detect_steps", "device_steps", "executions", "preceded_by", "work_ends"]
