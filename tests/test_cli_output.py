@@ -53,9 +53,9 @@ def fake_result(**overrides) -> Result:
     return r
 
 
-def render(result: Result, width: int = 80) -> str:
+def render(result: Result, width: int = 80, notes: bool = False) -> str:
     buf = io.StringIO()
-    print_result(result, Console(file=buf, width=width, force_terminal=False, color_system=None))
+    print_result(result, Console(file=buf, width=width, force_terminal=False, color_system=None), notes=notes)
     return buf.getvalue()
 
 
@@ -116,7 +116,7 @@ def test_bad_rules_dir_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
 
 
 def test_terminal_report_summary_findings_notes():
-    out = render(fake_result())
+    out = render(fake_result(), notes=True)
     lines = out.splitlines()
     assert lines[0].startswith("tfadvisor report for plugins/profile/2026_01_01_00_00_00")
     assert "15,109 events" in out and "10 (found by trace_context)" in out

@@ -122,10 +122,12 @@ def _stderr_console():
               "as a \"tables\" key, one object per row.")
 @click.option("--full", is_flag=True, help="Text format: every finding's evidence and fix and every note, also for a "
               "run of more than 16 hosts (shown at a glance by default).")
+@click.option("--notes", "all_notes", is_flag=True, help="Text format: list every note on what the trace could not "
+              "tell (by default only those that change what a finding means; the others are counted).")
 def analyze(paths: tuple[str, ...], run: str | None, fmt: str, html: Path | None, rules: tuple[str, ...],
             params: int | None, bandwidth: str | None, replicas: int | None, batch_size: int | None,
             data: str | None, fail_on: str | None, jobs: int | None, dask: str | None, quiet: bool,
-            tables: bool, full: bool) -> None:
+            tables: bool, full: bool, all_notes: bool) -> None:
     """Analyse a profile: summary, then findings, most important first."""
     from tfadvisor.api import analyze as run_analysis
 
@@ -164,7 +166,7 @@ def analyze(paths: tuple[str, ...], run: str | None, fmt: str, html: Path | None
     else:
         from tfadvisor.report.terminal import print_result
 
-        print_result(result, full=full)
+        print_result(result, full=full, notes=all_notes)
     if fail_on is not None:
         from tfadvisor.advice import severity_at_least
 

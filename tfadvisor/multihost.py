@@ -191,6 +191,7 @@ def _host_analysis(p: dict) -> HostAnalysis:
     m.update(p["metrics"])
     for have, sent in ((m.units, p["units"]), (m.docs, p["docs"]), (m.source, p["source"])):
         have.update({k: sent.get(k, "") for k in m})
+    m.notes.update({k: list(v) for k, v in p.get("qualified", {}).items()})
     return HostAnalysis(host=p["host"], metrics=m, tables=Tables(p["tables"]), notes=list(p["notes"]), results={})
 
 
@@ -423,6 +424,7 @@ def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, 
         metrics.units[k] = median.metrics.units.get(k, "")
         metrics.docs[k] = median.metrics.docs.get(k, "")
         metrics.source[k] = median.metrics.source.get(k, "")
+    metrics.notes.update({k: list(v) for k, v in median.metrics.notes.items()})
 
     def put(name: str, value: Any, doc: str = "") -> None:
         spec = DECLARED.spec(name)  # raises for a metric not declared above

@@ -160,6 +160,7 @@ def analyze_host(run, host: str, options=None, threads: int | None = None, table
         "units": dict(m.units),
         "docs": dict(m.docs),
         "source": dict(m.source),
+        "qualified": {k: list(v) for k, v in m.notes.items()},
         "tables": kept,
         "tables_kept": tables,
         "notes": notes,

@@ -90,6 +90,16 @@ class Metrics(dict):
         self.units: dict[str, str] = {}
         self.docs: dict[str, str] = {}
         self.source: dict[str, str] = {}
+        #: metric -> the notes (as :attr:`HostAnalysis.notes` words them) that change what it means on this trace
+        #: (:meth:`AnalysisResult.qualify`)
+        self.notes: dict[str, list[str]] = {}
+
+    def qualified_by(self, note: str, names: tuple[str, ...]) -> None:
+        """Record ``note`` (worded as in the notes, its analysis's name first) as qualifying each of ``names``."""
+        for name in names:
+            have = self.notes.setdefault(name, [])
+            if note not in have:
+                have.append(note)
 
     def put(self, analysis: str, name: str, m: Metric) -> None:
         self[name] = m.value
@@ -130,6 +140,10 @@ def analyze_trace(trace: Trace, options: Options | None = None, host: str | None
         tagged.extend((name, n, n in res.tf_only_notes) for n in res.notes)
     jax = metrics.get("framework") == "jax"  # no note about TF's machinery on a JAX trace
     notes.extend(f"{name}: {n}" for name, n, tf_only in tagged if not (tf_only and jax))
+    for name, res in ctx.results.items():
+        for n, names in res.qualifies.items():
+            if f"{name}: {n}" in notes:
+                metrics.qualified_by(f"{name}: {n}", names)
     return HostAnalysis(host=host or ",".join(trace.hosts), metrics=metrics, tables=tables, notes=notes,
                         results=ctx.results)
 

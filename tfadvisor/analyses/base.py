@@ -112,6 +112,8 @@ class AnalysisResult:
     tables: Tables = field(default_factory=Tables)  # a Table, or a function building a DataFrame
     notes: list[str] = field(default_factory=list)
     tf_only_notes: list[str] = field(default_factory=list)  # notes about TF machinery: not shown on JAX traces
+    #: note -> the metrics it qualifies (:meth:`qualify`): a report shows it beside the findings resting on them
+    qualifies: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def add(self, name: str, value: Any, doc: str = "") -> None:
         """Set a declared metric: its unit and text come from the declaration; ``doc`` (optional) replaces
@@ -136,6 +138,17 @@ class AnalysisResult:
             self.notes.append(why)
             if tf_only:
                 self.tf_only_notes.append(why)
+
+    def qualify(self, names: list[str] | tuple[str, ...], why: str) -> None:
+        """Note ``why`` as changing what the metrics ``names`` mean on this trace (a stand-in source, a cap, a
+        guess at the steps): the terminal report shows it without ``--notes`` when a finding shown rests on one of
+        them; the notes that only say what the trace lacks (:meth:`missing`) are counted there, not listed."""
+        decl = declarations(self.name)
+        for n in names:
+            decl.spec(n)  # an undeclared name is an error here, as in add()
+        if why not in self.notes:
+            self.notes.append(why)
+        self.qualifies[why] = tuple(dict.fromkeys((*self.qualifies.get(why, ()), *names)))
 
 
 @dataclass

@@ -156,7 +156,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     retraces = np.bincount(codes, weights=retrace, minlength=nf).astype(int)
     if not has_kind.any():  # no call kinds: count tracing_count growth
         retraces = to_int64(tc_max - tc_min)
-        res.notes.append("no tf_function_call stat: retraces counted as tracing_count growth over the window")
+        res.qualify(("retrace_count", "retrace_pct", "retraced_functions"),
+                    "no tf_function_call stat: retraces counted as tracing_count growth over the window")
     order = np.argsort(-total_ms, kind="stable")
     res.tables["tf_functions"] = Table({
         "function": functions, "calls": calls,

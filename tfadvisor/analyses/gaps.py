@@ -175,8 +175,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.add("gap_mean_ms", 0.0)
         res.add("gap_max_ms", 0.0)
     if cadence:
-        res.notes.append("steps follow a call cadence: each step runs until the next one starts, so the time "
-                         "between steps is inside them (idle_within_steps_pct)")
+        res.qualify(("idle_within_steps_pct",), "steps follow a call cadence: each step runs until the next one "
+                    "starts, so the time between steps is inside them (idle_within_steps_pct)")
 
     # What the host did in the gaps.
     activity_col = np.full(gs.shape[0], "idle", dtype=object)

@@ -143,13 +143,13 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.add("h2d_exposed_pct", pct(with_h2d - compute))
         if len(g("dev_h2d")) and not act.h2d_xprof_named:
             res.add("xprof_input_pct", 0.0 if tot > 0 else None)
-            res.notes.append("xprof_input_pct is 0: xprof does not take these copies' names (e.g. TF 2.4's "
-                             "MemcpyH2D) for host-to-device copies; input_h2d_pct counts them")
+            res.qualify(("xprof_input_pct",), "xprof_input_pct is 0: xprof does not take these copies' names (e.g. "
+                        "TF 2.4's MemcpyH2D) for host-to-device copies; input_h2d_pct counts them")
         else:
             res.add("xprof_input_pct", xprof_share(got[3][n:] - got[4][n:]))
         if has_wait:
-            res.notes.append("xprof_input_pct leaves out the host's wait for the next batch (xprof builds GPU "
-                             "steps from device events): input_pct counts it")
+            res.qualify(("xprof_input_pct",), "xprof_input_pct leaves out the host's wait for the next batch (xprof "
+                        "builds GPU steps from device events): input_pct counts it")
         pg = act.h2d_pageable_ps
         if pg and pg[1] > 0:
             res.add("h2d_pageable_pct", 100.0 * pg[0] / pg[1])
@@ -183,7 +183,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         if cores:
             cpu = 100.0 * float(tb[in_stats].sum()) / (tot * cores) if tot > 0 else None
             if cpu is not None and cpu > 100.0:
-                res.notes.append(f"tf.data threads were busy {cpu:.0f} % of {cores} cores' time: more "
+                res.qualify(("tfdata_cpu_pct",), f"tf.data threads were busy {cpu:.0f} % of {cores} cores' time: more "
                                  "tf.data threads than cores; tfdata_cpu_pct capped at 100")
                 cpu = 100.0
             res.add("tfdata_cpu_pct", cpu, doc=f"tf.data thread-busy time, % of step wall time x {cores} cores")

@@ -513,7 +513,8 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
             lo, hi = profile_window(trace)
             if hi > lo:
                 res.add("host_op_time_pct", 100.0 * host_ps / (hi - lo))
-                res.notes.append("no step table: host_op_time_pct is relative to the profiled wall time")
+                res.qualify(("host_op_time_pct",),
+                            "no step table: host_op_time_pct is relative to the profiled wall time")
             else:
                 res.missing(["host_op_time_pct"], "empty profile window")
     else:

@@ -618,8 +618,9 @@ def _cpu_precision(trace: Trace, res: AnalysisResult, dtypes: dict[str, int], ct
     res.add("cpu_low_precision_pct", 100.0 * low_ps / total_ps)
     res.add("cpu_precision_source", source)
     if source == "keras_casts":
-        res.notes.append(f"op dtypes inferred from the Keras mixed-precision casts of {len(scopes)} layer(s): "
-                         f"{', '.join(sorted(scopes)[:5])}{'...' if len(scopes) > 5 else ''}")
+        res.qualify(("cpu_low_precision_pct", "cpu_precision_source"),
+                    f"op dtypes inferred from the Keras mixed-precision casts of {len(scopes)} layer(s): "
+                    f"{', '.join(sorted(scopes)[:5])}{'...' if len(scopes) > 5 else ''}")
 
 
 # ----------------------------------------------------------------------------------------

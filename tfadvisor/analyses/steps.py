@@ -194,14 +194,19 @@ DECLARED = declare(
 )
 
 
+#: The step time figures a note on how the steps were found qualifies (:meth:`AnalysisResult.qualify`).
+STEP_TIME = ("steps_count", "step_time_mean_ms", "step_time_median_ms", "step_time_p90_ms", "step_time_min_ms",
+             "step_time_max_ms", "step_period_mean_ms", "steps_in_stats_count")
+
+
 def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet) -> AnalysisResult:
     res = AnalysisResult("steps")
     _, note = host_trace(trace)
     if note:
         res.notes.append(note)
     res.add("steps_source", steps.source)
-    if steps.note:
-        res.notes.append(steps.note)
+    if steps.note:  # how the steps were found (or fixed): what a step and its time are on this trace
+        res.qualify(STEP_TIME, steps.note)
     n = int(steps.start.shape[0])
     names = ["steps_count", "step_time_mean_ms", "step_time_median_ms", "step_time_p90_ms", "step_time_min_ms",
              "step_time_max_ms", "step_time_std_ms", "step_outliers_count", "step_outlier_max_ratio",
@@ -217,7 +222,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet) -> Ana
         return res
     ex = executions(trace, act, steps)
     if ex.note:
-        res.notes.append(ex.note)
+        res.qualify(STEP_TIME, ex.note)
     nsteps = ex.per_row
     dur = steps.end - steps.start
     dur_ms = dur / PS_PER_MS

@@ -94,6 +94,41 @@ def notes_for(notes: list[str], *analyses: str) -> str | None:
     return None
 
 
+def notes_on_findings(result: Any, findings: Any) -> list[tuple[str, list[int]]]:
+    """The notes that change what a finding shown means, each once with the numbers (from 1) of the findings it
+    qualifies, in the notes' order: a note qualifies the metrics its analysis named
+    (:meth:`tfadvisor.analyses.AnalysisResult.qualify`, kept as ``result.metrics.notes``), and a finding whose
+    evidence holds one of them."""
+    qualified = getattr(getattr(result, "metrics", None), "notes", None) or {}
+    on: dict[str, list[int]] = {}
+    for i, f in enumerate(findings or [], 1):
+        for metric in get(f, "evidence", None) or {}:
+            for n in qualified.get(metric, ()):
+                if i not in on.setdefault(str(n), []):
+                    on[str(n)].append(i)
+    return [(str(n), on[str(n)]) for n in getattr(result, "notes", None) or [] if str(n) in on]
+
+
+def cpu_only(result: Any) -> bool:
+    """Whether the run's trace has host planes only (no ``/device:`` plane): most notes then say what a GPU,
+    NCCL or a device allocator would have shown."""
+    planes = (getattr(result, "summary", None) or {}).get("planes") or []
+    names = [str(p.get("name", "")) for p in planes if isinstance(p, dict)]
+    return bool(names) and not any(n.startswith("/device:") for n in names)
+
+
+def notes_left(notes: list[str], shown: list[str], cpu: bool) -> str:
+    """One line for the notes not shown: how many, from how many analyses (``--notes`` lists them)."""
+    rest = [str(n) for n in notes if str(n) not in shown]
+    if not rest:
+        return ""
+    sources = len({n.split(": ", 1)[0] for n in rest})
+    more = "more " if shown else ""
+    return (f"{len(rest)} {more}note{'s' if len(rest) > 1 else ''} ({sources} "
+            f"{'analyses' if sources > 1 else 'analysis'}) on what this {'CPU-only ' if cpu else ''}trace could not "
+            "tell: --notes")
+
+
 def step_time(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     """``{mean, median, p90, min, max}`` in ms from the steps analysis (None where unknown)."""
     return {k: plain(metrics.get(f"step_time_{k}_ms")) for k in STEP_TIME_KEYS}
@@ -109,5 +144,5 @@ def breakdown(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-__all__ = ["BREAKDOWN", "KEY_METRICS", "STEP_TIME_KEYS", "breakdown", "get", "notes_for", "plain", "run_label",
-           "step_time"]
+__all__ = ["BREAKDOWN", "KEY_METRICS", "STEP_TIME_KEYS", "breakdown", "cpu_only", "get", "notes_for", "notes_left",
+           "notes_on_findings", "plain", "run_label", "step_time"]

@@ -14,7 +14,19 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from tfadvisor.report import BREAKDOWN, HOSTS_LISTED, STEP_TIME_KEYS, breakdown, get, plain, run_label, step_time
+from tfadvisor.report import (
+    BREAKDOWN,
+    HOSTS_LISTED,
+    STEP_TIME_KEYS,
+    breakdown,
+    cpu_only,
+    get,
+    notes_left,
+    notes_on_findings,
+    plain,
+    run_label,
+    step_time,
+)
 from tfadvisor.report.findings import caveat_labels, finding_caveats
 from tfadvisor.report.formatting import fmt_bytes, fmt_num, fmt_value
 
@@ -343,11 +355,14 @@ def summarised(result: Any) -> bool:
     return len(getattr(result, "hosts", None) or []) > HOSTS_LISTED and has_rows(_table(result, "hosts_distribution"))
 
 
-def print_result(result: Any, console: Console | None = None, brief: bool = False, full: bool = False) -> None:
+def print_result(result: Any, console: Console | None = None, brief: bool = False, full: bool = False,
+                 notes: bool = False) -> None:
     """Print the summary, the findings (most important first) and the notes; ``brief``: each finding's title,
     rule and message only, and the number of notes (for a training log: the end of a capture window).
 
-    A run summarised over many hosts is shown at a glance (one screen): its findings brief, unless ``full``."""
+    A run summarised over many hosts is shown at a glance (one screen): its findings brief, unless ``full``.
+    Of the notes only those that change what a finding shown means are listed (with the findings' numbers), the
+    others counted in one line, unless ``notes`` or ``full``: then every note."""
     console = console or Console(highlight=False)
     units = dict(getattr(getattr(result, "metrics", None), "units", None) or {})
     _summary(console, result)
@@ -372,20 +387,33 @@ def print_result(result: Any, console: Console | None = None, brief: bool = Fals
         for i, f in enumerate(findings, 1):
             console.print()
             _finding(console, i, f, units, brief)
-    notes = list(getattr(result, "notes", None) or [])
-    if glance and (findings or notes):
+    all_notes = [str(n) for n in getattr(result, "notes", None) or []]
+    if glance and (findings or all_notes):
         console.print()
-        _out(console, f"Evidence, fixes and {len(notes)} note(s) on what this trace could not tell: --full (or "
+        _out(console, f"Evidence, fixes and {len(all_notes)} note(s) on what this trace could not tell: --full (or "
                       "--format markdown, --html)", 0, style="dim")
-    elif notes and brief:
+    elif all_notes and brief:
         console.print()
-        _out(console, f"{len(notes)} note(s) on what this trace could not tell: in the full report", 0,
+        _out(console, f"{len(all_notes)} note(s) on what this trace could not tell: in the full report", 0,
              style="dim")
-    elif notes:
+    elif all_notes and (notes or full):
         console.print()
         console.print(Text("Notes: what this trace could not tell", style="bold"))
-        for n in notes:
+        for n in all_notes:
             _out(console, f"- {n}", 2, hang=2)
+    elif all_notes:
+        _notes_grouped(console, result, findings, all_notes)
+
+
+def _notes_grouped(console: Console, result: Any, findings: list, all_notes: list[str]) -> None:
+    """The notes that change what a finding shown means, then one line counting the others."""
+    console.print()
+    on = notes_on_findings(result, findings)
+    for n, nums in on:
+        _out(console, f"Note on finding{'s' if len(nums) > 1 else ''} {', '.join(map(str, nums))}: {n}", 0, hang=2)
+    left = notes_left(all_notes, [n for n, _ in on], cpu_only(result))
+    if left:
+        _out(console, left, 0, style="dim")
 
 
 __all__ = ["print_result"]

@@ -49,8 +49,11 @@ from tfadvisor.report import (
     HOSTS_LISTED,
     KEY_METRICS,
     busyidle,
+    cpu_only,
     get,
     notes_for,
+    notes_left,
+    notes_on_findings,
     run_label,
     stepchart,
     system,
@@ -320,6 +323,23 @@ class View:
     def findings(self) -> list[Finding]:
         units = getattr(self._metrics, "units", None) or {}
         return [_finding(i, f, units) for i, f in enumerate(self._findings, 1)]
+
+    @cached_property
+    def notes_on_findings(self) -> list[tuple[str, list[tuple[int, str]]]]:
+        """The notes that change what a finding shown means, each with its findings' (number, rule)."""
+        return [(n, [(i, finding_rule(self._findings[i - 1])) for i in nums])
+                for n, nums in notes_on_findings(self.result, self._findings)]
+
+    @cached_property
+    def notes_other(self) -> list[str]:
+        """The other notes: what the trace could not tell (shown folded)."""
+        on = {n for n, _ in self.notes_on_findings}
+        return [n for n in self.notes if n not in on]
+
+    @cached_property
+    def notes_other_label(self) -> str:
+        """The folded notes' summary line: how many, from how many analyses."""
+        return notes_left(self.notes_other, [], cpu_only(self.result)).removesuffix(": --notes")
 
     @cached_property
     def caveats(self) -> list[str]:
