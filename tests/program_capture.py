@@ -7,6 +7,8 @@
 * ``OUT/loop``: a custom loop whose step (a ``tf.function``) calls another ``tf.function`` for the gradients,
   its graph written by ``tf.summary.trace_export`` and ``tf.summary.graph`` (a function library: the ops under
   ``StatefulPartitionedCall/`` come from ``__inference_grads_of_<n>``), profiled for 5 marked steps;
+* ``OUT/plain``: a custom loop whose loss and accuracy are written inline, in no name scope (profiled for 5 marked
+  steps): the loss is differentiated, the accuracy (``ArgMax``, ``Equal``) is not;
 * ``OUT/expected.json``: what the model itself says (Keras's objects, not the files): its layers' names, classes,
   units, activations and parameters, the compiled metrics' names, the inner function's name.
 """
@@ -95,9 +97,35 @@ def loop(out: str) -> dict:
     return {"loop_function": inner, "loop_layers": layers_of(model)}
 
 
+def plain(out: str) -> dict:
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)])
+    opt = keras.optimizers.SGD(0.01)
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            err = logits - tf.one_hot(y, 10)
+            loss = tf.reduce_mean(tf.square(err)) + 0.1 * tf.reduce_mean(tf.abs(tf.roll(logits, 1, axis=0)))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), y), tf.float32))
+        return loss, acc
+
+    x = tf.random.normal((64, 32), seed=3)
+    y = tf.random.uniform((64,), 0, 10, tf.int32, seed=4)
+    train_step(x, y)
+    tf.profiler.experimental.start(os.path.join(out, "plain"))
+    for i in range(5):
+        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+            train_step(x, y)
+    tf.profiler.experimental.stop()
+    return {}
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
-    expected = {**fit(out), **loop(out)}
+    expected = {**fit(out), **loop(out), **plain(out)}
     with open(os.path.join(out, "expected.json"), "w", encoding="utf-8") as fh:
         json.dump(expected, fh, indent=1)
     print("RUN", out)

@@ -22,6 +22,7 @@ import pytest
 from conftest import ROOT, SAMPLES, capture_env
 
 import tfadvisor
+from tfadvisor.analyses.components import DIFFERENTIATED, STEP
 from tfadvisor.io.events import MAX_FILE_BYTES, crc32c_many, masked, read_events, records
 from tfadvisor.model.program import EventFacts
 from tfadvisor.runmeta import keras_facts
@@ -396,3 +397,23 @@ def test_a_hostile_run_file_keeps_the_analysis(cap, tmp_path):
     notes = json.loads(p.stdout)["notes"]
     assert any("2 of the 3 keras.layers entries" in n for n in notes), notes
     assert any("keras.metrics = [1, 2] is not a list of names" in n for n in notes), notes
+
+
+@TF
+def test_a_custom_loops_loss_without_a_scope_is_the_ops_the_gradient_goes_through(cap):
+    """A custom loop writing its loss and accuracy inline (tests/program_capture.py ``plain``): the loss's gradient
+    ops and the forward ops they are scoped by (``gradient_tape/Abs/Sign``: ``Abs``) are the loss; the accuracy's
+    ops (``ArgMax``, ``Equal``: no gradient) stay the step's own; the second model's optimizer scope ``sgd_1_1`` is
+    the optimizer."""
+    t = tfadvisor.analyze(cap / "plain").tables["components"]
+    rows = {(str(c), str(k), str(r)): (float(ms), str(ty)) for c, k, r, ms, ty in
+            zip(t["component"], t["kind"], t["role"], t["ms_per_step"], t["types"])}
+    loss = DIFFERENTIATED
+    assert rows[(loss, "loss", "gradient")][0] > 0, rows
+    assert "Abs" in rows[(loss, "loss", "forward")][1], rows
+    assert rows[(STEP, "step", "forward")][0] > 0, rows  # the accuracy's ops, the one-hot, the loss's other ops
+    assert not any(x in ty for (_, k, _), (_, ty) in rows.items() if k == "loss" for x in ("ArgMax", "Equal")), rows
+    assert any(k == "optimizer" and c.startswith("sgd") for c, k, _ in rows), rows
+    assert not any(k == "step" and c.startswith("sgd") for c, k, _ in rows), rows
+    labels = [str(x) for x in t["label"]]
+    assert any(x.startswith("the loss (no scope") for x in labels), labels

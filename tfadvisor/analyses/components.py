@@ -100,13 +100,13 @@ WRAPPERS = re.compile(r"^(?:StatefulPartitionedCall|PartitionedCall|replica|whil
 #: (Keras 3 names an optimizer's scope by its class in snake case: ``RMSprop`` -> ``rm_sprop``, ``AdamW`` ->
 #: ``adam_w``.)
 OPTIMIZERS = re.compile(r"^(?:adam|adamw|adam_w|adamax|nadam|sgd|rmsprop|rm_sprop|adagrad|adadelta|ftrl|lion|lamb|"
-                        r"adafactor|loss_scale_optimizer|lossscaleoptimizer|optimizer|[a-z]+_optimizer)(?:_\d+)?$",
+                        r"adafactor|loss_scale_optimizer|lossscaleoptimizer|optimizer|[a-z]+_optimizer)(?:_\d+)*$",
                         re.I)
 APPLY_OP = re.compile(r"^ResourceApply|^ApplyAdam|^ResourceSparseApply")
 LOSSES = re.compile(r"^(?:compile_loss|.*loss.*|.*crossentropy.*|mean_squared_error|mean_absolute_error|huber.*)"
-                    r"(?:_\d+)?$", re.I)
+                    r"(?:_\d+)*$", re.I)
 METRICS = re.compile(r"^(?:compile_metrics|metrics|.*accuracy.*|auc|precision|recall|mean|mean_metric_wrapper|"
-                     r"top_k.*|f1_score|mean_iou|root_mean_squared_error)(?:_\d+)?$", re.I)
+                     r"top_k.*|f1_score|mean_iou|root_mean_squared_error)(?:_\d+)*$", re.I)
 #: A Keras ``fit`` (the program's compiled metrics are known: the run file of tfadvisor's callback, the TensorBoard
 #: callback's scalars): its train step opens scopes for the model, the loss, the gradient and the optimizer, and runs
 #: outside them only the metrics' updates and results (the compiled metrics' and the loss tracker's:
@@ -122,6 +122,9 @@ LAYER_DEPTH = 2
 TOP = 5
 #: The component of ops in no scope of the program's.
 STEP = "(no scope)"
+#: The loss of a program whose loss opened no scope (a custom loop's ``loss_fn(y, model(x))``): the step's own ops
+#: that the gradient goes through, and the step's own gradient ops (:func:`_differentiated`).
+DIFFERENTIATED = "loss"
 #: The attribution's part of the time the runtime takes (the executor between ops, op dispatch, a loop's iterations
 #: that the trace does not record as ops): shared out by the time before each op (:func:`_dispatch`).
 RUNTIME = "runtime"
@@ -186,7 +189,9 @@ def component(op_name: str, op_type: str = "") -> tuple[str, str, str]:
 def label(name: str, kind: str, role: str = "", what: str = "") -> str:
     """How a report names a part: ``layer functional_1/dense_1 (gradient)``, ``optimizer adam``; ``what`` the program
     says it is (``layer dense_1 (Dense, 512 units)``: :class:`~tfadvisor.analyses.program.Names`)."""
-    text = "the step's own ops (no scope)" if kind == "step" and name == STEP else f"{kind} {name}"
+    text = ("the step's own ops (no scope)" if kind == "step" and name == STEP else
+            "the loss (no scope: the ops outside the model the gradient goes through)"
+            if kind == "loss" and name == DIFFERENTIATED else f"{kind} {name}")
     text += f" ({what})" if what else ""
     return text + (" (gradient)" if role == "gradient" else "")
 
@@ -351,6 +356,8 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     key_of: dict[str, tuple[tuple[str, str, str], list[str]] | None] = {}  # op name -> (part, causes); None: input
     named = Names(program, [names[i] for i in tf_ops], component)  # the scopes in the program's own names
     compiled = ", ".join(program.metrics) if program and program.metrics else ""
+    keys = {i: named(*names[i].partition(":")[::2]) for i in tf_ops}
+    loss = None if compiled or any(k[1] == "loss" for k in keys.values()) else _differentiated(names, keys)
     for i in tf_ops:
         full, _, typ = names[i].partition(":")
         t = op_type_of(names[i], source)
@@ -358,9 +365,11 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
         if INPUT_OPS.match(dt):
             key_of[names[i]] = None
             continue
-        key = named(full, typ)
+        key = keys[i]
         if compiled and key[1] == "step" and (key[0] == STEP or PFOR_SCOPE.match(key[0])):
             key = (compiled, "metric", "forward")
+        elif loss is not None and key[1] == "step" and (key[2] == "gradient" or _own_name(full) in loss):
+            key = (DIFFERENTIATED, "loss", key[2])
         key_of[names[i]] = (key, causes_of(full, dt))
         acc.setdefault(key, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), key_of[names[i]][1])
     if source == "host" and steps is not None and steps.start.shape[0]:
@@ -459,6 +468,22 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     _roles(res, rows, on_wall, wall_pct, wall_ms, part_of)
     _causes(res, rows, labels, on_wall, wall_pct, wall_ms, part_of)
     return res
+
+
+def _own_name(full: str) -> str:
+    """An op's name without TensorFlow's wrappers (``StatefulPartitionedCall/mul_3`` -> ``mul_3``)."""
+    return "/".join(s for s in full.split("/") if not WRAPPERS.match(s))
+
+
+def _differentiated(names: list[str], keys: dict[int, tuple[str, str, str]]) -> set[str] | None:
+    """The step's own forward ops (in no scope of the program's) that the gradient goes through: their gradients are
+    scoped by their names (``gradient_tape/mul_3/Mul``: the step's part ``mul_3``, role gradient). Where the program
+    has no loss part (a custom loop whose loss opened no scope), these and the step's own gradient ops are its loss:
+    what the program computes from the model's outputs and differentiates. None where there are none."""
+    grads = {k[0] for k in keys.values() if k[1] == "step" and k[2] == "gradient" and k[0] != STEP}
+    own = {_own_name(names[i].partition(":")[0]) for i, k in keys.items() if k == (STEP, "step", "forward")}
+    hit = own & grads
+    return hit or None
 
 
 def _top_types(types: dict[str, float]) -> str:
