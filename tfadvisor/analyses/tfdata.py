@@ -364,12 +364,29 @@ def _batch_below(chains: list[str], kinds: list[str], batch_of: np.ndarray, i: i
     return int(batch_of[j])
 
 
+def _ahead_stage(kinds: list[str], names: list, ahead: list[bool]) -> tuple[str | None, str | None]:
+    """The stage that produces ahead of the consumer (see ``tfdata_prefetch_stage``) and who made it
+    (``program``, ``tf.data``, None unknown); (None, None) when none does."""
+    rows = [i for i, k in enumerate(kinds) if str(k).startswith("Prefetch")] or [i for i, a in enumerate(ahead) if a]
+    if not rows:
+        return None, None
+    made = {i: graph.made_by_tfdata(kinds[i], names[i]) for i in rows}
+    i = next((i for i in rows if made[i] is False), next((i for i in rows if made[i]), rows[0]))
+    return str(kinds[i]), None if made[i] is None else ("tf.data" if made[i] else "program")
+
+
 DECLARED = declare(
     "tfdata",
     ("tfdata_present", "", "the trace shows a tf.data pipeline (Iterator::* events)"),
     ("tfdata_has_prefetch", "", "the pipeline produces ahead of the consumer: a Prefetch stage (injected ones too) "
                                 "or an asynchronous stage that buffers (MapAndBatch, ParallelMap, "
                                 "ParallelInterleave...)"),
+    ("tfdata_prefetch_stage", "", "the stage that produces ahead of the consumer: a Prefetch stage (the program's "
+                                  "own before one tf.data injected), else the first asynchronous stage with "
+                                  "elements buffered (MapAndBatch, ParallelMapV2, ...)"),
+    ("tfdata_prefetch_by", "", "who put that stage there: `program` (the program's own call), `tf.data` (its default "
+                               "optimizations injected it, as an autotuned prefetch, or fused or parallelised the "
+                               "program's calls into it); None where the stages carry no dataset names"),
     ("tfdata_has_cache", "", "the pipeline has a cache (or snapshot) stage"),
     ("tfdata_sequential_map", "", "a map stage runs one element at a time (no num_parallel_calls that TF kept, or "
                                   "parallelism 1 without autotune) and takes at least 5 % of the step time (a map "
@@ -476,8 +493,9 @@ DECLARED = declare(
 def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
     res = AnalysisResult("tfdata")
     p = act.host
-    names = ["tfdata_has_prefetch", "tfdata_has_cache", "tfdata_sequential_map", "tfdata_map_element_us",
-             "tfdata_expensive_map", "tfdata_repeated_source_no_cache", "tfdata_pipeline", "tfdata_cause"]
+    names = ["tfdata_has_prefetch", "tfdata_prefetch_stage", "tfdata_prefetch_by", "tfdata_has_cache",
+             "tfdata_sequential_map", "tfdata_map_element_us", "tfdata_expensive_map",
+             "tfdata_repeated_source_no_cache", "tfdata_pipeline", "tfdata_cause"]
     rows = act.rows.get("iterator", np.empty(0, np.int64)) if p is not None else np.empty(0, np.int64)
     if p is None or rows.shape[0] == 0:
         res.add("tfdata_present", False)
@@ -500,6 +518,12 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     deepest = max(chains, key=lambda c: c.count("::"))
     res.add("tfdata_pipeline", deepest)
     res.add("tfdata_has_prefetch", has_prefetch)
+    stage, by = _ahead_stage(kinds, table["name"].tolist(), ahead.tolist())
+    if stage is not None:
+        res.add("tfdata_prefetch_stage", stage)
+        res.add("tfdata_prefetch_by", by)
+    else:
+        res.missing(["tfdata_prefetch_stage", "tfdata_prefetch_by"], "")
     res.add("tfdata_has_cache", has_cache)
 
     # Reference: step time over the steps (else the traced span) and the number of steps.

@@ -104,6 +104,20 @@ def defaults_on(table) -> bool:
     return False
 
 
+def made_by_tfdata(kind: str, name: str | None) -> bool | None:
+    """Whether tf.data made the stage ``kind`` named ``name`` (its ``name`` stat) rather than the program: a stage it
+    injected (``inject/prefetch_...``), one it fused (``fused(MapDataset:3,BatchDatasetV2:4)``), or a map the user
+    wrote plainly running as a parallel one. None where the stage carries no dataset op's name (older TF,
+    synthetic traces)."""
+    name = "" if name is None or str(name) == "nan" else str(name)
+    if name.startswith(("inject/", "fused(")):
+        return True
+    ops = _ops(name)
+    if not ops:
+        return None
+    return str(kind).startswith("ParallelMap") and all(op == "MapDataset" for op, _ in ops)
+
+
 def _stage_calls(table, i: int, depth: int, random_bodies: bool, defaults: bool = True) -> list[Call]:
     """The calls stage row ``i`` stands for, consumer side first (a fused stage: batch, then map)."""
     kind = str(table["kind"][i])
@@ -326,5 +340,5 @@ def prefetched(cs: list[Call]) -> list[Call] | None:
     return cs + [Call(op="PrefetchDataset", note="added")]
 
 
-__all__ = ["EPOCH_RE", "Call", "cached", "calls", "defaults_on", "filter_first", "has", "map_index", "parallel",
-           "prefetched", "render", "vectorized"]
+__all__ = ["EPOCH_RE", "Call", "cached", "calls", "defaults_on", "filter_first", "has", "made_by_tfdata", "map_index",
+           "parallel", "prefetched", "render", "vectorized"]

@@ -605,8 +605,21 @@ def _gaps(gaps: Any, steps: Any, metrics: Any, notes: list[str]) -> Gaps:
     return out
 
 
+def prefetch_words(metrics: Any) -> str | None:
+    """The prefetch figure in words where tf.data, not the program, made the stage that produces ahead (or no
+    Prefetch stage does it); None where the plain yes or no says it (the program's own prefetch, or none)."""
+    stage, by = metrics.get("tfdata_prefetch_stage"), metrics.get("tfdata_prefetch_by")
+    if not metrics.get("tfdata_has_prefetch") or not stage:
+        return None
+    if str(stage).startswith("Prefetch"):
+        return "injected by tf.data (autotune)" if by == "tf.data" else None
+    return f"no Prefetch stage; {stage}{' (made by tf.data)' if by == 'tf.data' else ''} buffers ahead"
+
+
 def _input(stages: Any, metrics: Any, notes: list[str]) -> Section:
-    out = Section(figures=figures(metrics, INPUT_FIGURES))
+    words = prefetch_words(metrics)
+    out = Section(figures=[Figure(f.label, words) if f.label == "prefetch" and words else f
+                           for f in figures(metrics, INPUT_FIGURES)])
     if not P.has_rows(stages):
         out.absent = _absent(notes, "no tf.data iterator events", "tfdata")
         return out
