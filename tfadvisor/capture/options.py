@@ -170,8 +170,18 @@ class CaptureOptionsView:
     source = _view("source", "Who captured (``tfadvisor_run.json`` ``capture.by``).")
 
 
-def tf_options(tf: ModuleType, opts: dict[str, Any]) -> Any:
-    """``tf.profiler.experimental.ProfilerOptions`` from :func:`profiler_options`' dict."""
+def tf_options(tf: ModuleType, opts: dict[str, Any], local: bool = True) -> Any:
+    """``tf.profiler.experimental.ProfilerOptions`` from :func:`profiler_options`' dict; None (TensorFlow's own
+    defaults, which :data:`DEFAULT_LEVELS` are) where the dict asks for nothing else, or, ``local``, where this
+    TensorFlow ignores the levels given to ``tf.profiler.experimental.start`` (:func:`check_levels` says so).
+
+    TF 2.21 reads none of the options it is given that way: its C++ side logs ``<option> expects an i value``
+    for each one, whatever the Python type (int, numpy, a None ``delay_ms``), and does not apply them
+    (:func:`local_levels_honoured` finds no Python tracer events). Given no options it logs nothing."""
+    if opts.get("delay_ms") is None and all(opts.get(k) == v for k, v in DEFAULT_LEVELS.items()):
+        return None
+    if local and _levels_honoured is False:
+        return None
     return tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=opts["host_tracer_level"],
         python_tracer_level=opts["python_tracer_level"],

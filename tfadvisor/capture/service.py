@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from tfadvisor._version import __version__
 from tfadvisor.capture import base
-from tfadvisor.capture.options import profiler_options
+from tfadvisor.capture.options import DEFAULT_LEVELS, profiler_options, tf_options
 from tfadvisor.capture.rundirs import list_names, new_run_dirs, snapshot_runs
 from tfadvisor.capture.runfacts import write_run_metadata
 
@@ -281,12 +281,7 @@ def _trace(kind, impl, addresses, joined, logdir, duration_ms, retries, opts) ->
         impl(joined, logdir, "", True, int(duration_ms), attempts, opts)
         return
     tf = impl
-    tf_opts = tf.profiler.experimental.ProfilerOptions(
-        host_tracer_level=opts.get("host_tracer_level", 2),
-        python_tracer_level=opts.get("python_tracer_level", 0),
-        device_tracer_level=opts.get("device_tracer_level", 1),
-        delay_ms=opts.get("delay_ms"),
-    )
+    tf_opts = tf_options(tf, {**DEFAULT_LEVELS, "delay_ms": None, **opts}, local=False)
     tf.profiler.experimental.client.trace(",".join(f"grpc://{h}:{p}" for h, p in addresses), logdir,
                                           int(duration_ms), num_tracing_attempts=attempts, options=tf_opts)
 
