@@ -120,6 +120,8 @@ def run_tests(copy: Path, tests: list[str], timeout: int, first: bool = False) -
            "import sys, tfadvisor; assert tfadvisor.__file__.startswith(sys.argv[1]), tfadvisor.__file__; "
            "import pytest; sys.exit(pytest.main(sys.argv[2:]))",
            str(copy), "-q", "-rfE", "-p", "no:cacheprovider", "--rootdir", str(ROOT), *(["-x"] if first else []),
+           # one module's tests stay on one xdist worker (--dist loadgroup): a second worker would only start up
+           *(["-n", "0"] if len({t.split("::")[0] for t in tests}) == 1 else []),
            *[str(ROOT / t) for t in tests]]
     p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
     out = p.stdout + p.stderr
@@ -139,8 +141,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=900, help="seconds per pytest run")
     ap.add_argument("--show", type=int, default=3, help="failing test ids to print per figure")
     ap.add_argument("--first", action="store_true",
-                    help="stop each mutant's run at its first new failure (caught or not is all it tells; the "
-                         "suite's way: a clean control is required, so that first failure is the mutation's)")
+                    help="stop each mutant's run at its first failure (caught or not is all it tells; the "
+                         "suite's way), then run the control on those failing tests alone: each must pass there, so "
+                         "that failure is the mutation's")
     args = ap.parse_args()
     figures = args.only or list(FIGURES)
     custom = args.tests != TESTS
@@ -151,22 +154,50 @@ def main() -> int:
     every = list(dict.fromkeys(t for fig in figures for t in tests_of(fig)))
     rows = []
     with tempfile.TemporaryDirectory(prefix="tfa_mutation_") as tmp:
-        t0 = time.perf_counter()
         control_dir = Path(tmp) / "control"
         make_copy(control_dir, None)
-        control, summary = run_tests(control_dir, every, args.timeout)
-        print(f"control (no mutation): {summary} [{time.perf_counter() - t0:.0f} s]", flush=True)
-        for t in sorted(control):
-            print(f"    fails anyway: {t}")
-        for fig in figures:
+
+        def control_run(tests: list[str]) -> set[str]:
+            t0 = time.perf_counter()
+            failed, summary = run_tests(control_dir, tests, args.timeout)
+            print(f"control (no mutation, {len(tests)} test(s) or module(s)): {summary} "
+                  f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+            for t in sorted(failed):
+                print(f"    fails anyway: {t}")
+            return failed
+
+        sites_of: dict[str, int] = {}
+
+        def mutant_run(fig: str, first: bool) -> tuple[int, set[str], str, float]:
             t0 = time.perf_counter()
             d = Path(tmp) / fig
-            sites = make_copy(d, fig)
-            failed, summary = run_tests(d, tests_of(fig), args.timeout, first=args.first and not control)
+            if fig not in sites_of:
+                sites_of[fig] = make_copy(d, fig)
+            sites = sites_of[fig]
+            failed, summary = run_tests(d, tests_of(fig), args.timeout, first=first)
+            return sites, failed, summary, time.perf_counter() - t0
+
+        results: dict[str, tuple[int, set[str], str, float]] = {}
+        if args.first:
+            # Each mutant up to its first failure, then the control on those failing tests alone: a failure counts
+            # when the same test passes unmutated (the suite's way; the control on every module cost it ~50 s). A
+            # mutant whose first failure fails anyway runs again in full, against the control on its modules.
+            results = {fig: mutant_run(fig, True) for fig in figures}
+            suspects = sorted(set().union(*(r[1] for r in results.values())))
+            control = control_run(suspects) if suspects else set()
+            again = [fig for fig in figures if not results[fig][1] - control]
+            if again and control:
+                control |= control_run(list(dict.fromkeys(t for fig in again for t in tests_of(fig))))
+                results.update({fig: mutant_run(fig, False) for fig in again})
+        else:
+            control = control_run(every)
+            results = {fig: mutant_run(fig, False) for fig in figures}
+        for fig in figures:
+            sites, failed, summary, took = results[fig]
             caught = sorted(failed - control)
             rows.append((fig, FIGURES[fig][1], sites, len(caught)))
             print(f"{fig}: {FIGURES[fig][1]} x {FACTOR} at {sites} site(s): {len(caught)} new failures "
-                  f"({summary}) [{time.perf_counter() - t0:.0f} s]", flush=True)
+                  f"({summary}) [{took:.0f} s]", flush=True)
             for t in caught[:args.show]:
                 print(f"    {t}")
     print()
