@@ -42,11 +42,34 @@ def test_the_compute_parts_are_shared_out_among_the_parts_of_the_program():
     t = res.tables["components"]
     m = res.metrics
     compute = sum(m[f"attr_{c}_pct"] for c in OP_CATEGORIES)
-    # the compute parts shared out, and of the runtime's the time before the parts' ops
-    assert compute - 1e-9 <= float(t["pct"].sum()) <= compute + m["attr_runtime_pct"] + 1e-9
+    # the compute parts shared out, and of the runtime's the time before the parts' ops (the input pipeline's row,
+    # what it costs the step, overlaps them: tested below)
+    ops = t[t["kind"] != "input"]
+    assert compute - 1e-9 <= float(ops["pct"].sum()) <= compute + m["attr_runtime_pct"] + 1e-9
     assert m["comp_top"] == "layer functional_1/dense_1_2 (gradient)"
     assert m["comp_optimizer_top"].startswith("optimizer adam 100 %")
     assert m["comp_matrix_top"].split(",")[0].startswith("layer functional_1/dense_1_2 (gradient)")
+
+
+def test_the_input_pipeline_is_a_part_of_the_program_with_what_it_costs_the_step():
+    """tfdata_contention (a real capture: an expensive map on 2 cores, little wait): the input pipeline's row is
+    the wait for batches plus the step time its threads took (the input analysis' contention, per training step),
+    its label says both, and the compute rows keep their shares (the row overlaps them); a Keras fit on in-memory
+    arrays whose input costs under 1 % of the wall time has no such row."""
+    res = tfadvisor.analyze(SAMPLES / "tfdata_contention")
+    m, t = res.metrics, res.tables["components"]
+    row = t[t["kind"] == "input"]
+    assert len(row) == 1, t
+    want = m["attr_input_ms"] + m["tfdata_contention_ms_per_step"] / m["steps_per_execution"]
+    assert float(row["ms_per_step"].iloc[0]) == pytest.approx(want, rel=1e-9)
+    assert m["tfdata_contention_ms_per_step"] > 5 * m["attr_input_ms"]  # the case: CPU taken, not a wait
+    label = str(row["label"].iloc[0])
+    assert "waiting for batches" in label and "slowing the step's ops" in label, label
+    compute = sum(m[f"attr_{c}_pct"] for c in OP_CATEGORIES)
+    assert float(t[t["kind"] != "input"]["pct"].sum()) >= compute - 1e-9
+    other = tfadvisor.analyze(SAMPLES / "ops_fit_fp32")
+    assert other.metrics["attr_input_pct"] < 1.0
+    assert "input" not in set(other.tables["components"]["kind"])
 
 
 def test_the_op_time_of_a_part_is_its_ops_in_the_protobuf():

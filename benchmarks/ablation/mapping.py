@@ -11,7 +11,9 @@ loss       the costly custom loss -> the standard cross-entropy sum of rows of k
 layer      the ``costly_*`` block left out (shapes kept)       sum of rows of kind ``layer`` with a
                                                                ``costly_`` scope
 optimizer  the drawn optimizer (and options) -> plain SGD      sum of rows of kind ``optimizer``
-input      the map / py_function / generator made trivial      ``attr_input_ms`` (waiting for the input)
+input      the map / py_function / generator made trivial      the ``components`` row of kind ``input``: the
+                                                               wait for batches and, on a CPU, the step time
+                                                               the pipeline's threads took (contention)
 between_steps  the callbacks and the evaluation removed        ``attr_between_steps_ms`` + ``outside_ms_per_step``
                                                                (evaluation and epoch ends, outside the steps'
                                                                wall time: the throughput analysis); the host
@@ -42,7 +44,7 @@ KEYS: dict[str, tuple[str | None, str | None]] = {
     "loss": ("loss", None),
     "layer": ("layer", None),
     "optimizer": ("optimizer", None),
-    "input": (None, "input"),
+    "input": ("input", "input"),
     "between_steps": (None, "between_steps"),
 }
 #: what else a part's figure adds (ms per training step) and the node of the findings that explain it
@@ -71,7 +73,7 @@ def row_matches(key: str, kind: str, name: str) -> bool:
 def tool_ms(key: str, components: Any, metrics: Mapping[str, Any]) -> float:
     """The tool's ms per step for the key: its components rows, or its attribution part."""
     kind, part = KEYS[key]
-    if part is not None:
+    if part is not None and kind is None:
         extra = OUTSIDE.get(key, (None, None))[0]
         vs = [metrics.get(f"attr_{part}_ms"), metrics.get(extra) if extra else None]
         return sum(float(v) for v in vs if isinstance(v, (int, float)) and v == v)

@@ -122,6 +122,11 @@ LAYER_DEPTH = 2
 TOP = 5
 #: The component of ops in no scope of the program's.
 STEP = "(no scope)"
+#: The input pipeline's part (kind ``input``): the wait for batches and, on a CPU, the step time its threads take
+#: (:func:`_input_part`: it overlaps the compute parts it slowed); listed where it holds this share of the wall time
+#: at least.
+INPUT = "input pipeline"
+INPUT_MIN_PCT = 1.0
 #: The loss of a program whose loss opened no scope (a custom loop's ``loss_fn(y, model(x))``): the step's own ops
 #: that the gradient goes through, and the step's own gradient ops (:func:`_differentiated`).
 DIFFERENTIATED = "loss"
@@ -389,6 +394,7 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     # op time across categories (each op's share of all the ops' time); on a device, category by category.
     pooled = source == "host"
     pool_total = sum(cat_total[c] for c in CATEGORIES)
+    inp = _input_part(ctx, wall_ms, wall_pct, pooled)
 
     def on_wall(cats: dict[str, float], figure: dict[str, float]) -> float:
         out = 0.0
@@ -406,22 +412,33 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     rows = sorted(acc.items(), key=lambda kv: (-on_wall(kv[1].cats, wall_pct), -kv[1].ps, kv[0]))
     labels = [label(*k, what=named.about(k)) for k, _ in rows]
     op_ms = np.array([a.ps for _, a in rows]) / PS_PER_MS
-    table = Table({
-        "component": np.array([k[0] for k, _ in rows], dtype=object),
-        "kind": np.array([k[1] for k, _ in rows], dtype=object),
-        "role": np.array([k[2] for k, _ in rows], dtype=object),
-        "label": np.array(labels, dtype=object),
-        "ms_per_step": np.array([on_wall(a.cats, wall_ms) for _, a in rows]),
-        "pct": np.array([on_wall(a.cats, wall_pct) for _, a in rows]),
-        "op_ms": op_ms,
-        "op_pct": 100.0 * op_ms * PS_PER_MS / total,
-        "ops": np.array([a.count for _, a in rows], np.int64),
-        "types": np.array([_top_types(a.types) for _, a in rows], dtype=object),
-        "layer_class": np.array([named.layer_class(k) for k, _ in rows], dtype=object),
-        "params": np.array([named.params(k) for k, _ in rows], np.int64),
-        "function": np.array([named.function(k) for k, _ in rows], dtype=object),
-        "names_from": np.array([named.names_from(k) for k, _ in rows], dtype=object),
-    }, n=len(rows))
+    cols = {
+        "component": [k[0] for k, _ in rows],
+        "kind": [k[1] for k, _ in rows],
+        "role": [k[2] for k, _ in rows],
+        "label": list(labels),
+        "ms_per_step": [on_wall(a.cats, wall_ms) for _, a in rows],
+        "pct": [on_wall(a.cats, wall_pct) for _, a in rows],
+        "op_ms": op_ms.tolist(),
+        "op_pct": (100.0 * op_ms * PS_PER_MS / total).tolist(),
+        "ops": [a.count for _, a in rows],
+        "types": [_top_types(a.types) for _, a in rows],
+        "layer_class": [named.layer_class(k) for k, _ in rows],
+        "params": [named.params(k) for k, _ in rows],
+        "function": [named.function(k) for k, _ in rows],
+        "names_from": [named.names_from(k) for k, _ in rows],
+    }
+    if inp["pct"] >= INPUT_MIN_PCT:  # the input pipeline among the parts, in its place by its share
+        at = int(np.searchsorted(-np.asarray(cols["pct"], np.float64), -inp["pct"], side="right"))
+        row = {"component": INPUT, "kind": "input", "role": "input", "label": inp["label"], "ms_per_step": inp["ms"],
+               "pct": inp["pct"], "op_ms": 0.0, "op_pct": 0.0, "ops": 0, "types": inp["types"], "layer_class": "",
+               "params": 0, "function": "", "names_from": ""}
+        for c, v in row.items():
+            cols[c].insert(at, v)
+    labels = cols["label"]
+    table = Table({c: np.array(v, dtype=np.int64 if c in ("ops", "params") else
+                               np.float64 if c in ("ms_per_step", "pct", "op_ms", "op_pct") else object)
+                   for c, v in cols.items()}, n=len(labels))
     res.tables["components"] = table
     res.notes.extend(named.notes())
     pct = table["pct"]
@@ -468,6 +485,26 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     _roles(res, rows, on_wall, wall_pct, wall_ms, part_of)
     _causes(res, rows, labels, on_wall, wall_pct, wall_ms, part_of)
     return res
+
+
+def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, float], pooled: bool) -> dict:
+    """The input pipeline as a part of the program, what it costs the step: the wait for its batches (the
+    attribution's ``input``) and, on a CPU, the step time its threads took from the step's ops on the cores
+    (``tfdata_contention_ms_per_step``; that time is also inside the compute parts the step's ops ran in, which it
+    slowed, so this row overlaps them). ``pct`` of the wall time, ``ms`` per training step."""
+    wait_pct, wait_ms = float(ctx.metric("attr_input_pct") or 0.0), float(ctx.metric("attr_input_ms") or 0.0)
+    parts = [(wall_pct[c], wall_ms[c]) for c in (*CATEGORIES, RUNTIME)] + [(wait_pct, wait_ms)]
+    pct_sum = sum(p for p, _ in parts)
+    ms_per_pct = sum(m for _, m in parts) / pct_sum if pct_sum > 0 else 0.0  # the wall time per training step / 100
+    k = ctx.metric("steps_per_execution")  # the input analysis' ms is per step marker, the parts' per training step
+    taken_ms = float(ctx.metric("tfdata_contention_ms_per_step") or 0.0) / (int(k) if k and k >= 1 else 1) \
+        if pooled else 0.0
+    taken = taken_ms / ms_per_pct if ms_per_pct > 0 else 0.0
+    what = [f"waiting for batches {wait_ms:.3g} ms"] if wait_ms > 0 else []
+    what += [f"its threads slowing the step's ops {taken_ms:.3g} ms"] if taken_ms > 0 else []
+    return {"pct": wait_pct + taken, "ms": wait_ms + taken_ms,
+            "types": str(ctx.metric("tfdata_hot_stage") or ""),
+            "label": "the input pipeline" + (f" ({', '.join(what)})" if what else "")}
 
 
 def _own_name(full: str) -> str:
