@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, analysed
 
 import tfadvisor
 from tfadvisor.analyses.attribution import OP_CATEGORIES
@@ -70,6 +70,26 @@ def test_the_input_pipeline_is_a_part_of_the_program_with_what_it_costs_the_step
     other = tfadvisor.analyze(SAMPLES / "ops_fit_fp32")
     assert other.metrics["attr_input_pct"] < 1.0
     assert "input" not in set(other.tables["components"]["kind"])
+
+
+@pytest.mark.parametrize("sample", ["comp_optimizer_table", "comp_metric_auc"])
+def test_the_optimizers_update_is_shared_by_the_layers_parameters(sample):
+    """Where the run file gives the layers' parameters, the optimizer's time is shared among the layers by them
+    (``update_ms``, on each layer's first row): the shares add up to the optimizer's rows, each in proportion to its
+    layer's parameters; ``comp_optimizer_updates`` names the largest (the embedding table of comp_optimizer_table)."""
+    res = tfadvisor.analyze(SAMPLES / sample)
+    t = res.tables["components"]
+    opt = float(t[t["kind"] == "optimizer"]["ms_per_step"].sum())
+    layers = t[(t["kind"] == "layer") & (t["params"] >= 0)].drop_duplicates("component")
+    total = float(layers["params"].sum())
+    assert opt > 0 and total > 0
+    assert float(t["update_ms"].sum()) == pytest.approx(opt, rel=1e-9)
+    for _, row in layers.iterrows():
+        assert row["update_ms"] == pytest.approx(opt * row["params"] / total, rel=1e-9, abs=1e-12), row
+    biggest = layers.sort_values("params").iloc[-1]
+    assert res.metrics["comp_optimizer_updates"].endswith(f"updating {biggest['component']}")
+    if sample == "comp_optimizer_table":
+        assert res.metrics["comp_optimizer_updates"].startswith("100 % of it updating embedding")
 
 
 def test_the_op_time_of_a_part_is_its_ops_in_the_protobuf():
@@ -161,7 +181,7 @@ def test_every_tf_sample_shows_its_program_parts_in_every_format(d):
     from tfadvisor.report.markdown import render_markdown
     from tfadvisor.report.terminal import print_result
 
-    res = tfadvisor.analyze(d)
+    res = analysed(d)
     if "components" not in res.tables:
         m = res.metrics  # all its op time dispatched eagerly (eager_execution's "fully eager" case)
         assert (m.get("eager_ms") or 0) >= 0.9 * (m.get("op_time_ms") or 1), "a graph-mode TF sample without parts"

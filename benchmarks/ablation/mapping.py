@@ -9,7 +9,8 @@ key        ablation (the program's ``off`` set)                the tool's figure
 metric     every compiled metric removed                       sum of ``components`` rows of kind ``metric``
 loss       the costly custom loss -> the standard cross-entropy sum of rows of kind ``loss``
 layer      the ``costly_*`` block left out (shapes kept)       sum of rows of kind ``layer`` with a
-                                                               ``costly_`` scope
+                                                               ``costly_`` scope, with the optimizer's update
+                                                               of their weights (``update_ms``)
 optimizer  the drawn optimizer (and options) -> plain SGD      sum of rows of kind ``optimizer``
 input      the map / py_function / generator made trivial      the ``components`` row of kind ``input``: the
                                                                wait for batches and, on a CPU, the step time
@@ -80,9 +81,10 @@ def tool_ms(key: str, components: Any, metrics: Mapping[str, Any]) -> float:
     if components is None:
         return 0.0
     total = 0.0
-    for k, n, ms in zip(components["kind"], components["component"], components["ms_per_step"]):
+    upd = components.get("update_ms") or [0.0] * len(components["kind"])
+    for k, n, ms, u in zip(components["kind"], components["component"], components["ms_per_step"], upd):
         if row_matches(key, str(k), str(n)):
-            total += float(ms)
+            total += float(ms) + (float(u) if key == "layer" else 0.0)  # a layer removed: its weights' update too
     return total
 
 

@@ -63,6 +63,8 @@ DECLARED = declare(
         (f"comp_{k}_types", "", f"that {k}'s op types with the most time"),
         (f"comp_{k}_ratio", "", f"that {k}'s op time over all the layers' op time (the model's forward and gradient)"),
     )],
+    ("comp_optimizer_updates", "", "the layer whose weights take most of the optimizer's update, by parameter "
+                                   "count (`70 % of it updating embedding`; where the program's facts give them)"),
     ("comp_dtype_policy", "", "the model's dtype policy (`mixed_float16`, `float32`), from the run file's `keras` "
                               "facts (tfadvisor's capture)"),
     ("comp_gradient_pct", "%", "the gradient computation's share of the wall time (every gradient op)"),
@@ -435,9 +437,14 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
                "params": 0, "function": "", "names_from": ""}
         for c, v in row.items():
             cols[c].insert(at, v)
+    cols["update_ms"], on = _updates(cols)
+    if on:  # said by the findings on the optimizer (the label stays its name)
+        res.add("comp_optimizer_updates", on)
+    else:
+        res.missing(["comp_optimizer_updates"], "")
     labels = cols["label"]
     table = Table({c: np.array(v, dtype=np.int64 if c in ("ops", "params") else
-                               np.float64 if c in ("ms_per_step", "pct", "op_ms", "op_pct") else object)
+                               np.float64 if c in ("ms_per_step", "pct", "op_ms", "op_pct", "update_ms") else object)
                    for c, v in cols.items()}, n=len(labels))
     res.tables["components"] = table
     res.notes.extend(named.notes())
@@ -485,6 +492,26 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     _roles(res, rows, on_wall, wall_pct, wall_ms, part_of)
     _causes(res, rows, labels, on_wall, wall_pct, wall_ms, part_of)
     return res
+
+
+def _updates(cols: dict[str, list]) -> tuple[list[float], str]:
+    """The optimizer's update of each layer's weights, ms per step: the optimizer's time shared by the layers'
+    parameter counts (an update is element-wise over each weight; Keras 3 names no variable in its scopes), on each
+    layer's first row, 0 elsewhere; where the program's facts give the parameters (the run file, the model
+    config) and the layers with ops hold any. And the largest share said (``93 % of it updating embedding``), or ""."""
+    out = [0.0] * len(cols["kind"])
+    params: dict[str, tuple[int, int]] = {}  # layer -> (its first row, its parameters)
+    for i, (name, kind, n) in enumerate(zip(cols["component"], cols["kind"], cols["params"])):
+        if kind == "layer" and n >= 0 and name not in params:
+            params[name] = (i, int(n))
+    total = sum(n for _, n in params.values())
+    opt = sum(ms for ms, kind in zip(cols["ms_per_step"], cols["kind"]) if kind == "optimizer")
+    if total <= 0 or opt <= 0:
+        return out, ""
+    for i, n in params.values():
+        out[i] = opt * n / total
+    name, (_, n) = max(params.items(), key=lambda kv: (kv[1][1], kv[0]))
+    return out, f"{100.0 * n / total:.0f} % of it updating {name}"
 
 
 def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, float], pooled: bool) -> dict:
