@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from xplane_events import host_events
 
 import tfadvisor
-from tfadvisor.proto import xplane_pb2
 
 #: Scopes a runtime wraps the program's in (Keras 3 ``fit`` runs its step as ``StatefulPartitionedCall``).
 WRAPPER = re.compile(r"^(?:StatefulPartitionedCall|PartitionedCall)(?:_\d+)?/")
@@ -63,26 +63,14 @@ DEBUG_TYPES = re.compile(r"^(?:CheckNumerics(?:V2)?|DebugNumericSummary(?:V2)?|D
 PROBLEMS = [*PARTS, "comp_debug_checks"]
 
 
-def _xplane(name: str) -> xplane_pb2.XSpace:
-    xs = xplane_pb2.XSpace()
-    xs.ParseFromString(next((SAMPLES / name).rglob("*.xplane.pb")).read_bytes())
-    return xs
-
-
 @cache
 def op_events(name: str) -> tuple[tuple[str, str, int], ...]:
     """(scope without the wrapper, op type, duration in ps) of every TF op event on the host planes."""
     out = []
-    for plane in _xplane(name).planes:
-        if not plane.name.startswith("/host:"):
-            continue
-        meta = {k: v.name for k, v in plane.event_metadata.items()}
-        for line in plane.lines:
-            for ev in line.events:
-                full, sep, typ = meta.get(ev.metadata_id, "").rpartition(":")
-                if not sep or "/" not in full or INPUT.match(typ):
-                    continue
-                out.append((WRAPPER.sub("", full), typ, ev.duration_ps))
+    for n, _, d, _ in host_events(name):
+        full, sep, typ = n.rpartition(":")
+        if sep and "/" in full and not INPUT.match(typ):
+            out.append((WRAPPER.sub("", full), typ, d))
     return tuple(out)
 
 
@@ -90,17 +78,11 @@ def debug_ms(name: str) -> float:
     """The debugging ops' time: graph ops (``scope/name:Type``) and those run eagerly (``EagerLocalExecute: Type``,
     the check of a tensor read back in Python)."""
     total = 0
-    for plane in _xplane(name).planes:
-        if not plane.name.startswith("/host:"):
-            continue
-        meta = {k: v.name for k, v in plane.event_metadata.items()}
-        for line in plane.lines:
-            for ev in line.events:
-                n = meta.get(ev.metadata_id, "")
-                typ = n.removeprefix("EagerLocalExecute: ") if n.startswith("EagerLocalExecute: ") else \
-                    n.rpartition(":")[2] if "/" in n.rpartition(":")[0] else ""
-                if DEBUG_TYPES.match(typ):
-                    total += ev.duration_ps
+    for n, _, d, _ in host_events(name):
+        typ = n.removeprefix("EagerLocalExecute: ") if n.startswith("EagerLocalExecute: ") else \
+            n.rpartition(":")[2] if "/" in n.rpartition(":")[0] else ""
+        if DEBUG_TYPES.match(typ):
+            total += d
     return total / 1e9
 
 

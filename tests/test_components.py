@@ -7,11 +7,11 @@ import math
 
 import pytest
 from conftest import SAMPLES, analysed
+from xplane_events import host_events
 
 import tfadvisor
 from tfadvisor.analyses.attribution import OP_CATEGORIES
 from tfadvisor.analyses.components import component
-from tfadvisor.proto import xplane_pb2
 
 
 @pytest.mark.parametrize("name, op_type, want", [
@@ -97,23 +97,15 @@ def test_the_op_time_of_a_part_is_its_ops_in_the_protobuf():
     under the optimizer's scope (``adam/``) and under the first dense layer's gradient, against the tool's."""
     res = tfadvisor.analyze(SAMPLES / "ops_fit_fp32")
     t = res.tables["components"].set_index(["component", "role"])
-    xs = xplane_pb2.XSpace()
-    xs.ParseFromString(next((SAMPLES / "ops_fit_fp32").rglob("*.xplane.pb")).read_bytes())
     adam = grad = 0
-    for plane in xs.planes:
-        if not plane.name.startswith("/host:"):
+    for name, _, d, _ in host_events("ops_fit_fp32"):
+        if ":" not in name or "/" not in name.split(":")[0]:
             continue
-        meta = {k: v.name for k, v in plane.event_metadata.items()}
-        for line in plane.lines:
-            for ev in line.events:
-                name = meta.get(ev.metadata_id, "")
-                if ":" not in name or "/" not in name.split(":")[0]:
-                    continue
-                scopes = name.split(":")[0].split("/")
-                if scopes[:2] == ["StatefulPartitionedCall", "adam"]:
-                    adam += ev.duration_ps
-                if scopes[:4] == ["StatefulPartitionedCall", "gradient_tape", "functional_1", "dense_1_2"]:
-                    grad += ev.duration_ps
+        scopes = name.split(":")[0].split("/")
+        if scopes[:2] == ["StatefulPartitionedCall", "adam"]:
+            adam += d
+        if scopes[:4] == ["StatefulPartitionedCall", "gradient_tape", "functional_1", "dense_1_2"]:
+            grad += d
     assert adam > 0 and grad > 0
     assert t.loc[("adam", "update"), "op_ms"] == pytest.approx(adam / 1e9, rel=1e-9)
     assert t.loc[("functional_1/dense_1_2", "gradient"), "op_ms"] == pytest.approx(grad / 1e9, rel=1e-9)
@@ -140,22 +132,15 @@ def test_a_loops_iterations_are_the_part_whose_loop_it_is():
     m = res.metrics
     assert m["comp_loss"] == "compile_loss/smoothed_xent" and m["comp_loss_part"] == "runtime"
     assert m["comp_loop_pct"] >= 30, m["comp_loop_pct"]
-    xs = xplane_pb2.XSpace()
-    xs.ParseFromString(next((SAMPLES / "comp_loss_map_fn").rglob("*.xplane.pb")).read_bytes())
     opened: list[int] = []
     spans: list[int] = []
-    for plane in xs.planes:
-        if plane.name != "/host:CPU":
+    for name, t0, d, plane in host_events("comp_loss_map_fn"):
+        if plane != "/host:CPU":
             continue
-        meta = {k: v.name for k, v in plane.event_metadata.items()}
-        evs = sorted((line.timestamp_ns * 1000 + e.offset_ps, e.duration_ps, meta[e.metadata_id])
-                     for line in plane.lines for e in line.events)
-        for t0, d, name in evs:
-            if name.startswith("StatefulPartitionedCall/compile_loss/smoothed_xent/map/TensorArrayUnstack/"):
-                opened.append(t0)
-            elif name.startswith("StatefulPartitionedCall/compile_loss/smoothed_xent/map/TensorArrayV2Stack/") \
-                    and opened:
-                spans.append(t0 + d - opened.pop())
+        if name.startswith("StatefulPartitionedCall/compile_loss/smoothed_xent/map/TensorArrayUnstack/"):
+            opened.append(t0)
+        elif name.startswith("StatefulPartitionedCall/compile_loss/smoothed_xent/map/TensorArrayV2Stack/") and opened:
+            spans.append(t0 + d - opened.pop())
     assert len(spans) >= 10, spans
     loop_ms = sum(spans) / len(spans) / 1e9
     assert m["comp_loss_ms"] >= loop_ms, (m["comp_loss_ms"], loop_ms)
