@@ -143,6 +143,21 @@ def load_sample(name: str):
     return _LOADED[name]
 
 
+_ANALYSED: dict[str, object] = {}
+
+
+def analysed(path):
+    """``tfadvisor.analyze(path)`` with its default options, once per test process (each xdist worker) for every
+    module that asks: nine modules read the samples and real traces (107 traces: ~15 s of analysis each time). A
+    shared result: read it, never change it; not for a test that patches the analyses first."""
+    key = os.path.abspath(path)
+    if key not in _ANALYSED:
+        import tfadvisor
+
+        _ANALYSED[key] = tfadvisor.analyze(path)
+    return _ANALYSED[key]
+
+
 def free_port() -> int:
     """A free TCP port on loopback."""
     with socket.socket() as s:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import SAMPLES, trace_dirs
+from conftest import analysed as shared_analysis
 
 from tfadvisor import api
 from tfadvisor.proto import xplane_pb2
@@ -26,9 +26,8 @@ from tfadvisor.proto import xplane_pb2
 TRACES = trace_dirs()
 
 
-@cache
 def analysed(path: str) -> api.Result:
-    return api.analyze(path)
+    return shared_analysis(path)
 
 
 def _xspace(sample: Path) -> xplane_pb2.XSpace:

@@ -25,9 +25,7 @@ import statistics
 from functools import cache
 
 import pytest
-from conftest import SAMPLES, expected, sample_dirs
-
-import tfadvisor
+from conftest import SAMPLES, analysed, expected, sample_dirs
 
 PAIRS = sorted((p.name, expected(p)["fixed_by"]) for p in sample_dirs()
                if "fixed_by" in expected(p) and (SAMPLES / expected(p)["fixed_by"] / "expected.toml").exists())
@@ -42,9 +40,8 @@ TOL_MAX_ERR_POINTS = 20.0  # the issue's bar; measured max 15.4 points (see abov
 TWIN_LARGE_PCT = 10.0
 
 
-@cache
 def findings(name: str) -> list:
-    return tfadvisor.analyze(SAMPLES / name).findings
+    return analysed(SAMPLES / name).findings
 
 
 def carrier(fs: list, rule: str):

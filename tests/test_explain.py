@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import trace_dirs
+from conftest import analysed, trace_dirs
 from outputs import target_name
 
 from tfadvisor.advice import evaluate, load_rules
@@ -80,9 +80,7 @@ def test_a_cache_being_written_is_a_caveat_on_the_input_alone():
 def test_no_part_of_ten_percent_is_silent(d):
     """On every sample and real trace: each part of the wall time of at least 10 % has a finding that explains it
     (so no report says "No findings" beside such a cost), and a window judged not steady still has findings."""
-    import tfadvisor
-
-    res = tfadvisor.analyze(d)
+    res = analysed(d)
     m = res.metrics
     nodes = {f.node for f in res.findings}
     large = {p for p in PARTS if isinstance(m.get(f"attr_{p}_pct"), float) and m[f"attr_{p}_pct"] >= NODE_MIN_PCT}

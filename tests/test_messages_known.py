@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import analysed
 
 import tfadvisor
 from tfadvisor.advice.expr import ExprError, Template
@@ -36,7 +37,7 @@ def test_bad_input_samples_fail_to_load():
 
 @pytest.mark.parametrize("sample", [p.name for p in _runs()])
 def test_no_finding_prints_an_unknown_number(sample):
-    result = tfadvisor.analyze(SAMPLES / sample)  # a sample that stops loading fails here
+    result = analysed(SAMPLES / sample)  # a sample that stops loading fails here
     for f in result.findings:
         for part in ("title", "message", "fix"):
             text = getattr(f, part)

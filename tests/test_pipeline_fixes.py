@@ -18,9 +18,9 @@ from collections import Counter
 from functools import cache
 
 import pytest
+from conftest import analysed as shared_analysis
 from conftest import sample_dirs
 
-import tfadvisor
 from tfadvisor.analyses import tfdata_graph as graph
 from tfadvisor.errors import TraceError
 
@@ -49,7 +49,7 @@ def chain(block: str) -> list[tuple[str, str]]:
 def analysed(name: str):
     path = next(p for p in sample_dirs() if p.name == name)
     try:
-        return tfadvisor.analyze(path)
+        return shared_analysis(path)
     except TraceError:
         return None
 

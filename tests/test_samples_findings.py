@@ -6,21 +6,10 @@ planted truth; rules are tuned to them, never the other way round.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from conftest import expected, sample_dirs
+from conftest import analysed, expected, sample_dirs
 
 SAMPLES = [p for p in sample_dirs() if "findings" in expected(p)]
-_RESULTS: dict[str, object] = {}
-
-
-def analysed(sample: Path):
-    import tfadvisor
-
-    if sample.name not in _RESULTS:
-        _RESULTS[sample.name] = tfadvisor.analyze(sample)
-    return _RESULTS[sample.name]
 
 
 def _describe(result) -> str:

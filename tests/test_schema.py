@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLES, sample_dirs
+from conftest import ROOT, SAMPLES, analysed, sample_dirs
 from jsonschema import Draft202012Validator
 
 import tfadvisor
@@ -64,7 +64,7 @@ def _analysis_docs():
 
 @pytest.mark.parametrize("name,path", _analysis_docs(), ids=[n for n, _ in _analysis_docs()])
 def test_analyze_output_validates(name, path):
-    result = tfadvisor.analyze(path)
+    result = analysed(path)
     doc = result.to_dict()
     assert doc["schema_version"] == schema_mod.SCHEMA_VERSION and doc["schema_minor"] == schema_mod.SCHEMA_MINOR
     assert not _errors("analyze", doc)

@@ -14,6 +14,7 @@ from functools import cache
 import numpy as np
 import pytest
 from conftest import SAMPLES, expected
+from conftest import analysed as shared_analysis
 
 from tfadvisor import api
 from tfadvisor_dev import synthetic as syn
@@ -22,9 +23,8 @@ CAPTURED = sorted(p.parent.name for p in SAMPLES.glob("*/measured.json"))
 SYNTHETIC = list(syn.SAMPLES)
 
 
-@cache
 def analysed(name: str) -> api.Result:
-    return api.analyze(str(SAMPLES / name))
+    return shared_analysis(SAMPLES / name)
 
 
 @cache
