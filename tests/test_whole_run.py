@@ -52,10 +52,10 @@ def test_outside_time_split_by_cause(problem):
     assert top.rule == "outside_evaluation" and "validation_freq" in top.fix and "validation_steps" in top.fix
     # a node of its own beside the epoch ends', not folded into one finding of the time outside the steps
     rules = [f.rule for f in problem.findings]
-    # one epoch end after each evaluation (its input iterator's teardown): the evaluation's, counted in its finding
-    # (what validation every 5th epoch recovers: four fifths), not a finding of its own
-    assert m["outside_epoch_end_count"] == m["outside_eval_count"] and "outside_epoch_end" not in rules
-    assert top.impact_pct == pytest.approx(0.8 * (m["outside_eval_pct"] + m["outside_epoch_end_pct"]), abs=0.01)
+    # each evaluation lasts to its iterator's teardown (a 0.6 s handle deletion after its last step): the little
+    # left of the epoch ends is no finding; the fix recovers four fifths of the evaluation (every 5th epoch)
+    assert m["outside_epoch_end_pct"] < 1 and "outside_epoch_end" not in rules
+    assert top.impact_pct == pytest.approx(0.8 * m["outside_eval_pct"], abs=0.01)
 
 
 def test_run_file_clock_of_the_pair():

@@ -8,7 +8,8 @@ is what each step costs.
 
 Time outside the steps (``outside_*``: the intervals between steps labelled ``validation`` or ``epoch_end``) by
 cause: ``eval`` (from the interval's start, where Keras makes the evaluation's iterator, to the end of the last call
-of a Keras evaluation step function in it; evaluation steps = those calls x steps_per_execution), ``checkpoint``
+of a Keras evaluation step function in it, or of its iterator's teardown after it, :data:`TEARDOWN`; evaluation steps
+= those calls x steps_per_execution), ``checkpoint``
 (from the first to the last TF save op, ``SaveV2`` or ``MergeV2Checkpoints``), ``epoch_end`` (the rest: epoch-end
 callbacks, logging, the iterator restarting).
 
@@ -44,6 +45,13 @@ CHECKPOINT_RE = re.compile(r"\b(SaveV2|MergeV2Checkpoints|SaveSlices)\b")
 EVENT_COST_US = 0.5
 #: The clock's fewest intervals with nothing between steps for a median step time outside the window.
 CLOCK_MIN = 3
+
+#: An evaluation's iterator dropped after its last step (Keras makes one per evaluation): the deletion of its handle
+#: stops its threads and frees its buffers: 0.6 s after each evaluation of run_validate_every_epoch (a prefetching,
+#: parallel-map validation set), none of that length in the epoch ends without evaluation of its twin
+#: run_validate_every_5th. Deletions shorter than TEARDOWN_MIN_PS are any tensor's.
+TEARDOWN = "TFE_DeleteTensorHandle"
+TEARDOWN_MIN_PS = 1_000_000_000
 
 CAUSES = ("eval", "checkpoint", "epoch_end")
 
@@ -160,13 +168,16 @@ def _outside(res: AnalysisResult, act: Activity, start, end, w_end, after, nstep
             train = set(names[inside].tolist())
             ev = ~inside & np.array([x not in train and KERAS_STEP_FN_RE.search(x) is not None for x in names], bool)
             cs, ce = cs[ev], ce[ev]
+            dels = _teardown_rows(p)
             for i in range(n):
                 m = (cs >= g_lo[i]) & (cs < g_hi[i])
                 if m.any():
                     eval_calls[i] = int(m.sum())
                     # from the interval's start: Keras makes the evaluation's iterator (and traces its step function
-                    # the first time) before the first call; after the last, the epoch ends
-                    eval_ps[i] = int(min(ce[m].max(), g_hi[i]) - g_lo[i])
+                    # the first time) before the first call; after the last, its iterator's teardown, then the
+                    # epoch ends
+                    last = min(int(ce[m].max()), int(g_hi[i]))
+                    eval_ps[i] = _teardown_end(p, dels, last, int(g_hi[i])) - int(g_lo[i])
         rows = _checkpoint_rows(p)
         if rows.shape[0]:
             ss, se = p.ev_start_ps[rows], p.ends(rows)
@@ -201,6 +212,23 @@ def _outside(res: AnalysisResult, act: Activity, start, end, w_end, after, nstep
         res.add("outside_eval_step_ms", float(eval_ps.sum()) / PS_PER_MS / steps_eval)
     else:
         res.missing(["outside_eval_step_ms"], "")
+
+
+def _teardown_rows(p: Any) -> np.ndarray:
+    """Rows of the host's tensor-handle deletions of :data:`TEARDOWN_MIN_PS` or more (an iterator's handle dropped:
+    its threads stopped and its buffers freed)."""
+    dels = p.events_named([TEARDOWN])
+    return dels[p.ev_dur_ps[dels] >= TEARDOWN_MIN_PS] if dels.shape[0] else dels
+
+
+def _teardown_end(p: Any, dels: np.ndarray, last: int, hi: int) -> int:
+    """The end of an evaluation: its last step function call's end (``last``), or that of the long handle deletions
+    after it in the same interval (its iterator's teardown), at most ``hi``."""
+    if not dels.shape[0]:
+        return last
+    ds = p.ev_start_ps[dels]
+    m = (ds >= last) & (ds < hi)
+    return max(last, min(int(p.ends(dels[m]).max()), hi)) if m.any() else last
 
 
 def _checkpoint_rows(p: Any) -> np.ndarray:
