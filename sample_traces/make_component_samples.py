@@ -42,7 +42,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from make_op_samples import StepClock, stats_mean, write_measured  # noqa: E402
+from make_op_samples import StepClock, non_finite_stats, stats_mean, write_measured  # noqa: E402
 from make_samples import _toml_value  # noqa: E402
 
 #: Warm-up steps (the first traces the step function), then the profiled steps.
@@ -331,22 +331,6 @@ def capture(name: str, out: Path) -> dict:
     return write_measured(name, out, t, CLOCK)
 
 
-def _non_finite_stats(logdir: Path) -> int:
-    """How many of the profile's double stats are NaN or infinite (counted with TF's own xplane_pb2)."""
-    import math
-
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    n = 0
-    for f in logdir.rglob("*.xplane.pb"):
-        for plane in xplane_pb2.XSpace.FromString(f.read_bytes()).planes:
-            for line in plane.lines:
-                for ev in line.events:
-                    n += sum(1 for st in ev.stats if st.WhichOneof("value") == "double_value" and
-                             not math.isfinite(st.double_value))
-    return n
-
-
 def write_expected(out: Path, name: str) -> None:
     """``expected.toml`` of a captured case from its measured.json (the pair's figures from the problem's)."""
     import tomllib
@@ -367,7 +351,7 @@ def write_expected(out: Path, name: str) -> None:
              f"keras_version = {v(m['keras_version'])}", "hosts = 1", "tf_data_default_optimizations = true"]
     if not tuned and pair:
         lines.append(f"fixed_by = {v(pair['twin'])}")
-    nan = _non_finite_stats(out / name)
+    nan = non_finite_stats(out / name)
     if nan:  # TF 2.21 writes MemoryAllocation fragmentation = nan now and then: the reader ignores them, with a note
         lines.append(f"load_notes = {v([f'{nan} stat value(s) that are not finite numbers'])}")
     mean = stats_mean(m)

@@ -167,6 +167,22 @@ CLOCK = ("time.perf_counter at the start of each training step (fit: on_train_ba
          "each step lasts to the next one's start, the last to the end of training")
 
 
+def non_finite_stats(logdir: Path) -> int:
+    """How many of the profile's double stats are NaN or infinite (counted with TF's own xplane_pb2)."""
+    import math
+
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    n = 0
+    for f in logdir.rglob("*.xplane.pb"):
+        for plane in xplane_pb2.XSpace.FromString(f.read_bytes()).planes:
+            for line in plane.lines:
+                for ev in line.events:
+                    n += sum(1 for st in ev.stats if st.WhichOneof("value") == "double_value" and
+                             not math.isfinite(st.double_value))
+    return n
+
+
 def write_measured(name: str, out: Path, t: dict, clock: str) -> dict:
     """``OUT/<name>/measured.json``: the case's own figures ``t``, the versions and the machine; the clock
     runs from one step's start to the next (``step_clock`` "wall")."""

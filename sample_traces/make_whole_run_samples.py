@@ -33,7 +33,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_op_samples import fit_setup, write_measured  # noqa: E402
+from make_op_samples import fit_setup, non_finite_stats, write_measured  # noqa: E402
 
 PAIRS = {"run_validate_every_epoch": "run_validate_every_5th"}
 #: training batches per epoch, epochs, validation batches, batch size, the profiled window
@@ -95,22 +95,6 @@ def run_case(name: str, out: Path) -> dict:
             "whole_run_ms_per_step": round(whole, 4), "pair_clock": PAIR_CLOCK, "validation_freq": FREQ[name]}
 
 
-def _non_finite_stats(logdir: Path) -> int:
-    """How many of the profile's double stats are NaN or infinite (counted with TF's own xplane_pb2)."""
-    import math
-
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    n = 0
-    for f in logdir.rglob("*.xplane.pb"):
-        for plane in xplane_pb2.XSpace.FromString(f.read_bytes()).planes:
-            for line in plane.lines:
-                for ev in line.events:
-                    n += sum(1 for st in ev.stats if st.WhichOneof("value") == "double_value" and
-                             not math.isfinite(st.double_value))
-    return n
-
-
 def write_expected(out: Path, name: str) -> None:
     """``expected.toml`` of a captured case from its measured.json (the pair's figures from the problem's)."""
     import tomllib
@@ -132,7 +116,7 @@ def write_expected(out: Path, name: str) -> None:
              f"keras_version = {v(m['keras_version'])}", "hosts = 1"]
     if name == problem:
         lines.append(f"fixed_by = {v(twin)}")
-    nan = _non_finite_stats(out / name)
+    nan = non_finite_stats(out / name)
     if nan:  # TF 2.21 writes MemoryAllocation fragmentation = nan now and then: the reader ignores them, with a note
         lines.append(f"load_notes = {v([f'{nan} stat value(s) that are not finite numbers'])}")
     mean = stats_mean(m)
