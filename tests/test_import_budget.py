@@ -65,3 +65,18 @@ def test_the_mcp_command_imports_the_sdk():
                           timeout=120, stdin=subprocess.DEVNULL)
     line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")]
     assert line and "mcp" in json.loads(line[-1][len("HEAVY="):]), proc.stderr[-2000:]
+
+
+#: Off the small sample's path too (issue 54: the whole process against xprof's): markdown-it (a rule text of prose
+#: and closed fences is split without it), zipfile (a samples file's reader) and difflib (a misspelt name's hint).
+LIGHT = ("markdown_it", "zipfile", "difflib")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_the_small_sample_imports_no_markdown_parser_zip_or_difflib(fmt):
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(LIGHT), "analyze",
+                           str(SAMPLES / "input_bound_defaults_off"), "--format", fmt],
+                          capture_output=True, text=True, timeout=120)
+    line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")]
+    assert proc.returncode == 0 and line, proc.stderr[-2000:]
+    assert json.loads(line[-1][len("HEAVY="):]) == [], line[-1]
