@@ -25,7 +25,7 @@ setup(
     package_dir={"tfadvisor._rules": "rules"},
     exclude_package_data={"tfadvisor": ["*.c"]},  # the source ships in the sdist, the wheel holds the build
     package_data={
-        "tfadvisor": ["**/*.js", "**/*.proto", "**/*.md", "_sitecustomize/*.py", "schemas/*.json"],
+        "tfadvisor": ["**/*.js", "**/*.proto", "**/*.md", "capture/_sitecustomize/*.py", "schemas/*.json"],
         "tfadvisor._rules": ["*.toml", "*.md"],
     },
     ext_modules=[

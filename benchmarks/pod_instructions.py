@@ -45,7 +45,7 @@ import sys
 from tfadvisor.io.discovery import host_runs, resolve
 import tfadvisor.analyses.inputs as inputs
 import tfadvisor.io.reader as reader
-from tfadvisor.multihost_worker import analyze_host, start_worker
+from tfadvisor.multihost.worker import analyze_host, start_worker
 
 from tfadvisor._native import get_num_threads as _mark  # callgrind dumps its counters before each call (--dump-before)
 labels, now = [], ["other"]

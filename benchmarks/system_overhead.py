@@ -1,4 +1,4 @@
-"""Overhead of the system sampler (tfadvisor/system_sampler.py) on training step time.
+"""Overhead of the system sampler (tfadvisor/capture/system_sampler.py) on training step time.
 
 Trains the same small Keras model on a tf.data pipeline in one process, alternating runs
 with the sampler running (10 Hz and 20 Hz) and without, and compares the median time per
@@ -29,7 +29,7 @@ def main() -> None:
     import numpy as np
     import tensorflow as tf
 
-    from tfadvisor.system_sampler import SystemSampler
+    from tfadvisor.capture.system_sampler import SystemSampler
 
     n = args.steps * 64
     x = np.random.default_rng(0).random((n, 256), dtype=np.float32)

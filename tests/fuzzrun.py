@@ -1,6 +1,6 @@
 """Run fuzz inputs (:mod:`fuzzlib`) through tfadvisor's real CLI in child processes; classify the outcomes.
 
-Each of ``jobs`` long-lived worker processes (this file, ``--worker``) runs ``tfadvisor.cli.main()`` with
+Each of ``jobs`` long-lived worker processes (this file, ``--worker``) runs ``tfadvisor.cli.app.main()`` with
 ``analyze LOGDIR --format json`` per input, under ``RLIMIT_AS`` and with file descriptors 1 and 2 sent to
 files, so a segfault, abort, hang or memory blow-up ends the worker (restarted) and is reported, never
 the runner. Outcomes:
@@ -72,10 +72,10 @@ def _peak_mb() -> float | None:
 
 
 class _Cli:
-    """``tfadvisor.cli.main()`` as a function of argv, reusable in one process."""
+    """``tfadvisor.cli.app.main()`` as a function of argv, reusable in one process."""
 
     def __init__(self) -> None:
-        from tfadvisor import cli
+        from tfadvisor.cli import app as cli
 
         self.cli = cli
         self.commands = dict(cli.app.commands)

@@ -47,7 +47,7 @@ def target_name(d: Path) -> str:
 
 
 def _run(args: list[str]) -> str:
-    from tfadvisor.cli import app
+    from tfadvisor.cli.app import app
 
     got = CliRunner().invoke(app, args)
     if got.exit_code != 0:

@@ -25,7 +25,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfadvisor.keras import AdvisorCallback  # noqa: E402
+from tfadvisor.capture.keras import AdvisorCallback  # noqa: E402
 
 
 def layers_of(model, path=()):

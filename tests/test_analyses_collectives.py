@@ -6,9 +6,9 @@ import pytest
 from conftest import SAMPLES, expected, load_sample
 from test_analyses_device import run, values
 
-from tfadvisor import interconnects as links
 from tfadvisor.analyses import collectives, options_from
 from tfadvisor.analyses.base import Options
+from tfadvisor.model import interconnects as links
 from tfadvisor.model.trace import Trace
 from tfadvisor_dev import synthetic as syn
 

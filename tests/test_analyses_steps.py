@@ -19,7 +19,7 @@ from conftest import SAMPLES, expected, load_sample, sample_dirs
 
 from tfadvisor.analyses.base import Context, Options
 from tfadvisor.analyses.inputs import run
-from tfadvisor.analyses.intervals import (
+from tfadvisor.spans.intervals import (
     LazyUnion,
     Measure,
     Runs,

@@ -1,6 +1,6 @@
 """The capture options, one object for ``tfadvisor.profile``'s session and the Keras callback, and the callback's
-logic as a plain class (``tfadvisor.keras._AdvisorCallbackImpl``), driven here without Keras or TensorFlow: a fake
-session and fake step markers stand in for the profiler."""
+logic as a plain class (``tfadvisor.capture.keras._AdvisorCallbackImpl``), driven here without Keras or TensorFlow:
+a fake session and fake step markers stand in for the profiler."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tfadvisor.capture import markers
+from tfadvisor.capture.keras import DONE, MARKING, PROFILING, SOURCE, WAITING, _AdvisorCallbackImpl
 from tfadvisor.capture.options import DEFAULT_LEVELS, CaptureOptions
 from tfadvisor.capture.session import ProfileSession
-from tfadvisor.keras import DONE, MARKING, PROFILING, SOURCE, WAITING, _AdvisorCallbackImpl
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from conftest import free_port
 
 from tfadvisor.capture import runner, service
-from tfadvisor.capture.cli import app
+from tfadvisor.capture.keras import parse_window
 from tfadvisor.capture.options import profiler_options
-from tfadvisor.keras import parse_window
+from tfadvisor.cli.capture import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def test_unreachable_port_is_one_line_exit_2(tmp_path):
 
 def test_unreachable_port_from_the_command_line(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "tfadvisor.capture", "service", f"127.0.0.1:{free_port()}",
+    proc = subprocess.run([sys.executable, "-m", "tfadvisor", "capture", "service", f"127.0.0.1:{free_port()}",
                            "--logdir", str(tmp_path)], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "nothing is listening" in proc.stderr
@@ -158,7 +158,7 @@ def test_parse_window_and_options():
 
 
 def test_import_is_light():
-    code = ("import sys, tfadvisor, tfadvisor.keras, tfadvisor.capture.cli; "
+    code = ("import sys, tfadvisor, tfadvisor.keras, tfadvisor.cli.capture; "
             "print('tensorflow' in sys.modules, 'keras' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)

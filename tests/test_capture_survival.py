@@ -171,7 +171,7 @@ def test_sigterm_to_capture_run_saves_the_profile_and_cleans_up(tmp_path):
     flag, logdir, tmp = tmp_path / "in_window", tmp_path / "log", tmp_path / "tmp"
     tmp.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tfadvisor.capture", "run", "--logdir", str(logdir), "--start-step", "3", "--steps",
+        [sys.executable, "-m", "tfadvisor", "capture", "run", "--logdir", str(logdir), "--start-step", "3", "--steps",
          "1000", "--", sys.executable, str(script), str(flag)],
         env=capture_env(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

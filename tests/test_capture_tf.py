@@ -47,7 +47,7 @@ import tensorflow as tf
 import tfadvisor
 import tfadvisor.api
 from tfadvisor.keras import AdvisorCallback
-from tfadvisor.profiling import CaptureWarning
+from tfadvisor.capture.profiling import CaptureWarning
 
 out_dir = sys.argv[1]
 res = {}
@@ -237,7 +237,7 @@ while not os.path.exists(stop) and time.time() - t0 < 120:
 
 
 def _capture_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tfadvisor.capture", *args], env=capture_env(), capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tfadvisor", "capture", *args], env=capture_env(), capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -330,7 +330,7 @@ def test_capture_run_passes_exit_code_and_time_mode(tmp_path):
 
 def test_profile_without_keras_import_keeps_tensorflow_out():
     code = textwrap.dedent("""
-        import sys, tfadvisor, tfadvisor.keras, tfadvisor.profiling
+        import sys, tfadvisor, tfadvisor.keras, tfadvisor.capture.profiling
         assert "tensorflow" not in sys.modules and "keras" not in sys.modules, "imported too early"
         with tfadvisor.step(1):  # imports TensorFlow; no profiler runs: nothing recorded, nothing raised
             pass

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import capture_env
 
-from tfadvisor.cli import app, parse_count
+from tfadvisor.cli.app import app, parse_count
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -86,7 +86,7 @@ def test_help_at_80_columns(command):
 
 def _all_commands():
     """Every command and subcommand of the full app (the optional ones too), as argument paths."""
-    from tfadvisor.cli import _register_optional
+    from tfadvisor.cli.app import _register_optional
 
     _register_optional()
     out = []

@@ -14,7 +14,7 @@ from rich.console import Console
 from tfadvisor.advice import evaluate, load_rules
 from tfadvisor.analyses import Metric, Metrics, Options
 from tfadvisor.api import Result
-from tfadvisor.cli import app
+from tfadvisor.cli.app import app
 from tfadvisor.io.discovery import Run
 from tfadvisor.report.json_report import SCHEMA_VERSION, result_to_dict
 from tfadvisor.report.terminal import print_result
@@ -99,7 +99,7 @@ def test_rules_with_a_user_directory(tmp_path):
 
 
 def test_bad_rules_dir_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
-    from tfadvisor import cli
+    from tfadvisor.cli import app as cli
 
     (tmp_path / "bad.toml").write_text('[[rule]]\nid = "x"\ntitle = "t"\nseverity = "info"\n'
                                        'when = "input_pct >>> 1"\nmessage = "m"\nfix = "f"\n')

@@ -15,7 +15,7 @@ from rich.console import Console
 from test_report_html import FakeFinding, make_result
 
 from tfadvisor.analyses import Metric
-from tfadvisor.diff_cli import diff_command
+from tfadvisor.cli.diff import diff_command
 from tfadvisor.report.diff import diff_results, render_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import tfadvisor
-from tfadvisor.cli import app
+from tfadvisor.cli.app import app
 from tfadvisor.report.perfetto import RULE_ARG
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"

@@ -15,10 +15,10 @@ from tfadvisor.analyses import event_stats
 from tfadvisor.analyses.activity import activity
 from tfadvisor.analyses.base import Context
 from tfadvisor.analyses.gaps import _host_classes
-from tfadvisor.analyses.intervals import Measure
 from tfadvisor.analyses.step_detect import detect_steps
 from tfadvisor.analyses.steps import analyze as steps_analyze
 from tfadvisor.io.reader import load
+from tfadvisor.spans.intervals import Measure
 
 TRACES = trace_dirs()
 

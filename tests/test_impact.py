@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT
 
 import tfadvisor
-from tfadvisor.interconnects import LINKS
+from tfadvisor.model.interconnects import LINKS
 from tfadvisor.report.json_report import result_to_dict
 from tfadvisor_dev.synthetic import _samples, build_xspaces
 

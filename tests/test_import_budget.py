@@ -26,7 +26,7 @@ def report():
     heavy = sorted({m.split(".")[0] for m in sys.modules} & WATCH)
     sys.__stderr__.write("HEAVY=" + json.dumps(heavy) + "\n")
 atexit.register(report)
-from tfadvisor.cli import main
+from tfadvisor.cli.app import main
 sys.argv = ["tfadvisor"] + sys.argv[2:]
 main()
 """

@@ -1,4 +1,4 @@
-"""tfadvisor/analyses/intervals.py: set operations against brute force, and the event-row helpers
+"""tfadvisor/spans/intervals.py: set operations against brute force, and the event-row helpers
 on planes with and without the reader's layout (events grouped by line, in line order).
 
 The kernels behind unions and coverage are also checked in test_analyses_steps (brute force) and
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import SAMPLES, load_sample
 
-from tfadvisor.analyses.intervals import (
+from tfadvisor.spans.intervals import (
     Lanes,
     LazyUnion,
     Measure,
@@ -66,7 +66,7 @@ def test_union_within_and_overlap():
 def test_repeated_queries_are_the_painted_cover(prefix_max, monkeypatch):
     """A set queried again and again (few points each time): with its running sum of lengths kept, or read in one
     pass per query (a set above ``PREFIX_MAX_INTERVALS``), the covered time in each window is the painted one."""
-    from tfadvisor.analyses import intervals
+    from tfadvisor.spans import intervals
 
     monkeypatch.setattr(intervals, "PREFIX_MAX_INTERVALS", prefix_max)
     rng = np.random.default_rng(4)
@@ -205,7 +205,7 @@ def test_line_ranges_are_the_readers_line_layout():
 @pytest.mark.parametrize("every_row_below", [0, 1 << 30], ids=["searched", "every_row_tested"])
 @pytest.mark.parametrize("grouped", [True, False], ids=["reader_layout", "not_grouped"])
 def test_row_helpers_agree_with_a_mask_over_the_plane(grouped, every_row_below, monkeypatch):
-    from tfadvisor.analyses import intervals
+    from tfadvisor.spans import intervals
 
     monkeypatch.setattr(intervals, "TEST_EVERY_ROW_BELOW", every_row_below)
     p = _host_plane()
@@ -304,8 +304,8 @@ def test_line_rows_of_any_lines_are_their_runs_in_line_order(monkeypatch):
     import random
 
     import tfadvisor
-    from tfadvisor.analyses import intervals
-    from tfadvisor.analyses.intervals import line_ranges
+    from tfadvisor.spans import intervals
+    from tfadvisor.spans.intervals import line_ranges
 
     trace = tfadvisor.load(SAMPLES / "real_tf_gpu_multiworker")
     rand = random.Random(0)
@@ -349,9 +349,9 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
     """A RowSet (a big set kept as its rows, read in time chunks) answers every reader as its union built: within,
     upto, total, union_length, union_holes, priority_split, the LazyUnion it is the big part of, its blocks, first
     and last; with codes, long rows and several threads, chunks of one row to all of them."""
-    from tfadvisor.analyses import intervals, rowsets
-    from tfadvisor.analyses.intervals import UnionSet, first_last
-    from tfadvisor.analyses.rowsets import RowSet, line_sets, row_set
+    from tfadvisor.spans import intervals, rowsets
+    from tfadvisor.spans.intervals import UnionSet, first_last
+    from tfadvisor.spans.rowsets import RowSet, line_sets, row_set
 
     monkeypatch.setattr(rowsets, "ROWSET_MIN_ROWS", 0)
     monkeypatch.setattr(rowsets, "LINE_SET_CODE_MIN", 0)
@@ -425,8 +425,8 @@ def test_row_sets_read_in_chunks_are_their_union(chunk_rows, long_rows, monkeypa
 
 def test_row_sets_refuse_rows_out_of_thread_order():
     """Rows not grouped by thread, or not by start within one, are not kept as rows: their union is built."""
-    from tfadvisor.analyses import rowsets
-    from tfadvisor.analyses.rowsets import RowSet, line_sets, row_set, thread_runs
+    from tfadvisor.spans import rowsets
+    from tfadvisor.spans.rowsets import RowSet, line_sets, row_set, thread_runs
 
     p, _ = _big_plane(np.random.default_rng(3))
     rows = np.arange(p.n_events, dtype=np.int64)
@@ -448,9 +448,9 @@ def test_row_sets_refuse_rows_out_of_thread_order():
 @pytest.mark.parametrize("max_spans", [3, 50, 400])
 def test_coarsen_of_a_row_set_is_coarsen_of_its_union(max_spans, monkeypatch):
     """The timeline's spans of a set kept as rows, read in two passes of chunks, are those of its union built."""
-    from tfadvisor.analyses import intervals, rowsets
-    from tfadvisor.analyses.rowsets import row_set
     from tfadvisor.analyses.timeline import coarsen, coarsen_set
+    from tfadvisor.spans import intervals, rowsets
+    from tfadvisor.spans.rowsets import row_set
 
     monkeypatch.setattr(rowsets, "ROWSET_MIN_ROWS", 0)
     monkeypatch.setattr(intervals, "CHUNK_ROWS", 61)

@@ -18,12 +18,12 @@ import tfadvisor
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, resolve
 from tfadvisor.model.trace import Plane, Trace
-from tfadvisor.multihost import analyze_hosts, combine_hosts
-from tfadvisor.multihost_worker import analyze_host
-from tfadvisor.runtime import HostEvent, InFlight, run_pool
-from tfadvisor.runtime import local as local_runtime
-from tfadvisor.runtime.local import host_peak_bytes
-from tfadvisor.scaling import scaling_report
+from tfadvisor.multihost.analysis import analyze_hosts, combine_hosts
+from tfadvisor.multihost.runtime import HostEvent, InFlight, run_pool
+from tfadvisor.multihost.runtime import local as local_runtime
+from tfadvisor.multihost.runtime.local import host_peak_bytes
+from tfadvisor.multihost.scaling import scaling_report
+from tfadvisor.multihost.worker import analyze_host
 from tfadvisor_dev import synthetic as syn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,10 +161,10 @@ def test_above_the_limit_hosts_send_back_only_their_own_tables(straggler_dir, tm
     """Past ``ALL_TABLES_UP_TO`` hosts each worker runs the comparison analyses and sends back the per-host
     tables only, without their ``DETAIL_METRICS``; the median host and the hosts that stand out are analysed again
     in full: the run's metrics and tables are those of a run where every host was analysed in full."""
-    import tfadvisor.multihost as mh
+    import tfadvisor.multihost.analysis as mh
     from tfadvisor.analyses import COMPARISON, detail_metrics
     from tfadvisor.analyses.base import NO_DETAIL
-    from tfadvisor.multihost_worker import HOST_TABLES
+    from tfadvisor.multihost.worker import HOST_TABLES
 
     run = resolve(straggler_dir)
     few = analyze_hosts(run, jobs=1)
@@ -288,7 +288,7 @@ def test_workers_forked_only_where_safe(straggler_dir, straggler_local, tmp_path
     script.write_text(
         "import json, sys, threading, time, types\n"
         "import tfadvisor\n"
-        "from tfadvisor.runtime.spawn import start_method\n"
+        "from tfadvisor.multihost.runtime.spawn import start_method\n"
         + setup +
         "print('METHOD', start_method())\n"
         f"r = tfadvisor.analyze({str(straggler_dir)!r}, jobs=2)\n"
@@ -337,7 +337,7 @@ def test_dask_gives_the_same_as_local(straggler_dir, straggler_local, dask_clust
 
 def test_dask_bad_address_is_a_trace_error(straggler_dir, monkeypatch):
     pytest.importorskip("distributed")
-    import tfadvisor.runtime.dask as rd
+    import tfadvisor.multihost.runtime.dask as rd
 
     monkeypatch.setattr(rd, "CONNECT_TIMEOUT_S", 2)  # nothing listens there: the wait is all this test would cost
     with pytest.raises(TraceError) as err:
@@ -616,7 +616,7 @@ def test_hosts_too_big_to_fit_beside_each_other_wait(many_hosts):
 
 def test_memory_wait_is_a_note_of_the_run(many_hosts, monkeypatch):
     """Through analyze: the note and the summary's count, when the memory available holds one host at a time."""
-    import tfadvisor.runtime as rt
+    import tfadvisor.multihost.runtime as rt
 
     run = resolve(str(many_hosts))
     one = max(host_peak_bytes(os.path.getsize(f)) for f in run.files)

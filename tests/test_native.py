@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from tfadvisor import _native
-from tfadvisor.analyses.intervals import intersect
 from tfadvisor.analyses.placement import meta_counts, meta_durations
 from tfadvisor.io import wire
 from tfadvisor.model.table import factorize
 from tfadvisor.model.trace import _fnv1a
+from tfadvisor.spans.intervals import intersect
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -170,7 +170,7 @@ def test_bucket_kernel_equals_a_stable_sort_of_the_codes():
 # -------------------------------------------------------------------------- merge_rows_all: one union of rows
 
 def _rows_union_by_numpy(start, dur, rows):
-    from tfadvisor.analyses.intervals import union
+    from tfadvisor.spans.intervals import union
 
     return union(start[rows], start[rows] + dur[rows])
 
@@ -234,7 +234,7 @@ def test_row_unions_read_int32_and_int64_rows_alike(monkeypatch, sorted_rows):
     """rows_union (few rows: _union_rows; many: _merge_rows_all) and rows_runs (_merge_rows) give the same sets for
     a plane's rows as int32 (as the planes hold them) and as int64, sorted or (for the few) in any order."""
     import tfadvisor
-    from tfadvisor.analyses import intervals
+    from tfadvisor.spans import intervals
 
     monkeypatch.setattr(intervals, "UNION_SORTED_ROWS", sorted_rows)
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import tfadvisor
-from tfadvisor.cli import app
+from tfadvisor.cli.app import app
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 runner = CliRunner()

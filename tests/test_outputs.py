@@ -26,7 +26,7 @@ def test_report_unchanged(d):
                       "is meant, accept it with `python tests/outputs.py` (it prints every trace's changed parts)")
 
 
-#: The big sets' path on every trace: every set of event rows kept as its rows (:mod:`tfadvisor.analyses.rowsets`),
+#: The big sets' path on every trace: every set of event rows kept as its rows (:mod:`tfadvisor.spans.rowsets`),
 #: read in chunks of 7 rows with its 3 longest rows apart, as a big trace's are (more than 4 M rows, chunks of 512K):
 #: the chunks' seams, the long rows' reach and the threads' runs all fall inside these small traces.
 ROWS_PATH = {("rowsets", "ROWSET_MIN_ROWS"): 0, ("rowsets", "LINE_SET_CODE_MIN"): 0,
@@ -35,8 +35,8 @@ ROWS_PATH = {("rowsets", "ROWSET_MIN_ROWS"): 0, ("rowsets", "LINE_SET_CODE_MIN")
 
 @pytest.mark.parametrize("d", trace_dirs(), ids=target_name)
 def test_report_unchanged_with_sets_kept_as_rows(d, monkeypatch):
-    import tfadvisor.analyses.intervals as intervals
-    import tfadvisor.analyses.rowsets as rowsets
+    import tfadvisor.spans.intervals as intervals
+    import tfadvisor.spans.rowsets as rowsets
 
     for (mod, k), v in ROWS_PATH.items():
         monkeypatch.setattr({"intervals": intervals, "rowsets": rowsets}[mod], k, v)

@@ -231,7 +231,7 @@ def test_horovod_allreduce_is_measured_and_checked_against_the_formula(tmp_path)
 def test_scaling_8_64_256_gpus_matches_the_bookkeeping(tmp_path):
     """Throughput per GPU against the 8-GPU run, as seed-style benchmarks report it; the generator's step
     times give the truth (measured: within 0.03 % at 64 and 256 GPUs; 2 % fails a 1.5x error in the loss)."""
-    from tfadvisor.scaling import scaling_report
+    from tfadvisor.multihost.scaling import scaling_report
 
     runs, truth = [], {}
     for hosts, ar in ((1, 10.0), (8, 18.0), (32, 24.0)):
@@ -294,8 +294,8 @@ def dask_cli_cluster(tmp_path_factory):
 
 def test_dask_cluster_on_256_hosts(tmp_path, dask_cli_cluster):
     from tfadvisor.io.discovery import resolve
-    from tfadvisor.multihost import analyze_hosts
-    from tfadvisor.runtime import InFlight
+    from tfadvisor.multihost.analysis import analyze_hosts
+    from tfadvisor.multihost.runtime import InFlight
 
     address, worker_pids = dask_cli_cluster
     specs = [syn.SyntheticSpec(steps=6, num_gpus=2, allreduce_ms=10.0, host=f"host{i:03d}", seed=11, ops_per_step=12,

@@ -17,7 +17,7 @@ from conftest import CAPTURE_MARKS, ROOT, capture_env
 
 import tfadvisor
 from tfadvisor.analyses.throughput import EVENT_COST_US
-from tfadvisor.runmeta import clock_facts
+from tfadvisor.io.runmeta import clock_facts
 
 pytestmark = CAPTURE_MARKS
 

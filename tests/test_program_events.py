@@ -24,8 +24,8 @@ from conftest import ROOT, SAMPLES, capture_env
 import tfadvisor
 from tfadvisor.analyses.components import DIFFERENTIATED, STEP
 from tfadvisor.io.events import MAX_FILE_BYTES, crc32c_many, masked, read_events, records
+from tfadvisor.io.runmeta import keras_facts
 from tfadvisor.model.program import EventFacts
-from tfadvisor.runmeta import keras_facts
 
 TF = pytest.mark.skipif(__import__("importlib").util.find_spec("tensorflow") is None,
                         reason="the capture needs TensorFlow (pip install 'tfadvisor[tf-cpu]')")
@@ -284,7 +284,7 @@ def test_the_reports_name_the_layers_with_their_classes(cap, tmp_path):
     class and units, and where the names came from."""
     from click.testing import CliRunner
 
-    from tfadvisor.cli import app
+    from tfadvisor.cli.app import app
 
     want = expected(cap)
     t = tfadvisor.analyze(cap / "tb").tables["components"]

@@ -90,7 +90,7 @@ def test_rules_explain_keeps_code_as_written_and_wraps_prose():
 
 def test_markdown_it_is_imported_only_to_split_a_fix_it_is_needed_for():
     """Prose and closed fences at the margin are read without it (the rules' usual fix); a list is not."""
-    code = ("import sys, tfadvisor.cli, tfadvisor.report.view, tfadvisor.report.terminal, tfadvisor.report.html, "
+    code = ("import sys, tfadvisor.cli.app, tfadvisor.report.view, tfadvisor.report.terminal, tfadvisor.report.html, "
             "tfadvisor.report.markdown, tfadvisor.report.diff\n"
             "assert 'markdown_it' not in sys.modules\n"
             "from tfadvisor.report.findings import split_fix\n"

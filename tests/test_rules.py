@@ -99,7 +99,7 @@ def test_known_metrics_are_the_declared_ones():
 
 
 def test_multihost_metrics_are_known():
-    import tfadvisor.multihost as mod
+    import tfadvisor.multihost.analysis as mod
     documented = set(re.findall(r"``([a-z][a-z0-9_]*)``", (mod.__doc__ or "").split("cross-host metrics")[1]
                                 .split("run-level")[0])) if "cross-host metrics" in (mod.__doc__ or "") else set()
     assert documented and documented - set(metric_registry()["multihost"].names()) - {"multihost"} == set()

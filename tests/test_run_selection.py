@@ -78,7 +78,7 @@ def test_cli_ambiguous_run_exits_2_with_one_line(logdir):
 
 
 def _cli(monkeypatch, capsys, *args: str) -> str:
-    from tfadvisor.cli import main
+    from tfadvisor.cli.app import main
 
     monkeypatch.setattr(sys, "argv", ["tfadvisor", *args])
     monkeypatch.setenv("COLUMNS", "200")

@@ -26,8 +26,8 @@ import pytest
 from conftest import capture_env
 
 import tfadvisor
-from tfadvisor.system_sampler import SystemSampler
-from tfadvisor.system_samples import SamplesError, file_name, load_samples, write_samples
+from tfadvisor.capture.system_sampler import SystemSampler
+from tfadvisor.io.system_samples import SamplesError, file_name, load_samples, write_samples
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_TF = importlib.util.find_spec("tensorflow") is not None

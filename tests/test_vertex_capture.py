@@ -86,7 +86,7 @@ def script(tmp_path) -> Path:
 
 def _invoke(*args: str):
     """Run `tfadvisor capture vertex ARGS` in this process (the capture group as the CLI has it)."""
-    from tfadvisor.capture.cli import app
+    from tfadvisor.cli.capture import app
 
     result = CliRunner().invoke(app, ["vertex", *args])
     if result.exception is not None and not isinstance(result.exception, SystemExit):

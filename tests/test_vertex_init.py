@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
-import tfadvisor.vertex as vertex
+import tfadvisor.capture.vertex as vertex
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB_ENV = ("CLOUD_ML_JOB_ID", "AIP_TENSORBOARD_LOG_DIR", "AIP_TF_PROFILER_PORT", "AIP_HTTP_HANDLER_PORT",

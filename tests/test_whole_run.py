@@ -17,8 +17,8 @@ import pytest
 from conftest import ROOT, SAMPLES
 
 import tfadvisor
+from tfadvisor.io.runmeta import clock_facts, ignored_fields
 from tfadvisor.report.diff import WHOLE_NOISE_PCT, diff_results
-from tfadvisor.runmeta import clock_facts, ignored_fields
 
 PROBLEM, TWIN = "run_validate_every_epoch", "run_validate_every_5th"
 

@@ -1,3 +1,3 @@
-from tfadvisor.cli import main
+from tfadvisor.cli.app import main
 
 main()

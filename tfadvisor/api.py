@@ -12,8 +12,8 @@ from typing import Any
 
 from tfadvisor.analyses import Options
 from tfadvisor.io.discovery import Run, resolve
-from tfadvisor.multihost import analyze_run
-from tfadvisor.result import RunResult
+from tfadvisor.multihost.analysis import analyze_run
+from tfadvisor.multihost.result import RunResult
 
 
 class Result(RunResult):

@@ -1,7 +1,7 @@
 """The one error users see for bad input: a file and what is wrong with it.
 
 The command lines' click classes live here too (``Argument``, ``Command``, ``Group``: plain click help with
-an "Arguments:" section, and "no such option" hints of close spellings only), so that ``tfadvisor.cli`` and
+an "Arguments:" section, and "no such option" hints of close spellings only), so that ``tfadvisor.cli.app`` and
 the commands it gathers from other modules share them without importing each other. They are made on first
 use: the analyses import this module for :class:`TraceError` and never load click.
 """

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfadvisor.analyses.base import AnalysisResult, Context, Declarations, Metric, Options, declarations, declare
+from tfadvisor.io.runmeta import ignored_fields
+from tfadvisor.io.runmeta import positive as _positive
 from tfadvisor.model.table import Tables
 from tfadvisor.model.trace import Trace
-from tfadvisor.runmeta import ignored_fields
-from tfadvisor.runmeta import positive as _positive
 
 #: Module names under ``tfadvisor.analyses``, in the order they run.
 ORDER = (

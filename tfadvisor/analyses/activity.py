@@ -4,7 +4,7 @@
 tf.data, communication) and by kind (input waits, launches, H2D copies, collectives, TF ops,
 eager execution, function calls, step markers, tf.data iterators...), and the devices' activity
 lines into compute, H2D copies, other copies and collectives. :class:`Activity` keeps the event
-rows of each class and builds their interval sets (:mod:`tfadvisor.analyses.intervals`) on first
+rows of each class and builds their interval sets (:mod:`tfadvisor.spans.intervals`) on first
 use: wall time (``get``, ``union``, ``lazy``) or thread time (``threads``). ``steps``, ``gaps``,
 ``input``, ``eager``, ``overhead``, ``capture_quality``, ``tfdata`` and ``timeline`` read it.
 """
@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import tfadvisor._native as _native
-from tfadvisor.analyses import device_lines, rowsets
+from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.base import Context
-from tfadvisor.analyses.intervals import (
+from tfadvisor.analyses.names import name_mask, name_test, name_values
+from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.spans import rowsets
+from tfadvisor.spans.intervals import (
     EMPTY,
     LazyUnion,
     Measure,
@@ -32,9 +35,7 @@ from tfadvisor.analyses.intervals import (
     union_lengths,
     union_of,
 )
-from tfadvisor.analyses.names import name_mask, name_test, name_values
-from tfadvisor.analyses.rowsets import line_sets, row_set
-from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.spans.rowsets import line_sets, row_set
 
 #: ``_bucket_kernel(ev_line, ev_meta, line_cls, meta_cls, unknown, stride, ncodes)``: Class code per event (line
 #: class * stride + metadata class) and the rows of each code. Every index is checked: an event whose line is out of

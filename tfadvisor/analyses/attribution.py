@@ -35,10 +35,17 @@ import numpy as np
 
 import tfadvisor._native as _native
 from tfadvisor.analyses import device_lines as dl
-from tfadvisor.analyses import rowsets
 from tfadvisor.analyses.activity import DEVICE_H2D_RE, PYTHON_FRAME_PREFIX, TF_OP_RE, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import (
+from tfadvisor.analyses.names import CACHED_NAMES, name_test
+from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
+from tfadvisor.analyses.placement import op_type
+from tfadvisor.analyses.step_detect import StepSet, work_ends
+from tfadvisor.analyses.steps import python_host_activity, wall_ends
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.spans import rowsets
+from tfadvisor.spans.intervals import (
     EMPTY,
     Measure,
     complement,
@@ -47,14 +54,7 @@ from tfadvisor.analyses.intervals import (
     priority_split_lanes,
     run_bounds,
 )
-from tfadvisor.analyses.names import CACHED_NAMES, name_test
-from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
-from tfadvisor.analyses.placement import op_type
-from tfadvisor.analyses.rowsets import RowSet, line_sets, row_set
-from tfadvisor.analyses.step_detect import StepSet, work_ends
-from tfadvisor.analyses.steps import python_host_activity, wall_ends
-from tfadvisor.model.table import Table
-from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.spans.rowsets import RowSet, line_sets, row_set
 
 #: Op categories, in the order they take an instant two of them share.
 OP_CATEGORIES = ("collective", "matrix", "data_movement", "optimizer", "gather_scatter", "custom_call",

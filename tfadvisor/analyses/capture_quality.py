@@ -40,10 +40,10 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity, host_trace
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.device_lines import short_name
-from tfadvisor.analyses.intervals import Measure, union_length
 from tfadvisor.analyses.step_detect import device_steps
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
+from tfadvisor.spans.intervals import Measure, union_length
 
 MIN_STEPS = 3
 MIN_BUSY_PCT = 2.0

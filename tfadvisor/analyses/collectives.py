@@ -25,7 +25,7 @@ overlaps host compute (``allreduce_overlap_pct``) is taken off it.
 The expectation is the bandwidth cost of moving the gradients once: ``param_count x 4
 bytes / bandwidth`` (gradients travel in fp32 even under mixed precision), and for a ring
 all-reduce over N replicas ``x 2(N-1)/N``. Inputs come from ``ctx.options`` (command line
-or the run's ``tfadvisor_run.json``); the link may be named (see :mod:`tfadvisor.interconnects`).
+or the run's ``tfadvisor_run.json``); the link may be named (see :mod:`tfadvisor.model.interconnects`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ import re
 
 import numpy as np
 
-import tfadvisor.interconnects as links
+import tfadvisor.model.interconnects as links
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, Metric, declare
-from tfadvisor.analyses.intervals import Measure, intersect, rows_touching, union
 from tfadvisor.analyses.names import name_test, name_values
 from tfadvisor.analyses.placement import (
     NO_KERNEL_TYPES,
@@ -50,6 +49,7 @@ from tfadvisor.analyses.placement import (
 )
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.spans.intervals import Measure, intersect, rows_touching, union
 
 GRADIENT_BYTES = 4  # fp32 gradients
 

@@ -42,9 +42,9 @@ from tfadvisor.analyses.opcost import CATEGORIES, INPUT_OPS, category, display_t
 from tfadvisor.analyses.placement import tf_op_meta_mask
 from tfadvisor.analyses.program import Names, Program
 from tfadvisor.analyses.step_detect import StepSet, work_ends
+from tfadvisor.io.runmeta import keras_facts
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
-from tfadvisor.runmeta import keras_facts
 
 DECLARED = declare(
     "components",

@@ -27,11 +27,11 @@ import numpy as np
 
 from tfadvisor.analyses.activity import STEP_STATS, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import Measure, difference, union_of
 from tfadvisor.analyses.variation import held_steps
 from tfadvisor.model.table import Table, factorize, group_sum
 from tfadvisor.model.trace import Trace
 from tfadvisor.model.values import to_int64
+from tfadvisor.spans.intervals import Measure, difference, union_of
 
 #: Eager ops that fetch the next batch: their time is input wait.
 #: Ops that fetch input or make an iterator (``iter(ds)``): the input pipeline's time (tfdata counts an

@@ -30,10 +30,10 @@ import numpy as np
 
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import LazyUnion, Measure
 from tfadvisor.analyses.names import name_mask, name_test
 from tfadvisor.model.table import Table, group_sum
 from tfadvisor.model.trace import Trace
+from tfadvisor.spans.intervals import LazyUnion, Measure
 
 CALLBACK_RE = re.compile(r"(?i)callback|on_(train|test|epoch)_batch|on_epoch|WriteSummary|FlushSummaryWriter|"
                          r"summary|checkpoint|SaveV2|MergeV2Checkpoints|progbar|log_metrics")

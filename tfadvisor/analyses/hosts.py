@@ -1,4 +1,4 @@
-"""The metrics of a run with several host files, declared (computed by :mod:`tfadvisor.multihost`).
+"""The metrics of a run with several host files, declared (computed by :mod:`tfadvisor.multihost.analysis`).
 
 A leaf: the metric registry reads these declarations without importing the multi-host executor.
 """
@@ -45,8 +45,8 @@ DECLARED = declare(
                                           "straggler, hosts without steps or out of step, and hosts whose step time, "
                                           "work, input, wait or memory peak is off the hosts' median by more than "
                                           f"{int(100 * STAND_OUT_REL)} % and {STAND_OUT_MADS:g} robust deviations"),
-    doc="Not in `ORDER`: combines the hosts of a run with several host files, `tfadvisor/multihost.py`; the run's "
-        "other metrics are the median host's, by work per step.",
+    doc="Not in `ORDER`: combines the hosts of a run with several host files, `tfadvisor/multihost/analysis.py`; "
+        "the run's other metrics are the median host's, by work per step.",
     tables="`hosts` (host, steps, steps_used, step_time_mean_ms, step_time_median_ms, step_time_used_ms, one "
            "`<category>_ms` column per step category, compute_ms, work_ms, wait_ms, input_pct, allreduce_ms_per_step, "
            "memory_peak_bytes, events, file_bytes, work_ratio, device_straggler, device_straggler_ratio, stands_out: "

@@ -35,10 +35,10 @@ import numpy as np
 from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import Lanes, Measure, Runs, difference, line_rows, step_of, union, within_many
 from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
+from tfadvisor.spans.intervals import Lanes, Measure, Runs, difference, line_rows, step_of, union, within_many
 
 #: The event-level stats this module reads (the reader keeps only those some module declares).
 EVENT_STATS = ("threadpool_size", "cpu_budget")

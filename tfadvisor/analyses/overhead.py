@@ -28,10 +28,10 @@ import numpy as np
 
 from tfadvisor.analyses.activity import L_PYTHON, M_FRAME, STEP_STATS, Activity, union_rows
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import LazyUnion, Measure, contains_any
 from tfadvisor.analyses.steps import step_spans
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
+from tfadvisor.spans.intervals import LazyUnion, Measure, contains_any
 
 
 def python_tf_rows(act, ctx: Context, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

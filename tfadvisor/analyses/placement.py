@@ -7,7 +7,7 @@ device plane ran on the device, the others on the host.
 
 The module also holds the small vectorised helpers the device analyses share (op names, step
 windows, kernel selection, per-metadata totals); interval arithmetic is in
-:mod:`tfadvisor.analyses.intervals`.
+:mod:`tfadvisor.spans.intervals`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import tfadvisor.model.kinds as kinds
 from tfadvisor.analyses import device_lines as dl
 from tfadvisor.analyses.activity import TF_OP_RE
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import Measure, line_rows, outermost
 from tfadvisor.analyses.names import name_mask, name_test
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
+from tfadvisor.spans.intervals import Measure, line_rows, outermost
 
 if TYPE_CHECKING:
     import pandas as pd

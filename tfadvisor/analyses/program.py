@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfadvisor.analyses.base import Context
+from tfadvisor.io.runmeta import keras_facts
 from tfadvisor.model.program import EventFacts
 from tfadvisor.model.trace import Trace
-from tfadvisor.runmeta import keras_facts
 
 #: Keras classes of models (a layer holding layers).
 MODEL_CLASSES = ("Functional", "Sequential", "Model")

@@ -53,10 +53,10 @@ import numpy as np
 from tfadvisor.analyses import device_lines
 from tfadvisor.analyses.activity import L_PYTHON, M_FUNC_CALL, STEP_STATS, Activity, activity, union_rows
 from tfadvisor.analyses.base import Context
-from tfadvisor.analyses.intervals import EMPTY, Measure, outermost
+from tfadvisor.io.runmeta import steps_per_execution
 from tfadvisor.model.table import group_sum
 from tfadvisor.model.trace import Plane, StatColumn, Trace
-from tfadvisor.runmeta import steps_per_execution
+from tfadvisor.spans.intervals import EMPTY, Measure, outermost
 
 #: The event-level stats this module reads (the reader keeps only those some module declares).
 EVENT_STATS = ("step_num", "group_id", "step_id") + STEP_STATS

@@ -39,11 +39,11 @@ from tfadvisor.analyses.activity import (
     union_rows,
 )
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import EMPTY, Measure, contained, contains_any, priority_split
 from tfadvisor.analyses.step_detect import StepSet, executions, preceded_by
 from tfadvisor.model.categories import STEP_CATEGORIES
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
+from tfadvisor.spans.intervals import EMPTY, Measure, contained, contains_any, priority_split
 
 
 def step_table(ctx: Context) -> Table | None:

@@ -1,7 +1,7 @@
 """What the profile cannot see: machine utilisation during the window, and start-up.
 
 Reads the host's system samples (``tfadvisor_system.<host>.npz``, written by the capture
-helpers beside the profile; format in :mod:`tfadvisor.system_samples`) and the start-up
+helpers beside the profile; format in :mod:`tfadvisor.io.system_samples`) and the start-up
 milestones of ``tfadvisor_run.json`` (``startup``, written by the Keras callback).
 
 Utilisation figures are means over the samples taken while the profiled steps ran (all
@@ -23,10 +23,10 @@ import math
 import numpy as np
 
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.io.system_samples import Samples, SamplesError, find_samples, load_samples
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 from tfadvisor.model.values import as_number
-from tfadvisor.system_samples import Samples, SamplesError, find_samples, load_samples
 
 IDLE_CORE_PCT = 20.0  # a core busy less than this on average counts as idle
 IDLE_GPU_PCT = 10.0
@@ -88,7 +88,7 @@ DECLARED = declare(
     ("system_gpu_sampler", "", "nvml, amdsmi or none"),
     *STARTUP_METRICS,
     doc="System samples `tfadvisor_system.<host>.npz` and `tfadvisor_run.json` `startup`; "
-        "`tfadvisor/analyses/system.py`, file format in `tfadvisor/system_samples.py`; None without "
+        "`tfadvisor/analyses/system.py`, file format in `tfadvisor/io/system_samples.py`; None without "
         "them.\n\nUtilisation: means over the samples taken while the profiled steps ran; `_mbps` = MB/s, "
         "10^6 bytes; `system_cpu_util_pct` % of all cores; `system_gpu_util_pct` only where a GPU sampler "
         "(NVML/amdsmi) ran, `system_gpu_sampler` says which or none.\n\nStart-up: process start -> fit() -> first "

@@ -46,10 +46,10 @@ import numpy as np
 from tfadvisor.analyses import tfdata_graph as graph
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import line_rows, step_of, union
 from tfadvisor.model.table import Table, factorize, group_last, group_sum, to_float
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.model.values import to_int64
+from tfadvisor.spans.intervals import line_rows, step_of, union
 
 EXPENSIVE_MAP_US = 50.0
 #: A map cheaper than this per element spends much of its time in per-element overhead.

@@ -29,11 +29,11 @@ import numpy as np
 
 from tfadvisor.analyses.activity import L_PYTHON, M_FUNC_CALL, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.intervals import Measure, outermost
 from tfadvisor.analyses.step_detect import KERAS_STEP_FN_RE
+from tfadvisor.io.runmeta import clock_facts, steps_per_execution
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
-from tfadvisor.runmeta import clock_facts, steps_per_execution
+from tfadvisor.spans.intervals import Measure, outermost
 
 #: TF ops that write a checkpoint.
 CHECKPOINT_RE = re.compile(r"\b(SaveV2|MergeV2Checkpoints|SaveSlices)\b")

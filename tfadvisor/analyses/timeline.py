@@ -16,7 +16,11 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import AnalysisResult, Context, declare
 from tfadvisor.analyses.gaps import busy_set
-from tfadvisor.analyses.intervals import (
+from tfadvisor.analyses.step_detect import StepSet
+from tfadvisor.analyses.steps import python_host_activity, step_layers
+from tfadvisor.model.table import Table
+from tfadvisor.model.trace import Trace
+from tfadvisor.spans.intervals import (
     ChunkedSet,
     Measure,
     complement,
@@ -25,10 +29,6 @@ from tfadvisor.analyses.intervals import (
     union_holes,
     union_holes_many,
 )
-from tfadvisor.analyses.step_detect import StepSet
-from tfadvisor.analyses.steps import python_host_activity, step_layers
-from tfadvisor.model.table import Table
-from tfadvisor.model.trace import Trace
 
 #: Most rows per lane: well above the pixel columns of a report at its default zoom.
 MAX_SPANS = 3000

@@ -1,7 +1,7 @@
 """Run a training command with the profiler armed (``tfadvisor capture run``).
 
 The command runs as a child process with its output streamed as usual. Two entries go in
-front of its ``PYTHONPATH``: ``tfadvisor/_sitecustomize`` (a ``sitecustomize`` hook that
+front of its ``PYTHONPATH``: ``tfadvisor/capture/_sitecustomize`` (a ``sitecustomize`` hook that
 Python imports at start-up) and a temporary directory holding only a ``tfadvisor`` link
 to this package (so the hook can import it without exposing anything else of this
 environment). The capture is described to the hook in ``TFADVISOR_CAPTURE`` (JSON); the
@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from tfadvisor.capture.options import MEMORY_ENV
-from tfadvisor.system_sampler import DEFAULT_HZ
-from tfadvisor.system_sampler import ENV as SYSTEM_ENV
+from tfadvisor.capture.system_sampler import DEFAULT_HZ
+from tfadvisor.capture.system_sampler import ENV as SYSTEM_ENV
 
-HOOK_DIR = Path(__file__).resolve().parent.parent / "_sitecustomize"
+HOOK_DIR = Path(__file__).resolve().parent / "_sitecustomize"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 ENV_VAR = "TFADVISOR_CAPTURE"
 

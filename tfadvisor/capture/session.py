@@ -40,9 +40,9 @@ from tfadvisor.capture.rundirs import (
     staging_dir,
 )
 from tfadvisor.capture.runfacts import MODEL_INFO, STARTUP, environment_facts, model_facts, write_run_metadata
+from tfadvisor.capture.system_sampler import DEFAULT_HZ, SystemSampler, env_hz
 from tfadvisor.errors import one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
-from tfadvisor.system_sampler import DEFAULT_HZ, SystemSampler, env_hz
 
 #: Called with each session right after its profiler started (``tfadvisor capture run``'s hook records
 #: that a window is open, so a process that dies in it is reported as a lost window). Best-effort.
@@ -106,7 +106,7 @@ class ProfileSession(CaptureOptionsView):
     def _setup(self, capture: CaptureOptions, *, model: Any = None, batch_size: int | None = None,
                owner: Any = None, quiet_busy: bool = False) -> None:
         self.capture = capture
-        # system samples (tfadvisor/system_sampler.py): None -> TFADVISOR_SYSTEM or 10 Hz; False: off; a number: Hz
+        # system samples (capture/system_sampler.py): None -> TFADVISOR_SYSTEM or 10 Hz; False: off; a number: Hz
         system = capture.system
         if system is None:
             self.system_hz = env_hz()

@@ -8,7 +8,7 @@ packager) and uploaded to ``<base>/code/`` together with a wheel of the tfadviso
 with the TensorBoard instance and service account attached; ``AIP_TENSORBOARD_LOG_DIR`` in the job
 is ``<base>/logs/``. The default image is TensorFlow's own ``tensorflow/tensorflow`` (a custom
 container); a Vertex AI prebuilt image past its end of availability gets a warning. The script
-calls ``tfadvisor.vertex.init()`` (see ``tfadvisor/vertex.py``), which writes the profile there.
+calls ``tfadvisor.vertex.init()`` (see ``tfadvisor/capture/vertex.py``), which writes the profile there.
 
 The command follows the job's state and, when it ends, downloads the profile runs whose
 ``tfadvisor_run.json`` names this job (not TensorBoard captures, nor other jobs' runs), every
@@ -36,9 +36,9 @@ from typing import Any
 import click
 
 from tfadvisor._version import __version__
+from tfadvisor.capture.vertex import DEFAULT_STEPS, STEPS_ENV
 from tfadvisor.errors import Command, fail, one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
-from tfadvisor.vertex import DEFAULT_STEPS, STEPS_ENV
 
 # TensorFlow's own public images (Docker Hub), run as custom containers: no end-of-availability date,
 # and the TensorFlow tfadvisor is tested with. Vertex AI's prebuilt tf-cpu/tf-gpu.2-17 training images
@@ -243,7 +243,7 @@ def vertex(ctx: click.Context, project: str | None, region: str | None, script: 
 
     Arguments after `--` go to the script.
     """
-    from tfadvisor.keras import parse_window  # not for --help: the callback's module (logging, dataclasses)
+    from tfadvisor.capture.keras import parse_window  # not for --help: the callback's module (logging, dataclasses)
 
     try:
         window = parse_window(steps)

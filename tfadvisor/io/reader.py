@@ -32,11 +32,11 @@ import tfadvisor.model.kinds as kinds
 from tfadvisor.errors import TraceError, one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, Run, filesystem, host_name, is_remote, resolve
 from tfadvisor.io.events import read_events
+from tfadvisor.io.runmeta import UNREADABLE_KEY
 from tfadvisor.io.sanity import sanitize
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.proto import xplane_pb2
-from tfadvisor.runmeta import UNREADABLE_KEY
 
 #: A gzip-compressed string stat may expand to at most this many bytes.
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024

@@ -7,7 +7,7 @@ change of each, a verdict on the step time, and the findings that
 were fixed, are new, or remain (matched by rule id).
 
 ``render_text`` prints it for a terminal; the command ``tfadvisor diff`` is in
-:mod:`tfadvisor.diff_cli`.
+:mod:`tfadvisor.cli.diff`.
 
 The verdict is on the mean step time, or on the time per example when the two runs' batch sizes
 differ and both are known. Two figures of the whole run can take it over (``verdict_on``): where both captures have
@@ -122,7 +122,7 @@ def clock_strata(result: Any) -> list[list[float]]:
     """The run file's unprofiled clock outside the window (``tfadvisor_run.json`` ``clock``, before and after): ms per
     training step of each interval, in strata by what came after it (nothing, validation, an epoch end: the latter
     come on a schedule, not by chance); a stratum of fewer than two joins the plain one."""
-    from tfadvisor.runmeta import clock_facts
+    from tfadvisor.io.runmeta import clock_facts
 
     clock, _ = clock_facts(_facts(result))
     by: dict[str, list[float]] = {}

@@ -1,4 +1,5 @@
-"""The scaling report (:func:`tfadvisor.scaling.scaling_report`) as a rich table, for ``tfadvisor scaling``."""
+"""The scaling report (:func:`tfadvisor.multihost.scaling.scaling_report`) as a rich table, for ``tfadvisor
+scaling``."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 model at different replica counts compared: throughput per replica and scaling efficiency
 ``throughput_N / (N / N0 x throughput_N0)``, with the efficiency lost split into AllReduce,
 input and other from the differences of the per-step category times. Multi-host runs are analysed
-through :func:`tfadvisor.multihost.analyze_hosts`; the table is drawn by
+through :func:`tfadvisor.multihost.analysis.analyze_hosts`; the table is drawn by
 :func:`tfadvisor.report.scaling.render_scaling`.
 """
 
@@ -16,8 +16,8 @@ from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import resolve
 from tfadvisor.io.reader import read_run_metadata
-from tfadvisor.multihost import CATEGORIES, analyze_run
-from tfadvisor.runmeta import positive as _positive
+from tfadvisor.io.runmeta import positive as _positive
+from tfadvisor.multihost.analysis import CATEGORIES, analyze_run
 from tfadvisor.units import finite_number
 
 

@@ -1,4 +1,4 @@
-"""The ``tfadvisor scaling`` command: its signature, kept apart from :mod:`tfadvisor.scaling` (the
+"""The ``tfadvisor scaling`` command: its signature, kept apart from :mod:`tfadvisor.multihost.scaling` (the
 analysis) and :mod:`tfadvisor.report.scaling` (the table) so that the command line can list it without
 importing numpy, pandas and the analyses."""
 
@@ -25,8 +25,8 @@ def scaling_command(runs: tuple[str, ...], replicas: str | None, batch_size: str
     the efficiency is lost (AllReduce, input, other)."""
     import json
 
+    from tfadvisor.multihost.scaling import scaling_report
     from tfadvisor.report.scaling import render_scaling
-    from tfadvisor.scaling import scaling_report
 
     report = scaling_report(list(runs), replicas, batch_size, jobs=jobs, dask=dask)
     if fmt == "json":

@@ -201,8 +201,3 @@ def _register_vertex() -> None:
 
 
 _register_vertex()
-
-
-def main() -> None:
-    """Run ``app`` alone (``python -m tfadvisor.capture``); usage errors exit with 2."""
-    app(prog_name="tfadvisor capture")

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_name, host_runs
-from tfadvisor.multihost_worker import analyze_host, import_analyses, start_worker
-from tfadvisor.runtime.inflight import Dispatch, Observer
-from tfadvisor.runtime.spawn import main_module_hidden, mp_context
+from tfadvisor.multihost.runtime.inflight import Dispatch, Observer
+from tfadvisor.multihost.runtime.spawn import main_module_hidden, mp_context
+from tfadvisor.multihost.worker import analyze_host, import_analyses, start_worker
 
 #: ``more()``, asked once when every host's result is in: the hosts to analyse again with every analysis and
 #: table (``tables="all"``), by the same workers; their results follow on the same stream.
@@ -71,7 +71,7 @@ def run_pool(run: Run, hosts: list[str], options: Options | None, jobs: int, loc
              more: More | None = None, sizes: dict[str, int] | None = None, memory: int | None = None,
              info: dict | None = None) -> Iterator[tuple[str, dict]]:
     """At most ``jobs`` hosts in flight; results as they complete (``tables``: as
-    :func:`~tfadvisor.multihost_worker.analyze_host`'s; ``more``: see :data:`More`).
+    :func:`~tfadvisor.multihost.worker.analyze_host`'s; ``more``: see :data:`More`).
 
     With ``local_slot`` one of the ``jobs`` slots is a thread of this process (which has
     tfadvisor imported already and would otherwise only wait) and ``jobs - 1`` are worker

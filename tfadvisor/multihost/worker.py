@@ -1,6 +1,6 @@
 """The per-host task of a multi-host analysis: load ONE host file, analyse it, return a small result.
 
-:func:`analyze_host` is what the executors of :mod:`tfadvisor.runtime` run in a worker process
+:func:`analyze_host` is what the executors of :mod:`tfadvisor.multihost.runtime` run in a worker process
 (local ``ProcessPoolExecutor``), in a thread of the parent, or on a Dask worker. It is a plain
 module-level function so that both pickle it by reference; a Dask worker needs tfadvisor installed
 and the profile files readable (a shared file system or ``gs://``).
@@ -10,7 +10,7 @@ small tables (all of them, or with ``tables="host"`` only :data:`HOST_TABLES`, a
 comparison analyses only, :data:`tfadvisor.analyses.COMPARISON`), the trace's
 ``summary()``, the options used, and ``held``: the wall-clock interval (``time.time()``) from the
 start of the load until the trace was dropped, which the executors report to their observer
-(:mod:`tfadvisor.runtime.inflight`). The :class:`~tfadvisor.model.trace.Trace` itself never leaves the
+(:mod:`tfadvisor.multihost.runtime.inflight`). The :class:`~tfadvisor.model.trace.Trace` itself never leaves the
 worker: it is dropped before the function returns, so a worker holds one host's events at most.
 
 Bad input is returned as ``{"error": {"path", "problem"}}`` rather than raised, because

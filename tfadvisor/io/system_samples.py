@@ -1,6 +1,6 @@
 """The system samples file ``tfadvisor_system.<host>.npz``: its format, writer and strict reader.
 
-The capture helpers (:mod:`tfadvisor.system_sampler`) sample the machine while the profiler
+The capture helpers (:mod:`tfadvisor.capture.system_sampler`) sample the machine while the profiler
 runs and write one file per host beside the profile, in the run directory::
 
     <logdir>/plugins/profile/<run>/<host>.xplane.pb

@@ -7,7 +7,7 @@ byte counters (psutil), and GPU utilisation, memory and power through NVML
 installed and finds a GPU. Without either the file says ``no GPU sampler`` and why.
 ``ProfileSession`` (so ``tfadvisor.profile``, the Keras callback and ``tfadvisor capture
 run``) starts one with the profiler and writes ``tfadvisor_system.<host>.npz`` beside the
-profile (format: :mod:`tfadvisor.system_samples`).
+profile (format: :mod:`tfadvisor.io.system_samples`).
 
 Cost: one tick reads a few ``/proc`` files (about 0.3 ms of one core); the thread's own CPU
 time is recorded in the file (``sampler_cpu_s``). ``benchmarks/system_overhead.py``
@@ -386,7 +386,7 @@ class SystemSampler:
 
     def write(self, run_dir: str, host: str | None = None) -> str:
         """Write ``tfadvisor_system.<host>.npz`` into ``run_dir``; the path."""
-        from tfadvisor.system_samples import file_name, write_samples
+        from tfadvisor.io.system_samples import file_name, write_samples
 
         name = file_name(host or self._meta.get("host") or socket.gethostname())
         path = f"{run_dir.rstrip('/')}/{name}" if "://" in run_dir else os.path.join(run_dir, name)

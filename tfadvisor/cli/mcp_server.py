@@ -199,7 +199,7 @@ def _options(params: int | None, bandwidth: str | None, replicas: int | None, ba
 
     opts = Options(param_count=params, replicas=replicas, batch_size=batch_size)
     if bandwidth:
-        from tfadvisor.interconnects import bandwidth_gbps
+        from tfadvisor.model.interconnects import bandwidth_gbps
 
         opts.bandwidth_gbps = bandwidth_gbps(bandwidth)  # ValueError: a tool error naming the link
         opts.link = bandwidth

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from tfadvisor.errors import Argument, Command, Group, TraceError, close_options, fail
-from tfadvisor.interconnects import LINKS
+from tfadvisor.model.interconnects import LINKS
 
 LINK_NAMES = tuple(LINKS)
 
@@ -56,7 +56,7 @@ def _options(params: int | None, bandwidth: str | None, replicas: int | None, ba
 
     opts = Options(param_count=params, replicas=replicas, batch_size=batch_size)
     if bandwidth:
-        from tfadvisor.interconnects import bandwidth_gbps
+        from tfadvisor.model.interconnects import bandwidth_gbps
 
         try:
             opts.bandwidth_gbps = bandwidth_gbps(bandwidth)
@@ -274,7 +274,7 @@ def mcp_command() -> None:
 
     if importlib.util.find_spec("mcp") is None:
         fail("tfadvisor mcp needs the MCP SDK: pip install 'tfadvisor[mcp]'")
-    from tfadvisor.mcp_server import serve
+    from tfadvisor.cli.mcp_server import serve
 
     serve()
 
@@ -324,9 +324,9 @@ def _register_optional() -> None:
     Registers them once, however often it is called; the help lists commands first, then groups."""
     if "capture" in app.commands:
         return
-    from tfadvisor.capture.cli import app as capture_app
-    from tfadvisor.diff_cli import diff_command
-    from tfadvisor.multihost_cli import scaling_command
+    from tfadvisor.cli.capture import app as capture_app
+    from tfadvisor.cli.diff import diff_command
+    from tfadvisor.cli.scaling import scaling_command
 
     app.add_command(diff_command, "diff")
     app.add_command(scaling_command, "scaling")

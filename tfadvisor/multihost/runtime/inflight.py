@@ -1,7 +1,7 @@
 """Hosts in flight: what an executor reports as it hands hosts out and takes their results back.
 
-Every executor of :mod:`tfadvisor.runtime` takes an optional ``observe`` callable (also
-``tfadvisor.multihost.analyze_hosts(..., observe=...)``) and calls it, in the calling thread,
+Every executor of :mod:`tfadvisor.multihost.runtime` takes an optional ``observe`` callable (also
+``tfadvisor.multihost.analysis.analyze_hosts(..., observe=...)``) and calls it, in the calling thread,
 with a :class:`HostEvent`:
 
 * ``"started"`` when a host is handed to a slot (the in-process thread, a worker process, a Dask

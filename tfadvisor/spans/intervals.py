@@ -12,7 +12,7 @@ thread. The linear-time kernels are C (``tfadvisor/_native.c``).
 * event rows of a plane: :func:`line_ranges`, :func:`line_rows`, :func:`rows_runs`,
   :func:`line_runs`, :func:`rows_touching`, :func:`outermost`, :func:`run_bounds`;
 * sets too big to hold as their union, read a time chunk at a time: :class:`ChunkedSet` (the RowSets of
-  :mod:`tfadvisor.analyses.rowsets`), :class:`UnionSet`; every reader above takes them.
+  :mod:`tfadvisor.spans.rowsets`), :class:`UnionSet`; every reader above takes them.
 """
 
 from __future__ import annotations
@@ -430,7 +430,7 @@ class LazyUnion:
 # Big sets kept as their rows, read a time chunk at a time
 # ------------------------------------------------------------------------------------------
 
-#: The readers of ChunkedSets (:mod:`tfadvisor.analyses.rowsets`) cut time into chunks of about this many of their
+#: The readers of ChunkedSets (:mod:`tfadvisor.spans.rowsets`) cut time into chunks of about this many of their
 #: rows.
 CHUNK_ROWS = 1 << 19
 

@@ -114,7 +114,7 @@ class _Capture:
     def make_callback(self):
         if self.callback is None and self.callback_error is None:
             try:
-                from tfadvisor.keras import AdvisorCallback
+                from tfadvisor.capture.keras import AdvisorCallback
 
                 self.watch_windows()
                 if self.mode == "steps":

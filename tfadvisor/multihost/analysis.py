@@ -1,10 +1,10 @@
-"""Multi-host profiles: analyse every host file (through :mod:`tfadvisor.runtime`), then compare the hosts.
+"""Multi-host profiles: analyse every host file (through :mod:`tfadvisor.multihost.runtime`), then compare the hosts.
 
 A run with several host files (``<run>/<host>.xplane.pb``, one per worker of a
 ``MultiWorkerMirroredStrategy``/Horovod/TPU job) is analysed one host at a time: each task loads
-ONE host file and sends back only the small per-host result (:mod:`tfadvisor.multihost_worker`),
+ONE host file and sends back only the small per-host result (:mod:`tfadvisor.multihost.worker`),
 at most ``jobs`` hosts in flight, in this process, in worker processes or on a Dask cluster
-(:mod:`tfadvisor.runtime`). The scaling view across runs is :mod:`tfadvisor.scaling`.
+(:mod:`tfadvisor.multihost.runtime`). The scaling view across runs is :mod:`tfadvisor.multihost.scaling`.
 
 The per-host results are combined identically whatever ran them (:func:`combine_hosts`):
 
@@ -52,10 +52,10 @@ from tfadvisor.analyses.steps import CATEGORIES  # the steps table's ``<category
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_name
 from tfadvisor.io.reader import _size, read_run_metadata
+from tfadvisor.io.runmeta import positive as _positive
 from tfadvisor.model.table import Table, Tables, to_float
-from tfadvisor.runmeta import positive as _positive
-from tfadvisor.runtime import Observer, run_hosts
-from tfadvisor.runtime.local import PEAK_PER_FILE_BYTE
+from tfadvisor.multihost.runtime import Observer, run_hosts
+from tfadvisor.multihost.runtime.local import PEAK_PER_FILE_BYTE
 from tfadvisor.units import finite_number
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ COMPUTE = ("device_compute", "host_compute", "kernel_launch", "other")
 
 #: Up to this many hosts every host is analysed in full. Above it each host runs the comparison analyses
 #: only (:data:`tfadvisor.analyses.COMPARISON`) and sends back the tables read per host
-#: (:data:`tfadvisor.multihost_worker.HOST_TABLES`): the others are half of a small host's analysis, and
+#: (:data:`tfadvisor.multihost.worker.HOST_TABLES`): the others are half of a small host's analysis, and
 #: the reports read them for the median host and the hosts that stand out only, which are analysed again
 #: in full once they are known (at most :data:`FULL_STAND_OUTS` of the latter).
 ALL_TABLES_UP_TO = 16
@@ -90,7 +90,7 @@ def analyze_run(
     The facade (:func:`tfadvisor.api.analyze`) and the scaling view both start here."""
     from tfadvisor.analyses import analyze_trace, event_stats, options_from
     from tfadvisor.io.reader import load_run
-    from tfadvisor.result import RunResult
+    from tfadvisor.multihost.result import RunResult
 
     if len(run.files) > 1:
         return analyze_hosts(run, options=options, progress=progress, jobs=jobs, dask=dask)
@@ -111,9 +111,9 @@ def analyze_hosts(
 ):
     """Analyse every host of ``run`` in parallel and combine them into one ``api.Result``.
 
-    ``jobs`` / ``dask``: the executor (:mod:`tfadvisor.runtime`). ``progress(bytes_done, bytes_total)``
-    as hosts finish. ``observe``: called with a :class:`tfadvisor.runtime.HostEvent` as each host is
-    started and finished (:class:`tfadvisor.runtime.InFlight` keeps the peak number in flight)."""
+    ``jobs`` / ``dask``: the executor (:mod:`tfadvisor.multihost.runtime`). ``progress(bytes_done, bytes_total)``
+    as hosts finish. ``observe``: called with a :class:`tfadvisor.multihost.runtime.HostEvent` as each host is
+    started and finished (:class:`tfadvisor.multihost.runtime.InFlight` keeps the peak number in flight)."""
     hosts = list(dict.fromkeys(run.hosts))
     if not hosts:
         raise TraceError(run.directory, "no host files in this run")
@@ -392,13 +392,13 @@ def hosts_in_full(payloads: list[dict], rows: tuple | None = None) -> list[str]:
 def combine_hosts(run: Run, payloads: list[dict], metadata: dict | None = None, executor: dict | None = None,
                   in_full: Callable[[str], dict] | None = None, full: dict[str, dict] | None = None,
                   rows: tuple | None = None):
-    """Combine per-host results (from :func:`tfadvisor.multihost_worker.analyze_host`) into a Result.
+    """Combine per-host results (from :func:`tfadvisor.multihost.worker.analyze_host`) into a Result.
 
     For the median host and the hosts that stand out, when their payloads hold the comparison analyses and
     per-host tables only, the payload with every analysis and table: from ``full`` (host -> payload; see
     :func:`hosts_in_full`), else from ``in_full(host)``. ``rows``: :func:`_rows_of` these payloads, when
     already worked out (:func:`hosts_in_full` did; its ``stands_out`` are set again here)."""
-    from tfadvisor.result import RunResult as Result
+    from tfadvisor.multihost.result import RunResult as Result
 
     def whole(host: str) -> dict | None:
         got = (full or {}).get(host)

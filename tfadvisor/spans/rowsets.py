@@ -2,8 +2,8 @@
 
 A set of millions of event rows (a big trace's kernel launches, a device's kernels) costs 16 bytes an interval as its
 union; kept as its rows it costs 4 or 8 bytes a row, or, over whole lines, a byte of code an event. The readers of
-:class:`tfadvisor.analyses.intervals.ChunkedSet` (priority splits, union lengths and holes, ``within`` queries,
-:class:`~tfadvisor.analyses.intervals.LazyUnion`, the timeline's spans) build its union a chunk of time at a time
+:class:`tfadvisor.spans.intervals.ChunkedSet` (priority splits, union lengths and holes, ``within`` queries,
+:class:`~tfadvisor.spans.intervals.LazyUnion`, the timeline's spans) build its union a chunk of time at a time
 (:meth:`RowSet.part`), with the answers of the union built whole.
 
 * :func:`row_set`: the union of event rows (a RowSet when they are many);
@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 import tfadvisor._native as _native
-from tfadvisor.analyses.intervals import (
+from tfadvisor.model.trace import Plane
+from tfadvisor.spans.intervals import (
     EMPTY,
     FAR,
     ChunkedSet,
@@ -27,7 +28,6 @@ from tfadvisor.analyses.intervals import (
     rows_union,
     union_runs,
 )
-from tfadvisor.model.trace import Plane
 
 #: A set of more event rows than this (its union would hold up to 64 MB) is kept as its rows (:class:`RowSet`, 4 or 8
 #: bytes a row) and its union built a time chunk at a time where it is read; fewer, as its union (:class:`Measure`,

@@ -1,6 +1,6 @@
 """What an analysis of one run is: :class:`RunResult` (the data; the facade's ``Result`` adds its views).
 
-:func:`tfadvisor.multihost.analyze_run` builds one (for one host or many); the facade
+:func:`tfadvisor.multihost.analysis.analyze_run` builds one (for one host or many); the facade
 (:mod:`tfadvisor.api`) wraps it as :class:`tfadvisor.api.Result`. This module imports no analysis and no
 reporter.
 """

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from tfadvisor.analyses import Options
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_runs, is_remote
-from tfadvisor.multihost_worker import analyze_host
-from tfadvisor.runtime.inflight import Dispatch, Observer
+from tfadvisor.multihost.runtime.inflight import Dispatch, Observer
+from tfadvisor.multihost.worker import analyze_host
 
 
 def absolute(run: Run) -> Run:
