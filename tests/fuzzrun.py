@@ -78,11 +78,8 @@ class _Cli:
         from tfadvisor.cli import app as cli
 
         self.cli = cli
-        self.commands = dict(cli.app.commands)
 
     def __call__(self, args: list[str]) -> int:
-        app = self.cli.app
-        app.commands = dict(self.commands)  # each call as the first: main() registers the optional commands
         sys.argv = ["tfadvisor", *args]
         try:
             self.cli.main()

@@ -21,7 +21,7 @@ import math
 import sys
 from pathlib import Path
 
-from click.testing import CliRunner
+from typer.testing import CliRunner
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import free_port
+from typer.testing import CliRunner
 
 from tfadvisor.capture import runner, service
 from tfadvisor.capture.keras import parse_window
@@ -108,6 +108,32 @@ def test_run_script_without_fit_explains(tmp_path):
     assert "neither called keras Model.fit nor marked steps" in _stderr(res)
 
 
+def test_run_warns_while_the_script_runs_without_fit_or_step_markers(tmp_path, capfd):
+    """Step mode on a loop that neither calls fit nor marks steps: the hook says so while the script runs (after
+    ``no_steps_warn_s``, 30 s by default; 0.3 s here), not only when it ends; a script done
+    before then hears nothing."""
+    script = "import sys, time; time.sleep(2.5); sys.stderr.write('script done\\n')"
+    cfg = runner.capture_config(str(tmp_path / "log"), no_steps_warn_s=0.3)
+    assert runner.run_script([sys.executable, "-c", script], cfg, system_hz=None).returncode == 0
+    err = capfd.readouterr().err
+    warned = [i for i, line in enumerate(err.splitlines()) if "neither keras Model.fit nor a step marker" in line]
+    assert len(warned) == 1 and err.splitlines().index("script done") > warned[0], err
+    line = err.splitlines()[warned[0]]
+    assert "0.3 s" in line and "tfadvisor.step(i)" in line and "--start-after-s" in line
+    cfg = runner.capture_config(str(tmp_path / "log"), no_steps_warn_s=5)
+    assert runner.run_script([sys.executable, "-c", "pass"], cfg, system_hz=None).returncode == 0
+    assert "step marker" not in capfd.readouterr().err
+
+
+def test_run_help_shows_the_custom_loop_step_marker():
+    res = _invoke("run", "--help")
+    assert res.exit_code == 0
+    out = " ".join(res.stdout.split())
+    assert "keras Model.fit" in out and "with tfadvisor.step(i):" in out and "train_step(batch)" in out
+    assert "tf.profiler.experimental.Trace('train', step_num=i, _r=1)" in out
+    assert "30 s" in out  # the warning while it runs
+
+
 def test_run_hook_disarms_children_and_chains_sitecustomize(tmp_path):
     """The hook takes itself out of the environment and still runs a sitecustomize it shadows."""
     other = tmp_path / "other"
@@ -136,7 +162,7 @@ def test_run_hook_disarms_children_and_chains_sitecustomize(tmp_path):
 
 def test_capture_config():
     assert runner.capture_config("d") == {"logdir": "d", "options": {}, "mode": "steps", "start_step": 10,
-                                          "steps": 10}
+                                          "steps": 10, "no_steps_warn_s": 30.0}
     cfg = runner.capture_config("d", start_after_s=2, options={"host_tracer_level": 3, "delay_ms": None})
     assert cfg["mode"] == "time" and cfg["start_after_s"] == 2.0 and cfg["duration_s"] == 5.0
     assert cfg["options"] == {"host_tracer_level": 3}

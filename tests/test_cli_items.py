@@ -10,12 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
-from click.testing import CliRunner
+import typer
 from conftest import capture_env
+from typer.testing import CliRunner
 
 from tfadvisor.cli.app import app, parse_count
+from tfadvisor.cli.app import command as full_command
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -37,7 +38,7 @@ def test_parse_count(text, value):
 
 @pytest.mark.parametrize("text", ["12x", "", "0", "1.5", "M", "-3"])
 def test_parse_count_rejects(text):
-    with pytest.raises(click.BadParameter):
+    with pytest.raises(typer.BadParameter):
         parse_count(text)
 
 
@@ -75,7 +76,7 @@ def test_help_at_80_columns(command):
     assert res.returncode == 0, res.stderr
     assert "<bool>" not in res.stdout and "…" not in res.stdout
     assert all(len(line) <= 80 for line in res.stdout.splitlines()), res.stdout
-    cmd = app.commands[command[0]]
+    cmd = typer.main.get_command(app).commands[command[0]]
     if len(command) > 1:
         cmd = cmd.commands[command[1]]
     for p in cmd.params:
@@ -86,9 +87,6 @@ def test_help_at_80_columns(command):
 
 def _all_commands():
     """Every command and subcommand of the full app (the optional ones too), as argument paths."""
-    from tfadvisor.cli.app import _register_optional
-
-    _register_optional()
     out = []
 
     def walk(cmd, path):
@@ -96,7 +94,7 @@ def _all_commands():
         for name, sub in (getattr(cmd, "commands", None) or {}).items():  # a group
             walk(sub, [*path, name])
 
-    walk(app, [])
+    walk(full_command(), [])
     return out
 
 

@@ -8,8 +8,8 @@ import re
 import sys
 
 import pytest
-from click.testing import CliRunner
 from rich.console import Console
+from typer.testing import CliRunner
 
 from tfadvisor.advice import evaluate, load_rules
 from tfadvisor.analyses import Metric, Metrics, Options
@@ -247,3 +247,20 @@ def test_brief_terminal_report_for_training_logs():
     assert all(f.title in brief.getvalue() for f in result.findings)
     assert "note(s) on what this trace could not tell" in brief.getvalue()
     assert len(brief.getvalue().splitlines()) < len(full.getvalue().splitlines()) / 2
+
+
+def test_html_alone_prints_one_line_naming_the_file(tmp_path):
+    """``--html FILE`` without ``--format``: the report is the file; stdout is one line naming it, not the terminal
+    report. With ``--format`` given too, that format is printed as well (and the file named on stderr)."""
+    from pathlib import Path
+
+    sample = str(Path(__file__).resolve().parent.parent / "sample_traces" / "step_gaps")
+    page = tmp_path / "report.html"
+    res = runner.invoke(app, ["analyze", sample, "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [res.stdout.strip()] and str(page) in res.stdout
+    assert re.fullmatch(rf"wrote {re.escape(str(page))} \(\d+ findings?\): open it in a browser\n", res.stdout)
+    assert page.read_text().lstrip().lower().startswith("<!doctype html")
+    both = runner.invoke(app, ["analyze", sample, "--html", str(page), "--format", "text"])
+    assert both.exit_code == 0 and "Findings" in both.stdout and len(both.stdout.splitlines()) > 10
+    assert f"wrote {page}" in both.stderr

@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+import typer
 from rich.console import Console
 from test_report_html import FakeFinding, make_result
+from typer.testing import CliRunner
 
 from tfadvisor.analyses import Metric
-from tfadvisor.cli.diff import diff_command
+from tfadvisor.cli import diff as diff_cli
 from tfadvisor.report.diff import diff_results, render_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +96,8 @@ def test_diff_command_with_fake_analyze(monkeypatch):
 
     monkeypatch.setattr("tfadvisor.api.analyze", fake)
     runner = CliRunner()
+    diff_command = typer.Typer()  # diff alone: a one-command app is that command
+    diff_cli.register(diff_command)
     r = runner.invoke(diff_command, ["b", "a", "--format", "json", "--run-before", "r1", "--fail-on-regression", "5"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["verdict"] == "faster"

@@ -282,7 +282,7 @@ def test_the_reader_is_bounded(tmp_path):
 def test_the_reports_name_the_layers_with_their_classes(cap, tmp_path):
     """"By part of your program" in the terminal, Markdown and HTML reports: the largest Dense layer's row with its
     class and units, and where the names came from."""
-    from click.testing import CliRunner
+    from typer.testing import CliRunner
 
     from tfadvisor.cli.app import app
 

@@ -27,7 +27,7 @@ pytest.importorskip("google.cloud.aiplatform")
 pytest.importorskip("google.cloud.storage")
 emulator = pytest.importorskip("gcp_storage_emulator.server")
 
-from click.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
 from vertex_fake_api import FAILED, FakeVertex  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

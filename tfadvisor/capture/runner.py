@@ -40,10 +40,16 @@ class ScriptRun:
     config: dict[str, Any] = field(default_factory=dict)
 
 
+#: Step mode: the hook says, while the script runs, that nothing armed the window when neither ``fit`` nor a step
+#: marker came this many seconds after start-up.
+NO_STEPS_WARN_S = 30.0
+
+
 def capture_config(logdir: str, *, start_step: int | None = None, steps: int | None = None,
                    start_after_s: float | None = None, duration_s: float | None = None,
-                   options: dict | None = None) -> dict[str, Any]:
-    """The hook's configuration: step mode (default: steps 10-19) or time mode."""
+                   options: dict | None = None, no_steps_warn_s: float = NO_STEPS_WARN_S) -> dict[str, Any]:
+    """The hook's configuration: step mode (default: steps 10-19) or time mode. ``no_steps_warn_s``: step mode's
+    warning when no ``fit`` and no step marker came that long after start-up (0: none)."""
     time_mode = start_after_s is not None or duration_s is not None
     if time_mode and (start_step is not None or steps is not None):
         raise ValueError("give either --start-step/--steps or --start-after-s/--duration-s, not both")
@@ -59,7 +65,7 @@ def capture_config(logdir: str, *, start_step: int | None = None, steps: int | N
         n = 10 if steps is None else int(steps)
         if a < 0 or n <= 0:
             raise ValueError("--start-step must be >= 0 and --steps > 0")
-        cfg.update(mode="steps", start_step=a, steps=n)
+        cfg.update(mode="steps", start_step=a, steps=n, no_steps_warn_s=float(no_steps_warn_s))
     return cfg
 
 

@@ -33,11 +33,11 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import click
+import typer
 
 from tfadvisor._version import __version__
 from tfadvisor.capture.vertex import DEFAULT_STEPS, STEPS_ENV
-from tfadvisor.errors import Command, fail, one_line
+from tfadvisor.errors import fail, one_line
 from tfadvisor.io.discovery import RUN_METADATA_FILE, XPLANE_SUFFIX
 
 # TensorFlow's own public images (Docker Hub), run as custom containers: no end-of-availability date,
@@ -186,94 +186,6 @@ class JobRequest:
 def submission_stamp(now: datetime | None = None) -> str:
     """``2026-11-23-043012-123456``: UTC time to the microsecond, for one submission's directory."""
     return (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d-%H%M%S-%f")
-
-
-# --- the command ---------------------------------------------------------------------------------
-
-
-def register(app: click.Group) -> None:
-    """Add ``vertex`` to the ``tfadvisor capture`` group."""
-    app.add_command(vertex)
-
-
-@click.command("vertex", cls=Command, context_settings={"allow_extra_args": True},
-               short_help="Run a training script on Vertex AI with profiling, then analyse.")
-@click.option("--project", envvar="GOOGLE_CLOUD_PROJECT", show_envvar=True, help="Google Cloud project.")
-@click.option("--region", help="Vertex AI region, e.g. us-central1.")
-@click.option("--script", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Training script; it calls tfadvisor.vertex.init().")
-@click.option("--requirements", multiple=True,
-              help="Pip requirement, or a requirements file, for the script (repeatable).")
-@click.option("--tfadvisor-package", default=LOCAL_BUILD,
-              help="How the job gets tfadvisor: 'local' (default) uploads a wheel of this very tfadvisor with the "
-                   "code; '' if the image has it; else a pip requirement.")
-@click.option("--container-uri",
-              help=f"Training image (default: {CPU_IMAGE} as a custom container, {GPU_IMAGE} with an accelerator).")
-@click.option("--tensorboard",
-              help="Vertex AI TensorBoard instance: projects/P/locations/R/tensorboards/ID, or ID.")
-@click.option("--service-account",
-              help="Service account the job runs as (needs roles/storage.admin and roles/aiplatform.user).")
-@click.option("--staging-bucket", help="gs:// bucket (or folder) for the code and the job's output and profile.")
-@click.option("--machine-type", default="n1-standard-4")
-@click.option("--accelerator-type", help="e.g. NVIDIA_TESLA_T4.")
-@click.option("--accelerator-count", type=int, default=0, help="Per replica (default 1 with a type).")
-@click.option("--replica-count", type=click.IntRange(min=1), default=1, help="Replicas (chief + workers).")
-@click.option("--display-name", help="Job name, also its output folder (default: tfadvisor-<script>-<time>).")
-@click.option("--steps", default=f"{DEFAULT_STEPS[0]},{DEFAULT_STEPS[1]}",
-              help="Step window start,stop the job profiles (TFADVISOR_STEPS, read by tfadvisor.vertex.init).")
-@click.option("--web-access", is_flag=True, help="Enable interactive shell access to the job.")
-@click.option("--network", help="VPC network peered with Vertex AI: projects/PROJECT_NUMBER/global/networks/NAME.")
-@click.option("--api-endpoint",
-              help="Vertex AI API endpoint (default: the region's); http://HOST:PORT: a stand-in.")
-@click.option("--anonymous", is_flag=True,
-              help="Send no credentials (local stand-ins: with --api-endpoint and STORAGE_EMULATOR_HOST).")
-@click.option("--job", help="Analyse this existing job instead (projects/P/locations/R/customJobs/ID, or ID).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to put the profile (default: a new temporary directory).")
-@click.option("--poll-seconds", type=click.FloatRange(min=0), default=30.0, help="How often to check the job.")
-@click.option("--dry-run", is_flag=True, help="Print the CustomJob as JSON; create nothing.")
-@click.pass_context
-def vertex(ctx: click.Context, project: str | None, region: str | None, script: Path | None,
-           requirements: tuple[str, ...], tfadvisor_package: str, container_uri: str | None, tensorboard: str | None,
-           service_account: str | None, staging_bucket: str | None, machine_type: str, accelerator_type: str | None,
-           accelerator_count: int, replica_count: int, display_name: str | None, steps: str, web_access: bool,
-           network: str | None, api_endpoint: str | None, anonymous: bool, job: str | None, out: Path | None,
-           poll_seconds: float, dry_run: bool) -> None:
-    """Run a training script on Vertex AI with profiling, then analyse the profile it wrote.
-
-    Arguments after `--` go to the script.
-    """
-    from tfadvisor.capture.keras import parse_window  # not for --help: the callback's module (logging, dataclasses)
-
-    try:
-        window = parse_window(steps)
-    except ValueError as err:
-        fail(f"--steps: {err}")
-    try:
-        import google.cloud.aiplatform  # noqa: F401
-        import google.cloud.storage  # noqa: F401
-    except ImportError:
-        fail(EXTRA_HINT)
-    if job and dry_run:
-        fail("--dry-run describes a new job; it does not go with --job")
-    if job:
-        project, region, job = _job_name(job, project, region)
-    else:
-        request = _request(project, region, script, list(requirements), tfadvisor_package, container_uri, tensorboard,
-                           service_account, staging_bucket, machine_type, accelerator_type, accelerator_count,
-                           replica_count, display_name, window, web_access, list(ctx.args), network)
-        if dry_run:
-            click.echo(json.dumps(request.describe(), indent=2))
-            return
-    try:
-        _run(job or request, project, region, api_endpoint, anonymous, out, poll_seconds)
-    except click.exceptions.Exit:
-        raise
-    except Exception as err:  # noqa: BLE001 - Google errors into one line; the rest goes on up
-        message = _google_error(err)
-        if message is None:
-            raise
-        fail(message)
 
 
 def _request(project, region, script, requirements, tfadvisor_package, container_uri, tensorboard,
@@ -578,7 +490,7 @@ def _follow(job, poll_seconds: float, clock: Callable[[], float] = time.monotoni
         return state
     except KeyboardInterrupt:
         _say(f"stopped following; the job goes on. Later: tfadvisor capture vertex --job {job.resource_name}")
-        raise click.exceptions.Exit(130) from None
+        raise typer.Exit(130) from None
 
 
 @dataclass
@@ -701,7 +613,7 @@ def _split(uri: str) -> tuple[str, str]:
 
 
 def _say(message: str) -> None:
-    click.echo(f"tfadvisor: {message}", err=True)
+    typer.echo(f"tfadvisor: {message}", err=True)
 
 
 def _elapsed(seconds: float) -> str:

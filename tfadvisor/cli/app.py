@@ -1,4 +1,4 @@
-"""The ``tfadvisor`` command line (click).
+"""The ``tfadvisor`` command line (typer): ``app``, its commands, and ``main``, the console script.
 
 Bad input is one line on stderr naming the file and the problem, and exit code 2.
 """
@@ -7,48 +7,38 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
+from typing import Annotated
 
-import click
+import typer
 
-from tfadvisor.errors import Argument, Command, Group, TraceError, close_options, fail
+from tfadvisor.cli.common import Command, choice, one_of, parse_count, typer_app
+from tfadvisor.errors import TraceError, fail
 from tfadvisor.model.interconnects import LINKS
 
 LINK_NAMES = tuple(LINKS)
 
-__all__ = ["Command", "app", "close_options", "main", "parse_count"]
+__all__ = ["app", "main", "parse_count"]
 
-
-# Plain click help (no type tags, option names never cut at 80 columns); options show their defaults.
-@click.group(cls=Group, no_args_is_help=True, context_settings={"show_default": True})
-def app() -> None:
-    """Read TensorFlow Profiler traces and say why training is slow, and what to change."""
-
-
-_SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12}
-_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGbBtT]?)\s*$")
-
-
-def parse_count(text: str | int) -> int:
-    """A positive whole number: ``25000000``, ``25e6``, ``25M``, ``25.6M``, ``1.2B`` (K, M, G/B, T)."""
-    if isinstance(text, int):
-        return text
-    m = _COUNT.match(str(text).replace(",", "").replace("_", ""))
-    if m is None:
-        raise click.BadParameter(f"{text!r} is not a number (e.g. 25000000, 25e6, 25M, 1.2B)")
-    value = float(m.group(1)) * _SI[m.group(2).lower()]
-    if value < 1 or value != int(value):
-        raise click.BadParameter(f"{text!r} is not a positive whole number")
-    return int(value)
-
+app = typer_app(help="Read TensorFlow Profiler traces and say why training is slow, and what to change.",
+                no_args_is_help=True)
 
 FORMATS = ("text", "json", "markdown")
 FAIL_ON = ("warning", "critical")
 TEXT_OR_JSON = ("text", "json")
 FORMAT_HELP = "Output format: text, or json (tfadvisor schema KIND prints its JSON Schema)."
 RULES_HELP = "Extra rules directory (repeatable)."
+
+# The options several commands share, as Annotated types.
+Rules = Annotated[list[str] | None, typer.Option("--rules", metavar="DIR", help=RULES_HELP, show_default=False)]
+TextOrJson = Annotated[str, typer.Option("--format", "-f", parser=one_of("format", TEXT_OR_JSON),
+                                         metavar=choice(*TEXT_OR_JSON), help=FORMAT_HELP)]
+Replicas = Annotated[int | None, typer.Option(parser=parse_count, metavar="N",
+                                              help="Number of replicas (data-parallel workers).")]
+BatchSize = Annotated[int | None, typer.Option(parser=parse_count, metavar="N", help="Global batch size.")]
+Jobs = Annotated[int | None, typer.Option("--jobs", "-j", metavar="N", help="Worker processes for multi-host runs.")]
+Dask = Annotated[str | None, typer.Option(metavar="ADDRESS", help="Dask scheduler address for multi-host parsing.")]
 
 
 def _options(params: int | None, bandwidth: str | None, replicas: int | None, batch_size: int | None):
@@ -97,46 +87,48 @@ def _stderr_console():
     return Console(stderr=True)
 
 
-@app.command(short_help="Analyse a profile: summary, then findings, most important first.")
-@click.argument("paths", cls=Argument, nargs=-1, required=True, metavar="PATH",
-                help="A logdir, a run directory, or .xplane.pb file(s).")
-@click.option("--run", metavar="NAME",
-              help="Run to analyse (default: the newest): its name, its path under the logdir, "
-                   "or a prefix that matches one run only.")
-@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", help="Output format.")
-@click.option("--html", type=click.Path(path_type=Path), metavar="FILE",
-              help="Also write a self-contained HTML report here.")
-@click.option("--rules", multiple=True, metavar="DIR", help=RULES_HELP)
-@click.option("--params", type=parse_count, metavar="N",
-              help="Model parameter count (AllReduce check): 25000000, 25e6 or 25M.")
-@click.option("--bandwidth", metavar="GBPS|LINK",
-              help="Link bandwidth in GB/s, or a link name: " + ", ".join(LINK_NAMES) + ".")
-@click.option("--replicas", type=parse_count, metavar="N", help="Number of replicas (data-parallel workers).")
-@click.option("--batch-size", type=parse_count, metavar="N", help="Global batch size.")
-@click.option("--data", metavar="PATH", help="Training data files to check (dir or glob, gs:// ok).")
-@click.option("--fail-on", type=click.Choice(FAIL_ON), help="Exit 1 when a finding this severe exists.")
-@click.option("--jobs", "-j", type=int, metavar="N", help="Worker processes for multi-host runs.")
-@click.option("--dask", metavar="ADDRESS", help="Dask scheduler address for multi-host parsing.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
-@click.option("--tables", is_flag=True, help="With --format json: add the tables (steps, gaps, ...) "
-              "as a \"tables\" key, one object per row.")
-@click.option("--full", is_flag=True, help="Text format: every finding's evidence and fix and every note, also for a "
-              "run of more than 16 hosts (shown at a glance by default).")
-@click.option("--notes", "all_notes", is_flag=True, help="Text format: list every note on what the trace could not "
-              "tell (by default only those that change what a finding means; the others are counted).")
-def analyze(paths: tuple[str, ...], run: str | None, fmt: str, html: Path | None, rules: tuple[str, ...],
-            params: int | None, bandwidth: str | None, replicas: int | None, batch_size: int | None,
-            data: str | None, fail_on: str | None, jobs: int | None, dask: str | None, quiet: bool,
-            tables: bool, full: bool, all_notes: bool) -> None:
+@app.command(cls=Command, short_help="Analyse a profile: summary, then findings, most important first.")
+def analyze(
+    ctx: typer.Context,
+    paths: Annotated[list[str], typer.Argument(metavar="PATH", show_default=False,
+                                               help="A logdir, a run directory, or .xplane.pb file(s).")],
+    run: Annotated[str | None, typer.Option(metavar="NAME", help="Run to analyse (default: the newest): its name, its "
+                                            "path under the logdir, or a prefix that matches one run only.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", parser=one_of("format", FORMATS), metavar=choice(*FORMATS),
+                                     help="Output format.")] = "text",
+    html: Annotated[Path | None, typer.Option(metavar="FILE", help="Also write a self-contained HTML report here "
+                                              "(alone: one line naming it instead of the terminal report).")] = None,
+    rules: Rules = None,
+    params: Annotated[int | None, typer.Option(parser=parse_count, metavar="N", help="Model parameter count "
+                                               "(AllReduce check): 25000000, 25e6 or 25M.")] = None,
+    bandwidth: Annotated[str | None, typer.Option(metavar="GBPS|LINK", help="Link bandwidth in GB/s, or a link name: "
+                                                  + ", ".join(LINK_NAMES) + ".")] = None,
+    replicas: Replicas = None,
+    batch_size: BatchSize = None,
+    data: Annotated[str | None, typer.Option(metavar="PATH", help="Training data files to check (dir or glob, gs:// "
+                                             "ok).")] = None,
+    fail_on: Annotated[str | None, typer.Option(parser=one_of("fail-on", FAIL_ON), metavar=choice(*FAIL_ON),
+                                                help="Exit 1 when a finding this severe exists.")] = None,
+    jobs: Jobs = None,
+    dask: Dask = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    tables: Annotated[bool, typer.Option("--tables", help="With --format json: add the tables (steps, gaps, ...) as "
+                                         "a \"tables\" key, one object per row.")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Text format: every finding's evidence and fix and every note, "
+                                       "also for a run of more than 16 hosts (shown at a glance by default).")] = False,
+    all_notes: Annotated[bool, typer.Option("--notes", help="Text format: list every note on what the trace could not "
+                                            "tell (by default only those that change what a finding means; the "
+                                            "others are counted).")] = False,
+) -> None:
     """Analyse a profile: summary, then findings, most important first."""
     from tfadvisor.api import analyze as run_analysis
 
     if tables and fmt != "json":
         fail(f"--tables needs --format json (the {fmt} report has no tables)")
-    paths_list, rules_list = list(paths), list(rules)
+    rules_list = list(rules or [])
     opts = _options(params, bandwidth, replicas, batch_size)
-    bar, update = _progress(paths_list, quiet)
-    target = paths_list if len(paths_list) > 1 else paths_list[0]
+    bar, update = _progress(paths, quiet)
+    target = paths if len(paths) > 1 else paths[0]
     if bar is not None:
         with bar:
             result = run_analysis(target, run=run, options=opts, rules_dirs=rules_list, progress=update, jobs=jobs,
@@ -150,51 +142,65 @@ def analyze(paths: tuple[str, ...], run: str | None, fmt: str, html: Path | None
             write_html(result, html)
         except OSError as err:  # a parent that is a file, no permission, a full disk: bad input, not a crash
             fail(f"{html}: cannot write the HTML report ({err.strerror or type(err).__name__})")
-        if not quiet:
-            click.echo(f"wrote {html}", err=True)
+    source = ctx.get_parameter_source("fmt")
+    _print_report(result, fmt, html, tables=tables, full=full, notes=all_notes, quiet=quiet,
+                  explicit_format=source is not None and source.name != "DEFAULT")
+    if fail_on is not None:
+        from tfadvisor.advice import severity_at_least
+
+        if any(severity_at_least(f.severity, fail_on) for f in result.findings):
+            raise typer.Exit(1)
+
+
+def _print_report(result, fmt: str, html: Path | None, *, tables: bool, full: bool, notes: bool, quiet: bool,
+                  explicit_format: bool) -> None:
+    """The report on stdout; with ``--html FILE`` and no ``--format``, one line naming the file instead."""
+    if html is not None and not explicit_format:  # the report is the file: say where it is, nothing more
+        n = len(result.findings)
+        typer.echo(f"wrote {html} ({n} finding{'s' if n != 1 else ''}): open it in a browser")
+        return
+    if html is not None and not quiet:
+        typer.echo(f"wrote {html}", err=True)
     if fmt == "json":
         out = result.to_dict()
         if tables:
             from tfadvisor.report.json_report import tables_to_dict
 
             out["tables"] = tables_to_dict(result.tables)
-        click.echo(json.dumps(out, indent=2, default=str))
+        typer.echo(json.dumps(out, indent=2, default=str))
     elif fmt == "markdown":
         from tfadvisor.report.markdown import render_markdown
 
-        click.echo(render_markdown(result))
+        typer.echo(render_markdown(result))
     else:
         from tfadvisor.report.terminal import print_result
 
-        print_result(result, full=full, notes=all_notes)
-    if fail_on is not None:
-        from tfadvisor.advice import severity_at_least
-
-        if any(severity_at_least(f.severity, fail_on) for f in result.findings):
-            raise click.exceptions.Exit(1)
+        print_result(result, full=full, notes=notes)
 
 
-@app.command(short_help="Write the trace and tfadvisor's findings as a Perfetto JSON trace.")
-@click.argument("path", cls=Argument, metavar="PATH", help="A logdir, a run directory, or an .xplane.pb file.")
-@click.argument("out", cls=Argument, type=click.Path(path_type=Path), metavar="OUT.json",
-                help="The JSON trace to write (open it in ui.perfetto.dev).")
-@click.option("--run", metavar="NAME", help="Run to export (default: the newest).")
-@click.option("--max-events", default="1M", metavar="N",
-              help="Most trace events to write (e.g. 200K, 1M; 0 for all): beyond it the longest are kept, and "
-                   "every event a finding is about.")
-@click.option("--rules", multiple=True, metavar="DIR", help=RULES_HELP)
-@click.option("--params", type=parse_count, metavar="N",
-              help="Model parameter count (AllReduce check), as for analyze.")
-@click.option("--bandwidth", metavar="GBPS|LINK", help="Link bandwidth in GB/s, or a link name, as for analyze.")
-@click.option("--replicas", type=parse_count, metavar="N", help="Number of replicas (data-parallel workers).")
-@click.option("--batch-size", type=parse_count, metavar="N", help="Global batch size.")
-@click.option("--quiet", "-q", is_flag=True, help="No summary line on stderr.")
-def export(path: str, out: Path, run: str | None, max_events: str, rules: tuple[str, ...], params: int | None,
-           bandwidth: str | None, replicas: int | None, batch_size: int | None, quiet: bool) -> None:
+@app.command(cls=Command, short_help="Write the trace and tfadvisor's findings as a Perfetto JSON trace.")
+def export(
+    path: Annotated[str, typer.Argument(metavar="PATH", show_default=False,
+                                        help="A logdir, a run directory, or an .xplane.pb file.")],
+    out: Annotated[Path, typer.Argument(metavar="OUT.json", show_default=False,
+                                        help="The JSON trace to write (open it in ui.perfetto.dev).")],
+    run: Annotated[str | None, typer.Option(metavar="NAME", help="Run to export (default: the newest).")] = None,
+    max_events: Annotated[str, typer.Option(metavar="N", help="Most trace events to write (e.g. 200K, 1M; 0 for all): "
+                                            "beyond it the longest are kept, and every event a finding is about.")]
+    = "1M",
+    rules: Rules = None,
+    params: Annotated[int | None, typer.Option(parser=parse_count, metavar="N", help="Model parameter count "
+                                               "(AllReduce check), as for analyze.")] = None,
+    bandwidth: Annotated[str | None, typer.Option(metavar="GBPS|LINK", help="Link bandwidth in GB/s, or a link name, "
+                                                  "as for analyze.")] = None,
+    replicas: Replicas = None,
+    batch_size: BatchSize = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line on stderr.")] = False,
+) -> None:
     """Write the trace with tfadvisor's steps, gaps and findings as a Chrome/Perfetto JSON trace.
 
-    The findings are those `tfadvisor analyze` reports for the same options (a multi-host run's
-    run-level ones included); the slices they are about carry the rule ids."""
+    The findings are those `tfadvisor analyze` reports for the same options (a multi-host run's run-level ones
+    included); the slices they are about carry the rule ids."""
     from tfadvisor.api import analyze as run_analysis
     from tfadvisor.io.discovery import resolve
     from tfadvisor.io.reader import load_run
@@ -207,7 +213,7 @@ def export(path: str, out: Path, run: str | None, max_events: str, rules: tuple[
         fail(f"{out}: will not write into the profile directory it reads ({chosen.directory})")
     trace = load_run(chosen)
     # the same analysis as `tfadvisor analyze` (a one-host run reuses the trace loaded here)
-    result = run_analysis(chosen, options=opts, rules_dirs=list(rules),
+    result = run_analysis(chosen, options=opts, rules_dirs=list(rules or []),
                           trace=trace if len(chosen.files) == 1 else None)
     hosts, run_findings = host_parts(result)
     try:
@@ -217,7 +223,7 @@ def export(path: str, out: Path, run: str | None, max_events: str, rules: tuple[
     if not quiet:
         left = f", {counts['dropped']:,} shorter ones left out (--max-events)" if counts["dropped"] else ""
         n_findings = len(result.findings)
-        click.echo(f"wrote {out}: {counts['written']:,} trace events{left}, {counts['tracks']:,} tfadvisor slices "
+        typer.echo(f"wrote {out}: {counts['written']:,} trace events{left}, {counts['tracks']:,} tfadvisor slices "
                    f"(steps, gaps, {n_findings} finding{'s' if n_findings != 1 else ''}); marked with a finding's "
                    f"rule: {counts['annotated']:,} trace events, {counts['marked_steps']:,} steps, "
                    f"{counts['marked_gaps']:,} gaps", err=True)
@@ -226,7 +232,7 @@ def export(path: str, out: Path, run: str | None, max_events: str, rules: tuple[
 def _count_option(text: str, name: str) -> int:
     try:
         return parse_count(text)
-    except click.BadParameter as err:
+    except typer.BadParameter as err:
         fail(f"{name}: {err}")
 
 
@@ -237,10 +243,11 @@ def _inside(path: Path, directory: str) -> bool:
         return False
 
 
-@app.command(short_help="List the profile runs under a logdir and their hosts.")
-@click.argument("logdir", cls=Argument, metavar="LOGDIR", help="A TensorBoard logdir.")
-@click.option("--format", "-f", "fmt", type=click.Choice(TEXT_OR_JSON), default="text", help=FORMAT_HELP)
-def runs(logdir: str, fmt: str) -> None:
+@app.command(cls=Command, short_help="List the profile runs under a logdir and their hosts.")
+def runs(
+    logdir: Annotated[str, typer.Argument(metavar="LOGDIR", show_default=False, help="A TensorBoard logdir.")],
+    fmt: TextOrJson = "text",
+) -> None:
     """List the profile runs under a logdir (newest last) and their hosts."""
     from tfadvisor.io.discovery import find_runs
 
@@ -248,25 +255,26 @@ def runs(logdir: str, fmt: str) -> None:
     if fmt == "json":
         from tfadvisor.report.json_report import runs_to_dict
 
-        click.echo(json.dumps(runs_to_dict(logdir, found), indent=2))
+        typer.echo(json.dumps(runs_to_dict(logdir, found), indent=2))
         return
     for r in found:
-        click.echo(f"{r.label()}\t{len(r.files)} host(s): {', '.join(r.hosts)}")
+        typer.echo(f"{r.label()}\t{len(r.files)} host(s): {', '.join(r.hosts)}")
 
 
-@app.command(short_help="Print the JSON Schema of a --format json output.")
-@click.argument("kind", cls=Argument, default="analyze", metavar="[analyze|diff|scaling|rules|runs]",
-                help="Which output: analyze, diff, scaling, rules or runs.")
-def schema(kind: str) -> None:
+@app.command(cls=Command, short_help="Print the JSON Schema of a --format json output.")
+def schema(
+    kind: Annotated[str, typer.Argument(metavar="[analyze|diff|scaling|rules|runs]",
+                                        help="Which output: analyze, diff, scaling, rules or runs.")] = "analyze",
+) -> None:
     """Print the JSON Schema (draft 2020-12) of one --format json output; the versioning policy is in README."""
     from tfadvisor.report.schema import KINDS, shipped
 
     if kind not in KINDS:
         fail(f"no schema {kind!r}: one of {', '.join(KINDS)}")
-    click.echo(shipped(kind), nl=False)
+    typer.echo(shipped(kind), nl=False)
 
 
-@app.command("mcp", short_help="Serve tfadvisor's tools to coding agents over MCP (stdio).")
+@app.command("mcp", cls=Command, short_help="Serve tfadvisor's tools to coding agents over MCP (stdio).")
 def mcp_command() -> None:
     """Run an MCP server on stdin/stdout with tools that mirror this command line (list runs, analyze, diff,
     explain a rule, export a timeline, get a JSON Schema). Needs pip install 'tfadvisor[mcp]'."""
@@ -279,77 +287,93 @@ def mcp_command() -> None:
     serve()
 
 
-@app.group("rules", invoke_without_command=True, help="List the rules, or explain one.")
-@click.option("--rules", multiple=True, metavar="DIR", help=RULES_HELP)
-@click.option("--format", "-f", "fmt", type=click.Choice(TEXT_OR_JSON), default="text", help=FORMAT_HELP)
-@click.pass_context
-def rules_list(ctx: click.Context, rules: tuple[str, ...], fmt: str) -> None:
+rules_app = typer_app(invoke_without_command=True)
+app.add_typer(rules_app, name="rules", help="List the rules, or explain one.")
+
+#: ``ctx.meta`` key of the extra rules directories ``tfadvisor rules --rules DIR explain ...`` names.
+RULES_DIRS = "rules_dirs"
+
+
+@rules_app.callback()
+def rules_list(ctx: typer.Context, rules: Rules = None, fmt: TextOrJson = "text") -> None:
     """List every rule (id, severity, title)."""
     if ctx.invoked_subcommand is not None:
-        ctx.obj = list(rules)
+        ctx.meta[RULES_DIRS] = list(rules or [])
         return
     from tfadvisor.advice import list_rules_text, load_rules
 
-    loaded = load_rules(extra_dirs=list(rules))
+    loaded = load_rules(extra_dirs=list(rules or []))
     if fmt == "json":
         from tfadvisor.report.json_report import rules_to_dict
 
-        click.echo(json.dumps(rules_to_dict(loaded), indent=2))
+        typer.echo(json.dumps(rules_to_dict(loaded), indent=2))
         return
-    click.echo(list_rules_text(loaded))
+    typer.echo(list_rules_text(loaded))
 
 
-@rules_list.command("explain", short_help="Print one rule in full: what it checks, why, example, fix.")
-@click.argument("rule_id", cls=Argument, metavar="RULE_ID", help="Rule id, e.g. input_bound.")
-@click.option("--format", "-f", "fmt", type=click.Choice(TEXT_OR_JSON), default="text", help=FORMAT_HELP)
-@click.pass_context
-def rules_explain(ctx: click.Context, rule_id: str, fmt: str) -> None:
+@rules_app.command("explain", cls=Command, short_help="Print one rule in full: what it checks, why, example, fix.")
+def rules_explain(
+    ctx: typer.Context,
+    rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", show_default=False,
+                                           help="Rule id, e.g. input_bound.")],
+    fmt: TextOrJson = "text",
+) -> None:
     """Print one rule in full: what it checks, why it matters, example, fix."""
     from tfadvisor.advice import explain_rule, load_rules
 
-    rules = load_rules(extra_dirs=ctx.obj or [])
+    rules = load_rules(extra_dirs=ctx.meta.get(RULES_DIRS) or [])
     text = explain_rule(rules, rule_id)
     if text is None:
         fail(f"no rule {rule_id!r}; `tfadvisor rules` lists them")
     if fmt == "json":
         from tfadvisor.report.json_report import rules_to_dict
 
-        click.echo(json.dumps(rules_to_dict([r for r in rules if r.id == rule_id]), indent=2))
+        typer.echo(json.dumps(rules_to_dict([r for r in rules if r.id == rule_id]), indent=2))
         return
-    click.echo(text)
+    typer.echo(text)
+
+
+#: The commands this module defines: ``main`` registers the others only when the command line names none of these.
+OWN = ("analyze", "export", "runs", "schema", "mcp", "rules")
+_registered: list[bool] = []
 
 
 def _register_optional() -> None:
-    """Commands that live in their own modules (none of them imports TensorFlow at import time).
-    Registers them once, however often it is called; the help lists commands first, then groups."""
-    if "capture" in app.commands:
+    """Commands that live in their own modules (none of them imports TensorFlow at import time). Registers them
+    once, however often it is called; the help lists commands first, then groups, each in the order added."""
+    if _registered:
         return
-    from tfadvisor.cli.capture import app as capture_app
-    from tfadvisor.cli.diff import diff_command
-    from tfadvisor.cli.scaling import scaling_command
+    from tfadvisor.cli import capture, diff, scaling
 
-    app.add_command(diff_command, "diff")
-    app.add_command(scaling_command, "scaling")
-    app.add_command(capture_app, "capture")
+    diff.register(app)
+    scaling.register(app)
+    capture.register(app)
+    _registered.append(True)
+
+
+def command():
+    """The full command line as the click command typer builds (its ``commands``, ``params``): for tests and docs."""
+    _register_optional()
+    return typer.main.get_command(app)
 
 
 def main() -> None:
     """Entry point: run the app, turning bad input into one line and exit code 2. The commands of their own modules
     are registered unless the command line names one of this module's (``analyze`` does not import ``capture``'s
     CLI: ~20 ms of every analysis of a small trace)."""
-    if not (len(sys.argv) > 1 and sys.argv[1] in app.commands):
+    if not (len(sys.argv) > 1 and sys.argv[1] in OWN):
         _register_optional()
     try:
         app()  # standalone: usage errors print usage and exit 2
     except TraceError as err:
-        click.echo(f"tfadvisor: {err}", err=True)
+        typer.echo(f"tfadvisor: {err}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as err:
         if os.environ.get("TFADVISOR_DEBUG"):
             raise
-        click.echo(f"tfadvisor: internal error: {type(err).__name__}: {err} (set TFADVISOR_DEBUG=1 for details)",
+        typer.echo(f"tfadvisor: internal error: {type(err).__name__}: {err} (set TFADVISOR_DEBUG=1 for details)",
                    err=True)
         sys.exit(1)
 

@@ -16,23 +16,28 @@ pipe changes neither the capture nor the exit code.
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
-import click
+import typer
 
 from tfadvisor.capture.base import say, say_err
-from tfadvisor.errors import Argument, Group, fail
+from tfadvisor.cli.capture_vertex import register as register_vertex
+from tfadvisor.cli.common import Command, choice, one_of, typer_app
+from tfadvisor.errors import fail
 
-
-@click.group("capture", cls=Group, no_args_is_help=True, context_settings={"show_default": True},
-             short_help="Capture a profile: from a profiler server, or run a script.")
-def app() -> None:
-    """Capture a profile: from a running program's profiler server, or by running a training script."""
+app = typer_app(help="Capture a profile: from a running program's profiler server, or by running a training script.",
+                no_args_is_help=True)
 
 
 HOST_LEVEL_HELP = "Host (CPU) tracer level: 1 critical, 2 info, 3 verbose."
 DEVICE_LEVEL_HELP = "Device (GPU/TPU) tracer level: 0 off, 1 on."
 PYTHON_LEVEL_HELP = "Python tracer level: 1 traces Python function calls (slow), 0 off."
 BACKENDS = ("auto", "xprof", "tf")
+
+HostLevel = Annotated[int | None, typer.Option(metavar="LEVEL", help=HOST_LEVEL_HELP)]
+DeviceLevel = Annotated[int | None, typer.Option(metavar="LEVEL", help=DEVICE_LEVEL_HELP)]
+PythonLevel = Annotated[int | None, typer.Option(metavar="LEVEL", help=PYTHON_LEVEL_HELP)]
+Analyze = Annotated[bool, typer.Option("--analyze/--no-analyze", help="Analyse the capture and print the result.")]
 
 
 def _levels(host: int | None, device: int | None, python: int | None, delay_ms: int | None = None):
@@ -72,23 +77,25 @@ def _report(run_dir: str, logdir: str, *, analyze: bool, no_steps: str | None = 
     say(f"tfadvisor: analyse it again with: tfadvisor analyze {logdir}")
 
 
-@app.command("service", short_help="Capture from a running program's profiler server(s).")
-@click.argument("address", cls=Argument, metavar="HOST:PORT[,HOST:PORT...]",
-                help="Profiler server(s) of the running program (grpc:// optional).")
-@click.option("--logdir", required=True, help="Where to write the profile (the server writes it too: use shared "
-                                              "storage such as gs:// for remote hosts).")
-@click.option("--duration-ms", type=int, default=2000, help="How long to trace, in milliseconds.")
-@click.option("--retries", type=int, default=2, help="Tries again this many times when nothing was traced.")
-@click.option("--host-tracer-level", type=int, help=HOST_LEVEL_HELP)
-@click.option("--device-tracer-level", type=int, help=DEVICE_LEVEL_HELP)
-@click.option("--python-tracer-level", type=int, help=PYTHON_LEVEL_HELP)
-@click.option("--delay-ms", type=int, help="Start tracing this much later (all hosts).")
-@click.option("--backend", type=click.Choice(BACKENDS), default="auto",
-              help="Client: xprof (passes tracer levels on) or tf; auto prefers xprof.")
-@click.option("--analyze/--no-analyze", default=True, help="Analyse the capture and print the result.")
-def service(address: str, logdir: str, duration_ms: int, retries: int, host_tracer_level: int | None,
-            device_tracer_level: int | None, python_tracer_level: int | None, delay_ms: int | None, backend: str,
-            analyze: bool) -> None:
+@app.command("service", cls=Command, short_help="Capture from a running program's profiler server(s).")
+def service(
+    address: Annotated[str, typer.Argument(metavar="HOST:PORT[,HOST:PORT...]", show_default=False,
+                                           help="Profiler server(s) of the running program (grpc:// optional).")],
+    logdir: Annotated[str, typer.Option(metavar="DIR", show_default=False, help="Where to write the profile (the "
+                                        "server writes it too: use shared storage such as gs:// for remote hosts).")],
+    duration_ms: Annotated[int, typer.Option(metavar="MS", help="How long to trace, in milliseconds.")] = 2000,
+    retries: Annotated[int, typer.Option(metavar="N", help="Tries again this many times when nothing was traced.")]
+    = 2,
+    host_tracer_level: HostLevel = None,
+    device_tracer_level: DeviceLevel = None,
+    python_tracer_level: PythonLevel = None,
+    delay_ms: Annotated[int | None, typer.Option(metavar="MS", help="Start tracing this much later (all hosts).")]
+    = None,
+    backend: Annotated[str, typer.Option(parser=one_of("backend", BACKENDS), metavar=choice(*BACKENDS),
+                                         help="Client: xprof (passes tracer levels on) or tf; auto prefers xprof.")]
+    = "auto",
+    analyze: Analyze = True,
+) -> None:
     """Capture DURATION ms from a program that runs tf.profiler.experimental.server.start(PORT).
 
     Memory events on the CPU need the program itself to run with TF_CPU_ALLOCATOR_USE_BFC=true.
@@ -110,34 +117,49 @@ def service(address: str, logdir: str, duration_ms: int, retries: int, host_trac
                      f"{got.run_dir}): capture while the program trains, or use a longer --duration-ms")
 
 
-@app.command("run", context_settings={"allow_interspersed_args": False},
+#: How a custom training loop marks its steps, as ``capture run --help`` shows it.
+STEP_MARKER = "with tfadvisor.step(i): train_step(batch)"
+RAW_STEP_MARKER = "with tf.profiler.experimental.Trace('train', step_num=i, _r=1): ..."
+
+
+@app.command("run", cls=Command, context_settings={"allow_interspersed_args": False},
              short_help="Run a training script with the profiler armed, then analyse.")
-@click.argument("command", cls=Argument, nargs=-1, required=True, metavar="-- COMMAND [ARGS]...",
-                help="The training command, e.g. python train.py --epochs 3.")
-@click.option("--logdir", required=True, help="Where the profiler writes.")
-@click.option("--start-step", type=int,
-              help="First profiled step of keras Model.fit (global, from 0; default 10).")
-@click.option("--steps", type=int, help="How many steps to profile (default 10).")
-@click.option("--start-after-s", type=float,
-              help="Time mode: start the profiler this many seconds after the script starts (any TensorFlow "
-                   "program).")
-@click.option("--duration-s", type=float, help="Time mode: profile this long (default 5).")
-@click.option("--host-tracer-level", type=int, help=HOST_LEVEL_HELP)
-@click.option("--device-tracer-level", type=int, help=DEVICE_LEVEL_HELP)
-@click.option("--python-tracer-level", type=int, help=PYTHON_LEVEL_HELP)
-@click.option("--memory", is_flag=True, help="Record CPU memory events (TF_CPU_ALLOCATOR_USE_BFC=true).")
-@click.option("--system/--no-system", default=True,
-              help="Sample CPU, memory, disk, network and GPU use during the window (tfadvisor_system.<host>.npz "
-                   "beside the profile).")
-@click.option("--system-hz", type=float, default=10.0, help="System sampling rate, samples per second (1-50).")
-@click.option("--analyze/--no-analyze", default=True, help="Analyse the capture and print the result.")
-def run(command: tuple[str, ...], logdir: str, start_step: int | None, steps: int | None,
-        start_after_s: float | None, duration_s: float | None, host_tracer_level: int | None,
-        device_tracer_level: int | None, python_tracer_level: int | None, memory: bool, system: bool,
-        system_hz: float, analyze: bool) -> None:
+def run(
+    command: Annotated[list[str], typer.Argument(metavar="-- COMMAND [ARGS]...", show_default=False,
+                                                 help="The training command, e.g. python train.py --epochs 3.")],
+    logdir: Annotated[str, typer.Option(metavar="DIR", show_default=False, help="Where the profiler writes.")],
+    start_step: Annotated[int | None, typer.Option(metavar="N", help="First profiled step (global, from 0; default "
+                                                   "10): of keras Model.fit, or of the loop's step markers.")] = None,
+    steps: Annotated[int | None, typer.Option(metavar="N", help="How many steps to profile (default 10).")] = None,
+    start_after_s: Annotated[float | None, typer.Option(metavar="S", help="Time mode: start the profiler this many "
+                                                        "seconds after the script starts (any TensorFlow program, no "
+                                                        "step markers needed).")] = None,
+    duration_s: Annotated[float | None, typer.Option(metavar="S", help="Time mode: profile this long (default 5).")]
+    = None,
+    host_tracer_level: HostLevel = None,
+    device_tracer_level: DeviceLevel = None,
+    python_tracer_level: PythonLevel = None,
+    memory: Annotated[bool, typer.Option("--memory", help="Record CPU memory events "
+                                         "(TF_CPU_ALLOCATOR_USE_BFC=true).")] = False,
+    system: Annotated[bool, typer.Option("--system/--no-system", help="Sample CPU, memory, disk, network and GPU use "
+                                         "during the window (tfadvisor_system.<host>.npz beside the profile).")]
+    = True,
+    system_hz: Annotated[float, typer.Option(metavar="HZ", help="System sampling rate, samples per second (1-50).")]
+    = 10.0,
+    analyze: Analyze = True,
+) -> None:
     """Run a training script with the profiler armed, then analyse what it captured.
 
-    Step mode (default) profiles steps START..START+STEPS-1 of keras Model.fit.
+    Step mode (default) profiles steps START..START+STEPS-1 of keras Model.fit, or of a custom training loop that
+    marks its steps:
+
+    \b
+        for i, batch in enumerate(ds):
+            with tfadvisor.step(i):
+                train_step(batch)
+
+    (tfadvisor.step records tf.profiler.experimental.Trace('train', step_num=i, _r=1), which marks a step too).
+    A script that neither calls fit nor marks a step within 30 s gets a warning while it runs.
 
     Time mode (--start-after-s/--duration-s) profiles a stretch of wall time of any TensorFlow program.
 
@@ -173,7 +195,7 @@ def run(command: tuple[str, ...], logdir: str, start_step: int | None, steps: in
         lost = lost_window(done)
         where = f"; what it captured is in {run_dir}" if run_dir else f"; {lost}" if lost else ""
         say_err(f"tfadvisor: the script exited with code {done.returncode}{where}")
-        raise click.exceptions.Exit(done.returncode if done.returncode > 0 else 128 - done.returncode)
+        raise typer.Exit(done.returncode if done.returncode > 0 else 128 - done.returncode)
     if not run_dir:
         fail(explain_no_profile(done))
         return
@@ -189,15 +211,13 @@ def _terminated(done, run_dir: str | None) -> None:
             f"{done.returncode}{kept}")
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
-    raise click.exceptions.Exit(143)
+    raise typer.Exit(143)
 
 
-def _register_vertex() -> None:
-    """``tfadvisor capture vertex`` lives in tfadvisor/capture/vertex_job.py (``register(app)``); the Vertex AI
-    SDK is imported only when that command runs."""
-    from tfadvisor.capture.vertex_job import register
-
-    register(app)
+def register(root: typer.Typer) -> None:
+    """Add ``capture`` (service, run, vertex) to the root command."""
+    root.add_typer(app, name="capture", short_help="Capture a profile: from a profiler server, or run a script.")
 
 
-_register_vertex()
+# ``capture vertex``'s options are in their own module; the Vertex AI SDK is imported only when that command runs.
+register_vertex(app)

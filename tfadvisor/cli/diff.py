@@ -6,36 +6,41 @@ either profile has no step time."""
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
-import click
+import typer
 
-from tfadvisor.errors import Argument, Command, fail
+from tfadvisor.cli.common import Command
+from tfadvisor.errors import fail
 
 
-@click.command("diff", cls=Command, short_help="Compare two profiles: step time, breakdown, input, gaps.")
-@click.argument("before", cls=Argument, metavar="BEFORE",
-                help="The profile before the change (logdir, run dir or .xplane.pb).")
-@click.argument("after", cls=Argument, metavar="AFTER", help="The profile after the change.")
-@click.option("--format", "-f", "fmt", default="text", metavar="text|json", help="Output format: text or json.")
-@click.option("--fail-on-regression", type=float, metavar="PCT",
-              help="Exit 1 when the step time got significantly slower (beyond the steps' noise) by more than PCT %; "
-                   "2 when a profile has no step time.")
-@click.option("--run-before", metavar="NAME", help="Run to use in BEFORE (default: newest).")
-@click.option("--run-after", metavar="NAME", help="Run to use in AFTER (default: newest).")
-@click.option("--rules", multiple=True, metavar="DIR", help="Extra rules directory (repeatable).")
-def diff_command(before: str, after: str, fmt: str, fail_on_regression: float | None, run_before: str | None,
-                 run_after: str | None, rules: tuple[str, ...]) -> None:
+def diff_command(
+    before: Annotated[str, typer.Argument(metavar="BEFORE", show_default=False,
+                                          help="The profile before the change (logdir, run dir or .xplane.pb).")],
+    after: Annotated[str, typer.Argument(metavar="AFTER", show_default=False, help="The profile after the change.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar="text|json",
+                                     help="Output format: text or json.")] = "text",
+    fail_on_regression: Annotated[float | None, typer.Option(
+        metavar="PCT", help="Exit 1 when the step time got significantly slower (beyond the steps' noise) by more than "
+                            "PCT %; 2 when a profile has no step time.")] = None,
+    run_before: Annotated[str | None, typer.Option(metavar="NAME",
+                                                   help="Run to use in BEFORE (default: newest).")] = None,
+    run_after: Annotated[str | None, typer.Option(metavar="NAME",
+                                                  help="Run to use in AFTER (default: newest).")] = None,
+    rules: Annotated[list[str] | None, typer.Option(metavar="DIR", show_default=False,
+                                                    help="Extra rules directory (repeatable).")] = None,
+) -> None:
     """Compare two profiles: step time, breakdown, input, gaps, precision, memory, AllReduce, findings."""
     from tfadvisor.api import analyze
     from tfadvisor.report.diff import diff_results, render_text
 
     if fmt not in ("text", "json"):
         fail(f"--format must be text or json, not {fmt!r}")
-    rb = analyze(before, run=run_before, rules_dirs=list(rules))
-    ra = analyze(after, run=run_after, rules_dirs=list(rules))
+    rb = analyze(before, run=run_before, rules_dirs=list(rules or []))
+    ra = analyze(after, run=run_after, rules_dirs=list(rules or []))
     d = diff_results(rb, ra)
     if fmt == "json":
-        click.echo(json.dumps(d, indent=2, default=str))
+        typer.echo(json.dumps(d, indent=2, default=str))
     else:
         render_text(d)
     if fail_on_regression is not None:
@@ -51,4 +56,10 @@ def diff_command(before: str, after: str, fmt: str, fail_on_regression: float | 
             fail(f"{what} regressed by {pct:.1f} % (> {fail_on_regression:g} %)", code=1)
 
 
-__all__ = ["diff_command"]
+def register(app: typer.Typer) -> None:
+    """Add ``diff`` to the root command."""
+    app.command("diff", cls=Command, short_help="Compare two profiles: step time, breakdown, input, gaps.")(
+        diff_command)
+
+
+__all__ = ["diff_command", "register"]

@@ -247,6 +247,29 @@ class _Capture:
         except Exception as err:  # noqa: BLE001
             _say(f"the step window did not close cleanly ({type(err).__name__}: {err})")
 
+    def watch_for_steps(self):
+        """Step mode: say so while the script runs when, ``no_steps_warn_s`` (30 s) after start-up, it has neither
+        called ``fit`` nor made a step marker: a custom loop without markers never arms the window, and waiting for
+        the script's end to learn it wastes the run."""
+        import threading
+
+        delay = float(self.cfg.get("no_steps_warn_s", 30.0))
+        if delay <= 0:
+            return
+        timer = threading.Timer(delay, self._no_steps_yet, args=(delay,))
+        timer.daemon = True
+        timer.name = "tfadvisor-step-watch"
+        timer.start()
+
+    def _no_steps_yet(self, delay):
+        if not self.armed() or self.exiting.is_set() or self.fit_calls or self.markers_seen:
+            return
+        _say(f"{delay:g} s and neither keras Model.fit nor a step marker yet: the step window opens at step "
+             f"{int(self.cfg.get('start_step', 10))} of fit, or of a custom loop that marks its steps "
+             "(with tfadvisor.step(i): train_step(batch), or tf.profiler.experimental.Trace('train', step_num=i, "
+             "_r=1)); a loop without markers is never profiled: mark its steps, or capture by time with "
+             "--start-after-s/--duration-s")
+
     # --- time mode -------------------------------------------------------------------------
     def start_timer(self):
         import threading
@@ -472,6 +495,8 @@ def _arm():
             sys.meta_path.insert(0, _ImportWatcher(watch))
         if capture.mode == "time":
             capture.start_timer()
+        else:
+            capture.watch_for_steps()
         globals()["_capture"] = capture
     except Exception as err:  # noqa: BLE001
         _say(f"cannot arm the capture ({type(err).__name__}: {err}); the script runs unprofiled")
