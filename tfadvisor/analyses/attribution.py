@@ -11,9 +11,9 @@ Lanes and their parts (each instant goes to the first part that covers it):
   trace the TF ops on the host, which is the device there) > ``input`` (host-to-device copies, waits
   for the next batch) > ``between_steps`` (from a step's marker end to the next step's start:
   callbacks, logging, the loop's Python; in a Keras marker also the time after the train function's work
-  ends, where Keras runs the batch-end hooks: :func:`~tfadvisor.analyses.step_detect.work_ends`) > ``runtime`` (kernel launches, function calls, eager
-  dispatch, the TF executor) > ``host_ops`` (TF ops on the host beside a device) > ``python``
-  (Python-side work the trace records) > ``idle`` (nothing traced). Window time before the first or
+  ends, where Keras runs the batch-end hooks: :func:`~tfadvisor.analyses.step_detect.work_ends`) > ``runtime``
+  (kernel launches, function calls, eager dispatch, the TF executor) > ``host_ops`` (TF ops on the host beside a
+  device) > ``python`` (Python-side work the trace records) > ``idle`` (nothing traced). Window time before the first or
   after the last step is ``outside_steps``.
 * each device (``GPU:0``, ``TPU:1``): its own activity (kernels, copies, XLA ops) by op category,
   the rest ``idle``. Devices are never merged: each is its own lane. A kernel's category is its name's
