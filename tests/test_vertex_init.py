@@ -162,7 +162,7 @@ from werkzeug import serving
 _run_simple = serving.run_simple
 serving.run_simple = lambda host, port, app, **kw: _run_simple("127.0.0.1", port, app, **kw)
 
-import tfadvisor.vertex as vertex
+import tfadvisor.capture.vertex as vertex
 cb = vertex.init()
 out = {"callback": type(cb).__name__, "started": vertex._profiler_service_started,
        "logdir": getattr(cb, "logdir", None), "window": list(getattr(cb, "window", None) or [])}
