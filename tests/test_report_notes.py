@@ -8,12 +8,12 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
 from conftest import analysed, sample_dirs
+from typer.testing import CliRunner
 
 import tfadvisor
 from tfadvisor.analyses.base import AnalysisResult, UndeclaredMetric
-from tfadvisor.cli import app
+from tfadvisor.cli.app import app
 from tfadvisor.report import cpu_only
 
 #: The most lines the notes may take in the terminal report of a CPU-only sample without --notes (issue 55).
