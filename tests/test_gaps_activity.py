@@ -46,3 +46,25 @@ def test_gap_coverage_is_the_whole_sets(path):
         assert np.array_equal(got["python"].within(gs, ge) if "python" in got else np.zeros(gs.shape[0], np.int64),
                               whole.within(gs, ge))
     assert set(got) >= {"input", "ops"}
+
+
+def test_a_keras_markers_batch_end_is_a_row_between_steps():
+    """A callback listed before AdvisorCallback runs its batch-end hook inside the step marker (ablation seed 1, a
+    real program): the gaps table holds each marker's end after the train function's work as a ``batch_end`` row,
+    inside that marker, marked (the ``gaps`` mark selects it) but not counted; per training step they are at most
+    the attribution's between_steps (which holds them and the gaps between markers) and most of it here."""
+    from conftest import ROOT
+
+    import tfadvisor
+
+    res = tfadvisor.analyze(ROOT / "tests" / "data" / "ablation" / "1" / "logdir")
+    g, st = res.tables["gaps"], res.tables["steps"]
+    tails = g[g["kind"] == "batch_end"]
+    assert len(tails) >= len(st) - 1 > 0, len(tails)
+    assert not tails["counted"].any() and tails["marked"].all()
+    ends = set(st["end_ps"].tolist())
+    assert set(tails["end_ps"].tolist()) <= ends
+    k = np.searchsorted(st["start_ps"].to_numpy(), tails["start_ps"].to_numpy(), side="right") - 1
+    assert (tails["start_ps"].to_numpy() >= st["start_ps"].to_numpy()[k]).all()
+    per_step = float(tails["duration_ms"].sum()) / float(st["train_steps"].sum())
+    assert 0.3 * res.metrics["attr_between_steps_ms"] <= per_step <= res.metrics["attr_between_steps_ms"] + 1e-9

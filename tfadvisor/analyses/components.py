@@ -298,7 +298,8 @@ def _dispatch(trace: Trace, steps: StepSet, key_of: dict, acc: dict[tuple[str, s
         gap[1:] = np.maximum(start[1:] - reach[:-1], 0)
         # inside one step: the op and the previous op's end within the same step's start and its work's end
         k = np.searchsorted(steps.start, start, side="right") - 1
-        ok = (k >= 0) & (start <= work_ends(p, steps)[np.maximum(k, 0)])  # the step's work: not its batch-end hooks
+        ends = work_ends(p, steps.start, steps.end)
+        ok = (k >= 0) & (start <= ends[np.maximum(k, 0)])  # the step's work: not its batch-end hooks
         ok[1:] &= reach[:-1] >= steps.start[np.maximum(k[1:], 0)]
         ok[0] = False
         # each event's part: an index into ``owners`` (-1: an input op or one not counted)

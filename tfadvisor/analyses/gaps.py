@@ -31,6 +31,7 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.names import name_mask, name_test
+from tfadvisor.analyses.step_detect import work_ends
 from tfadvisor.model.table import Table, group_sum
 from tfadvisor.model.trace import Trace
 from tfadvisor.spans.intervals import LazyUnion, Measure
@@ -106,8 +107,10 @@ DECLARED = declare(
         "TF activity of the training threads) is idle, whatever the host's Python does; within: the `idle` step "
         "category. Shares of `profile_wall_ms`. `gap_host_activity` values: `python`, `callbacks`, `input`, `ops`, "
         "`idle`",
-    tables="`gaps` (start_ps, end_ps, duration_ms, between_steps, kind (`between_steps`, `validation`, `epoch_end`), "
-           "host_activity); `gaps` also has `idle_ms` and `counted` (the gaps `gaps_count` counts)",
+    tables="`gaps` (start_ps, end_ps, duration_ms, between_steps, kind (`between_steps`, `validation`, `epoch_end`, "
+           "`batch_end`: a Keras step marker's end after its train function's work, the batch-end hooks), "
+           "host_activity); `gaps` also has `idle_ms`, `counted` (the gaps `gaps_count` counts) and `marked` (those "
+           "and the batch ends: what the `gaps` mark selects)",
 )
 
 
@@ -201,17 +204,30 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.add("gap_host_activity", str(acts[int(np.argmax(weights))]) if len(acts) else "idle")
     else:
         res.missing(["gap_host_activity", "gap_host_python_pct"], "no time between steps")
+    # a Keras step marker's end after its train function's work (the batch-end hooks): the attribution's
+    # between_steps too; rows of the table (kind ``batch_end``), never counted as gaps
+    hs, he = _batch_ends(act, s, e)
+    h_idle = (he - hs) - busy.within(hs, he) if hs.shape[0] else np.empty(0, np.int64)
+    order = np.argsort(np.concatenate([gs, hs]), kind="stable")
     res.tables["gaps"] = Table({
-        "start_ps": gs,
-        "end_ps": ge,
-        "duration_ms": gap_len / PS_PER_MS,
-        "idle_ms": gap_idle / PS_PER_MS if gs.shape[0] else np.empty(0),
-        "between_steps": np.ones(gs.shape[0], bool),
-        "counted": sig,
-        "kind": kind,
-        "host_activity": activity_col,
+        "start_ps": np.concatenate([gs, hs])[order],
+        "end_ps": np.concatenate([ge, he])[order],
+        "duration_ms": np.concatenate([gap_len, he - hs])[order] / PS_PER_MS,
+        "idle_ms": np.concatenate([gap_idle, h_idle]).astype(np.float64)[order] / PS_PER_MS,
+        "between_steps": np.ones(order.shape[0], bool),
+        "counted": np.concatenate([sig, np.zeros(hs.shape[0], bool)])[order],
+        "marked": np.concatenate([sig, np.ones(hs.shape[0], bool)])[order],  # what the ``gaps`` mark selects
+        "kind": np.concatenate([kind, np.full(hs.shape[0], "batch_end", object)])[order],
+        "host_activity": np.concatenate([activity_col, np.full(hs.shape[0], "python", object)])[order],
     })
     return res
+
+
+def _batch_ends(act: Activity, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ends of the step markers after their train function's work (:func:`work_ends`): (start, end) ps."""
+    work = work_ends(act.host, start, end)
+    held = work < end
+    return work[held].astype(np.int64), np.asarray(end)[held].astype(np.int64)
 
 
 __all__ = ["analyze", "busy_set"]

@@ -63,7 +63,8 @@ SPAN_MARKS: dict[str, str] = {
     "steps": "every step of the window (the steps table)",
     "outlier_steps": "the outlier steps (the steps table's outlier column)",
     "pattern_steps": "the steps that hold work the other steps do not (the step_patterns table)",
-    "gaps": "the gaps between steps the gaps analysis counts (idle of at least max(100 us, 5 % of the median step))",
+    "gaps": "the gaps between steps the gaps analysis counts (idle of at least max(100 us, 5 % of the median step)) "
+            "and the ends of Keras step markers after their train function's work (the batch-end hooks)",
 }
 #: name -> what it shows: the report's plots a rule may point its findings at (``plots = [...]``).
 PLOTS: dict[str, str] = {

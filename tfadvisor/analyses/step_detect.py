@@ -427,12 +427,14 @@ KERAS_STEP_FUNCTION = re.compile(r"^EagerLocalExecute: __inference_(?:multi|one)
 WAITS_FOR_CALL_PS = 1_000_000_000
 
 
-def work_ends(host: Plane | None, steps: StepSet) -> np.ndarray:
+def work_ends(host: Plane | None, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
     """Where each step's own work ends: its marker's end, or, where the marker holds a call of Keras's train step
     function, the end of that call's work (the call, and what its executor runs on after it returns on the host's
     threads but tf.data's). After it, inside the marker, Keras runs the callbacks' batch-end hooks and its logging:
-    time between the steps (the callbacks listed before AdvisorCallback end before its marker does)."""
-    end = steps.end.copy()
+    time between the steps (the callbacks listed before AdvisorCallback end before its marker does). ``start`` and
+    ``stop``: the step markers' starts and ends, ascending."""
+    end = np.asarray(stop, np.int64).copy()
+    first = np.asarray(start, np.int64)
     if host is None or not end.shape[0]:
         return end
     meta = np.fromiter((bool(KERAS_STEP_FUNCTION.match(str(n))) for n in host.event_names), bool,
@@ -440,14 +442,14 @@ def work_ends(host: Plane | None, steps: StepSet) -> np.ndarray:
     if not meta.any():
         return end
     rows = host.rows_with_meta(meta)
-    start = host.ev_start_ps[rows]
-    stop = start + np.maximum(host.ev_dur_ps[rows], 0)
-    k = np.searchsorted(steps.start, start, side="right") - 1
-    inside = (k >= 0) & (stop <= steps.end[np.maximum(k, 0)])
+    c_lo = host.ev_start_ps[rows]
+    c_hi = c_lo + np.maximum(host.ev_dur_ps[rows], 0)
+    k = np.searchsorted(first, c_lo, side="right") - 1
+    inside = (k >= 0) & (c_hi <= end[np.maximum(k, 0)])
     if not inside.any():
         return end
     last = np.full(end.shape[0], -1, np.int64)
-    np.maximum.at(last, k[inside], stop[inside])
+    np.maximum.at(last, k[inside], c_hi[inside])
     # the call's work that outlives it: the next op on the call's thread waiting before it does anything
     main = host.rows_on_lines(np.unique(host.ev_line[rows]))
     m_lo = host.ev_start_ps[main]
@@ -456,12 +458,12 @@ def work_ends(host: Plane | None, steps: StepSet) -> np.ndarray:
     m_hi = m_lo + np.maximum(host.ev_dur_ps[main][order], 0)
     has = np.flatnonzero(last >= 0)
     i = np.searchsorted(m_lo, last[has], side="left")
-    ok = (i < m_lo.shape[0]) & (m_lo[np.minimum(i, m_lo.shape[0] - 1)] < steps.end[has])
+    ok = (i < m_lo.shape[0]) & (m_lo[np.minimum(i, m_lo.shape[0] - 1)] < end[has])
     has, i = has[ok], i[ok]
     nxt = np.minimum(i + 1, m_lo.shape[0] - 1)
     child = np.where((i + 1 < m_lo.shape[0]) & (m_lo[nxt] < m_hi[i]), m_lo[nxt], m_hi[i])
     waits = child - m_lo[i] >= WAITS_FOR_CALL_PS
-    last[has[waits]] = np.minimum(child[waits], steps.end[has[waits]])
+    last[has[waits]] = np.minimum(child[waits], end[has[waits]])
     return np.where(last >= 0, last, end)
 
 
