@@ -409,8 +409,8 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
         return out
 
     def part_of(cats: dict[str, float]) -> str:
-        """The attribution's part that holds most of this time on the wall clock."""
-        return max(cats, key=lambda c: (on_wall({c: cats[c]}, wall_pct), cats[c], c))
+        """The attribution's part that holds most of this time on the wall clock ("" for no time)."""
+        return max(cats, key=lambda c: (on_wall({c: cats[c]}, wall_pct), cats[c], c)) if cats else ""
 
     rows = sorted(acc.items(), key=lambda kv: (-on_wall(kv[1].cats, wall_pct), -kv[1].ps, kv[0]))
     labels = [label(*k, what=named.about(k)) for k, _ in rows]
@@ -468,7 +468,8 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
         whole.setdefault((name, kind), _Acc()).merge(a, skip=("collective",))
     model_ps = sum(a.ps for (_, kind), a in whole.items() if kind == "layer")
     for kind in KINDS:
-        mine = sorted(((on_wall(a.cats, wall_pct), a.ps, name, a) for (name, k), a in whole.items() if k == kind),
+        mine = sorted(((on_wall(a.cats, wall_pct), a.ps, name, a) for (name, k), a in whole.items()
+                       if k == kind and a.cats),  # a part of collectives alone has no work of its own
                       key=lambda x: (-x[0], -x[1], x[2]))
         keys = [f"comp_{kind}{x}" for x in ("", "_class", "_pct", "_ms", "_part", "_types", "_ratio")]
         if not mine:
@@ -530,7 +531,8 @@ def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, flo
     taken = taken_ms / ms_per_pct if ms_per_pct > 0 else 0.0
     what = [f"waiting for batches {wait_ms:.3g} ms"] if wait_ms > 0 else []
     what += [f"its threads slowing the step's ops {taken_ms:.3g} ms"] if taken_ms > 0 else []
-    return {"pct": wait_pct + taken, "ms": wait_ms + taken_ms,
+    pct = min(wait_pct + taken, 100.0)  # the contention estimate is at most the steps' own time, the wait beside it
+    return {"pct": pct, "ms": pct * ms_per_pct if wait_pct + taken > 100.0 else wait_ms + taken_ms,
             "types": str(ctx.metric("tfdata_hot_stage") or ""),
             "label": "the input pipeline" + (f" ({', '.join(what)})" if what else "")}
 
