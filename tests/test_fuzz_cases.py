@@ -179,6 +179,9 @@ EXPECT: dict[str, tuple[str, str]] = {
     "insane_idle_pct_overlapping_steps": ("result", "overlap"),
     # a duplicated tf.data line: the input pipeline's components row read 103 %, tfdata_pyfunc_pct 116 % (fuzz seed 56)
     "range_comp_top_pct_input_over_100": ("result", ""),
+    # every Python event at offset INT64_MIN: a tensor made from host data ran past its step (numpy_feed_pct 1e9 %,
+    # fuzz seed 58, the one failure in 20,000 inputs)
+    "range_numpy_feed_pct_event_past_steps": ("result", ""),
     "intcast_nonfinite_data_type": ("result", ""),
     # its stats are kernel_details, which no analysis reads: the reader skips them uninflated (loading every
     # stat still refuses them: test_bad_input's test_bomb_in_a_stat_no_analysis_reads)

@@ -233,7 +233,7 @@ def _numpy_feed(res: AnalysisResult, act: Activity, a, b, in_stats, tot: float) 
         res.missing(names[1:], "no tensor made from host data inside the steps")
         return
     _, inside = step_of(a, b, p.ev_start_ps[rows])
-    ps = float(Measure.of_rows(p, rows[inside]).total())
+    ps = float(Measure.of_rows(p, rows[inside]).within(a, b).sum())  # inside the steps, where an event runs past one
     res.add("numpy_feed_per_step", float(inside.sum()) / n)
     res.add("numpy_feed_ms_per_step", ps / PS_PER_MS / n)
     res.add("numpy_feed_pct", 100.0 * ps / tot if tot > 0 else None)
