@@ -519,7 +519,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
     if n:
         w_end = np.asarray(st["wall_end_ps"], np.int64) if same else wall_ends(steps.start, steps.end,
                                                                                  np.full(n, "", object))
-        gaps = Measure.union(np.minimum(work_ends(host, steps.start, steps.end), w_end), w_end)
+        work = np.asarray(st["work_end_ps"], np.int64) if same else work_ends(host, steps.start, steps.end)
+        gaps = Measure.union(np.minimum(work, w_end), w_end)
         held = (w_end[:-1] < steps.start[1:])  # validation, epoch ends: not in any step
         v_lo, v_hi = w_end[:-1][held], steps.start[1:][held]
         o_lo, o_hi = complement(steps.start[:1], w_end[-1:], lo, hi)

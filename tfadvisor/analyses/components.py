@@ -41,7 +41,7 @@ from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.opcost import CATEGORIES, INPUT_OPS, category, display_type, op_parts, op_type_of
 from tfadvisor.analyses.placement import tf_op_meta_mask
 from tfadvisor.analyses.program import Names, Program
-from tfadvisor.analyses.step_detect import StepSet, work_ends
+from tfadvisor.analyses.step_detect import StepSet
 from tfadvisor.io.runmeta import keras_facts
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
@@ -278,7 +278,8 @@ def _host_ops(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray]:
     return names, np.concatenate(dur), np.concatenate(cnt)
 
 
-def _dispatch(trace: Trace, steps: StepSet, key_of: dict, acc: dict[tuple[str, str, str], _Acc]) -> None:
+def _dispatch(trace: Trace, steps: StepSet, work: np.ndarray, key_of: dict,
+              acc: dict[tuple[str, str, str], _Acc]) -> None:
     """Each op's dispatch into its part of the program, as :data:`RUNTIME` (see the module docs): the time inside a
     step between the previous op's end (of any thread) and this op's start. Before an op of the step's own (no
     scope: the ops TensorFlow adds for a loop's gradient, ``zeros_like``, ``GatherV2``) the time is the part's
@@ -298,8 +299,7 @@ def _dispatch(trace: Trace, steps: StepSet, key_of: dict, acc: dict[tuple[str, s
         gap[1:] = np.maximum(start[1:] - reach[:-1], 0)
         # inside one step: the op and the previous op's end within the same step's start and its work's end
         k = np.searchsorted(steps.start, start, side="right") - 1
-        ends = work_ends(p, steps.start, steps.end)
-        ok = (k >= 0) & (start <= ends[np.maximum(k, 0)])  # the step's work: not its batch-end hooks
+        ok = (k >= 0) & (start <= work[np.maximum(k, 0)])  # the step's work: not its batch-end hooks
         ok[1:] &= reach[:-1] >= steps.start[np.maximum(k[1:], 0)]
         ok[0] = False
         # each event's part: an index into ``owners`` (-1: an input op or one not counted)
@@ -347,7 +347,7 @@ def _dispatch(trace: Trace, steps: StepSet, key_of: dict, acc: dict[tuple[str, s
 
 
 def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
-            steps: StepSet | None = None) -> AnalysisResult:
+            steps: StepSet | None = None, step_table: Table | None = None) -> AnalysisResult:
     res = AnalysisResult("components")
     source, names, dur, cnt = op_parts(trace, ctx)
     if source == "host":  # the training threads' ops alone: tf.data's run beside them (its own analyses)
@@ -381,7 +381,9 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
         key_of[names[i]] = (key, causes_of(full, dt))
         acc.setdefault(key, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), key_of[names[i]][1])
     if source == "host" and steps is not None and steps.start.shape[0]:
-        _dispatch(trace, steps, key_of, acc)
+        same = step_table is not None and len(step_table) == steps.start.shape[0]
+        work = np.asarray(step_table["work_end_ps"], np.int64) if same else steps.end
+        _dispatch(trace, steps, work, key_of, acc)
     total = sum(a.ps for a in acc.values())
     if total <= 0:
         res.missing(metrics, "no op time in named scopes", tf_only=True)
@@ -532,7 +534,7 @@ def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, flo
     what = [f"waiting for batches {wait_ms:.3g} ms"] if wait_ms > 0 else []
     what += [f"its threads slowing the step's ops {taken_ms:.3g} ms"] if taken_ms > 0 else []
     pct = min(wait_pct + taken, 100.0)  # the contention estimate is at most the steps' own time, the wait beside it
-    return {"pct": pct, "ms": pct * ms_per_pct if wait_pct + taken > 100.0 else wait_ms + taken_ms,
+    return {"pct": pct, "ms": min(wait_ms + taken_ms, 100.0 * ms_per_pct),
             "types": str(ctx.metric("tfdata_hot_stage") or ""),
             "label": "the input pipeline" + (f" ({', '.join(what)})" if what else "")}
 

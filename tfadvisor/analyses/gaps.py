@@ -31,7 +31,6 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.names import name_mask, name_test
-from tfadvisor.analyses.step_detect import work_ends
 from tfadvisor.model.table import Table, group_sum
 from tfadvisor.model.trace import Trace
 from tfadvisor.spans.intervals import LazyUnion, Measure
@@ -143,7 +142,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
 
     # Gaps between consecutive steps; those holding validation or an epoch end are not training time.
     order = np.argsort(s, kind="stable")
-    s, e, after = s[order], e[order], after[order]
+    s, e, after, work = s[order], e[order], after[order], np.asarray(tbl["work_end_ps"], np.int64)[order]
     gs = e[:-1]
     ge = s[1:]
     ok = ge > gs
@@ -204,9 +203,10 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.add("gap_host_activity", str(acts[int(np.argmax(weights))]) if len(acts) else "idle")
     else:
         res.missing(["gap_host_activity", "gap_host_python_pct"], "no time between steps")
-    # a Keras step marker's end after its train function's work (the batch-end hooks): the attribution's
-    # between_steps too; rows of the table (kind ``batch_end``), never counted as gaps
-    hs, he = _batch_ends(act, s, e)
+    # a Keras step marker's end after its train function's work (the steps table's work_end_ps: the batch-end
+    # hooks): the attribution's between_steps too; rows of the table (kind ``batch_end``), never counted as gaps
+    held = work < e
+    hs, he = work[held], e[held].astype(np.int64)
     h_idle = (he - hs) - busy.within(hs, he) if hs.shape[0] else np.empty(0, np.int64)
     order = np.argsort(np.concatenate([gs, hs]), kind="stable")
     res.tables["gaps"] = Table({
@@ -222,12 +222,6 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     })
     return res
 
-
-def _batch_ends(act: Activity, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ends of the step markers after their train function's work (:func:`work_ends`): (start, end) ps."""
-    work = work_ends(act.host, start, end)
-    held = work < end
-    return work[held].astype(np.int64), np.asarray(end)[held].astype(np.int64)
 
 
 __all__ = ["analyze", "busy_set"]

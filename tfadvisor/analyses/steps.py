@@ -39,7 +39,7 @@ from tfadvisor.analyses.activity import (
     union_rows,
 )
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.step_detect import StepSet, executions, preceded_by
+from tfadvisor.analyses.step_detect import StepSet, executions, preceded_by, work_ends
 from tfadvisor.model.categories import STEP_CATEGORIES
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
@@ -187,7 +187,8 @@ DECLARED = declare(
         "collective > device compute (TF ops on the training threads, eager kernels) > other (TF runtime) > host "
         "compute (Python-side TF calls) > idle (nothing traced: pure Python). "
         "`step_kernel_launch_pct` is None CPU-only",
-    tables="`steps` (step, start_ps, end_ps, wall_end_ps, duration_ms, wall_ms, train_steps, ms_per_step (wall "
+    tables="`steps` (step, start_ps, end_ps, wall_end_ps, work_end_ps (where the step's own work ends: "
+           ":func:`~tfadvisor.analyses.step_detect.work_ends`), duration_ms, wall_ms, train_steps, ms_per_step (wall "
            "clock), busy_ms_per_step, preceded_by (`validation`, "
            "`epoch_end` or empty), one `<category>_ms` column per category, outlier flag); `steps` also has `name`, "
            "`period_ms`, `in_stats`",
@@ -257,6 +258,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet) -> Ana
         "start_ps": steps.start,
         "end_ps": steps.end,
         "wall_end_ps": w_end,
+        "work_end_ps": work_ends(act.host, steps.start, steps.end),
         "duration_ms": dur_ms,
         "wall_ms": step_wall / PS_PER_MS,
         "train_steps": nsteps,
