@@ -1,9 +1,9 @@
 """What `tfadvisor analyze` imports: the analysis path stays off pandas, jinja2, the MCP SDK and jsonschema (those
 two are for `tfadvisor mcp` and the tests only); `--help` stays off rich, pydantic and numpy.
 
-typer (0.29) checks every option value but a flag's with pydantic, imported when a command with values runs: ~40 ms
-of import and ~75 ms in all of `tfadvisor analyze`'s parsing here (2026-12-02, median of 3 in-process runs of
-`analyze /nonexistent --params 25M`: 145 ms on click, 215 ms on typer 0.29.2); the analysis itself never imports it.
+typer (0.29) converts every option value but a flag's with pydantic (~55 ms of import, ~10 ms of adapters for
+`analyze`); tfadvisor's commands convert the values of theirs without it (tfadvisor.cli.values), so `analyze` imports
+no pydantic either (tests/test_cli_values.py).
 
 Importing pandas costs about a quarter of a second, more than the whole analysis of a typical small
 profile (benchmarks/compare.py); it is imported only where a table becomes a DataFrame (notebooks,
@@ -51,7 +51,6 @@ def test_analyze_imports_no_pandas(sample, fmt):
     assert proc.returncode == 0, proc.stderr[-2000:]
     if sample == "memory_heavy":  # memory events are grouped with pandas: the one analysis that needs it
         heavy = [m for m in heavy if m != "pandas"]
-    heavy = [m for m in heavy if m != "pydantic"]  # typer's own check of the option values (module docs)
     assert heavy == [], f"{sample} --format {fmt} imported {heavy}"
 
 
@@ -98,9 +97,8 @@ def _probe(args: list[str], watch) -> list[str]:
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_the_small_sample_imports_no_markdown_parser_zip_or_difflib(fmt):
-    """Nothing of LIGHT beyond what the command line itself loads: typer 0.29 imports difflib (typer.core) and, when
-    it checks a value, pydantic, whose plugin loader imports zipfile (importlib.metadata); ``tfadvisor schema runs``
-    (typer, one value, no analysis) is that baseline, and the analysis adds nothing to it."""
+    """Nothing of LIGHT beyond what the command line itself loads: typer 0.29 imports difflib (typer.core);
+    ``tfadvisor schema runs`` (typer, one value, no analysis) is that baseline, and the analysis adds nothing to it."""
     cli_alone = _probe(["schema", "runs"], LIGHT)
     assert "markdown_it" not in cli_alone
     analysed = _probe(["analyze", str(SAMPLES / "input_bound_defaults_off"), "--format", fmt], LIGHT)

@@ -3,7 +3,8 @@
 :class:`Command` and :class:`Group` are typer's (``cls=`` of ``app.command`` and ``typer.Typer``), subclassed, never
 patched: help rows without type tags (each option states its metavar; an argument is shown by its metavar) and
 a usage line without braces; a "no such option" error that suggests only options spelled much like the one typed;
-Ctrl-C ends a command with exit code 130, no "Aborted!". Nothing here imports rich: ``--help`` stays fast.
+Ctrl-C ends a command with exit code 130, no "Aborted!"; option values converted without pydantic
+(:mod:`tfadvisor.cli.values`). Nothing here imports rich: ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from tfadvisor.cli.values import convert_natively
 from tfadvisor.errors import close_options
 
 
@@ -43,7 +45,12 @@ class _CloseOptions:
     """A "no such option" error naming only the options spelled much like the one typed (typer's own hint is any
     close match: ``--bogus`` would suggest ``--jobs``); and a ``--help`` flag whose default is False, not None: typer
     passes every value but a flag's bool through pydantic (imported on first use, ~40 ms), so ``tfadvisor analyze
-    --help`` would load it for the root's unset ``--help`` alone."""
+    --help`` would load it for the root's unset ``--help`` alone. Its parameters' values are converted without pydantic
+    (:func:`~tfadvisor.cli.values.convert_natively`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        convert_natively(self.params)  # type: ignore[attr-defined]
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)  # type: ignore[misc]
