@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 FACTOR = 1.5
 
@@ -53,6 +55,38 @@ OWN_TESTS: dict[str, list[str]] = {"step_busy": ["tests/test_truth.py"], "op_sha
                                    "memory_peak": ["tests/test_analyses_memory.py"],
                                    "top_part": ["tests/test_attribution.py"],
                                    "device_memory": ["tests/test_attribution.py"]}
+
+#: tests that caught each figure when last checked, run first by a ``--first`` run (the rest of its modules follow in
+#: their order, so any other test still catches a mutant they miss): each had run behind a module's other tests
+#: (test_attribution's 221 for op_share and device_memory, ~15 s each)
+CATCHERS: dict[str, list[str]] = {
+    "step_time": ["tests/test_truth.py::test_captured_step_time_is_the_wall_clock"],
+    "input_pct": ["tests/test_truth.py::test_captured_input_share"],
+    "idle_pct": ["tests/test_truth.py::test_captured_idle_share"],
+    "allreduce_ms": ["tests/test_truth.py::test_synthetic_against_the_generator"],
+    "memory_peak": ["tests/test_analyses_memory.py::test_peak_and_capacity"],
+    "step_busy": ["tests/test_truth.py::test_captured_step_time_is_the_wall_clock"],
+    "op_share": ["tests/test_attribution.py::test_host_offload_trace_per_chip"],
+    "top_part": ["tests/test_attribution.py::test_parts_sum_to_100"],
+    "device_memory": ["tests/test_attribution.py::test_host_offload_trace_per_chip"],
+}
+
+
+class CatchersFirst:
+    """pytest plugin: the collected tests whose id starts with one of ``first`` go first, in that order (a stable
+    sort after conftest's own)."""
+
+    def __init__(self, first: list[str]):
+        self.first = first
+
+    def _rank(self, nodeid: str) -> int:
+        return next((i for i, f in enumerate(self.first) if nodeid == f or nodeid.startswith((f + "[", f + "::"))),
+                    len(self.first))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        items.sort(key=lambda it: self._rank(it.nodeid))
+
 
 _HELPER = f"""
 
@@ -110,18 +144,22 @@ def make_copy(dest: Path, figure: str | None) -> int:
     return n
 
 
-def run_tests(copy: Path, tests: list[str], timeout: int, first: bool = False) -> tuple[set[str], str]:
-    """Run pytest on ``tests`` importing tfadvisor from ``copy`` (with ``first``: up to the first failure);
-    returns (failed test ids, summary line)."""
+def run_tests(copy: Path, tests: list[str], timeout: int, first: bool = False,
+              catchers: list[str] = ()) -> tuple[set[str], str]:
+    """Run pytest on ``tests`` importing tfadvisor from ``copy`` (with ``first``: up to the first failure, in one
+    process, the ``catchers`` first: :class:`CatchersFirst`); returns (failed test ids, summary line)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(copy / "no_xprof"), str(copy)])
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     cmd = [sys.executable, "-c",
            "import sys, tfadvisor; assert tfadvisor.__file__.startswith(sys.argv[1]), tfadvisor.__file__; "
-           "import pytest; sys.exit(pytest.main(sys.argv[2:]))",
-           str(copy), "-q", "-rfE", "-p", "no:cacheprovider", "--rootdir", str(ROOT), *(["-x"] if first else []),
-           # one module's tests stay on one xdist worker (--dist loadgroup): a second worker would only start up
-           *(["-n", "0"] if len({t.split("::")[0] for t in tests}) == 1 else []),
+           "import pytest; sys.path.append(sys.argv[2]); from mutation_check import CatchersFirst; "
+           "sys.exit(pytest.main(sys.argv[4:], plugins=[CatchersFirst(sys.argv[3].split())]))",
+           str(copy), str(Path(__file__).resolve().parent), " ".join(catchers if first else ()),
+           "-q", "-rfE", "-p", "no:cacheprovider", "--rootdir", str(ROOT), *(["-x"] if first else []),
+           # one module's tests stay on one xdist worker (--dist loadgroup): a second worker would only start up;
+           # a run up to its first failure, the catchers first, ends before a worker would have started
+           *(["-n", "0"] if first or len({t.split("::")[0] for t in tests}) == 1 else []),
            *[str(ROOT / t) for t in tests]]
     p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
     out = p.stdout + p.stderr
@@ -174,7 +212,7 @@ def main() -> int:
             if fig not in sites_of:
                 sites_of[fig] = make_copy(d, fig)
             sites = sites_of[fig]
-            failed, summary = run_tests(d, tests_of(fig), args.timeout, first=first)
+            failed, summary = run_tests(d, tests_of(fig), args.timeout, first=first, catchers=CATCHERS.get(fig, []))
             return sites, failed, summary, time.perf_counter() - t0
 
         results: dict[str, tuple[int, set[str], str, float]] = {}
