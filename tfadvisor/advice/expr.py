@@ -140,7 +140,20 @@ class Expr:
             tree = ast.parse(body, mode="eval")
         except SyntaxError as e:
             raise self._syntax(e, text, toks) from None
-        self._fn = self._build(tree.body)
+        self._fn: Callable[[Mapping[str, Any]], Any] | None = self._build(tree.body)
+
+    @classmethod
+    def unchecked(cls, source: str) -> Expr:
+        """An expression checked before (a rule read back from :mod:`tfadvisor.advice.cache`): parsed when first
+        used."""
+        expr = cls.__new__(cls)
+        expr.source, expr._fn = source, None
+        return expr
+
+    def _parsed(self) -> Callable[[Mapping[str, Any]], Any]:
+        if self._fn is None:
+            self.__init__(self.source)  # type: ignore[misc]
+        return self._fn  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ errors and positions
 
@@ -303,12 +316,13 @@ class Expr:
 
     def names(self) -> list[tuple[str, int]]:
         """Metric names used, with their offsets, in source order."""
+        self._parsed()
         return list(self._names)
 
     def check_names(self, known: Iterable[str]) -> None:
         """Raise :class:`ExprError` at the first name not in ``known``."""
         known = known if isinstance(known, (set, frozenset)) else set(known)  # 770 calls per load of the rules
-        for name, pos in self._names:
+        for name, pos in self.names():
             if name not in known:
                 import difflib  # only for a misspelt name: not on every run's path
 
@@ -317,11 +331,11 @@ class Expr:
 
     def evaluate(self, env: Mapping[str, Any]) -> Any:
         """The value, None when unknown. Raises :class:`ExprError` on a type error."""
-        return self._fn(env)
+        return (self._fn or self._parsed())(env)
 
     def test(self, env: Mapping[str, Any]) -> bool:
         """True only when the expression is definitely true."""
-        return truth(self._fn(env)) is True
+        return truth((self._fn or self._parsed())(env)) is True
 
     def __repr__(self) -> str:
         return f"Expr({self.source!r})"
@@ -373,14 +387,27 @@ class Template:
             raise ExprError(f"a template must be a string, got {type(source).__name__}")
         self.source = source
         # text, fields (expr, spec, position) and optional parts (lists of text and fields)
-        self.parts: list[Any] = []
+        parts: list[Any] = []
         last = 0
         for m in re.finditer(_OPTIONAL, source, re.S):
-            self.parts += self._parse(source, last, m.start())
-            self.parts.append(self._parse(source, m.start(1), m.end(1)))
+            parts += self._parse(source, last, m.start())
+            parts.append(self._parse(source, m.start(1), m.end(1)))
             last = m.end()
-        self.parts += self._parse(source, last, len(source))
-        self.parts = [p for p in self.parts if p != "" and p != []]
+        parts += self._parse(source, last, len(source))
+        self._parts: list[Any] | None = [p for p in parts if p != "" and p != []]
+
+    @classmethod
+    def unchecked(cls, source: str) -> Template:
+        """A template checked before (a rule read back from :mod:`tfadvisor.advice.cache`): parsed when first used."""
+        template = cls.__new__(cls)
+        template.source, template._parts = source, None
+        return template
+
+    @property
+    def parts(self) -> list[Any]:
+        if self._parts is None:
+            self.__init__(self.source)  # type: ignore[misc]
+        return self._parts  # type: ignore[return-value]
 
     @staticmethod
     def _parse(source: str, lo: int, hi: int) -> list[Any]:

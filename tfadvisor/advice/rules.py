@@ -28,6 +28,8 @@ there with the id of an earlier one replaces it, and ``enabled = false`` with ju
 from __future__ import annotations
 
 import bisect
+import functools
+import hashlib
 import re
 import sys
 from collections.abc import Iterable
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfadvisor.advice import cache
 from tfadvisor.advice.caveats import CAVEATS
 from tfadvisor.advice.expr import Expr, ExprError, Template, pointer
 from tfadvisor.analyses.marks import LANES, MARKS, PLOTS, scope_problem
@@ -230,13 +233,29 @@ def _rule_files(src: Path) -> list[Path]:
 
 
 def load_file(path: str | Path, known_metrics: Iterable[str] | None = None) -> list[tuple[str, Any]]:
-    """Parse one file: ``[(id, Rule)]``, or ``(id, line)`` for a rule switched off with ``enabled = false``."""
+    """Parse one file: ``[(id, Rule)]``, or ``(id, line)`` for a rule switched off with ``enabled = false``; read back
+    from the cache (:mod:`tfadvisor.advice.cache`) when the same file was checked against the same names before."""
     path = Path(path)
     known = set(_known() if known_metrics is None else known_metrics)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as err:
         raise RuleError(path, None, f"cannot read: {err.strerror or err}") from None
+    key = _cache_key(path, data, known)
+    kept = cache.read(path, key)
+    if kept is not None:
+        try:
+            return [_from_json(x) for x in kept]
+        except (KeyError, TypeError, ValueError, IndexError):  # an entry this did not write: parse, write it again
+            pass
+    out = _parse_file(path, data, known)
+    cache.write(path, key, [_to_json(r) for r in out])
+    return out
+
+
+def _parse_file(path: Path, raw: bytes, known: set[str]) -> list[tuple[str, Any]]:
+    try:  # as Path.read_text reads it: universal newlines
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as err:
         raise RuleError(path, None, f"not UTF-8 text: {err}") from None
     try:
@@ -536,6 +555,77 @@ class _Lines:
             if self.code[i] and pat.match(raw):
                 return i + 1
         return None
+
+
+# --------------------------------------------------------------------------- the cache's form (advice.cache)
+
+#: Bumped when the form of a cached rule changes.
+CACHE_FORMAT = 1
+
+
+@functools.cache
+def _checkers() -> bytes:
+    """What checking a rule file reads besides the file and the metric names: the source of the modules that parse
+    and check it, the vocabularies of marks.py, caveats.py and the attribution's parts, and Python's version."""
+    from tfadvisor.advice import caveats, expr
+    from tfadvisor.analyses import marks
+    from tfadvisor.analyses.attribution import PARTS
+
+    h = hashlib.sha256(f"{CACHE_FORMAT} {sys.version_info[:2]}".encode())
+    for module in (sys.modules[__name__], expr, marks, caveats):
+        h.update(Path(module.__file__).read_bytes() + b"\1")
+    for words in (sorted(MARKS), sorted(PLOTS), sorted(LANES), [c.id for c in CAVEATS], list(PARTS)):
+        h.update("\0".join(words).encode() + b"\1")
+    return h.digest()
+
+
+def _cache_key(path: Path, data: bytes, known: set[str]) -> str:
+    """The key of rule file ``path`` holding ``data``, checked against the metric names ``known``."""
+    h = hashlib.sha256(_checkers())
+    h.update("\0".join(sorted(known)).encode() + b"\1" + str(path).encode() + b"\1")
+    h.update(data)
+    return h.hexdigest()
+
+
+def _source(x: Expr | Template | None) -> str | None:
+    return None if x is None else x.source
+
+
+def _to_json(item: tuple[str, Any]) -> dict[str, Any]:
+    rule_id, r = item
+    if not isinstance(r, Rule):  # switched off: its line
+        return {"off": rule_id, "line": r}
+    cases = [{"when": c.when.source, "line": c.line, "severity": c.severity, "title": c.title,
+              "message": _source(c.message), "impact": _source(c.impact), "fix": c.fix, "evidence": c.evidence}
+             for c in r.cases]
+    return {"id": r.id, "title": r.title, "severity": r.severity, "when": r.when.source, "message": r.message.source,
+            "fix": r.fix, "impact": _source(r.impact), "evidence": r.evidence, "why": r.why, "example": r.example,
+            "docs": [[d.title, d.url] for d in r.docs], "cases": cases, "marks": r.marks, "plots": r.plots,
+            "lanes": r.lanes, "scope": r.scope, "explains": r.explains, "generic": r.generic,
+            "reports": list(r.reports), "path": r.path, "line": r.line}
+
+
+def _from_json(x: dict[str, Any]) -> tuple[str, Any]:
+    """A rule as :func:`_to_json` wrote it, its expressions parsed when first used (checked when it was written)."""
+    if "off" in x:
+        return x["off"], x["line"]
+
+    def expr(s: str | None) -> Expr | None:
+        return None if s is None else Expr.unchecked(s)
+
+    def template(s: str | None) -> Template | None:
+        return None if s is None else Template.unchecked(s)
+
+    cases = [Case(when=Expr.unchecked(c["when"]), line=c["line"], severity=c["severity"], title=c["title"],
+                  message=template(c["message"]), impact=expr(c["impact"]), fix=c["fix"], evidence=c["evidence"])
+             for c in x["cases"]]
+    rule = Rule(id=x["id"], title=x["title"], severity=x["severity"], when=Expr.unchecked(x["when"]),
+                message=Template.unchecked(x["message"]), fix=x["fix"], impact=expr(x["impact"]),
+                evidence=x["evidence"], why=x["why"], example=x["example"], docs=[Doc(t, u) for t, u in x["docs"]],
+                cases=cases, marks=x["marks"], plots=x["plots"], lanes=x["lanes"], scope=x["scope"],
+                explains=x["explains"], generic=x["generic"], reports=tuple(x["reports"]), path=x["path"],
+                line=x["line"])
+    return rule.id, rule
 
 
 __all__ = ["Case", "Doc", "Rule", "RuleError", "SEVERITIES", "SEVERITY_RANK", "builtin_rules_dir", "load_file",
