@@ -29,6 +29,12 @@ number of ops: that gave the runtime to the optimizer's thousand small ops where
 ``comp_top`` / ``comp_top_pct`` (the largest part and its share of the wall time), ``comp_summary`` (the largest
 five), and ``comp_<category>_top`` per op category (the parts that ran that category's ops: what the attribution's
 ``matrix`` or ``optimizer`` part is made of, in the program's words). Table ``components``.
+
+On a CPU the ops are the training steps' own (from a step's start to its work's end): a callback's ops between steps
+and an evaluation's are not the step's. The evaluations' ops (the throughput analysis' evaluation intervals) make rows
+of their own, role ``evaluation``: the evaluation per training step over the run (``outside_eval_ms_per_step_run``,
+the callback's clock beside the window's) shared out by the parts' op time in it (``comp_eval_ms``,
+``comp_eval_top``): what a metric or the model's forward pass costs in evaluation, in the program's words.
 """
 
 from __future__ import annotations
@@ -65,6 +71,11 @@ DECLARED = declare(
     )],
     ("comp_optimizer_updates", "", "the layer whose weights take most of the optimizer's update, by parameter "
                                    "count (`70 % of it updating embedding`; where the program's facts give them)"),
+    ("comp_eval_ms", "ms", "evaluation per training step over the run (`outside_eval_ms_per_step_run`), shared "
+                           "out among the parts of the program its ops belong to (`components` rows of role "
+                           "`evaluation`)"),
+    ("comp_eval_top", "", "the parts of the program evaluation's op time goes to, with their shares "
+                          "(`metric auc 60 %, layer functional_1/dense_1 30 %`)"),
     ("comp_dtype_policy", "", "the model's dtype policy (`mixed_float16`, `float32`), from the run file's `keras` "
                               "facts (tfadvisor's capture)"),
     ("comp_gradient_pct", "%", "the gradient computation's share of the wall time (every gradient op)"),
@@ -85,7 +96,9 @@ DECLARED = declare(
     doc="The op time joined to the program's parts by the ops' name scopes: the model's layers (forward and "
         "gradient), the optimizer (and the variable it updates, where the scope names it), the loss, the metrics, "
         "the step's own ops.",
-    tables="`components` (component, kind: layer/optimizer/loss/metric/step, role: forward/gradient/update, "
+    tables="`components` (component, kind: layer/optimizer/loss/metric/step/input, role: "
+           "forward/gradient/update/input, or evaluation: the evaluations' parts, per training step, after the steps' "
+           "(on a CPU), "
            "label: how reports name it, ms_per_step and pct: its share of the wall time, each op category's (the "
            "attribution's part) shared out by the component's op time in it; op_ms, op_pct: its ops' summed "
            "time; ops; types: its op types with the most time; layer_class, params (-1: unknown): the layer's class "
@@ -255,14 +268,18 @@ def training_rows(p: Plane) -> np.ndarray:
     return rows[~np.isin(p.ev_line[rows], tfdata)] if rows.shape[0] and tfdata.shape[0] else rows
 
 
-def _host_ops(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _host_ops(trace: Trace, spans: tuple[np.ndarray, np.ndarray] | None = None
+              ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(op names, summed durations ps, counts) of the host's TF ops on the training threads (:func:`training_rows`):
-    on a CPU the program's work."""
+    on a CPU the program's work; with ``spans`` (sorted, disjoint ``(start_ps, end_ps)``) only the ops that start in
+    one (the training steps' work: not a callback's between them, not an evaluation's)."""
     names: list[str] = []
     dur: list[np.ndarray] = []
     cnt: list[np.ndarray] = []
     for p in trace.host_planes:
         rows = training_rows(p)
+        if spans is not None and rows.shape[0]:
+            rows = rows[in_spans(p.ev_start_ps[rows], *spans)]
         if not rows.shape[0]:
             continue
         meta = p.ev_meta[rows].astype(np.int64)
@@ -276,6 +293,38 @@ def _host_ops(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray]:
     if not names:
         return [], np.empty(0), np.empty(0, np.int64)
     return names, np.concatenate(dur), np.concatenate(cnt)
+
+
+def in_spans(t: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Whether each time ``t`` lies in one of the spans ``[lo, hi]`` (in any order, overlapping or not)."""
+    if not lo.shape[0]:
+        return np.zeros(t.shape, bool)
+    order = np.argsort(lo, kind="stable")
+    lo, reach = lo[order], np.maximum.accumulate(hi[order])  # the furthest end of the spans starting by each
+    k = np.searchsorted(lo, t, side="right") - 1
+    return (k >= 0) & (t <= reach[np.maximum(k, 0)])
+
+
+def _tf_ops(names: list[str], source: str) -> list[int]:
+    """Indices of the TF ops with scopes; on the host also graph ops in no scope (``GatherV2:GatherV2``: the step's
+    own, for their dispatch too)."""
+    out = [i for i, n in enumerate(names) if ":" in n and "/" in n.split(":", 1)[0]]
+    if source == "host":
+        out += [i for i, n in enumerate(names) if GRAPH_OP.match(n) and "/" not in n]
+    return out
+
+
+def _eval_spans(outside: Table | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """The evaluations between steps (the throughput analysis' ``outside_steps`` rows with evaluation time): from
+    each interval's start to its evaluation's end; None where there are none."""
+    if outside is None or not len(outside):
+        return None
+    lo = np.asarray(outside["start_ps"], np.int64)
+    ev = np.asarray(outside["eval_ms"], np.float64)
+    keep = ev > 0
+    if not keep.any():
+        return None
+    return lo[keep], lo[keep] + (ev[keep] * PS_PER_MS).astype(np.int64)
 
 
 def _dispatch(trace: Trace, steps: StepSet, work: np.ndarray, key_of: dict,
@@ -346,26 +395,46 @@ def _dispatch(trace: Trace, steps: StepSet, work: np.ndarray, key_of: dict,
                 by[RUNTIME] = by.get(RUNTIME, 0.0) + g
 
 
-def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
-            steps: StepSet | None = None, step_table: Table | None = None) -> AnalysisResult:
+def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps: StepSet | None = None,
+            step_table: Table | None = None, outside_table: Table | None = None) -> AnalysisResult:
     res = AnalysisResult("components")
     source, names, dur, cnt = op_parts(trace, ctx)
+    work = None
+    ev_names: list[str] = []
+    ev_dur, ev_cnt = np.empty(0), np.empty(0, np.int64)
     if source == "host":  # the training threads' ops alone: tf.data's run beside them (its own analyses)
-        names, dur, cnt = _host_ops(trace)
+        if steps is not None and steps.start.shape[0]:
+            same = step_table is not None and len(step_table) == steps.start.shape[0]
+            work = np.asarray(step_table["work_end_ps"], np.int64) if same else steps.end
+        # the steps' own ops (not a callback's between them, not an evaluation's), and the evaluations' apart
+        names, dur, cnt = _host_ops(trace, (steps.start, work) if work is not None else None)
+        spans = _eval_spans(outside_table)
+        if spans is not None:
+            ev_names, ev_dur, ev_cnt = _host_ops(trace, spans)
     metrics = list(DECLARED.names())
-    tf_ops = [i for i, n in enumerate(names) if ":" in n and "/" in n.split(":", 1)[0]]
-    if source == "host":  # graph ops in no scope (``GatherV2:GatherV2``) are the step's own, for their dispatch too
-        tf_ops += [i for i, n in enumerate(names) if GRAPH_OP.match(n) and "/" not in n]
+    tf_ops = _tf_ops(names, source)
     if not tf_ops:
         res.missing(metrics, "no TF op names with scopes in the trace (a JAX program, ops run eagerly, or ops without "
                     "name scopes)", tf_only=True)
         return res
     acc: dict[tuple[str, str, str], _Acc] = {}
     key_of: dict[str, tuple[tuple[str, str, str], list[str]] | None] = {}  # op name -> (part, causes); None: input
-    named = Names(program, [names[i] for i in tf_ops], component)  # the scopes in the program's own names
+    ev_ops = _tf_ops(ev_names, source)
+    # the scopes in the program's own names (an evaluation's ops, the model's forward pass, in the same names)
+    named = Names(program, [names[i] for i in tf_ops] + [ev_names[i] for i in ev_ops], component)
     compiled = ", ".join(program.metrics) if program and program.metrics else ""
     keys = {i: named(*names[i].partition(":")[::2]) for i in tf_ops}
     loss = None if compiled or any(k[1] == "loss" for k in keys.values()) else _differentiated(names, keys)
+
+    def part(key: tuple[str, str, str], full: str) -> tuple[str, str, str]:
+        """The part an op is, its scopes' part re-read: a Keras ``fit``'s unscoped ops are its compiled metrics'; a
+        custom loop's unscoped differentiated ops its loss."""
+        if compiled and key[1] == "step" and (key[0] == STEP or PFOR_SCOPE.match(key[0])):
+            return compiled, "metric", "forward"
+        if loss is not None and key[1] == "step" and (key[2] == "gradient" or _own_name(full) in loss):
+            return DIFFERENTIATED, "loss", key[2]
+        return key
+
     for i in tf_ops:
         full, _, typ = names[i].partition(":")
         t = op_type_of(names[i], source)
@@ -373,16 +442,10 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
         if INPUT_OPS.match(dt):
             key_of[names[i]] = None
             continue
-        key = keys[i]
-        if compiled and key[1] == "step" and (key[0] == STEP or PFOR_SCOPE.match(key[0])):
-            key = (compiled, "metric", "forward")
-        elif loss is not None and key[1] == "step" and (key[2] == "gradient" or _own_name(full) in loss):
-            key = (DIFFERENTIATED, "loss", key[2])
+        key = part(keys[i], full)
         key_of[names[i]] = (key, causes_of(full, dt))
         acc.setdefault(key, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), key_of[names[i]][1])
-    if source == "host" and steps is not None and steps.start.shape[0]:
-        same = step_table is not None and len(step_table) == steps.start.shape[0]
-        work = np.asarray(step_table["work_end_ps"], np.int64) if same else steps.end
+    if work is not None:
         _dispatch(trace, steps, work, key_of, acc)
     total = sum(a.ps for a in acc.values())
     if total <= 0:
@@ -415,13 +478,13 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
         return max(cats, key=lambda c: (on_wall({c: cats[c]}, wall_pct), cats[c], c)) if cats else ""
 
     rows = sorted(acc.items(), key=lambda kv: (-on_wall(kv[1].cats, wall_pct), -kv[1].ps, kv[0]))
-    labels = [label(*k, what=named.about(k)) for k, _ in rows]
+    row_labels = [label(*k, what=named.about(k)) for k, _ in rows]  # one per row of ``rows``
     op_ms = np.array([a.ps for _, a in rows]) / PS_PER_MS
     cols = {
         "component": [k[0] for k, _ in rows],
         "kind": [k[1] for k, _ in rows],
         "role": [k[2] for k, _ in rows],
-        "label": list(labels),
+        "label": list(row_labels),
         "ms_per_step": [on_wall(a.cats, wall_ms) for _, a in rows],
         "pct": [on_wall(a.cats, wall_pct) for _, a in rows],
         "op_ms": op_ms.tolist(),
@@ -440,12 +503,22 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
                "params": 0, "function": "", "names_from": ""}
         for c, v in row.items():
             cols[c].insert(at, v)
+    ev_rows, ev_top = _eval_rows(ctx, (ev_names, ev_dur, ev_cnt, ev_ops), named, part, source,
+                                 _ms_per_pct(ctx, wall_ms, wall_pct))
+    for row in ev_rows:  # after the training steps' parts: evaluation's, per training step
+        for c, v in row.items():
+            cols[c].append(v)
+    if ev_rows:
+        res.add("comp_eval_ms", float(ctx.metric("outside_eval_ms_per_step_run")))
+        res.add("comp_eval_top", ev_top)
+    else:
+        res.missing(["comp_eval_ms", "comp_eval_top"], "")
     cols["update_ms"], on = _updates(cols)
     if on:  # said by the findings on the optimizer (the label stays its name)
         res.add("comp_optimizer_updates", on)
     else:
         res.missing(["comp_optimizer_updates"], "")
-    labels = cols["label"]
+    labels = cols["label"]  # the table's: the input pipeline's row in its place, evaluation's after
     table = Table({c: np.array(v, dtype=np.int64 if c in ("ops", "params") else
                                np.float64 if c in ("ms_per_step", "pct", "op_ms", "op_pct", "update_ms") else object)
                    for c, v in cols.items()}, n=len(labels))
@@ -456,7 +529,7 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     res.add("comp_top_pct", float(pct[0]))
     res.add("comp_summary", ", ".join(f"{lb} {p:.0f} %" for lb, p in zip(labels[:TOP], pct[:TOP].tolist())))
     for c in CATEGORIES:
-        part = sorted(((a.cats.get(c, 0.0), lb) for lb, (_, a) in zip(labels, rows) if a.cats.get(c, 0.0) > 0),
+        part = sorted(((a.cats.get(c, 0.0), lb) for lb, (_, a) in zip(row_labels, rows) if a.cats.get(c, 0.0) > 0),
                       key=lambda x: (-x[0], x[1]))
         if cat_total[c] > 0:
             res.add(f"comp_{c}_top", ", ".join(f"{lb} {100.0 * v / cat_total[c]:.0f} %" for v, lb in part[:TOP]))
@@ -494,8 +567,55 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None,
     else:
         res.missing(["comp_dtype_policy"], "")
     _roles(res, rows, on_wall, wall_pct, wall_ms, part_of)
-    _causes(res, rows, labels, on_wall, wall_pct, wall_ms, part_of)
+    _causes(res, rows, row_labels, on_wall, wall_pct, wall_ms, part_of)
     return res
+
+
+def _eval_rows(ctx: Context, ops: tuple[list[str], np.ndarray, np.ndarray, list[int]], named: Names, part,
+               source: str, ms_per_pct: float) -> tuple[list[dict], str]:
+    """The evaluations' parts of the program (role ``evaluation``), each ms per training step: the evaluation per
+    training step over the run (``outside_eval_ms_per_step_run``) shared out by the parts' op time in the
+    evaluations; and the largest five said (``metric auc 60 %, ...``). Empty where no evaluation ran ops."""
+    names, dur, cnt, idx = ops
+    per_step = ctx.metric("outside_eval_ms_per_step_run")
+    if not idx or not isinstance(per_step, (int, float)) or per_step <= 0:
+        return [], ""
+    acc: dict[tuple[str, str, str], _Acc] = {}
+    own: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # the part -> the key its names are kept under
+    for i in idx:
+        full, _, _ = names[i].partition(":")
+        t = op_type_of(names[i], source)
+        dt = display_type(t)
+        if INPUT_OPS.match(dt):
+            continue
+        key = named(full, names[i].partition(":")[2])
+        got = part(key, full)
+        row = (got[0], got[1], "evaluation")
+        own.setdefault(row, got)
+        acc.setdefault(row, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), [])
+    total = sum(a.ps for a in acc.values())
+    if total <= 0:
+        return [], ""
+    rows = []
+    for key, a in sorted(acc.items(), key=lambda kv: (-kv[1].ps, kv[0])):
+        k = own[key]
+        ms = float(per_step) * a.ps / total
+        rows.append({"component": key[0], "kind": key[1], "role": "evaluation",
+                     "label": label(key[0], key[1], what=named.about(k)) + " (evaluation)", "ms_per_step": ms,
+                     "pct": ms / ms_per_pct if ms_per_pct > 0 else 0.0, "op_ms": a.ps / PS_PER_MS,
+                     "op_pct": 100.0 * a.ps / total, "ops": a.count, "types": _top_types(a.types),
+                     "layer_class": named.layer_class(k), "params": named.params(k), "function": named.function(k),
+                     "names_from": named.names_from(k)})
+    top = ", ".join(f"{r['label'][:-len(' (evaluation)')]} {r['op_pct']:.0f} %" for r in rows[:TOP])
+    return rows, top
+
+
+def _ms_per_pct(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, float]) -> float:
+    """The wall time per training step of one percent of it: the attribution's parts' ms over their %."""
+    parts = [(wall_pct[c], wall_ms[c]) for c in (*CATEGORIES, RUNTIME)]
+    parts.append((float(ctx.metric("attr_input_pct") or 0.0), float(ctx.metric("attr_input_ms") or 0.0)))
+    pct_sum = sum(p for p, _ in parts)
+    return sum(m for _, m in parts) / pct_sum if pct_sum > 0 else 0.0
 
 
 def _updates(cols: dict[str, list]) -> tuple[list[float], str]:
@@ -505,8 +625,8 @@ def _updates(cols: dict[str, list]) -> tuple[list[float], str]:
     config) and the layers with ops hold any. And the largest share said (``93 % of it updating embedding``), or ""."""
     out = [0.0] * len(cols["kind"])
     params: dict[str, tuple[int, int]] = {}  # layer -> (its first row, its parameters)
-    for i, (name, kind, n) in enumerate(zip(cols["component"], cols["kind"], cols["params"])):
-        if kind == "layer" and n >= 0 and name not in params:
+    for i, (name, kind, role, n) in enumerate(zip(cols["component"], cols["kind"], cols["role"], cols["params"])):
+        if kind == "layer" and role != "evaluation" and n >= 0 and name not in params:
             params[name] = (i, int(n))
     total = sum(n for _, n in params.values())
     opt = sum(ms for ms, kind in zip(cols["ms_per_step"], cols["kind"]) if kind == "optimizer")
@@ -524,9 +644,7 @@ def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, flo
     (``tfdata_contention_ms_per_step``; that time is also inside the compute parts the step's ops ran in, which it
     slowed, so this row overlaps them). ``pct`` of the wall time, ``ms`` per training step."""
     wait_pct, wait_ms = float(ctx.metric("attr_input_pct") or 0.0), float(ctx.metric("attr_input_ms") or 0.0)
-    parts = [(wall_pct[c], wall_ms[c]) for c in (*CATEGORIES, RUNTIME)] + [(wait_pct, wait_ms)]
-    pct_sum = sum(p for p, _ in parts)
-    ms_per_pct = sum(m for _, m in parts) / pct_sum if pct_sum > 0 else 0.0  # the wall time per training step / 100
+    ms_per_pct = _ms_per_pct(ctx, wall_ms, wall_pct)
     k = ctx.metric("steps_per_execution")  # the input analysis' ms is per step marker, the parts' per training step
     taken_ms = float(ctx.metric("tfdata_contention_ms_per_step") or 0.0) / (int(k) if k and k >= 1 else 1) \
         if pooled else 0.0

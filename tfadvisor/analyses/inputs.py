@@ -7,6 +7,8 @@ each, built once per analysis run (:meth:`~tfadvisor.analyses.base.Context.once`
 * ``act``: the classified activity of the host and its devices (:class:`~tfadvisor.analyses.activity.Activity`);
 * ``steps``: the steps found (:class:`~tfadvisor.analyses.step_detect.StepSet`, markers or cadence);
 * ``step_table``: the steps analysis' table (None without steps; the steps analysis runs first);
+* ``outside_table``: the throughput analysis' table of the intervals between steps (``outside_steps``: evaluation,
+  checkpoints, epoch ends; None without; the throughput analysis runs first);
 * ``memory``: the memory events of every plane (a DataFrame, None when there are none);
 * ``program``: what the run file and the TensorBoard event files beside the profile say of the program (its
   layers, compiled metrics, the graph's functions: :class:`~tfadvisor.analyses.program.Program`).
@@ -32,6 +34,7 @@ INPUTS: dict[str, Callable[[Trace, Context], Any]] = {
     "act": activity,
     "steps": detect_steps,
     "step_table": lambda trace, ctx: step_table(ctx),
+    "outside_table": lambda trace, ctx: ctx.table("outside_steps"),
     "memory": memory_events,
     "program": program,
 }

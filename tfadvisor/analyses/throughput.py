@@ -71,6 +71,10 @@ DECLARED = declare(
                               "the end of its last evaluation step function call"),
     ("outside_eval_pct", "%", "evaluation: share of the throughput window"),
     ("outside_eval_ms_per_step", "ms", "evaluation per training step"),
+    ("outside_eval_ms_per_step_run", "ms", "evaluation per training step over the run: the window's evaluation with "
+                                           "that of the intervals the callback's clock timed outside it (their "
+                                           "`eval_ms`; tfadvisor_run.json `clock`), over their training steps "
+                                           "together; the window's alone without a clock"),
     ("outside_eval_count", "count", "evaluation passes in the window"),
     ("outside_eval_steps", "count", "evaluation steps in the window (evaluation step function calls x "
                                     "steps_per_execution)"),
@@ -143,6 +147,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.add("throughput_vs_step_time", tp / mean)
 
     _outside(res, act, start, end, w_end, after, nsteps, window_ms, total_steps, trace)
+    _eval_over_run(res, trace, total_steps)
     _epochs(res, trace, tbl, after, ctx.metric("steps_source"))
     _inflation(res, trace, ctx, act, lo, hi, total_steps)
     return res
@@ -212,6 +217,18 @@ def _outside(res: AnalysisResult, act: Activity, start, end, w_end, after, nstep
         res.add("outside_eval_step_ms", float(eval_ps.sum()) / PS_PER_MS / steps_eval)
     else:
         res.missing(["outside_eval_step_ms"], "")
+
+
+def _eval_over_run(res: AnalysisResult, trace: Trace, total_steps: int) -> None:
+    """Evaluation per training step over the window and the intervals the run file's clock timed outside it (an
+    evaluation weighs once per epoch, which one window rarely shows in proportion)."""
+    window_ms = res.metrics["outside_eval_ms"].value if "outside_eval_ms" in res.metrics else 0.0
+    md = trace.run_metadata if isinstance(trace.run_metadata, dict) else {}
+    clock, _ = clock_facts(md)
+    sides = [clock[s] for s in ("before", "after") if clock.get(s)]  # ``inside`` times the window itself
+    ms = float(window_ms or 0.0) + sum(float(sum(c["eval_ms"])) for c in sides)
+    steps = total_steps + sum(int(sum(c["steps"])) for c in sides)
+    res.add("outside_eval_ms_per_step_run", ms / steps)
 
 
 def _teardown_rows(p: Any) -> np.ndarray:
