@@ -191,3 +191,13 @@ def test_the_cache_lives_in_the_cache_directory_only(tmp_path):
     entries = list((tmp_path / "xdg" / "tfadvisor").glob("rules-*.json"))
     assert len(entries) == len(list((ROOT / "rules").glob("*.toml")))
     assert not (tmp_path / "home").exists()
+
+
+def test_rules_read_back_parse_no_toml(tmp_path):
+    """A run whose rules all come from the cache imports no TOML parser (nor tempfile: nothing to write)."""
+    code = ("import sys; from tfadvisor.advice import load_rules; load_rules(); "
+            "print(sorted({'tomllib', 'tempfile'} & set(sys.modules)))")
+    env = dict(os.environ, TFADVISOR_CACHE_DIR=str(tmp_path / "c"))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+            for _ in range(2)]
+    assert [r.stdout.strip() for r in runs] == ["['tempfile', 'tomllib']", "[]"], [r.stderr[-2000:] for r in runs]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,8 @@ def write(path: Path, key: str, value: Any) -> None:
     entry = _entry(path)
     if entry is None:
         return
+    import tempfile  # only when an entry is written
+
     text = json.dumps({"key": key, "value": value})
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)

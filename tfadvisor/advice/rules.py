@@ -43,11 +43,6 @@ from tfadvisor.advice.expr import Expr, ExprError, Template, pointer
 from tfadvisor.analyses.marks import LANES, MARKS, PLOTS, scope_problem
 from tfadvisor.errors import TraceError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 SEVERITIES = ("critical", "warning", "info")
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
 
@@ -258,6 +253,10 @@ def _parse_file(path: Path, raw: bytes, known: set[str]) -> list[tuple[str, Any]
         text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as err:
         raise RuleError(path, None, f"not UTF-8 text: {err}") from None
+    if sys.version_info >= (3, 11):  # imported here: a run whose rules come from the cache parses no TOML
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
