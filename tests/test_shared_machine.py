@@ -4,11 +4,13 @@ processes, the callback's own system samples)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
-from conftest import CAPTURE_MARKS, run_capture_script
+from conftest import CAPTURE_MARKS, ROOT
 
 import tfadvisor
 from tfadvisor.report.findings import finding_rule
@@ -30,6 +32,8 @@ ds = (tf.data.Dataset.from_tensor_slices((x, y)).map(expensive, num_parallel_cal
 m = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation="relu"), keras.layers.Dense(4)])
 m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 cb = AdvisorCallback(sys.argv[1], steps=(10, 400), analyze=False)  # about a second: ~10 system samples
+print("READY", flush=True)  # the test starts the competing load now, then says go
+sys.stdin.readline()
 m.fit(ds, epochs=1, steps_per_epoch=420, verbose=0, callbacks=[cb])
 print("RUN", cb.run_dir, flush=True)
 '''
@@ -39,13 +43,27 @@ PIPELINE_CPU = {"system_preprocessing_bound", "tfdata_cpu_contention", "tfdata_s
 
 
 def _capture(out, burn: int) -> str:
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burn)]  # another job
-    try:
-        return run_capture_script(SCRIPT, out)
-    finally:
-        for b in burners:
-            b.kill()
-            b.wait()
+    """The capture, with ``burn`` CPU burners (another job) from the script's fit on: its TensorFlow import and model
+    before it ran beside them too, 3x slower on 2 cores, adding nothing to what the window measures."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+    with tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen([sys.executable, "-c", SCRIPT, str(out)], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=err, text=True)
+        burners = []
+        try:
+            assert child.stdout.readline().strip() == "READY", "the capture script ended before its fit"
+            burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burn)]
+            stdout, _ = child.communicate("go\n", timeout=300)
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        err.seek(0)
+        assert child.returncode == 0, err.read()[-3000:]
+    return next(ln.split(" ", 1)[1] for ln in stdout.splitlines() if ln.startswith("RUN "))
 
 
 @pytest.fixture(scope="module")
