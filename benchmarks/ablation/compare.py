@@ -91,6 +91,7 @@ def compare(truth: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:
     return {
         "seed": truth["seed"],
         "full_ms": truth["full_ms"], "full_spread_pct": truth["full_spread_pct"], "tool_step_ms": step_ms,
+        "rounds": truth.get("rounds", truth.get("repeats")), "other_cpu_pct": truth.get("other_cpu_pct"),
         "rows": rows,
         "largest": top["key"] if top else None,
         "first_finding": (f"{first.rule} [{first.node}] {first.title}" if first else "(none)"),

@@ -181,6 +181,8 @@ Ablation keys this program has: {keys}
 """
 import argparse
 import json
+import os
+import statistics
 import time
 
 import keras
@@ -605,11 +607,40 @@ def timed(state, extra=None):
     return 1000.0 * seconds / (EPOCHS * EPOCH_STEPS)
 
 
+def machine_busy_s():
+    """CPU seconds every process on the machine has used (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s():
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def precise(runs, precision_ms):
+    """Whether every variant's median is known to ``precision_ms`` or 3 % of it, whichever is larger: its robust
+    standard error (1.253 x 1.4826 x the median absolute deviation / sqrt(runs)); always with ``precision_ms`` 0."""
+    if precision_ms <= 0:
+        return True
+    for v in runs.values():
+        if len(v) < 3:
+            return False
+        m = statistics.median(v)
+        se = 1.253 * 1.4826 * statistics.median(abs(x - m) for x in v) / len(v) ** 0.5
+        if se > max(precision_ms, 0.03 * abs(m)):
+            return False
+    return True
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--profile", help="profile one epoch's worth of steps into this logdir")
     p.add_argument("--measure", help="comma-separated variants: full, or an ablation key (its components off)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--max-repeats", type=int, default=0, help="more rounds, up to this, while a median is imprecise")
+    p.add_argument("--precision-ms", type=float, default=0.0, help="the standard error a median needs (0: off)")
     p.add_argument("--off", action="append", default=[], help="ablation key to turn off (plain run)")
     a = p.parse_args()
     if a.measure:
@@ -621,10 +652,16 @@ def main():
         runs = {name: [] for name in names}
         for name in names:  # one untimed round (the first runs after a build are slower)
             train(states[name], 1)
-        for _ in range(a.repeats):  # then time them interleaved
-            for name in names:
+        busy0, own0, t0 = machine_busy_s(), own_cpu_s(), time.perf_counter()
+        rounds = 0
+        while rounds < a.repeats or (rounds < a.max_repeats and not precise(runs, a.precision_ms)):
+            for name in names:  # then time them interleaved, more rounds while a median is imprecise
                 runs[name].append(timed(states[name]))
-        print("ABLATION_RESULT " + json.dumps({"ms_per_step": runs}))
+            rounds += 1
+        wall = time.perf_counter() - t0
+        other = max(machine_busy_s() - busy0 - (own_cpu_s() - own0), 0.0)
+        print("ABLATION_RESULT " + json.dumps({"ms_per_step": runs, "rounds": rounds,
+                                               "other_cpu_pct": 100.0 * other / (wall * (os.cpu_count() or 1))}))
         return
     state = build(set(a.off))
     train(state, 1)

@@ -43,8 +43,11 @@ def spread_pct(runs: list[float]) -> float:
     return 100.0 * (max(runs) - min(runs)) / statistics.median(runs) if runs else float("nan")
 
 
-def measure(d: Path, repeats: int = 3, timeout: float = 900.0) -> dict:
-    """Profile and ablate the program in ``d``; writes ``d/truth.json`` and ``d/logdir``; returns the truth."""
+def measure(d: Path, repeats: int = 3, timeout: float = 900.0, max_repeats: int = 0,
+            precision_ms: float = 0.0) -> dict:
+    """Profile and ablate the program in ``d``; writes ``d/truth.json`` and ``d/logdir``; returns the truth. With
+    ``precision_ms``, rounds go on (up to ``max_repeats``) while a variant's median has a robust standard error above
+    ``precision_ms`` or 3 % of it; ``other_cpu_pct`` is the other processes' CPU use during the timed rounds."""
     draw = json.loads((d / "draw.json").read_text())
     prog = d / "program.py"
     logdir = d / "logdir"
@@ -53,7 +56,8 @@ def measure(d: Path, repeats: int = 3, timeout: float = 900.0) -> dict:
     prof = _run([sys.executable, str(prog), "--profile", str(logdir)], d, timeout)
     t1 = time.time()
     names = ["full", *draw["ablations"]]
-    res = _run([sys.executable, str(prog), "--measure", ",".join(names), "--repeats", str(repeats)], d, timeout)
+    res = _run([sys.executable, str(prog), "--measure", ",".join(names), "--repeats", str(repeats),
+                "--max-repeats", str(max_repeats), "--precision-ms", str(precision_ms)], d, timeout)
     t2 = time.time()
     runs = res["ms_per_step"]
     full = statistics.median(runs["full"])
@@ -63,6 +67,8 @@ def measure(d: Path, repeats: int = 3, timeout: float = 900.0) -> dict:
         "clock": "the program's own: the epochs' wall time (steps, callbacks, evaluation) over the steps; "
                  "median of the interleaved runs",
         "repeats": repeats,
+        "rounds": res.get("rounds", repeats),
+        "other_cpu_pct": res.get("other_cpu_pct"),
         "full_ms": full,
         "full_runs_ms": runs["full"],
         "full_spread_pct": spread_pct(runs["full"]),
@@ -80,8 +86,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description="Measure a generated program's ablation truth.")
     p.add_argument("dir", type=Path)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--max-repeats", type=int, default=0)
+    p.add_argument("--precision-ms", type=float, default=0.0)
     a = p.parse_args()
-    t = measure(a.dir, a.repeats)
+    t = measure(a.dir, a.repeats, max_repeats=a.max_repeats, precision_ms=a.precision_ms)
     print(json.dumps({k: t[k] for k in ("full_ms", "full_spread_pct", "cost_ms")}, indent=1))
 
 
