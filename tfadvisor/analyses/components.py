@@ -606,7 +606,8 @@ def _eval_rows(ctx: Context, ops: tuple[list[str], np.ndarray, np.ndarray, list[
                      "op_pct": 100.0 * a.ps / total, "ops": a.count, "types": _top_types(a.types),
                      "layer_class": named.layer_class(k), "params": named.params(k), "function": named.function(k),
                      "names_from": named.names_from(k)})
-    top = ", ".join(f"{r['label'][:-len(' (evaluation)')]} {r['op_pct']:.0f} %" for r in rows[:TOP])
+    shown = [r for i, r in enumerate(rows[:TOP]) if i == 0 or r["op_pct"] >= 1.0]  # not the parts of under 1 %
+    top = ", ".join(f"{r['label'][:-len(' (evaluation)')]} {r['op_pct']:.0f} %" for r in shown)
     return rows, top
 
 
