@@ -201,3 +201,17 @@ def test_rules_read_back_parse_no_toml(tmp_path):
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
             for _ in range(2)]
     assert [r.stdout.strip() for r in runs] == ["['tempfile', 'tomllib']", "[]"], [r.stderr[-2000:] for r in runs]
+
+
+def test_no_relative_cache_directory(monkeypatch):
+    """A relative XDG_CACHE_HOME is ignored (the XDG rule) and a home that is not known keeps no cache: a relative
+    directory would be the working directory's, perhaps the logdir."""
+    monkeypatch.delenv("TFADVISOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert cache.cache_dir() == Path("/home/someone/.cache/tfadvisor")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/abs/cache")
+    assert cache.cache_dir() == Path("/abs/cache/tfadvisor")
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    monkeypatch.setattr(os.path, "expanduser", lambda p: p)  # no home known: "~" stays "~"
+    assert cache.cache_dir() is None

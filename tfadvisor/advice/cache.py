@@ -1,16 +1,16 @@
 """A rule file's checked rules, kept by content: a run reads them back instead of parsing the file's TOML and
 checking its expressions again (the 12 built-in files: ~35 ms of every run).
 
-One JSON file per rule file in the user's cache directory: ``TFADVISOR_CACHE_DIR``, else
-``$XDG_CACHE_HOME/tfadvisor``, else ``~/.cache/tfadvisor``; ``TFADVISOR_CACHE_DIR=`` (empty) turns it off. Never beside
-the rules, never in a logdir. An entry holds its key, a SHA-256 of all that checking the file reads
+One JSON file per rule file in the user's cache directory: ``TFADVISOR_CACHE_DIR``, else ``$XDG_CACHE_HOME/tfadvisor``,
+else ``~/.cache/tfadvisor`` (absolute ones only); ``TFADVISOR_CACHE_DIR=`` (empty) turns it off. Never beside the
+rules, never in a logdir. An entry holds its key, a SHA-256 of all that checking the file reads
 (:func:`tfadvisor.advice.rules.load_file`: its bytes and path, the metric names a rule may use, the vocabularies it is
 checked against, the source of the modules that parse and check it, Python's version). An entry under another key is
 not used: the file is parsed and checked, and the entry replaced. A file with an error is never kept (its error is
-raised every time). Written to a temporary file, then renamed: concurrent
-writers leave one whole entry, a reader never sees half of one; a directory that cannot be written (a read-only home)
-means no cache, and an entry that cannot be read is one to rewrite. Expressions read back are parsed when a rule
-first evaluates them (:meth:`~tfadvisor.advice.expr.Expr.unchecked`).
+raised every time). Written to a temporary file, then renamed: concurrent writers leave one whole entry, a reader
+never sees half of one; a directory that cannot be written (a read-only home) means no cache, and an entry that
+cannot be read is one to rewrite. Expressions read back are parsed when a rule first evaluates them
+(:meth:`~tfadvisor.advice.expr.Expr.unchecked`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ from typing import Any
 
 
 def cache_dir() -> Path | None:
-    """Where entries are kept; None when ``TFADVISOR_CACHE_DIR`` is set empty."""
+    """Where entries are kept; None when ``TFADVISOR_CACHE_DIR`` is set empty, or no absolute cache directory or home
+    is known (a relative one would be the working directory's: perhaps the logdir)."""
     env = os.environ.get("TFADVISOR_CACHE_DIR")
     if env is not None:
         return Path(env) if env else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tfadvisor"
+    xdg, home = os.environ.get("XDG_CACHE_HOME", ""), os.path.expanduser("~")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "tfadvisor"
+    return Path(home) / ".cache" / "tfadvisor" if os.path.isabs(home) else None
 
 
 def _entry(path: Path) -> Path | None:
