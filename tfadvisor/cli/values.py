@@ -5,11 +5,12 @@ is processed, an unset option's None included (``typer.core._TyperParameter.get_
 ``analyze`` imported pydantic (~55 ms here) and built 13 adapters (~10 ms) to read ``--format text``. typer offers
 no other converter (a ``parser=`` or a ``Path`` goes through pydantic too), so :class:`~tfadvisor.cli.common.Command`
 gives each parameter of a type listed here its converter up front, where typer keeps the one it would build
-(``param._runtime_param``); any other type (a float, a bounded number, a path that must exist) is left to typer.
+(``param._runtime_param``); any other type (a bounded number, a path that must exist, a date) is left to typer.
 
 Same values and the same errors as typer's adapters (``tests/test_cli_values.py`` checks every parameter of every
-command against typer's own conversion, integers on 20,000 generated strings), but for one reading of pydantic-core
-2.50 not repeated: leading zeros and underscores dropped before a sign (``--jobs 0-27`` is -27 there, an error here).
+command against typer's own conversion, integers and floats on 20,000 generated strings each), but for one reading
+of pydantic-core 2.50 not repeated: leading zeros and underscores dropped before a sign in an integer (``--jobs 0-27``
+is -27 there, an error here).
 This relies on typer's parameters keeping their converter in ``_runtime_param`` and calling its ``coerce``: were
 typer to change that, the converters given here would go unused and typer's own would run (the same values, slower);
 the tests above fail then.
@@ -32,6 +33,7 @@ _SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u200
 _INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NOT_INT = "Input should be a valid integer, unable to parse string as an integer"
+_NOT_FLOAT = "Input should be a valid number, unable to parse string as a number"
 #: typer's path checks this converter repeats (the defaults: anything, existing or not, readable if it exists).
 _PLAIN_PATH = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False, "readable": True,
                "resolve_path": False, "allow_dash": False, "path_type": None}
@@ -50,6 +52,24 @@ def _int(value: Any) -> int:
     if not _INT.fullmatch(text):
         raise ValueError(_NOT_INT)
     return int(text.split(".")[0])
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, (int, float)):  # a default
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError("Input should be a valid number")
+    text = value.strip(_SPACE)
+    if "_" in text:  # pydantic-core drops underscores between characters, but not beside whitespace
+        if text != value or text.startswith("_") or text.endswith("_") or "__" in text:
+            raise ValueError(_NOT_FLOAT)
+        text = text.replace("_", "")
+    try:
+        if not text.isascii():
+            raise ValueError(text)
+        return float(text)
+    except ValueError:
+        raise ValueError(_NOT_FLOAT) from None
 
 
 def _path(value: Any) -> Path:
@@ -91,6 +111,8 @@ def _leaf(annotation: Any, info: Any):
         return _text
     if annotation is int:
         return _int
+    if annotation is float:
+        return _float
     if annotation is Path and all(getattr(info, k, None) == v for k, v in _PLAIN_PATH.items()):
         return _PATH
     return None
