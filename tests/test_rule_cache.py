@@ -215,3 +215,13 @@ def test_no_relative_cache_directory(monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", "")
     monkeypatch.setattr(os.path, "expanduser", lambda p: p)  # no home known: "~" stays "~"
     assert cache.cache_dir() is None
+
+
+def test_no_key_no_cache(cache_in, tmp_path, monkeypatch):
+    """Where the checking code's source cannot be read (a frozen application), nothing is kept or read back."""
+    import tfadvisor.advice.rules as rules
+
+    monkeypatch.setattr(rules, "_checkers", lambda: None)
+    d = _rules_dir(tmp_path)
+    assert load_rules([d], builtin=False)[0].id == "cached_rule"
+    assert not cache_in.exists()

@@ -236,15 +236,16 @@ def load_file(path: str | Path, known_metrics: Iterable[str] | None = None) -> l
         data = path.read_bytes()
     except OSError as err:
         raise RuleError(path, None, f"cannot read: {err.strerror or err}") from None
-    key = _cache_key(path, data, known)
-    kept = cache.read(path, key)
+    key = _cache_key(path, data, known) if cache.cache_dir() is not None else None
+    kept = cache.read(path, key) if key else None
     if kept is not None:
         try:
             return [_from_json(x) for x in kept]
         except (KeyError, TypeError, ValueError, IndexError):  # an entry this did not write: parse, write it again
             pass
     out = _parse_file(path, data, known)
-    cache.write(path, key, [_to_json(r) for r in out])
+    if key:
+        cache.write(path, key, [_to_json(r) for r in out])
     return out
 
 
@@ -563,24 +564,32 @@ CACHE_FORMAT = 1
 
 
 @functools.cache
-def _checkers() -> bytes:
+def _checkers() -> bytes | None:
     """What checking a rule file reads besides the file and the metric names: the source of the modules that parse
-    and check it, the vocabularies of marks.py, caveats.py and the attribution's parts, and Python's version."""
+    and check it, the vocabularies of marks.py, caveats.py and the attribution's parts, and Python's version. None
+    when a module's source cannot be read (a frozen application): then nothing is cached."""
     from tfadvisor.advice import caveats, expr
     from tfadvisor.analyses import marks
     from tfadvisor.analyses.attribution import PARTS
 
     h = hashlib.sha256(f"{CACHE_FORMAT} {sys.version_info[:2]}".encode())
-    for module in (sys.modules[__name__], expr, marks, caveats):
-        h.update(Path(module.__file__).read_bytes() + b"\1")
+    try:
+        for module in (sys.modules[__name__], expr, marks, caveats):
+            h.update(Path(module.__file__).read_bytes() + b"\1")
+    except (OSError, TypeError):
+        return None
     for words in (sorted(MARKS), sorted(PLOTS), sorted(LANES), [c.id for c in CAVEATS], list(PARTS)):
         h.update("\0".join(words).encode() + b"\1")
     return h.digest()
 
 
-def _cache_key(path: Path, data: bytes, known: set[str]) -> str:
-    """The key of rule file ``path`` holding ``data``, checked against the metric names ``known``."""
-    h = hashlib.sha256(_checkers())
+def _cache_key(path: Path, data: bytes, known: set[str]) -> str | None:
+    """The key of rule file ``path`` holding ``data``, checked against the metric names ``known``; None when there
+    is none (:func:`_checkers`)."""
+    checkers = _checkers()
+    if checkers is None:
+        return None
+    h = hashlib.sha256(checkers)
     h.update("\0".join(sorted(known)).encode() + b"\1" + str(path).encode() + b"\1")
     h.update(data)
     return h.hexdigest()
