@@ -150,12 +150,46 @@ def analysed(path):
     """``tfadvisor.analyze(path)`` with its default options, once per test process (each xdist worker) for every
     module that asks: nine modules read the samples and real traces (107 traces: ~15 s of analysis each time). A
     shared result: read it, never change it; not for a test that patches the analyses first."""
+    from tfadvisor.api import analyze
+
+    return _shared(path, analyze)
+
+
+def _shared(path, analyze):
     key = os.path.abspath(path)
     if key not in _ANALYSED:
-        import tfadvisor
-
-        _ANALYSED[key] = tfadvisor.analyze(path)
+        _ANALYSED[key] = analyze(path)
     return _ANALYSED[key]
+
+
+#: The keyword arguments of ``tfadvisor.api.analyze`` besides ``options`` with their defaults.
+_PLAIN_CALL = {"run": None, "rules_dirs": (), "progress": None, "jobs": None, "dask": None, "data": None, "trace": None}
+
+
+@contextlib.contextmanager
+def cli_uses_shared_analysis():
+    """While active, a call of ``tfadvisor.api.analyze`` with a path and nothing else (``options`` the defaults, no
+    run, rules, progress, jobs, dask, data or trace: the command line's call for ``analyze PATH`` and its report
+    flags) is answered by :func:`analysed` of that path, the same call made once per process; any other call runs
+    as it is. For tests of what the command line writes from an analysis, never while the analyses are patched."""
+    import tfadvisor.api as api
+    from tfadvisor.analyses import Options
+
+    real = api.analyze
+
+    def analyze(*args, **kwargs):
+        plain = (len(args) == 1 and isinstance(args[0], (str, os.PathLike))
+                 and kwargs.get("options") in (None, Options())
+                 and all(k == "options" or (k in _PLAIN_CALL and (v is None or v == _PLAIN_CALL[k] or
+                                                                  (k == "rules_dirs" and not v)))
+                         for k, v in kwargs.items()))
+        return _shared(args[0], real) if plain else real(*args, **kwargs)
+
+    api.analyze = analyze
+    try:
+        yield
+    finally:
+        api.analyze = real
 
 
 def free_port() -> int:

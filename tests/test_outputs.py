@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import trace_dirs
+from conftest import cli_uses_shared_analysis, trace_dirs
 from outputs import TESTS, changed, load, parts, report, reports, target_name
 
 ACCEPTED = load()
@@ -21,7 +21,8 @@ ACCEPTED = load()
 def test_report_unchanged(d):
     name = target_name(d)
     assert name in ACCEPTED, f"{name}: no accepted report; run `python tests/outputs.py` and review what it prints"
-    diff = changed(ACCEPTED[name], parts(*reports(d)))
+    with cli_uses_shared_analysis():  # the command line's plain call answered by the shared analysis (conftest)
+        diff = changed(ACCEPTED[name], parts(*reports(d)))
     assert not diff, (f"{name}: these parts of the report changed: {', '.join(diff)}. If the change of the answers "
                       "is meant, accept it with `python tests/outputs.py` (it prints every trace's changed parts)")
 

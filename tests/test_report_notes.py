@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import analysed, sample_dirs
+from conftest import analysed, cli_uses_shared_analysis, sample_dirs
 from typer.testing import CliRunner
 
 import tfadvisor
@@ -46,6 +46,13 @@ def _text(d, *extra: str) -> list[str]:
     return got.stdout.splitlines()
 
 
+def _shared_text(d, *extra: str) -> list[str]:
+    """:func:`_text` with the command line's plain call of the analysis answered by the shared one (conftest's
+    :func:`cli_uses_shared_analysis`: the same call, made once per process)."""
+    with cli_uses_shared_analysis():
+        return _text(d, *extra)
+
+
 def _notes_part(short: list[str], full: list[str]) -> tuple[list[str], list[str]]:
     """The non-blank lines where the two reports part: everything before the notes is the same."""
     i = 0
@@ -73,7 +80,7 @@ def test_notes_take_at_most_three_lines_on_every_cpu_sample(cpu_samples):
     """Before (2026-12-02): 28-51 lines of notes (19-28 notes) on the 79 CPU samples; after: at most 3."""
     most = 0
     for d, res in cpu_samples:
-        short, full = _notes_part(_text(d), _text(d, "--notes"))
+        short, full = _notes_part(_shared_text(d), _shared_text(d, "--notes"))
         most = max(most, len(short))
         assert len(short) <= MOST_NOTE_LINES, (d.name, short)
         # --notes lists every note, worded as the JSON has it
