@@ -26,7 +26,9 @@ First run after pip install (with ``--install``, tfadvisor only) = the very firs
 with the bytecode pip compiled at install time; the best of ``--installs`` fresh installs (3), as warm is
 the best of ``--runs``. Cold = the Python tools get a fresh, empty
 ``PYTHONPYCACHEPREFIX`` (every module, numpy and pandas included, is compiled from source: an install
-without any bytecode; harsher than a real first run); tfadvisor compiles nothing else at run time (its
+without any bytecode; harsher than a real first run) and tfadvisor an empty rules cache (``TFADVISOR_CACHE_DIR``
+beside that bytecode: its rule files parsed and checked, as on a first run; so too the first run after an
+install); tfadvisor compiles nothing else at run time (its
 kernels are compiled by ``pip install``). Warm = the best of ``--runs`` later runs with that prefix filled.
 The trace files are in the page cache for every tool (they are read once before measuring); nothing drops the OS caches.
 
@@ -189,6 +191,7 @@ class Tools:
         for f in xplanes(run):
             f.read_bytes()
         cmd, env = self.tfadvisor_cmd(run)
+        env["TFADVISOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="rules-cache-", dir=self.scratch)  # empty: a true first
         return measure(cmd, env, self.scratch / "first.out")
 
     def tfadvisor_cmd(self, run: Path) -> tuple[list[str], dict[str, str]]:
@@ -204,6 +207,8 @@ class Tools:
             cmd, env = self.tfadvisor_cmd(run)
             if prefix is not None:
                 env["PYTHONPYCACHEPREFIX"] = str(prefix)
+                # the rules' cache beside the bytecode: empty for the cold run, as a fresh install's
+                env["TFADVISOR_CACHE_DIR"] = str(prefix / "tfadvisor-cache")
             return measure(cmd, env, out)
         if tool == "xprof":
             copies = self.scratch / "xprof_copy"
