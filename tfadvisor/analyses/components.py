@@ -31,10 +31,12 @@ five), and ``comp_<category>_top`` per op category (the parts that ran that cate
 ``matrix`` or ``optimizer`` part is made of, in the program's words). Table ``components``.
 
 On a CPU the ops are the training steps' own (from a step's start to its work's end): a callback's ops between steps
-and an evaluation's are not the step's. The evaluations' ops (the throughput analysis' evaluation intervals) make rows
-of their own, role ``evaluation``: the evaluation per training step over the run (``outside_eval_ms_per_step_run``,
-the callback's clock beside the window's) shared out by the parts' op time in it (``comp_eval_ms``,
-``comp_eval_top``): what a metric or the model's forward pass costs in evaluation, in the program's words.
+and an evaluation's are not the step's. Those make rows of their own (:data:`PASSES`): role ``between steps`` (from
+each step's work's end to its wall time's end; the attribution's ``between_steps`` per training step shared out by the
+parts' op time there: a callback's ``predict_on_batch`` runs the model's layers; ``comp_between_steps_top``) and role
+``evaluation`` (the throughput analysis' evaluation intervals; the evaluation per training step over the run,
+``outside_eval_ms_per_step_run``, the callback's clock beside the window's; ``comp_eval_top``): what a layer or a
+metric costs there too, in the program's words.
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ DECLARED = declare(
     )],
     ("comp_optimizer_updates", "", "the layer whose weights take most of the optimizer's update, by parameter "
                                    "count (`70 % of it updating embedding`; where the program's facts give them)"),
+    ("comp_between_steps_ms", "ms", "the time between steps per training step (`attr_between_steps_ms`: a "
+                                    "callback's hooks, a custom loop's code after the step), shared out among the "
+                                    "parts of the program its ops belong to (`components` rows of role `between "
+                                    "steps`: a callback's `predict_on_batch` runs the model's layers)"),
+    ("comp_between_steps_top", "", "the parts of the program the ops between steps belong to, with their shares "
+                                   "of that op time"),
     ("comp_eval_ms", "ms", "evaluation per training step over the run (`outside_eval_ms_per_step_run`), shared "
                            "out among the parts of the program its ops belong to (`components` rows of role "
                            "`evaluation`)"),
@@ -97,8 +105,8 @@ DECLARED = declare(
         "gradient), the optimizer (and the variable it updates, where the scope names it), the loss, the metrics, "
         "the step's own ops.",
     tables="`components` (component, kind: layer/optimizer/loss/metric/step/input, role: "
-           "forward/gradient/update/input, or evaluation: the evaluations' parts, per training step, after the steps' "
-           "(on a CPU), "
+           "forward/gradient/update/input, or `between steps` / `evaluation`: the parts of the time between steps and "
+           "of evaluation, per training step, after the steps' (on a CPU), "
            "label: how reports name it, ms_per_step and pct: its share of the wall time, each op category's (the "
            "attribution's part) shared out by the component's op time in it; op_ms, op_pct: its ops' summed "
            "time; ops; types: its op types with the most time; layer_class, params (-1: unknown): the layer's class "
@@ -158,6 +166,10 @@ UNCLAIMED = ("", "", "")
 GRAPH_OP = re.compile(r"^[^\s:]+:[A-Za-z_]\w*$")
 #: The kinds of part whose largest the findings can name (``comp_<kind>``, ``comp_<kind>_pct``, ...).
 KINDS = ("layer", "optimizer", "loss", "metric")
+#: The time outside the steps' work whose ops make rows of their own (role, its ms per training step, the prefix of
+#: its figures): a callback's ops between steps (a ``predict_on_batch`` runs the model), an evaluation's.
+PASSES = (("between steps", "attr_between_steps_ms", "comp_between_steps"),
+          ("evaluation", "outside_eval_ms_per_step_run", "comp_eval"))
 #: Op types that say what the program does there, whichever part ran them (``comp_<cause>_pct``): Python called
 #: from the graph (``tf.py_function``, ``tf.numpy_function``), debugging checks (``enable_check_numerics``,
 #: ``check_numerics``, asserts, ``tf.print``), dtype casts (a mixed-precision policy, inputs in another dtype), table
@@ -400,17 +412,16 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
     res = AnalysisResult("components")
     source, names, dur, cnt = op_parts(trace, ctx)
     work = None
-    ev_names: list[str] = []
-    ev_dur, ev_cnt = np.empty(0), np.empty(0, np.int64)
+    passes: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}  # role -> the ops of the time between steps
     if source == "host":  # the training threads' ops alone: tf.data's run beside them (its own analyses)
         if steps is not None and steps.start.shape[0]:
             same = step_table is not None and len(step_table) == steps.start.shape[0]
             work = np.asarray(step_table["work_end_ps"], np.int64) if same else steps.end
-        # the steps' own ops (not a callback's between them, not an evaluation's), and the evaluations' apart
+        # the steps' own ops (not a callback's between them, not an evaluation's), and those apart
         names, dur, cnt = _host_ops(trace, (steps.start, work) if work is not None else None)
-        spans = _eval_spans(outside_table)
-        if spans is not None:
-            ev_names, ev_dur, ev_cnt = _host_ops(trace, spans)
+        for role, spans in (("between steps", _between_spans(step_table)), ("evaluation", _eval_spans(outside_table))):
+            if spans is not None:
+                passes[role] = _host_ops(trace, spans)
     metrics = list(DECLARED.names())
     tf_ops = _tf_ops(names, source)
     if not tf_ops:
@@ -419,9 +430,10 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
         return res
     acc: dict[tuple[str, str, str], _Acc] = {}
     key_of: dict[str, tuple[tuple[str, str, str], list[str]] | None] = {}  # op name -> (part, causes); None: input
-    ev_ops = _tf_ops(ev_names, source)
-    # the scopes in the program's own names (an evaluation's ops, the model's forward pass, in the same names)
-    named = Names(program, [names[i] for i in tf_ops] + [ev_names[i] for i in ev_ops], component)
+    pass_ops = {role: (*got, _tf_ops(got[0], source)) for role, got in passes.items()}
+    # the scopes in the program's own names (the model's forward pass between steps and in evaluation too)
+    named = Names(program, [names[i] for i in tf_ops] + [got[0][i] for got in pass_ops.values() for i in got[3]],
+                  component)
     compiled = ", ".join(program.metrics) if program and program.metrics else ""
     keys = {i: named(*names[i].partition(":")[::2]) for i in tf_ops}
     loss = None if compiled or any(k[1] == "loss" for k in keys.values()) else _differentiated(names, keys)
@@ -503,16 +515,18 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
                "params": 0, "function": "", "names_from": ""}
         for c, v in row.items():
             cols[c].insert(at, v)
-    ev_rows, ev_top = _eval_rows(ctx, (ev_names, ev_dur, ev_cnt, ev_ops), named, part, source,
-                                 _ms_per_pct(ctx, wall_ms, wall_pct))
-    for row in ev_rows:  # after the training steps' parts: evaluation's, per training step
-        for c, v in row.items():
-            cols[c].append(v)
-    if ev_rows:
-        res.add("comp_eval_ms", float(ctx.metric("outside_eval_ms_per_step_run")))
-        res.add("comp_eval_top", ev_top)
-    else:
-        res.missing(["comp_eval_ms", "comp_eval_top"], "")
+    for role, figure, prefix in PASSES:  # after the training steps' parts: between steps', evaluation's
+        per_step = ctx.metric(figure)
+        got, top = ([], "") if role not in pass_ops else _pass_rows(
+            role, per_step, pass_ops[role], named, part, source, _ms_per_pct(ctx, wall_ms, wall_pct))
+        for row in got:
+            for c, v in row.items():
+                cols[c].append(v)
+        if got:
+            res.add(f"{prefix}_ms", float(per_step))
+            res.add(f"{prefix}_top", top)
+        else:
+            res.missing([f"{prefix}_ms", f"{prefix}_top"], "")
     cols["update_ms"], on = _updates(cols)
     if on:  # said by the findings on the optimizer (the label stays its name)
         res.add("comp_optimizer_updates", on)
@@ -571,13 +585,23 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
     return res
 
 
-def _eval_rows(ctx: Context, ops: tuple[list[str], np.ndarray, np.ndarray, list[int]], named: Names, part,
+def _between_spans(step_table: Table | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """The time between steps: from each step's work's end to its wall time's end (the next step's start, or the
+    interval outside the steps before it: evaluation, an epoch's end); None without."""
+    if step_table is None or not len(step_table):
+        return None
+    lo = np.asarray(step_table["work_end_ps"], np.int64)
+    hi = np.asarray(step_table["wall_end_ps"], np.int64)
+    keep = hi > lo
+    return (lo[keep], hi[keep]) if keep.any() else None
+
+
+def _pass_rows(role: str, per_step, ops: tuple[list[str], np.ndarray, np.ndarray, list[int]], named: Names, part,
                source: str, ms_per_pct: float) -> tuple[list[dict], str]:
-    """The evaluations' parts of the program (role ``evaluation``), each ms per training step: the evaluation per
-    training step over the run (``outside_eval_ms_per_step_run``) shared out by the parts' op time in the
-    evaluations; and the largest five said (``metric auc 60 %, ...``). Empty where no evaluation ran ops."""
+    """The parts of the program whose ops ran between steps or in evaluation (``role``: :data:`PASSES`), each ms
+    per training step: that time per training step (``per_step``) shared out by the parts' op time in it; and the
+    largest five said (``metric auc 60 %, ...``). Empty where it ran no ops."""
     names, dur, cnt, idx = ops
-    per_step = ctx.metric("outside_eval_ms_per_step_run")
     if not idx or not isinstance(per_step, (int, float)) or per_step <= 0:
         return [], ""
     acc: dict[tuple[str, str, str], _Acc] = {}
@@ -590,7 +614,7 @@ def _eval_rows(ctx: Context, ops: tuple[list[str], np.ndarray, np.ndarray, list[
             continue
         key = named(full, names[i].partition(":")[2])
         got = part(key, full)
-        row = (got[0], got[1], "evaluation")
+        row = (got[0], got[1], role)
         own.setdefault(row, got)
         acc.setdefault(row, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), [])
     total = sum(a.ps for a in acc.values())
@@ -600,14 +624,14 @@ def _eval_rows(ctx: Context, ops: tuple[list[str], np.ndarray, np.ndarray, list[
     for key, a in sorted(acc.items(), key=lambda kv: (-kv[1].ps, kv[0])):
         k = own[key]
         ms = float(per_step) * a.ps / total
-        rows.append({"component": key[0], "kind": key[1], "role": "evaluation",
-                     "label": label(key[0], key[1], what=named.about(k)) + " (evaluation)", "ms_per_step": ms,
+        rows.append({"component": key[0], "kind": key[1], "role": role,
+                     "label": label(key[0], key[1], what=named.about(k)) + f" ({role})", "ms_per_step": ms,
                      "pct": ms / ms_per_pct if ms_per_pct > 0 else 0.0, "op_ms": a.ps / PS_PER_MS,
                      "op_pct": 100.0 * a.ps / total, "ops": a.count, "types": _top_types(a.types),
                      "layer_class": named.layer_class(k), "params": named.params(k), "function": named.function(k),
                      "names_from": named.names_from(k)})
     shown = [r for i, r in enumerate(rows[:TOP]) if i == 0 or r["op_pct"] >= 1.0]  # not the parts of under 1 %
-    top = ", ".join(f"{r['label'][:-len(' (evaluation)')]} {r['op_pct']:.0f} %" for r in shown)
+    top = ", ".join(f"{r['label'][:-len(f' ({role})')]} {r['op_pct']:.0f} %" for r in shown)
     return rows, top
 
 
@@ -627,7 +651,7 @@ def _updates(cols: dict[str, list]) -> tuple[list[float], str]:
     out = [0.0] * len(cols["kind"])
     params: dict[str, tuple[int, int]] = {}  # layer -> (its first row, its parameters)
     for i, (name, kind, role, n) in enumerate(zip(cols["component"], cols["kind"], cols["role"], cols["params"])):
-        if kind == "layer" and role != "evaluation" and n >= 0 and name not in params:
+        if kind == "layer" and role in ("forward", "gradient") and n >= 0 and name not in params:
             params[name] = (i, int(n))
     total = sum(n for _, n in params.values())
     opt = sum(ms for ms, kind in zip(cols["ms_per_step"], cols["kind"]) if kind == "optimizer")
