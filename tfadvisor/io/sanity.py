@@ -16,6 +16,9 @@ capture, events days before their line starts, starts that do not fit in int64 p
 * an event ending well after the window (a tenth of its length, at least 10 ms; one length, at
   least 1 s, for an estimated window) is clipped to end there.
 
+So the events a host keeps span less than int64 holds (an estimated window's slack is at most
+:data:`MAX_WINDOW_PS` and a third of what int64 leaves beside its length).
+
 Stat values out of range for their stat (``inf`` for a batch size, a negative byte count, text
 where a number belongs) are dropped with a note too (:mod:`tfadvisor.io.statcheck`).
 
@@ -100,7 +103,11 @@ def sanitize_planes(planes: list[Plane]) -> list[str]:
         slack = max(length, MIN_SLACK_PS)
         tol = max(length // 10, MIN_END_TOLERANCE_PS)
     else:  # an estimate is rough: only values far off are caught
-        slack = tol = ESTIMATE_SLACK_FACTOR * max(length, MIN_ESTIMATE_SPAN_PS)
+        # at most a month, and never so much that the events kept (starts within the slack either side, ends
+        # clipped at the slack past it) span more than int64 holds: a quarter of the starts days off stretch the
+        # estimate itself (fuzz seed 59: 1e18 ps, a slack of ten times that kept starts at -2**63 and 2**62)
+        slack = tol = min(ESTIMATE_SLACK_FACTOR * max(length, MIN_ESTIMATE_SPAN_PS), MAX_WINDOW_PS,
+                          max(_I64_MAX - length, 0) // 3)
     # bounds as int64 (numpy arithmetic with a Python int beyond int64 raises)
     lo, hi, limit, longest = (_clamp(x) for x in (w0 - slack, w1 + slack, w1 + tol, length + tol))
     floor = _clamp(int(limit) - _I64_MAX)  # starts below it cannot end past the limit
