@@ -98,3 +98,17 @@ def test_captured_pipelines_read_back_as_their_scripts_wrote_them(sample, code):
     back call for call."""
     got = tfadvisor.analyze(SAMPLES / sample).metrics["tfdata_code"]
     assert [line.strip() for line in got.splitlines()] == code
+
+
+def test_name_stats_are_read_in_time_linear_in_their_length():
+    """A name stat of 8 MiB of letters (fuzz seed 59) is read at once: the op pattern was tried at every letter and
+    took time quadratic in the run (40,000 letters 1.2 s); build indices past 18 digits are no build index."""
+    import time
+
+    t0 = time.process_time()
+    assert graph._ops("A" * (8 << 20)) == []
+    # the regex alone measured 0.08 s for 8 MiB here; quadratic, 8 MiB would take hours
+    assert time.process_time() - t0 < 5
+    assert graph._ops("x" * 1000 + "fused(MapDataset:3,BatchDatasetV2:4)") == [("MapDataset", 3), ("BatchDatasetV2", 4)]
+    assert graph._ops("MapDataset:" + "9" * 5000) == []
+    assert graph._ops("fooMapDataset:7") == [("fooMapDataset", 7)]  # the word's letters, as before

@@ -26,7 +26,12 @@ from dataclasses import dataclass, replace
 
 from tfadvisor.model.values import as_int, as_number
 
-_OP_RE = re.compile(r"([A-Za-z]+Dataset(?:V\d)?):(\d+)")
+#: a dataset op and its build index; only from a word's first letter (the lookbehind): tried at every letter, a
+#: run of letters without ``Dataset`` took time quadratic in its length (an 8 MiB name stat hung, fuzz seed 59)
+_OP_RE = re.compile(r"(?<![A-Za-z])([A-Za-z]+Dataset(?:V\d)?):(\d+)")
+#: digits of the largest build index read (int64's 19 digits less one); more is no build index (and int()
+#: refuses strings past 4300 digits)
+_MAX_INDEX_DIGITS = 18
 #: tf.data's epoch index in an iterator's name (``ForeverRepeat[2]``): dropped to compare stages
 EPOCH_RE = re.compile(r"\[\d+\]")
 #: stage kind (the iterator's last part) -> the dataset op it runs, where the trace has no name stat
@@ -82,7 +87,7 @@ def _ops(name: str) -> list[tuple[str, int]]:
     """The (op, build index) a ``name`` stat names; [] for an injected stage."""
     if not name or name.startswith("inject/"):
         return []
-    return [(op, int(k)) for op, k in _OP_RE.findall(name)]
+    return [(op, int(k)) for op, k in _OP_RE.findall(name) if len(k) <= _MAX_INDEX_DIGITS]
 
 
 def _value(v) -> str:
