@@ -35,6 +35,8 @@ MAX_RSS_MB = 1500
 #: Ratios named ``*_pct`` that may exceed 100 (max - min over the median host).
 PCT_MAY_EXCEED_100 = {"load_imbalance_pct"}
 NONNEG_SUFFIXES = ("_ms", "_us", "_ps", "_ns", "_s", "_bytes", "_count", "_mb", "_kib", "_ms_per_step")
+#: Units (the report's ``units`` table) of metrics that cannot be negative, whatever their names (as the fuzzer's).
+NONNEG_UNITS = {"ms", "us", "s", "bytes", "count", "MB", "MB/s", "Hz", "W"}
 
 
 # --------------------------------------------------------------------------- rebuilding cases
@@ -126,6 +128,18 @@ def _ops_named_trace_context() -> bytes:
     return space.SerializeToString()
 
 
+def _eager_execute_as_trace_context() -> bytes:
+    """Fuzz seed 59, inputs 16745 and 18340: comp_py_function_tuned's EagerKernelExecute events renamed TraceContext
+    (step markers without a step_num): the one slow step with work of its own was one of them, and one_off_step
+    read step_detect's -1 (a step number not known)."""
+    space = pb.XSpace.FromString(_sample_bytes("comp_py_function_tuned"))
+    for plane in space.planes:
+        for md in plane.event_metadata.values():
+            if plane.name == "/host:CPU" and md.name == "EagerKernelExecute":
+                md.name = "TraceContext"
+    return space.SerializeToString()
+
+
 def _many_empty_planes() -> bytes:
     space = pb.XSpace()
     space.planes.add(id=1, name="/host:CPU")
@@ -173,6 +187,7 @@ GENERATED: dict[str, tuple[dict[str, Callable[[], bytes]], str | None, str | Non
         {"host": _gzip_stats_total}, None, "bddd8c7ab3429a6d9f44fc719832cdcb0b0e36f058b13b45fb7a7ec221798a35"),
     "overflowerror_timeline_one_thread_far_back": ({"localhost": _one_thread_far_back}, None, None),
     "range_work_excess_pct_short_step": ({"host": _ops_named_trace_context}, None, None),
+    "range_one_off_step_unnumbered_marker": ({"vm": _eager_execute_as_trace_context}, None, None),
     "overflowerror_options_from_inf": ({"localhost": _input_bound}, '{"replicas": 1e400}', None),
     "valueerror_options_from_bandwidth": ({"localhost": _input_bound}, '{"bandwidth_gbps": "fast"}', None),
     "valueerror_options_from_param_count": ({"localhost": _input_bound}, '{"param_count": "x"}', None),
@@ -198,6 +213,8 @@ EXPECT: dict[str, tuple[str, str]] = {
     "range_numpy_feed_pct_event_past_steps": ("result", ""),
     # a step much shorter than the rest put the mean below the 10th percentile: work_excess_pct -1.1 % (fuzz seed 59)
     "range_work_excess_pct_short_step": ("result", ""),
+    # a marker without a step number was the one-off step: one_off_step -1 (fuzz seed 59)
+    "range_one_off_step_unnumbered_marker": ("result", "gives no step number"),
     "intcast_nonfinite_data_type": ("result", ""),
     # its stats are kernel_details, which no analysis reads: the reader skips them uninflated (loading every
     # stat still refuses them: test_bad_input's test_bomb_in_a_stat_no_analysis_reads)
@@ -281,15 +298,18 @@ def _reject_nonfinite(token: str) -> float:
 
 
 def json_problems(doc: object) -> list[str]:
-    """Numbers that are not finite, negative times/sizes/counts, percentages outside 0..100."""
+    """Numbers that are not finite, negative times/sizes/counts (by name or by the report's units), percentages
+    outside 0..100."""
     problems: list[str] = []
+    units = doc.get("units") if isinstance(doc, dict) else None
+    units = units if isinstance(units, dict) else {}
 
     def walk(o: object, path: str, rule: str | None) -> None:
         if isinstance(o, dict):
             for k, v in o.items():
                 k = str(k)
                 own = ("nonneg" if k in PCT_MAY_EXCEED_100 else "pct" if k.endswith("_pct")
-                       else "nonneg" if k.endswith(NONNEG_SUFFIXES) else None)
+                       else "nonneg" if k.endswith(NONNEG_SUFFIXES) or units.get(k) in NONNEG_UNITS else None)
                 walk(v, f"{path}.{k}", own or rule)
         elif isinstance(o, list):
             for i, v in enumerate(o):

@@ -103,7 +103,7 @@ DECLARED = declare(
                                    "loop after the step), not in the step"),
     ("periodic_traced_pct", "%", "share of its excess that its own events cover"),
     ("one_off_step", "count", "the one step of the window that holds work no other step does, when it is clearly "
-                              "slower (the largest such)"),
+                              "slower (the largest such); none where its marker gives no step number"),
     ("one_off_kind", "", "what that work is (compilation: tracing or XLA; checkpoint, evaluation...; other)"),
     ("one_off_names", "", "the names that hold most of its time"),
     ("one_off_ms", "ms", "what it adds to that step: its excess over the median of the others"),
@@ -284,7 +284,11 @@ def _add_one_off(res: AnalysisResult, top: dict | None, window_ms: float) -> Non
     if top is None:
         res.missing(names, "no single step holds work no other step does and is clearly slower")
         return
-    res.add("one_off_step", int(top["steps"]))
+    step = int(top["steps"])
+    if step >= 0:
+        res.add("one_off_step", step)
+    else:  # step_detect's -1: a marker without a step number (fuzz seed 59: an op renamed TraceContext)
+        res.missing(["one_off_step"], "the one-off step's marker gives no step number")
     res.add("one_off_kind", top["kind"])
     res.add("one_off_names", top["names"])
     res.add("one_off_ms", top["ms_each"])
