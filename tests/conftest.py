@@ -58,10 +58,14 @@ def _held(path: Path, mode: int):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, mode)
-        yield
+        yield fd
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+#: The run lock of the test this process is running: its descriptor and mode (for :func:`alone`).
+_RUN: dict[str, int] = {}
 
 
 @pytest.hookimpl(wrapper=True)
@@ -69,10 +73,67 @@ def pytest_runtest_protocol(item, nextitem):
     """Setup, call and teardown of a ``serial`` test with no other test running; others side by side."""
     base = Path(os.environ[_LOCKS_ENV])
     serial = item.get_closest_marker("serial") is not None
+    mode = fcntl.LOCK_EX if serial else fcntl.LOCK_SH
     with contextlib.ExitStack() as stack:
         with _held(base / "gate", fcntl.LOCK_EX):
-            stack.enter_context(_held(base / "run", fcntl.LOCK_EX if serial else fcntl.LOCK_SH))
-        return (yield)
+            _RUN.update(fd=stack.enter_context(_held(base / "run", mode)), mode=mode)
+        try:
+            return (yield)
+        finally:
+            _RUN.clear()
+
+
+@contextlib.contextmanager
+def alone():
+    """No other test beside this block of a test not marked ``serial``: the run lock taken exclusively through the
+    gate, as a serial test takes it, then shared again. For the timed part of a capture whose start-up (a child's
+    TensorFlow import: ~2.5 s of CPU) runs beside other tests (:func:`run_timed_child`). The run lock is let go
+    before the gate is waited for, never held while waiting for it (so no two tests can wait on each other). In a
+    serial test (alone already), nothing to do."""
+    fd, mode = _RUN["fd"], _RUN["mode"]
+    if mode == fcntl.LOCK_EX:
+        yield
+        return
+    base = Path(os.environ[_LOCKS_ENV])
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    try:
+        with _held(base / "gate", fcntl.LOCK_EX):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        with _held(base / "gate", fcntl.LOCK_EX):
+            fcntl.flock(fd, fcntl.LOCK_SH)
+
+
+#: The line a child of :func:`run_timed_child` prints when its start-up is done; it then waits for a line on stdin.
+READY = "READY"
+
+
+def run_timed_child(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 300,
+                    during=contextlib.nullcontext) -> subprocess.CompletedProcess:
+    """Run ``cmd``, a child that prints :data:`READY` once its start-up (imports, data) is done, then waits for a line
+    on stdin before what it times: the start-up runs beside other tests, the rest :func:`alone`, with ``during()``
+    entered around it (a competing load). The CompletedProcess's stdout is what came after READY."""
+    import select
+
+    with tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            if not select.select([child.stdout], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(cmd, timeout)
+            first = child.stdout.readline()
+            if first.strip() == READY:
+                with alone(), during():
+                    out, _ = child.communicate("go\n", timeout=timeout)
+            else:  # ended (or failed) before it was ready: what it wrote is the answer
+                out = first + child.communicate(timeout=timeout)[0]
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, child.returncode, out, err.read())
 
 
 # --------------------------------------------------------------------------- how the tests are shared out

@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_timed_child
 
 pytest.importorskip("tensorflow")
-
-
-# TensorFlow captures timed against the script's own clock: no other test beside them (conftest).
-pytestmark = pytest.mark.serial
 
 import tfadvisor  # noqa: E402
 
@@ -31,8 +28,10 @@ PAIRS = {  # problem case -> (its tuned twin, the rule naming the cause, tfdata_
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("tfdata_causes")
     cases = [c for p, (t, _, _) in PAIRS.items() for c in (p, t)]
-    r = subprocess.run([sys.executable, str(HERE / "tfdata_capture.py"), str(out), *cases],
-                       capture_output=True, text=True, timeout=600)
+    # TensorFlow captures timed against the script's own clock: no other test beside them once TensorFlow is
+    # imported (conftest.run_timed_child; the import itself runs beside other tests)
+    r = run_timed_child([sys.executable, str(HERE / "tfdata_capture.py"), str(out), *cases],
+                        env=dict(os.environ, TFADVISOR_TEST_READY="1"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     return {c: tfadvisor.analyze(out / c) for c in cases}
 

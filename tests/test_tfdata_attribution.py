@@ -4,18 +4,15 @@ as expensive as the map timed alone under the profiler: real captures with TF's 
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import run_timed_child
 
 pytest.importorskip("tensorflow")
-
-
-# TensorFlow captures timed against the script's own clock: no other test beside them (conftest).
-pytestmark = pytest.mark.serial
 
 import tfadvisor  # noqa: E402
 
@@ -23,8 +20,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def _capture_heavy(out):
-    r = subprocess.run([sys.executable, str(HERE / "tfdata_capture.py"), str(out), "heavy_map"],
-                       capture_output=True, text=True, timeout=300)
+    # TensorFlow captures timed against the script's own clock: no other test beside them once TensorFlow is
+    # imported (conftest.run_timed_child; the import itself runs beside other tests)
+    r = run_timed_child([sys.executable, str(HERE / "tfdata_capture.py"), str(out), "heavy_map"],
+                        env=dict(os.environ, TFADVISOR_TEST_READY="1"), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return tfadvisor.analyze(out / "heavy_map"), json.loads((out / "heavy_map.json").read_text())
 
