@@ -37,6 +37,42 @@ impact = "min(input_pct, 100)"
 '''
 
 
+class _Forgetful(dict):
+    """The process's memo of rule files read (``rules._LOADED``) that keeps nothing: each load below goes to the disk
+    cache, the layer these tests check (the memo has its own test)."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def no_memo(monkeypatch):
+    import tfadvisor.advice.rules as rules
+
+    monkeypatch.setattr(rules, "_LOADED", _Forgetful())
+
+
+def test_a_second_load_in_one_process_reads_nothing_again(tmp_path, monkeypatch):
+    """The memo: a file read once in this process is neither read from the cache nor parsed again (the same rules,
+    their expressions parsed once); a changed file or other metric names are read again."""
+    import tfadvisor.advice.rules as rules
+
+    monkeypatch.setattr(rules, "_LOADED", {})
+    monkeypatch.setenv("TFADVISOR_CACHE_DIR", str(tmp_path / "cache"))
+    d = _rules_dir(tmp_path)
+    first = load_rules([d], builtin=False)
+    _no_parsing(monkeypatch)
+    monkeypatch.setattr(cache, "read", lambda *a, **k: pytest.fail("read from the disk cache again"))
+    again = load_rules([d], builtin=False)
+    assert again[0] is first[0]
+    monkeypatch.setattr(cache, "read", lambda *a, **k: None)  # not in the disk cache either: parsed
+    with pytest.raises(AssertionError, match="parsed, not read back"):  # other names: checked again
+        load_rules([d], builtin=False, known_metrics={"input_pct", "other"})
+    _rules_dir(tmp_path, when="input_pct >= 7")
+    with pytest.raises(AssertionError, match="parsed, not read back"):  # other bytes: read again
+        load_rules([d], builtin=False)
+
+
 @pytest.fixture
 def cache_in(tmp_path, monkeypatch):
     d = tmp_path / "cache"

@@ -236,17 +236,28 @@ def load_file(path: str | Path, known_metrics: Iterable[str] | None = None) -> l
         data = path.read_bytes()
     except OSError as err:
         raise RuleError(path, None, f"cannot read: {err.strerror or err}") from None
+    memo = (str(path), hashlib.sha256(data).digest(), frozenset(known))
+    if memo in _LOADED:  # read in this process before: the same rules (their expressions parsed once)
+        return list(_LOADED[memo])
     key = _cache_key(path, data, known) if cache.cache_dir() is not None else None
     kept = cache.read(path, key) if key else None
+    out = None
     if kept is not None:
         try:
-            return [_from_json(x) for x in kept]
+            out = [_from_json(x) for x in kept]
         except (KeyError, TypeError, ValueError, IndexError):  # an entry this did not write: parse, write it again
-            pass
-    out = _parse_file(path, data, known)
-    if key:
-        cache.write(path, key, [_to_json(r) for r in out])
-    return out
+            out = None
+    if out is None:
+        out = _parse_file(path, data, known)
+        if key:
+            cache.write(path, key, [_to_json(r) for r in out])
+    _LOADED[memo] = out
+    return list(out)
+
+
+#: The rule files read in this process, by path, bytes and the metric names they were checked against: a second
+#: analysis in one process (the API, a notebook, the suite) neither reads the cache nor parses again.
+_LOADED: dict[tuple[str, bytes, frozenset[str]], list[tuple[str, Any]]] = {}
 
 
 def _parse_file(path: Path, raw: bytes, known: set[str]) -> list[tuple[str, Any]]:
