@@ -80,23 +80,29 @@ def test_every_parameter_converts_as_typer_does():
                          "capture vertex poll_seconds"}, left
 
 
+def _both(one, name: str):
+    """(this module's converter, typer's own, a context, the parameter) of option ``name`` of the command ``one``,
+    made by typer with :class:`Command` beside a second command (so ``one`` is a subcommand, as tfadvisor's are)."""
+    app = typer_app()
+    app.command(cls=Command)(one)
+
+    @app.command(cls=Command)
+    def two() -> None:  # pragma: no cover - never run
+        pass
+
+    cmd = typer.main.get_command(app).commands["one"]
+    param = next(p for p in cmd.params if p.name == name)
+    return converter(param), build_runtime_param(param.type_descriptor), typer.Context(cmd), param
+
+
 def test_integers_as_pydantic_reads_them():
     """20,000 generated strings of digits, signs, points, underscores, exponents and spaces (seed 54): the same
     integer or the same error as typer's own conversion of an int option, but for pydantic-core's (2.50) reading of
     leading zeros and underscores before a sign or an underscore ('0-27' is -27, '0__5' is 5 there): an error here."""
-    app = typer_app()
-
-    @app.command(cls=Command)
     def one(n: Annotated[int, typer.Option()] = 0) -> None:  # pragma: no cover - never run
         pass
 
-    @app.command(cls=Command)
-    def two(n: Annotated[int, typer.Option()] = 0) -> None:  # pragma: no cover - never run
-        pass
-
-    cmd = typer.main.get_command(app).commands["one"]
-    param = next(p for p in cmd.params if p.name == "n")
-    mine, theirs, ctx = converter(param), build_runtime_param(param.type_descriptor), typer.Context(cmd)
+    mine, theirs, ctx, param = _both(one, "n")
     rng = random.Random(54)
     alphabet = "0123456789" * 3 + "__..+-eE \t\u00a0\x1c"
     words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7))) for _ in range(20_000)]
@@ -115,19 +121,10 @@ def test_integers_as_pydantic_reads_them():
 def test_floats_as_pydantic_reads_them():
     """20,000 generated strings of digits, signs, points, underscores, exponents, inf/nan letters and spaces (seed
     54): the same number (NaN for NaN) or the same error as typer's own conversion of a float option, every one."""
-    app = typer_app()
-
-    @app.command(cls=Command)
     def one(x: Annotated[float, typer.Option()] = 0.5) -> None:  # pragma: no cover - never run
         pass
 
-    @app.command(cls=Command)
-    def two() -> None:  # pragma: no cover - never run
-        pass
-
-    cmd = typer.main.get_command(app).commands["one"]
-    param = next(p for p in cmd.params if p.name == "x")
-    mine, theirs, ctx = converter(param), build_runtime_param(param.type_descriptor), typer.Context(cmd)
+    mine, theirs, ctx, param = _both(one, "x")
     rng = random.Random(54)
     alphabet = "0123456789" * 2 + "__..+-eEinfatyINFATY \t\u00a0\x1c"
     words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))) for _ in range(20_000)]
@@ -155,19 +152,10 @@ def _parse(text: str) -> str:
 
 def test_a_parser_that_raises_says_what_typer_says():
     """A parser's ValueError and AssertionError read as pydantic words them; its BadParameter as it is."""
-    app = typer_app()
-
-    @app.command(cls=Command)
     def one(x: Annotated[str, typer.Option(parser=_parse)] = "a") -> None:  # pragma: no cover - never run
         pass
 
-    @app.command(cls=Command)
-    def two() -> None:  # pragma: no cover - never run
-        pass
-
-    cmd = typer.main.get_command(app).commands["one"]
-    param = next(p for p in cmd.params if p.name == "x")
-    mine, theirs, ctx = converter(param), build_runtime_param(param.type_descriptor), typer.Context(cmd)
+    mine, theirs, ctx, param = _both(one, "x")
     for text in ("ok", "value", "assert"):
         assert _outcome(mine, text, param, ctx) == _outcome(theirs, text, param, ctx), text
     with pytest.raises(typer.BadParameter, match="bad one"):
