@@ -95,6 +95,12 @@ def _both(one, name: str):
     return converter(param), build_runtime_param(param.type_descriptor), typer.Context(cmd), param
 
 
+def _words(alphabet: str, longest: int) -> list[str]:
+    """20,000 strings of up to ``longest`` characters drawn from ``alphabet`` (seed 54)."""
+    rng = random.Random(54)
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, longest))) for _ in range(20_000)]
+
+
 def test_integers_as_pydantic_reads_them():
     """20,000 generated strings of digits, signs, points, underscores, exponents and spaces (seed 54): the same
     integer or the same error as typer's own conversion of an int option, but for pydantic-core's (2.50) reading of
@@ -103,9 +109,7 @@ def test_integers_as_pydantic_reads_them():
         pass
 
     mine, theirs, ctx, param = _both(one, "n")
-    rng = random.Random(54)
-    alphabet = "0123456789" * 3 + "__..+-eE \t\u00a0\x1c"
-    words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 7))) for _ in range(20_000)]
+    words = _words("0123456789" * 3 + "__..+-eE \t\u00a0\x1c", 7)
     values, quirks = 0, []
     for w in words:
         a, b = _outcome(mine, w, param, ctx), _outcome(theirs, w, param, ctx)
@@ -125,9 +129,7 @@ def test_floats_as_pydantic_reads_them():
         pass
 
     mine, theirs, ctx, param = _both(one, "x")
-    rng = random.Random(54)
-    alphabet = "0123456789" * 2 + "__..+-eEinfatyINFATY \t\u00a0\x1c"
-    words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))) for _ in range(20_000)]
+    words = _words("0123456789" * 2 + "__..+-eEinfatyINFATY \t\u00a0\x1c", 8)
     values = 0
     for w in words + ["1_e3", "1e_3", " 1_0", "nan", "-Infinity", "1e400", ".5", "5.", "\u0663"]:
         a, b = _outcome(mine, w, param, ctx), _outcome(theirs, w, param, ctx)
