@@ -280,31 +280,29 @@ def training_rows(p: Plane) -> np.ndarray:
     return rows[~np.isin(p.ev_line[rows], tfdata)] if rows.shape[0] and tfdata.shape[0] else rows
 
 
-def _host_ops(trace: Trace, spans: tuple[np.ndarray, np.ndarray] | None = None
-              ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(op names, summed durations ps, counts) of the host's TF ops on the training threads (:func:`training_rows`):
-    on a CPU the program's work; with ``spans`` (sorted, disjoint ``(start_ps, end_ps)``) only the ops that start in
-    one (the training steps' work: not a callback's between them, not an evaluation's)."""
-    names: list[str] = []
-    dur: list[np.ndarray] = []
-    cnt: list[np.ndarray] = []
-    for p in trace.host_planes:
-        rows = training_rows(p)
-        if spans is not None and rows.shape[0]:
-            rows = rows[in_spans(p.ev_start_ps[rows], *spans)]
-        if not rows.shape[0]:
-            continue
-        meta = p.ev_meta[rows].astype(np.int64)
-        d = np.bincount(meta, weights=np.maximum(p.ev_dur_ps[rows], 0).astype(np.float64),
-                        minlength=len(p.event_names))
-        c = np.bincount(meta, minlength=len(p.event_names))
-        used = np.flatnonzero(c)
-        names.extend(str(p.event_names[m]) for m in used.tolist())
-        dur.append(d[used])
-        cnt.append(c[used])
-    if not names:
-        return [], np.empty(0), np.empty(0, np.int64)
-    return names, np.concatenate(dur), np.concatenate(cnt)
+def _host_ops(planes: list[tuple[Plane, np.ndarray]], *spans: tuple[np.ndarray, np.ndarray] | None
+              ) -> list[tuple[list[str], np.ndarray, np.ndarray]]:
+    """For each of ``spans``, (op names, summed durations ps, counts) of the host's TF ops on the training threads
+    (``planes``: each host plane with its :func:`training_rows`): on a CPU the program's work; with spans
+    (``(start_ps, end_ps)``) only the ops that start in one (the training steps' work, not a callback's between them
+    or an evaluation's), with None every op."""
+    out: list[tuple[list[str], list[np.ndarray], list[np.ndarray]]] = [([], [], []) for _ in spans]
+    for p, all_rows in planes:
+        start = p.ev_start_ps[all_rows]
+        for (names, dur, cnt), sp in zip(out, spans):
+            rows = all_rows if sp is None else all_rows[in_spans(start, *sp)]
+            if not rows.shape[0]:
+                continue
+            meta = p.ev_meta[rows].astype(np.int64)
+            d = np.bincount(meta, weights=np.maximum(p.ev_dur_ps[rows], 0).astype(np.float64),
+                            minlength=len(p.event_names))
+            c = np.bincount(meta, minlength=len(p.event_names))
+            used = np.flatnonzero(c)
+            names.extend(str(p.event_names[m]) for m in used.tolist())
+            dur.append(d[used])
+            cnt.append(c[used])
+    return [(names, np.concatenate(dur), np.concatenate(cnt)) if names else ([], np.empty(0), np.empty(0, np.int64))
+            for names, dur, cnt in out]
 
 
 def in_spans(t: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -339,7 +337,7 @@ def _eval_spans(outside: Table | None) -> tuple[np.ndarray, np.ndarray] | None:
     return lo[keep], lo[keep] + (ev[keep] * PS_PER_MS).astype(np.int64)
 
 
-def _dispatch(trace: Trace, steps: StepSet, work: np.ndarray, key_of: dict,
+def _dispatch(planes: list[tuple[Plane, np.ndarray]], steps: StepSet, work: np.ndarray, key_of: dict,
               acc: dict[tuple[str, str, str], _Acc]) -> None:
     """Each op's dispatch into its part of the program, as :data:`RUNTIME` (see the module docs): the time inside a
     step between the previous op's end (of any thread) and this op's start. Before an op of the step's own (no
@@ -347,11 +345,8 @@ def _dispatch(trace: Trace, steps: StepSet, work: np.ndarray, key_of: dict,
     whose ops come just before and just after, where that is one part (the loss around its ``tf.map_fn``'s
     gradient loop). A gap longer than :data:`MAX_DISPATCH_PS` is a wait, no op's, unless a loop's op is beside it or
     one part's ops are on both sides; so is the time before an input op, or after one (a function call's start): those
-    are :data:`UNCLAIMED`, in the share-out for no part."""
-    for p in trace.host_planes:
-        rows = training_rows(p)
-        if not rows.shape[0]:
-            continue
+    are :data:`UNCLAIMED`, in the share-out for no part. ``planes``: each host plane with its :func:`training_rows`."""
+    for p, rows in planes:
         start = p.ev_start_ps[rows]
         order = np.argsort(start, kind="stable")
         rows, start = rows[order], start[order]
@@ -414,14 +409,16 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
     work = None
     passes: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}  # role -> the ops of the time between steps
     if source == "host":  # the training threads' ops alone: tf.data's run beside them (its own analyses)
+        planes = [(p, rows) for p in trace.host_planes if (rows := training_rows(p)).shape[0]]
         if steps is not None and steps.start.shape[0]:
             same = step_table is not None and len(step_table) == steps.start.shape[0]
             work = np.asarray(step_table["work_end_ps"], np.int64) if same else steps.end
         # the steps' own ops (not a callback's between them, not an evaluation's), and those apart
-        names, dur, cnt = _host_ops(trace, (steps.start, work) if work is not None else None)
-        for role, spans in (("between steps", _between_spans(step_table)), ("evaluation", _eval_spans(outside_table))):
-            if spans is not None:
-                passes[role] = _host_ops(trace, spans)
+        apart = [(role, sp) for role, sp in (("between steps", _between_spans(step_table)),
+                                             ("evaluation", _eval_spans(outside_table))) if sp is not None]
+        (names, dur, cnt), *got = _host_ops(planes, (steps.start, work) if work is not None else None,
+                                            *[sp for _, sp in apart])
+        passes = {role: ops for (role, _), ops in zip(apart, got)}
     metrics = list(DECLARED.names())
     tf_ops = _tf_ops(names, source)
     if not tf_ops:
@@ -458,7 +455,7 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
         key_of[names[i]] = (key, causes_of(full, dt))
         acc.setdefault(key, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), key_of[names[i]][1])
     if work is not None:
-        _dispatch(trace, steps, work, key_of, acc)
+        _dispatch(planes, steps, work, key_of, acc)
     total = sum(a.ps for a in acc.values())
     if total <= 0:
         res.missing(metrics, "no op time in named scopes", tf_only=True)
@@ -474,7 +471,8 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
     # op time across categories (each op's share of all the ops' time); on a device, category by category.
     pooled = source == "host"
     pool_total = sum(cat_total[c] for c in CATEGORIES)
-    inp = _input_part(ctx, wall_ms, wall_pct, pooled)
+    ms_per_pct = _ms_per_pct(ctx, wall_ms, wall_pct)  # the wall time per training step of one percent of it
+    inp = _input_part(ctx, wall_ms, wall_pct, ms_per_pct, pooled)
 
     def on_wall(cats: dict[str, float], figure: dict[str, float]) -> float:
         out = 0.0
@@ -518,7 +516,7 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
     for role, figure, prefix in PASSES:  # after the training steps' parts: between steps', evaluation's
         per_step = ctx.metric(figure)
         got, top = ([], "") if role not in pass_ops else _pass_rows(
-            role, per_step, pass_ops[role], named, part, source, _ms_per_pct(ctx, wall_ms, wall_pct))
+            role, per_step, pass_ops[role], named, part, source, ms_per_pct)
         for row in got:
             for c, v in row.items():
                 cols[c].append(v)
@@ -607,32 +605,32 @@ def _pass_rows(role: str, per_step, ops: tuple[list[str], np.ndarray, np.ndarray
     acc: dict[tuple[str, str, str], _Acc] = {}
     own: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # the part -> the key its names are kept under
     for i in idx:
-        full, _, _ = names[i].partition(":")
+        full, _, typ = names[i].partition(":")
         t = op_type_of(names[i], source)
         dt = display_type(t)
         if INPUT_OPS.match(dt):
             continue
-        key = named(full, names[i].partition(":")[2])
-        got = part(key, full)
+        got = part(named(full, typ), full)
         row = (got[0], got[1], role)
         own.setdefault(row, got)
         acc.setdefault(row, _Acc()).add(float(dur[i]), int(cnt[i]), dt, category(t), [])
     total = sum(a.ps for a in acc.values())
     if total <= 0:
         return [], ""
-    rows = []
+    rows, said = [], []
     for key, a in sorted(acc.items(), key=lambda kv: (-kv[1].ps, kv[0])):
         k = own[key]
         ms = float(per_step) * a.ps / total
-        rows.append({"component": key[0], "kind": key[1], "role": role,
-                     "label": label(key[0], key[1], what=named.about(k)) + f" ({role})", "ms_per_step": ms,
+        name = label(key[0], key[1], what=named.about(k))
+        share = 100.0 * a.ps / total
+        if len(said) < TOP and (not said or share >= 1.0):  # not the parts of under 1 % but the first
+            said.append(f"{name} {share:.0f} %")
+        rows.append({"component": key[0], "kind": key[1], "role": role, "label": f"{name} ({role})", "ms_per_step": ms,
                      "pct": ms / ms_per_pct if ms_per_pct > 0 else 0.0, "op_ms": a.ps / PS_PER_MS,
-                     "op_pct": 100.0 * a.ps / total, "ops": a.count, "types": _top_types(a.types),
+                     "op_pct": share, "ops": a.count, "types": _top_types(a.types),
                      "layer_class": named.layer_class(k), "params": named.params(k), "function": named.function(k),
                      "names_from": named.names_from(k)})
-    shown = [r for i, r in enumerate(rows[:TOP]) if i == 0 or r["op_pct"] >= 1.0]  # not the parts of under 1 %
-    top = ", ".join(f"{r['label'][:-len(f' ({role})')]} {r['op_pct']:.0f} %" for r in shown)
-    return rows, top
+    return rows, ", ".join(said)
 
 
 def _ms_per_pct(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, float]) -> float:
@@ -663,13 +661,13 @@ def _updates(cols: dict[str, list]) -> tuple[list[float], str]:
     return out, f"{100.0 * n / total:.0f} % of it updating {name}"
 
 
-def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, float], pooled: bool) -> dict:
+def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, float], ms_per_pct: float,
+                pooled: bool) -> dict:
     """The input pipeline as a part of the program, what it costs the step: the wait for its batches (the
     attribution's ``input``) and, on a CPU, the step time its threads took from the step's ops on the cores
     (``tfdata_contention_ms_per_step``; that time is also inside the compute parts the step's ops ran in, which it
     slowed, so this row overlaps them). ``pct`` of the wall time, ``ms`` per training step."""
     wait_pct, wait_ms = float(ctx.metric("attr_input_pct") or 0.0), float(ctx.metric("attr_input_ms") or 0.0)
-    ms_per_pct = _ms_per_pct(ctx, wall_ms, wall_pct)
     k = ctx.metric("steps_per_execution")  # the input analysis' ms is per step marker, the parts' per training step
     taken_ms = float(ctx.metric("tfdata_contention_ms_per_step") or 0.0) / (int(k) if k and k >= 1 else 1) \
         if pooled else 0.0
