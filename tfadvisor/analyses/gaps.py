@@ -223,5 +223,4 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     return res
 
 
-
 __all__ = ["analyze", "busy_set"]

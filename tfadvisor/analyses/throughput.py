@@ -223,9 +223,7 @@ def _eval_over_run(res: AnalysisResult, trace: Trace, total_steps: int) -> None:
     """Evaluation per training step over the window and the intervals the run file's clock timed outside it (an
     evaluation weighs once per epoch, which one window rarely shows in proportion)."""
     window_ms = res.metrics["outside_eval_ms"].value if "outside_eval_ms" in res.metrics else 0.0
-    md = trace.run_metadata if isinstance(trace.run_metadata, dict) else {}
-    clock, _ = clock_facts(md)
-    sides = [clock[s] for s in ("before", "after") if clock.get(s)]  # ``inside`` times the window itself
+    sides = _clock_outside_window(trace.run_metadata if isinstance(trace.run_metadata, dict) else {})
     ms = float(window_ms or 0.0) + sum(float(sum(c["eval_ms"])) for c in sides)
     steps = total_steps + sum(int(sum(c["steps"])) for c in sides)
     res.add("outside_eval_ms_per_step_run", ms / steps)
@@ -303,15 +301,17 @@ def _epochs(res: AnalysisResult, trace: Trace, tbl: Table, after: np.ndarray, so
     res.add("window_epochs_text", text)
 
 
+def _clock_outside_window(md: dict) -> list[dict]:
+    """The run file's clock's sides outside the window, before and after it (``inside`` times the window itself)."""
+    clock, _ = clock_facts(md)
+    return [clock[side] for side in ("before", "after") if clock.get(side)]
+
+
 def _clock_outside(md: dict) -> tuple[float | None, float | None, int, list[str]]:
     """(ms per training step outside the window, everything included; median ms per step of the intervals with
     nothing between steps; steps timed; notes) from the run file's clock."""
-    clock, _ = clock_facts(md)
     ms, steps, plain = [], [], []
-    for side in ("before", "after"):
-        c = clock.get(side)
-        if not c:
-            continue
+    for c in _clock_outside_window(md):
         for v, n, kind in zip(c["ms"], c["steps"], c["kind"]):
             ms.append(v)
             steps.append(n)

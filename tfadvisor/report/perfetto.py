@@ -237,8 +237,8 @@ def _host_tracks(w: _Writer, pid: int, host: str, tables: Mapping[str, pd.DataFr
     gaps = tables.get("gaps")
     if gaps is not None and len(gaps):
         gap_rules = _marking(findings, "gaps")
-        col = "marked" if "marked" in gaps.columns else "counted"  # what the mark selects (the gaps analysis says)
-        about = gaps[col].to_numpy(bool) if gap_rules and col in gaps.columns else np.zeros(len(gaps), bool)
+        selects = gap_rules and "marked" in gaps.columns  # what the mark selects (the gaps analysis says)
+        about = gaps["marked"].to_numpy(bool) if selects else np.zeros(len(gaps), bool)
         for row, on in zip(gaps.itertuples(index=False), about.tolist()):
             args = {"duration_ms": round(float(row.duration_ms), 4), "host_activity": str(row.host_activity)}
             if "idle_ms" in gaps:

@@ -73,9 +73,8 @@ def _findings_marks(findings: list, tables: dict, metrics: Any) -> list[dict]:
     for f in findings or []:
         marks, plots = set(get(f, "marks") or ()), set(get(f, "plots") or ())
         spans: list[tuple[float, float, str]] = []
-        col = "marked" if has_rows(gaps) and "marked" in gaps.columns else "counted"  # what the mark selects
-        if "gaps" in marks and has_rows(gaps) and col in gaps.columns:
-            for r in gaps[gaps[col].to_numpy(bool)].itertuples():
+        if "gaps" in marks and has_rows(gaps) and "marked" in gaps.columns:  # what the mark selects
+            for r in gaps[gaps["marked"].to_numpy(bool)].itertuples():
                 spans.append((float(r.start_ps), float(r.end_ps), f"idle gap: {fmt_num(getattr(r, 'idle_ms', 0))} ms"))
         if "outlier_steps" in marks and has_rows(steps) and "outlier" in steps.columns:
             for r in steps[steps["outlier"].fillna(False).astype(bool)].itertuples():
