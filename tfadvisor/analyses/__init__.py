@@ -30,6 +30,7 @@ ORDER = (
     "variation",  # steps grouped by what runs in them: work in some steps only, its period and cost
     "gaps",
     "throughput",  # wall time per step with evaluation and epoch ends; the time outside the steps; the profiler's cost
+    "system",  # system samples and start-up (tfadvisor_system.<host>.npz, tfadvisor_run.json): input reads the CPU
     "input",
     "tfdata",
     "placement",
@@ -42,7 +43,6 @@ ORDER = (
     "collectives",
     "eager",
     "overhead",
-    "system",  # system samples and start-up (tfadvisor_system.<host>.npz, tfadvisor_run.json)
     "timeline",  # bounded activity lanes of the window, for the reports' timeline view
 )
 

@@ -74,7 +74,8 @@ DECLARED = declare(
     ("tfdata_cpu_ratio", "", "tf.data thread-busy time / training thread-busy time inside steps"),
     ("tfdata_cpu_pct", "%", "tf.data thread-busy time, % of step wall time x 2 cores"),
     ("tfdata_contention_pct", "%", "step time lost to CPU contention with the tf.data threads, % of step time "
-                                   "(tf.data threads' compute while the step runs, over the cores)"),
+                                   "(tf.data threads' compute while the step runs, over the cores; where the system "
+                                   "sampler ran, bounded by the process's measured CPU and the idle cores)"),
     ("tfdata_contention_ms_per_step", "ms", "step time lost to CPU contention with the tf.data threads, per step"),
     ("tfdata_cost_ms_per_step", "ms", "what the input pipeline costs each step: the wait for input plus the "
                                       "contention loss"),
@@ -193,6 +194,13 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
             res.add("tfdata_cores", cores)
             w = act.get("input_wait").wall()
             own, lost = contention_lost(act, a, b, w, cores)
+            bound = measured_bound(ctx, float(lost[in_stats].sum()) * cores, float(tb[in_stats].sum()),
+                                   float(rb[in_stats].sum()), float(own[in_stats].sum()), tot, cores)
+            if bound is not None:
+                lost = lost * bound
+                res.qualify(("tfdata_contention_pct", "tfdata_contention_ms_per_step"),
+                            f"bounded by the CPU the system sampler measured during the steps (x{bound:.2f}): the "
+                            "threads' event time counts waits for a core, and idle cores take the pipeline's work")
             lost_ps = float(lost[in_stats].sum())
             cost_ps = lost_ps + float(wait.astype(np.float64)[in_stats].sum())
             n = max(int(in_stats.sum()), 1)
@@ -338,4 +346,24 @@ def contention_lost(act, a: np.ndarray, b: np.ndarray, wait: Measure, cores: int
 
 
 
-__all__ = ["analyze", "contention_lost", "severity", "HIGH_PCT", "MODERATE_PCT"]
+def measured_bound(ctx: Context, taken: float, tfdata_busy: float, training_busy: float, own: float, wall: float,
+                   cores: int) -> float | None:
+    """Where the system sampler measured the CPU during the steps (``system_*``), the factor that bounds the
+    contention loss by it; None without samples (the loss stays :func:`contention_lost`'s).
+
+    ``taken`` is the tf.data threads' event time while the steps run, ``tfdata_busy`` / ``training_busy`` all their
+    event time in the steps, ``own`` the steps' own time, ``wall`` the steps' (ps). Two measured facts bound it: a
+    thread's event lasts while it waits for a core, so the threads' event time is at most the process's CPU time
+    (``system_proc_cpu_pct``; the excess is waiting, each thread's in proportion); and the part of the pipeline's
+    CPU that the cores left idle meanwhile could take (``system_cpu_util_pct``) took nothing from the step. The loss is
+    what remains, over the cores as before."""
+    machine, util, proc = (ctx.metric(n) for n in ("system_cpu_cores", "system_cpu_util_pct", "system_proc_cpu_pct"))
+    if not (machine and util is not None and proc is not None and taken > 0 and wall > 0):
+        return None
+    events = tfdata_busy + training_busy
+    cpu = taken * min(1.0, (proc / 100.0 * machine * wall) / events) if events > 0 else taken
+    idle = max(0.0, 1.0 - util / 100.0) * machine * own
+    return min(1.0, max(0.0, cpu - idle) / taken)
+
+
+__all__ = ["analyze", "contention_lost", "measured_bound", "severity", "HIGH_PCT", "MODERATE_PCT"]
