@@ -38,8 +38,9 @@ def tool_view(logdir: Path) -> dict[str, Any]:
     t = res.tables.get("components") if "components" in res.tables else None
     comps = [] if t is None else [
         {"component": str(c), "kind": str(k), "role": str(r), "ms_per_step": float(ms), "pct": float(p),
-         "update_ms": float(u)}
-        for c, k, r, ms, p, u in zip(t["component"], t["kind"], t["role"], t["ms_per_step"], t["pct"], t["update_ms"])]
+         "update_ms": float(u), "sgd_saves_ms": float(g)}
+        for c, k, r, ms, p, u, g in zip(t["component"], t["kind"], t["role"], t["ms_per_step"], t["pct"],
+                                        t["update_ms"], t["sgd_saves_ms"])]
     m = res.metrics
     keep = {k: m.get(k) for k in m.keys() if k.startswith(("attr_", "comp_", "step_time_", "outside_"))}
     keep = {k: v for k, v in keep.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
@@ -56,7 +57,8 @@ class _F:
 
 
 def _columns(comps: list[dict[str, Any]]) -> dict[str, list]:
-    return {c: [r.get(c, 0.0) for r in comps] for c in ("component", "kind", "ms_per_step", "update_ms")}
+    keep = ("component", "kind", "ms_per_step", "update_ms", "sgd_saves_ms")
+    return {c: [r.get(c, 0.0) for r in comps] for c in keep}
 
 
 def compare(truth: dict[str, Any], view: dict[str, Any]) -> dict[str, Any]:

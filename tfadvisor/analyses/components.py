@@ -37,6 +37,11 @@ parts' op time there: a callback's ``predict_on_batch`` runs the model's layers;
 ``evaluation`` (the throughput analysis' evaluation intervals; the evaluation per training step over the run,
 ``outside_eval_ms_per_step_run``, the callback's clock beside the window's; ``comp_eval_top``): what a layer or a
 metric costs there too, in the program's words.
+
+An optimizer's row is its whole update; beside it (``sgd_saves_ms``) what swapping it for plain SGD would save: SGD
+still writes each dense weight (the same ``AssignSubVariableOp``) after one multiply of its size (timed as one pass
+over the weight, the gradient squared that the adaptive optimizers compute) and scatters a sparse gradient's rows,
+where Adam on a dense model also keeps two moments, bias corrections, clipping, an EMA (:func:`_sgd_saves`).
 """
 
 from __future__ import annotations
@@ -113,7 +118,8 @@ DECLARED = declare(
            "and parameters where the model config or the run file says; function: the function whose calls made "
            "its ops, where the graph's library says; names_from: where its name came from: the model config in "
            "the TensorBoard event file beside the profile, tfadvisor_run.json, the compiled metrics, or its name "
-           "scope)",
+           "scope; sgd_saves_ms: on the optimizer's rows, what replacing it by plain SGD would save per step, the "
+           "update less SGD's own: a multiply and a write per dense weight, a scatter per sparse gradient)",
 )
 
 #: Scopes a runtime or tf.distribute wraps the program's in: not the program's own.
@@ -182,6 +188,17 @@ CAUSES = {
     "one_hot": re.compile(r"^OneHot$"),
     "lookup": re.compile(r"^(?:ResourceGather|GatherV2|Gather|SparseSegment\w+|UnsortedSegmentSum)$"),
 }
+#: What plain SGD (``keras.optimizers.SGD()``: ``variable.assign_sub(gradient * learning_rate)``) still runs of an
+#: optimizer's update (:func:`_sgd_saves`): each dense weight's write (the same op on the same weight as the drawn
+#: optimizer's last one) and, for a sparse gradient (an embedding's rows), the scatter of those rows.
+SGD_WRITE = "AssignSubVariableOp"
+SGD_SCATTER = re.compile(r"^ResourceScatter(?:Sub|Add)$")
+#: The op whose time is one pass over a weight (:func:`_sgd_saves`): the gradient squared (Adam's, Nadam's, RMSprop's,
+#: Adagrad's second moment; clipnorm's norm), like SGD's gradient times the learning rate a pass into a new buffer.
+SGD_PASS = "Square"
+#: Layers whose gradient is sparse (the rows a batch looked up): plain SGD scatters those rows, where an optimizer
+#: that densifies the gradient (Adam's moments) writes the whole table.
+SPARSE_GRADIENT = re.compile(r"embedding", re.I)
 #: Ops inside a loop over elements (``tf.map_fn``, ``tf.vectorized_map``'s fallback, ``tf.while_loop``): cause
 #: ``loop``.
 LOOP_OPS = re.compile(r"^(?:While|StatelessWhile|TensorList\w+|TensorArray\w*)$")
@@ -239,6 +256,7 @@ class _Acc:
     def __init__(self) -> None:
         self.ps, self.count = 0.0, 0
         self.types: dict[str, float] = {}
+        self.type_count: dict[str, int] = {}
         self.cats: dict[str, float] = {}
         self.causes: dict[str, dict[str, float]] = {}
 
@@ -247,6 +265,7 @@ class _Acc:
         self.ps += d
         self.count += n
         self.types[typ] = self.types.get(typ, 0.0) + d
+        self.type_count[typ] = self.type_count.get(typ, 0) + n
         self.cats[cat] = self.cats.get(cat, 0.0) + d
         for c in causes:
             by = self.causes.setdefault(c, {})
@@ -257,6 +276,7 @@ class _Acc:
         for typ, d in other.types.items():
             if category(typ) not in skip:
                 self.types[typ] = self.types.get(typ, 0.0) + d
+                self.type_count[typ] = self.type_count.get(typ, 0) + other.type_count.get(typ, 0)
         for cat, d in other.cats.items():
             if cat not in skip:
                 self.cats[cat] = self.cats.get(cat, 0.0) + d
@@ -506,11 +526,13 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
         "function": [named.function(k) for k, _ in rows],
         "names_from": [named.names_from(k) for k, _ in rows],
     }
+    dense = _dense_share(cols)
+    cols["sgd_saves_ms"] = [_sgd_saves(a, on_wall, wall_ms, dense) if k[1] == "optimizer" else 0.0 for k, a in rows]
     if inp["pct"] >= INPUT_MIN_PCT:  # the input pipeline among the parts, in its place by its share
         at = int(np.searchsorted(-np.asarray(cols["pct"], np.float64), -inp["pct"], side="right"))
         row = {"component": INPUT, "kind": "input", "role": "input", "label": inp["label"], "ms_per_step": inp["ms"],
                "pct": inp["pct"], "op_ms": 0.0, "op_pct": 0.0, "ops": 0, "types": inp["types"], "layer_class": "",
-               "params": 0, "function": "", "names_from": ""}
+               "params": 0, "function": "", "names_from": "", "sgd_saves_ms": 0.0}
         for c, v in row.items():
             cols[c].insert(at, v)
     for role, figure, prefix in PASSES:  # after the training steps' parts: between steps', evaluation's
@@ -532,7 +554,8 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
         res.missing(["comp_optimizer_updates"], "")
     labels = cols["label"]  # the table's: the input pipeline's row in its place, evaluation's after
     table = Table({c: np.array(v, dtype=np.int64 if c in ("ops", "params") else
-                               np.float64 if c in ("ms_per_step", "pct", "op_ms", "op_pct", "update_ms") else object)
+                               np.float64 if c in ("ms_per_step", "pct", "op_ms", "op_pct", "update_ms", "sgd_saves_ms")
+                               else object)
                    for c, v in cols.items()}, n=len(labels))
     res.tables["components"] = table
     res.notes.extend(named.notes())
@@ -629,7 +652,7 @@ def _pass_rows(role: str, per_step, ops: tuple[list[str], np.ndarray, np.ndarray
                      "pct": ms / ms_per_pct if ms_per_pct > 0 else 0.0, "op_ms": a.ps / PS_PER_MS,
                      "op_pct": share, "ops": a.count, "types": _top_types(a.types),
                      "layer_class": named.layer_class(k), "params": named.params(k), "function": named.function(k),
-                     "names_from": named.names_from(k)})
+                     "names_from": named.names_from(k), "sgd_saves_ms": 0.0})
     return rows, ", ".join(said)
 
 
@@ -659,6 +682,46 @@ def _updates(cols: dict[str, list]) -> tuple[list[float], str]:
         out[i] = opt * n / total
     name, (_, n) = max(params.items(), key=lambda kv: (kv[1][1], kv[0]))
     return out, f"{100.0 * n / total:.0f} % of it updating {name}"
+
+
+def _dense_share(cols: dict[str, list]) -> float:
+    """The layers' parameters outside those with a sparse gradient (:data:`SPARSE_GRADIENT`), over all of them; 1
+    where the program's facts give none."""
+    params: dict[str, tuple[str, int]] = {}
+    for name, kind, n, cls in zip(cols["component"], cols["kind"], cols["params"], cols["layer_class"]):
+        if kind == "layer" and n >= 0 and name not in params:
+            params[name] = (str(cls or ""), int(n))
+    total = sum(n for _, n in params.values())
+    sparse = sum(n for cls, n in params.values() if SPARSE_GRADIENT.search(cls))
+    return 1.0 - sparse / total if total > 0 else 1.0
+
+
+def _sgd_saves(a: _Acc, on_wall, wall_ms: dict[str, float], dense: float) -> float:
+    """What replacing an optimizer (its row's ops ``a``) by plain SGD saves per step, ms: the row's wall time less
+    SGD's own update, read from the same ops. SGD's: each dense weight's write (the row's ``AssignSubVariableOp``
+    time; of it the dense weights' share ``dense``: an optimizer that densifies an embedding's gradient writes the
+    whole table, SGD the batch's rows), per write a multiply of the weight's size (the gradient by the learning
+    rate: the time of one :data:`SGD_PASS` op, the gradient squared, which the adaptive optimizers compute for each
+    weight, a pass of the same size into a new buffer; without one the row's mean element-wise op), a sparse
+    gradient's scatters as they are, and the dispatch (the runtime's share) in proportion to SGD's op count. The
+    per-step scalars (the iteration count, the learning rate's cast) take microseconds and are left out."""
+    writes = a.type_count.get(SGD_WRITE, 0) * dense
+    if a.type_count.get(SGD_PASS, 0) > 0:
+        per_pass = a.types[SGD_PASS] / a.type_count[SGD_PASS]
+    else:
+        elem = [(d, a.type_count.get(t, 0)) for t, d in a.types.items()
+                if category(t) == "elementwise" and not t.endswith("VariableOp")]
+        n = sum(c for _, c in elem)
+        per_pass = sum(d for d, _ in elem) / n if n > 0 else 0.0
+    kept = {category(SGD_WRITE): a.types.get(SGD_WRITE, 0.0) * dense, category(SGD_PASS): per_pass * writes}
+    scatters = [t for t in a.types if SGD_SCATTER.match(t)]
+    for t in scatters:
+        kept[category(t)] = kept.get(category(t), 0.0) + a.types[t]
+    if a.count > 0:
+        n_kept = 2 * writes + sum(a.type_count.get(t, 0) for t in scatters)
+        kept[RUNTIME] = a.cats.get(RUNTIME, 0.0) * min(n_kept / a.count, 1.0)
+    kept = {c: min(v, a.cats.get(c, 0.0)) for c, v in kept.items() if a.cats.get(c, 0.0) > 0}
+    return max(on_wall(a.cats, wall_ms) - on_wall(kept, wall_ms), 0.0)
 
 
 def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, float], ms_per_pct: float,
