@@ -404,15 +404,18 @@ def test_a_custom_loops_loss_without_a_scope_is_the_ops_the_gradient_goes_throug
     """A custom loop writing its loss and accuracy inline (tests/program_capture.py ``plain``): the loss's gradient
     ops and the forward ops they are scoped by (``gradient_tape/Abs/Sign``: ``Abs``) are the loss; the accuracy's
     ops (``ArgMax``, ``Equal``: no gradient) stay the step's own; the second model's optimizer scope ``sgd_1_1`` is
-    the optimizer."""
+    the optimizer. One term of the loss opened a scope of its own (``logistic_loss``, TF's): the unscoped terms are
+    still the loss's (ablation seed 613: a custom loop's costly penalty beside a library cross-entropy read 0 ms)."""
     t = tfadvisor.analyze(cap / "plain").tables["components"]
     rows = {(str(c), str(k), str(r)): (float(ms), str(ty)) for c, k, r, ms, ty in
             zip(t["component"], t["kind"], t["role"], t["ms_per_step"], t["types"])}
     loss = DIFFERENTIATED
     assert rows[(loss, "loss", "gradient")][0] > 0, rows
     assert "Abs" in rows[(loss, "loss", "forward")][1], rows
+    assert any(k == "loss" and c.startswith("logistic_loss") for c, k, _ in rows), rows
     assert rows[(STEP, "step", "forward")][0] > 0, rows  # the accuracy's ops, the one-hot, the loss's other ops
-    assert not any(x in ty for (_, k, _), (_, ty) in rows.items() if k == "loss" for x in ("ArgMax", "Equal")), rows
+    loss_types = {x for (_, k, _), (_, ty) in rows.items() if k == "loss" for x in ty.split(", ")}
+    assert not loss_types & {"ArgMax", "Equal"}, rows  # (logistic_loss's GreaterEqual is the loss's)
     assert any(k == "optimizer" and c.startswith("sgd") for c, k, _ in rows), rows
     assert not any(k == "step" and c.startswith("sgd") for c, k, _ in rows), rows
     labels = [str(x) for x in t["label"]]

@@ -453,7 +453,7 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
                   component)
     compiled = ", ".join(program.metrics) if program and program.metrics else ""
     keys = {i: named(*names[i].partition(":")[::2]) for i in tf_ops}
-    loss = None if compiled or any(k[1] == "loss" for k in keys.values()) else _differentiated(names, keys)
+    loss = None if compiled else _differentiated(names, keys)
 
     def part(key: tuple[str, str, str], full: str) -> tuple[str, str, str]:
         """The part an op is, its scopes' part re-read: a Keras ``fit``'s unscoped ops are its compiled metrics'; a
