@@ -59,6 +59,9 @@ ROW_XFAIL = {
                    "spread 190 %: the truth is noisy here)"),
 }
 FIRST_XFAIL = {
+    1: ("the time between steps (31.7 % of the step, recovered whole: rules/90_cost.toml) leads the loss (31.0 %) "
+        "within a point; measured, the loss costs more (6.4 ms vs 4.2): the between-steps row over-reads ("
+        + CALLBACK_IN_MARKER + ")"),
     2: "the first finding is component_optimizer (3.7 ms per step, measured 2.4); the costly layer (4.5 ms measured, "
        "0.7 by the tool) is not named first",
 }

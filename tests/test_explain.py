@@ -96,3 +96,20 @@ def test_no_part_of_ten_percent_is_silent(d):
         own = {ln.strip() for ln in str(m.get("tfdata_code") or "").splitlines() if ln.strip()}
         asked = [ln for x in fixes for ln in x.splitlines() if ln.strip() not in own and MORE_PARALLELISM.search(ln)]
         assert not asked, (m["system_cpu_util_pct"], asked)
+
+
+def test_findings_of_a_severity_are_ordered_by_what_their_fix_is_expected_to_recover():
+    """A generic part's figure is its size, not a fix's gain: it counts at half (GENERIC_RECOVERS) unless its rule says
+    what leaving it out recovers (the time between steps: the whole part). Two warnings, the generic matrix part
+    (36 % -> 18) and the time between steps (32 % -> 32, recovers = 1): the latter leads (at half it would not)."""
+    from tfadvisor.advice.engine import GENERIC_RECOVERS, expected_gain
+
+    m = {**STEP, "attr_wall_ms": 200.0, "attr_matrix_pct": 36.0, "attr_matrix_ms": 7.2,
+         "attr_between_steps_pct": 32.0, "attr_between_steps_ms": 6.4}
+    got = evaluate(m, RULES)
+    ids = [f.rule for f in got]
+    assert ids.index("cost_between_steps") < ids.index("cost_matrix"), ids
+    rules = {r.id: r for r in RULES}
+    f = by_rule(got)
+    assert expected_gain(f["cost_matrix"], rules["cost_matrix"]) == 36.0 * GENERIC_RECOVERS
+    assert expected_gain(f["cost_between_steps"], rules["cost_between_steps"]) == 32.0

@@ -349,3 +349,13 @@ def test_key_lines_from_the_index_are_the_scans():
                 assert lines.key_line(key, start, end) == scan(lines, key, start, end), (f.name, key, start)
                 checked += 1
     assert checked > 1000
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "true", '"half"'])
+def test_recovers_is_a_share_above_0_and_at_most_1(tmp_path, value):
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="rec", when="input_pct > 1") + f"recovers = {value}\n")
+    with pytest.raises(RuleError) as info:
+        load_rules([d])
+    assert "'recovers' must be a number above 0 and at most 1" in str(info.value)
+    d = write(tmp_path, "r.toml", GOOD_RULE.format(id="rec", when="input_pct > 1") + "recovers = 0.25\n")
+    assert {r.id: r for r in load_rules([d])}["rec"].recovers == 0.25

@@ -146,31 +146,32 @@ def fill_fix(fix: str, metrics: Mapping[str, Any]) -> str:
     return FIX_PLACEHOLDER.sub(value, text)
 
 
-#: What a generic explanation is expected to recover of its part: its figure is the size of a part nothing
-#: explained, not a gain a fix was shown to bring (the design's "node ms x recovers", a stated estimate): half of it.
-#: On the ablation benchmark's stored truths (benchmarks/ablation/RESULTS.md) this ordering led with the most costly
-#: ablated component on 53 of 66 programs against 51 with the explained findings always first (the same at 1/3).
+#: What a generic explanation is expected to recover of its part unless its rule says (``recovers``): its figure is
+#: the size of a part nothing explained, not a gain a fix was shown to bring (the design's "node ms x recovers", a
+#: stated estimate): half of it. A specific explanation's impact is its gain already (1 unless its rule says).
 GENERIC_RECOVERS = 0.5
 
 
-def expected_gain(f: Finding, generic: bool = False) -> float:
-    """What a finding is expected to recover, % of the wall time: its impact, a generic one's by
-    :data:`GENERIC_RECOVERS`; unknown: -1 (last)."""
+def expected_gain(f: Finding, rule: Rule | None = None) -> float:
+    """What a finding is expected to recover, % of the wall time: its impact times its rule's ``recovers`` (a generic
+    rule's default :data:`GENERIC_RECOVERS`); unknown: -1 (last)."""
     if f.impact_pct is None:
         return -1.0
-    return f.impact_pct * (GENERIC_RECOVERS if generic else 1.0)
+    if rule is None or rule.recovers is None:
+        return f.impact_pct * (GENERIC_RECOVERS if rule is not None and rule.generic else 1.0)
+    return f.impact_pct * rule.recovers
 
 
-def sort_key(f: Finding, position: int = 0, generic: bool = False) -> tuple:
+def sort_key(f: Finding, position: int = 0, rule: Rule | None = None) -> tuple:
     """Severity (critical first), then the expected gain (largest first; unknown last), then rule order."""
-    return (-SEVERITY_RANK.get(f.severity, 0), -expected_gain(f, generic), position)
+    return (-SEVERITY_RANK.get(f.severity, 0), -expected_gain(f, rule), position)
 
 
 def evaluate(metrics: Mapping[str, Any], rules: list[Rule]) -> list[Finding]:
     """Every rule whose condition holds, one finding per part of the wall time explained
     (:func:`tfadvisor.advice.explain.explain`: the most specific explanation, the others folded into it, caveats
     attached), ordered by severity (critical first), then what each is expected to recover (:func:`expected_gain`:
-    a generic finding's part by :data:`GENERIC_RECOVERS`), largest first.
+    its impact times what its rule says its fix recovers; a generic part's by default at half), largest first.
 
     Ties keep the order of the rules (files by name, tables in file order), so the cheaper
     fix of a group comes first (prefetch before re-sharding the data).
@@ -180,7 +181,7 @@ def evaluate(metrics: Mapping[str, Any], rules: list[Rule]) -> list[Finding]:
     by_id = {r.id: r for r in rules}
     hits = [(f, i) for i, f in enumerate(evaluate_rule(r, metrics) for r in rules) if f is not None]
     hits = explain(hits, by_id, metrics)
-    hits.sort(key=lambda fi: sort_key(*fi, generic=by_id[fi[0].rule].generic))
+    hits.sort(key=lambda fi: sort_key(*fi, rule=by_id[fi[0].rule]))
     return [f for f, _ in hits]
 
 

@@ -18,7 +18,8 @@ README_HEAD = """# tfadvisor rules
 
 Each `*.toml` file here holds rules, one `[[rule]]` table each. tfadvisor evaluates them over
 the metrics the analyses produce (`tfadvisor/analyses/README.md` lists every name) and prints
-the findings, most severe first, then by impact.
+the findings, most severe first, then by what each is expected to recover (its impact times its
+`recovers`).
 
 The cost tree proposes, the rules explain (`tfadvisor/advice/explain.py`): the attribution splits the
 run's wall time into parts (`attr_<part>_pct`); a rule names the part it explains (`explains =
@@ -58,6 +59,8 @@ scope = "run"                         # whose spans: run | none | host:<metric>
 plots = ["steps", "tfdata"]           # the report's plots that show its evidence (below)
 lanes = ["input wait", "tf.data workers"]  # the timeline lanes its findings light up (below)
 explains = "part.input"               # the part of the wall time it explains (optional; above)
+recovers = 1.0                        # share of the impact its fix recovers: orders findings (optional;
+                                      # default 1, a generic rule's 0.5: its impact is a part's size)
 
 [[rule.case]]                         # optional; the first case whose `when` holds
 when = "input_pct >= 20"              # overrides severity, title, message, impact,
@@ -147,6 +150,8 @@ def render_readme(rules: list[Rule]) -> str:
             out.append(f"- case {j}: `{_cell(c.when.source)}`" + (f" -> {c.severity}" if c.severity else ""))
         if r.impact is not None:
             out += ["", f"Impact: `{_cell(r.impact.source)}`"]
+        if r.recovers is not None:
+            out += ["", f"Recovers: {r.recovers:g} of the impact"]
         if r.evidence:
             out += ["", "Evidence: " + ", ".join(f"`{e}`" for e in r.evidence)]
         if r.lanes:

@@ -48,7 +48,7 @@ SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
 
 _RULE_KEYS_REQUIRED = ("id", "title", "severity", "when", "message", "fix")
 _RULE_KEYS = set(_RULE_KEYS_REQUIRED) | {"impact", "evidence", "why", "example", "docs", "case", "enabled", "marks",
-                                         "scope", "plots", "lanes", "explains", "generic", "reports"}
+                                         "scope", "plots", "lanes", "explains", "generic", "reports", "recovers"}
 #: What a rule explains: a part of the run's wall time (``part.<part>``, a part of the attribution), or a cause
 #: within one, more specific the deeper it goes (``part.input.tfdata.cause``).
 _EXPLAINS = re.compile(r"^part\.([a-z_]+|\{[a-z_][a-z0-9_]*\})(\.[a-z_]+)*$")
@@ -129,6 +129,7 @@ class Rule:
     scope: str = "run"  # whose spans: run, none, host:<metric>
     explains: str = ""  # the node of the cost tree it explains (part.<part>[.<cause>...]); "" for none
     generic: bool = False  # the explanation of its node when no specific one holds
+    recovers: float | None = None  # the share of its impact its fix is expected to recover (None: the engine's default)
     reports: tuple[str, ...] = ()  # the caveats (advice.explain.CAVEATS) it reports itself: not said on its findings
     path: str = ""
     line: int | None = None
@@ -400,6 +401,11 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         raise err("'generic' must be true or false", "generic", rule_id)
     if generic and "explains" not in t:
         raise err("a generic rule explains a part: give explains = \"part.<part>\"", "generic", rule_id)
+    recovers = t.get("recovers")
+    if recovers is not None and (isinstance(recovers, bool) or not isinstance(recovers, (int, float))
+                                 or not 0 < recovers <= 1):
+        raise err(f"'recovers' must be a number above 0 and at most 1 (the share of the impact its fix recovers); got "
+                  f"{recovers!r}", "recovers", rule_id)
     reports = names("reports", "caveat", [c.id for c in CAVEATS], t.get("reports", []), key_line("reports"))
     rule = Rule(
         id=rule_id,
@@ -419,6 +425,7 @@ def _build_rule(path: Path, t: dict, line: int | None, end: int | None, case_lin
         scope=scope(t.get("scope", "run"), key_line("scope")),
         explains=explains(t.get("explains", ""), key_line("explains")),
         generic=generic,
+        recovers=float(recovers) if recovers is not None else None,
         reports=tuple(reports),
         path=str(path),
         line=line,
@@ -621,7 +628,7 @@ def _to_json(item: tuple[str, Any]) -> dict[str, Any]:
             "fix": r.fix, "impact": _source(r.impact), "evidence": r.evidence, "why": r.why, "example": r.example,
             "docs": [[d.title, d.url] for d in r.docs], "cases": cases, "marks": r.marks, "plots": r.plots,
             "lanes": r.lanes, "scope": r.scope, "explains": r.explains, "generic": r.generic,
-            "reports": list(r.reports), "path": r.path, "line": r.line}
+            "recovers": r.recovers, "reports": list(r.reports), "path": r.path, "line": r.line}
 
 
 def _from_json(x: dict[str, Any]) -> tuple[str, Any]:
@@ -642,8 +649,8 @@ def _from_json(x: dict[str, Any]) -> tuple[str, Any]:
                 message=Template.unchecked(x["message"]), fix=x["fix"], impact=expr(x["impact"]),
                 evidence=x["evidence"], why=x["why"], example=x["example"], docs=[Doc(t, u) for t, u in x["docs"]],
                 cases=cases, marks=x["marks"], plots=x["plots"], lanes=x["lanes"], scope=x["scope"],
-                explains=x["explains"], generic=x["generic"], reports=tuple(x["reports"]), path=x["path"],
-                line=x["line"])
+                explains=x["explains"], generic=x["generic"], recovers=x.get("recovers"), reports=tuple(x["reports"]),
+                path=x["path"], line=x["line"])
     return rule.id, rule
 
 
