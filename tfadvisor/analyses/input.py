@@ -199,8 +199,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
             if bound is not None:
                 lost = lost * bound
                 res.qualify(("tfdata_contention_pct", "tfdata_contention_ms_per_step"),
-                            f"bounded by the CPU the system sampler measured during the steps (x{bound:.2f}): the "
-                            "threads' event time counts waits for a core, and idle cores take the pipeline's work")
+                            f"x{bound:.2f}: bounded by the measured CPU (idle cores, waits for a core)")
             lost_ps = float(lost[in_stats].sum())
             cost_ps = lost_ps + float(wait.astype(np.float64)[in_stats].sum())
             n = max(int(in_stats.sum()), 1)
