@@ -78,6 +78,8 @@ DECLARED = declare(
     )],
     ("comp_optimizer_updates", "", "the layer whose weights take most of the optimizer's update, by parameter "
                                    "count (`70 % of it updating embedding`; where the program's facts give them)"),
+    ("comp_optimizer_sgd_saves_ms", "ms", "what replacing the optimizer by plain SGD would save per step (the "
+                                          "optimizer rows' `sgd_saves_ms`: the update less SGD's own)"),
     ("comp_between_steps_ms", "ms", "the time between steps per training step (`attr_between_steps_ms`: a "
                                     "callback's hooks, a custom loop's code after the step), shared out among the "
                                     "parts of the program its ops belong to (`components` rows of role `between "
@@ -552,6 +554,11 @@ def analyze(trace: Trace, ctx: Context, *, program: Program | None = None, steps
         res.add("comp_optimizer_updates", on)
     else:
         res.missing(["comp_optimizer_updates"], "")
+    if "optimizer" in cols["kind"]:
+        res.add("comp_optimizer_sgd_saves_ms", float(sum(v for v, k in zip(cols["sgd_saves_ms"], cols["kind"])
+                                                         if k == "optimizer")))
+    else:
+        res.missing(["comp_optimizer_sgd_saves_ms"], "")
     labels = cols["label"]  # the table's: the input pipeline's row in its place, evaluation's after
     table = Table({c: np.array(v, dtype=np.int64 if c in ("ops", "params") else
                                np.float64 if c in ("ms_per_step", "pct", "op_ms", "op_pct", "update_ms", "sgd_saves_ms")
