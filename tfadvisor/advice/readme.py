@@ -60,7 +60,7 @@ plots = ["steps", "tfdata"]           # the report's plots that show its evidenc
 lanes = ["input wait", "tf.data workers"]  # the timeline lanes its findings light up (below)
 explains = "part.input"               # the part of the wall time it explains (optional; above)
 recovers = 1.0                        # share of the impact its fix recovers: orders findings (optional;
-                                      # default 1, a generic rule's 0.5: its impact is a part's size)
+                                      # default 1, a generic rule's {GENERIC_RECOVERS}: its impact is a part's size)
 
 [[rule.case]]                         # optional; the first case whose `when` holds
 when = "input_pct >= 20"              # overrides severity, title, message, impact,
@@ -127,10 +127,11 @@ def _cell(text: str) -> str:
 def render_readme(rules: list[Rule]) -> str:
     """``rules/README.md``: the rule format, then every built-in rule from its own declaration
     (``python -m tfadvisor.advice.readme > rules/README.md``)."""
+    from tfadvisor.advice.engine import GENERIC_RECOVERS
     from tfadvisor.analyses.marks import LANES, MARKS, PLOTS
 
     head = README_HEAD.replace("{MARKS}", _names_list(MARKS)).replace("{PLOTS}", _names_list(PLOTS)) \
-        .replace("{LANES}", _names_list(LANES))
+        .replace("{LANES}", _names_list(LANES)).replace("{GENERIC_RECOVERS}", f"{GENERIC_RECOVERS:g}")
     out = [head.rstrip("\n"), "", "## The rules", "",
            "Generated from the rule files by `python -m tfadvisor.advice.readme > rules/README.md`; "
            "`tfadvisor rules explain ID` prints one in full.", "",
