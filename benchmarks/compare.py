@@ -13,7 +13,7 @@ Every measurement is one whole process, from its start to its exit: ``fork``/``e
 command line, reading the file, the analysis, the output written to a file, interpreter shutdown. Wall
 time is taken around the process; peak RSS is the process's own ``ru_maxrss`` from ``os.wait4`` (absolute,
 not above a baseline), in MB of 1e6 bytes as the files' sizes (before 2026-11-29 the tables gave MiB as MB, 4.6 %
-less). The three commands:
+less). The commands:
 
 * tfadvisor: ``tfadvisor analyze <run> --format json`` (the installed console script with ``--install``
   or ``--tfadvisor``, else ``python -m tfadvisor`` from this checkout);
@@ -21,6 +21,10 @@ less). The three commands:
   {"use_saved_result": False})`` in a Python process, on a copy of the file (xprof writes a cache next
   to what it reads; the copy is made before the clock starts and its cache removed after each run);
 * xprof-rs: ``xprof-rs get_overview <run dir>`` (its command line; it writes nothing next to the file).
+
+On the small trace a fourth row, the floor: ``python -c 'import numpy'`` with the same interpreter, cold and warm
+alike. tfadvisor's columnar ``Trace`` and every analysis are numpy, so no tfadvisor run is faster than this; its ratio
+to xprof is the best tfadvisor's could be (2026-12-02: 0.07-0.10 s warm against xprof's 0.10-0.11 s).
 
 First run after pip install (with ``--install``, tfadvisor only) = the very first run of a fresh venv,
 with the bytecode pip compiled at install time; the best of ``--installs`` fresh installs (3), as warm is
@@ -63,6 +67,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "sample_traces" / "input_bound_defaults_off"
 RUN_NAME = "2026_01_01_00_00_00"
+FLOOR = "python -c 'import numpy'"  # the floor row of the small trace: the interpreter importing numpy
 README_START, README_END = "<!-- compare.py: start -->", "<!-- compare.py: end -->"
 
 XPROF = r"""
@@ -225,6 +230,9 @@ class Tools:
                 shutil.rmtree(copies, ignore_errors=True)
         if tool == "xprof-rs":
             return measure([str(self.xprof_rs), "get_overview", str(run)], self.env, out)
+        if tool == FLOOR:  # this Python importing numpy and nothing else: what every tfadvisor run costs at least
+            return measure([sys.executable, "-c", "import numpy"], dict(self.env, PYTHONPYCACHEPREFIX=str(prefix)),
+                           out)
         raise ValueError(tool)
 
     def help_time(self, runs: int = 3) -> dict:
@@ -262,6 +270,11 @@ class Tools:
 
     def tools(self) -> list[str]:
         return ["tfadvisor"] + (["xprof"] if self.use_xprof else []) + (["xprof-rs"] if self.xprof_rs else [])
+
+    def small_tools(self) -> list[str]:
+        """On the small trace, also the floor: tfadvisor's columns and analyses are numpy, so no run of it is faster
+        than this interpreter importing numpy (its ratio to xprof is the best tfadvisor's could be)."""
+        return self.tools() + [FLOOR]
 
     def bench(self, name: str, run: Path, runs: int, tools: list[str] | None = None) -> list[dict]:
         for f in xplanes(run):  # into the page cache for every tool alike
@@ -348,7 +361,7 @@ def main() -> None:
     tools = Tools(args, workdir)
     rows = []
     try:
-        rows += tools.bench(args.small.name, args.small, args.runs)
+        rows += tools.bench(args.small.name, args.small, args.runs, tools.small_tools())
         h = tools.help_time()
         print(f"  tfadvisor --help: {h['s']:.3f} s, peak RSS {h['rss_mb']:.0f} MB", flush=True)
         if not args.small_only:

@@ -22,13 +22,25 @@ from tfadvisor.io.runmeta import clock_facts
 pytestmark = CAPTURE_MARKS
 
 
+#: The script's own clock ratio a capture needs to be the inflated capture these tests are about, and the captures
+#: taken at most to get one. On the quiet machine the ratio is 1.42-1.56 (2026-12-02, five captures, OPS 150 and 400);
+#: in one CI run (2026-12-02) it was about 1.09, its unprofiled steps 2.3 ms against 1.4 quiet: something beside the
+#: run slowed the steps outside the window. The report said so correctly (1.09, "as fast as outside"); what that
+#: capture lacked was the premise, so it is taken again, not the assertions loosened.
+PREMISE, ATTEMPTS = 1.2, 3
+
+
 @pytest.fixture(scope="module")
 def cap(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("inflation")
-    p = subprocess.run([sys.executable, str(ROOT / "tests" / "inflation_capture.py"), str(out)], env=capture_env(),
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads((out / "clock.json").read_text())
+    for attempt in range(ATTEMPTS):
+        out = tmp_path_factory.mktemp("inflation")
+        p = subprocess.run([sys.executable, str(ROOT / "tests" / "inflation_capture.py"), str(out)],
+                           env=capture_env(), capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        got = dict(json.loads((out / "clock.json").read_text()), attempts=attempt + 1)
+        if got["ratio"] >= PREMISE:
+            break
+    return got
 
 
 def test_run_file_holds_the_unprofiled_clock(cap):
@@ -51,7 +63,7 @@ def test_inflation_is_the_scripts_clock_ratio(cap):
     m = tfadvisor.analyze(cap["run_dir"]).metrics
     assert m["profiler_inflation_source"] == "clock"
     assert m["profiler_inflation"] == pytest.approx(cap["ratio"], rel=0.15), (m["profiler_inflation_text"], cap)
-    assert m["profiler_inflation"] > 1.1
+    assert m["profiler_inflation"] > 1.1, (m["profiler_inflation_text"], cap)
     assert "slower than outside" in m["profiler_inflation_text"] and "inflated" in m["profiler_inflation_text"]
 
 
