@@ -292,3 +292,28 @@ def test_a_one_execution_window_gets_a_fix_it_does_not_already_have(tmp_path):
     assert "1 execution(s) of steps_per_execution = 10 steps (10 training steps)" in first.message
     assert "steps_per_execution=10" in first.fix and "5 x 10 steps" in first.fix
     assert "steps=(10, 20)" not in first.fix
+
+
+#: figures per step beside their share of the step time, both over the steps the statistics count
+PER_STEP_AND_PCT = [("tfdata_cost_ms_per_step", "tfdata_cost_pct"), ("tfdata_contention_ms_per_step",
+                    "tfdata_contention_pct"), ("python_overhead_ms_per_step", "python_overhead_pct"),
+                    ("numpy_feed_ms_per_step", "numpy_feed_pct")]
+
+
+@pytest.mark.parametrize("name", ["keras_fit_spe1", "keras_fit_spe4", "loop_callback_spe10"])
+def test_per_step_figures_are_per_training_step(name: str):
+    """What an analysis says "per step" is per training step, as the step time: under steps_per_execution=k a marker
+    holds k of them. Before this was so, loop_callback_spe10's recompute finding read "1.8 ms of work per step (11 %
+    of step time)" in a 3.7 ms step (per marker of 10 steps: 0.18 ms per training step)."""
+    r = _result(name)
+    step = _m(r, "step_time_mean_ms")
+    checked = 0
+    for ms, pct in PER_STEP_AND_PCT:
+        if _m(r, ms) is not None and _m(r, pct) is not None:
+            assert 100.0 * _m(r, ms) / step == pytest.approx(_m(r, pct), rel=1e-9), (ms, pct)
+            checked += 1
+    assert checked >= 1
+    # the pipeline's own figures over every step marker: per training step, the markers' training steps
+    if _m(r, "tfdata_work_ms") is not None:
+        assert _m(r, "tfdata_work_ms_per_step") * _m(r, "steps_count") == pytest.approx(_m(r, "tfdata_work_ms"),
+                                                                                         rel=1e-9)

@@ -41,7 +41,7 @@ from tfadvisor.analyses.names import CACHED_NAMES, name_test
 from tfadvisor.analyses.opcost import INPUT_OPS, category, display_type, kernel_type
 from tfadvisor.analyses.placement import op_type
 from tfadvisor.analyses.step_detect import StepSet, work_ends
-from tfadvisor.analyses.steps import python_host_activity, wall_ends
+from tfadvisor.analyses.steps import python_host_activity, training_steps, wall_ends
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.spans import rowsets
@@ -583,9 +583,8 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet, step_t
         wall = float(hi - lo)
         res.add("attr_basis", "window")
     res.add("attr_wall_ms", wall / PS_PER_MS)
-    # per training step, as the steps analysis' step time: a marker covers steps_per_execution of them
-    k = ctx.metric("steps_per_execution")
-    per_step = max(n, 1) * (int(k) if isinstance(k, (int, float)) and k >= 1 else 1)
+    # per training step, as the step time (the step table's rows are these steps)
+    per_step = max(training_steps(step_table) if step_table is not None and len(step_table) == n else n, 1)
     for c in PARTS:
         res.add(f"attr_{c}_pct", 100.0 * basis_ps[c] / wall if wall > 0 else None)
         res.add(f"attr_{c}_ms", basis_ps[c] / per_step / PS_PER_MS)

@@ -738,9 +738,7 @@ def _input_part(ctx: Context, wall_ms: dict[str, float], wall_pct: dict[str, flo
     (``tfdata_contention_ms_per_step``; that time is also inside the compute parts the step's ops ran in, which it
     slowed, so this row overlaps them). ``pct`` of the wall time, ``ms`` per training step."""
     wait_pct, wait_ms = float(ctx.metric("attr_input_pct") or 0.0), float(ctx.metric("attr_input_ms") or 0.0)
-    k = ctx.metric("steps_per_execution")  # the input analysis' ms is per step marker, the parts' per training step
-    taken_ms = float(ctx.metric("tfdata_contention_ms_per_step") or 0.0) / (int(k) if k and k >= 1 else 1) \
-        if pooled else 0.0
+    taken_ms = float(ctx.metric("tfdata_contention_ms_per_step") or 0.0) if pooled else 0.0
     taken = taken_ms / ms_per_pct if ms_per_pct > 0 else 0.0
     what = [f"waiting for batches {wait_ms:.3g} ms"] if wait_ms > 0 else []
     what += [f"its threads slowing the step's ops {taken_ms:.3g} ms"] if taken_ms > 0 else []

@@ -35,7 +35,7 @@ import numpy as np
 from tfadvisor.analyses import tfdata
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.steps import step_spans
+from tfadvisor.analyses.steps import step_spans, training_steps
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 from tfadvisor.spans.intervals import Lanes, Measure, Runs, difference, line_rows, step_of, union, within_many
@@ -202,7 +202,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
                             f"x{bound:.2f}: bounded by the measured CPU (idle cores, waits for a core)")
             lost_ps = float(lost[in_stats].sum())
             cost_ps = lost_ps + float(wait.astype(np.float64)[in_stats].sum())
-            n = max(int(in_stats.sum()), 1)
+            n = max(training_steps(tbl, in_stats), 1)
             how = "tf.data threads' compute while the step runs, over the cores"
             res.add("tfdata_contention_pct", 100.0 * lost_ps / tot if tot > 0 else None,
                     doc="step time lost to CPU contention with the tf.data threads, % of step time (" + how + ")")
@@ -219,14 +219,15 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.missing(["tfdata_cpu_ratio", "tfdata_cpu_pct", "tfdata_contention_pct", "tfdata_contention_ms_per_step",
                      "tfdata_cost_ms_per_step", "tfdata_cost_pct", "step_own_ms_per_step", "tfdata_cores"],
                     "no tf.data worker threads (tf_data_*) in the trace", tf_only=True)
-    _numpy_feed(res, act, a, b, in_stats, tot)
+    _numpy_feed(res, act, a, b, in_stats, tot, training_steps(tbl, in_stats))
     res.tables["input_per_step"] = Table(per)
     return res
 
 
-def _numpy_feed(res: AnalysisResult, act: Activity, a, b, in_stats, tot: float) -> None:
+def _numpy_feed(res: AnalysisResult, act: Activity, a, b, in_stats, tot: float, n: int) -> None:
     """NumPy arrays made tensors on the training thread inside the steps (``tf.constant`` events: a
-    ``tf.function`` called with NumPy batches converts and copies them before it runs)."""
+    ``tf.function`` called with NumPy batches converts and copies them before it runs); per training step, of
+    which the steps hold ``n``."""
     p = act.host
     names = ["numpy_feed_per_step", "numpy_feed_ms_per_step", "numpy_feed_pct"]
     if p is None:
@@ -234,7 +235,6 @@ def _numpy_feed(res: AnalysisResult, act: Activity, a, b, in_stats, tot: float) 
         return
     rows = p.events_named(NUMPY_FEED)
     a, b = np.asarray(a)[in_stats], np.asarray(b)[in_stats]
-    n = int(a.shape[0])
     if not rows.shape[0] or not n:
         res.add("numpy_feed_per_step", 0.0)
         res.missing(names[1:], "no tensor made from host data inside the steps")

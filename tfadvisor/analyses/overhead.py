@@ -28,7 +28,7 @@ import numpy as np
 
 from tfadvisor.analyses.activity import L_PYTHON, M_FRAME, STEP_STATS, Activity, union_rows
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
-from tfadvisor.analyses.steps import step_spans
+from tfadvisor.analyses.steps import step_spans, training_steps
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 from tfadvisor.spans.intervals import LazyUnion, Measure, contains_any
@@ -114,7 +114,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     fc_rows = np.sort(fc.rows) if len(fc) else np.empty(0, np.int64)
     with_calls = LazyUnion(*parts, Measure.of_rows(p, fc_rows)).within(a, b) if fc_rows.shape[0] else tf_work
     py = (b - a) - with_calls
-    n = int(in_stats.sum())
+    n = training_steps(tbl, in_stats)
     res.add("python_overhead_pct", 100.0 * float(py[in_stats].sum()) / tot if tot > 0 else None)
     res.add("python_overhead_ms_per_step", float(py[in_stats].sum()) / PS_PER_MS / n if n else None)
     call = with_calls - tf_work

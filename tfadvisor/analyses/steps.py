@@ -62,6 +62,16 @@ def step_spans(tbl: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     return a, b, in_stats, float((b - a)[in_stats].sum())
 
 
+def training_steps(tbl: Table | None, rows: np.ndarray | None = None) -> int:
+    """Training steps in a step table's ``rows`` (a mask; all when None): a marker covers ``train_steps`` of them
+    (Keras ``steps_per_execution``; an epoch's last may hold fewer). What an analysis says "per step" is per training
+    step, as the step time: its sums over markers are divided by this."""
+    if tbl is None or not len(tbl):
+        return 0
+    ts = np.asarray(tbl["train_steps"], np.int64)
+    return int((ts if rows is None else ts[np.asarray(rows, bool)]).sum())
+
+
 def wall_ends(start: np.ndarray, end: np.ndarray, after: np.ndarray) -> np.ndarray:
     """Where each step's wall time ends: the next step's start; its own end before a validation or
     an epoch end (``after`` of the next step) and for the last step."""

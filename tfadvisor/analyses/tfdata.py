@@ -46,6 +46,7 @@ import numpy as np
 from tfadvisor.analyses import tfdata_graph as graph
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, PS_PER_US, AnalysisResult, Context, declare
+from tfadvisor.analyses.steps import training_steps
 from tfadvisor.model.table import Table, factorize, group_last, group_sum, to_float
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.model.values import to_int64
@@ -530,7 +531,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     # Reference: step time over the steps (else the traced span) and the number of steps.
     tbl = step_table
     if tbl is not None and len(tbl):
-        ref_ms, n_steps = float(tbl["duration_ms"].sum()), len(tbl)
+        ref_ms, n_steps = float(tbl["duration_ms"].sum()), training_steps(tbl)
     else:
         lo, hi = act.span
         ref_ms, n_steps = (hi - lo) / PS_PER_MS, None
@@ -762,7 +763,7 @@ def _iterators(res: AnalysisResult, ctx: Context, p: Plane, tbl: Table | None) -
     a, b = np.asarray(tbl["start_ps"])[keep], np.asarray(tbl["wall_end_ps"])[keep]
     rows = p.events_named(_MAKE_ITERATOR)
     _, inside = step_of(a, b, p.ev_start_ps[rows])
-    n = int(keep.sum())
+    n = training_steps(tbl, keep)
     res.add("tfdata_iterators_per_step", float(inside.sum()) / n if n else None)
     make_ms = float(p.ev_dur_ps[rows[inside]].sum()) / PS_PER_MS / n if n else 0.0
     res.add("tfdata_iterator_make_ms_per_step", make_ms)
