@@ -132,3 +132,29 @@ def test_no_allreduce():
     for k in collectives.MEASURED + ("allreduce_ratio",):
         assert v[k] is None, k
     assert res.notes
+
+
+def test_per_step_is_per_training_step():
+    """Under Keras steps_per_execution=k a step marker holds k training steps, and figures per step are per training
+    step, as the step time: the same trace read as markers of 2 steps has half the all-reduce time and count per step,
+    and half each device's work per step (the ratios between devices unchanged)."""
+    from test_analyses_device import _steps
+
+    from tfadvisor.analyses import devices
+    from tfadvisor.analyses.base import Context
+    from tfadvisor.analyses.inputs import run as run_analysis
+
+    t = load_sample("synthetic_gpu_allreduce")
+    opts = options_from(t, Options())
+    got = {}
+    for k in (1, 2):
+        ctx = Context(options=opts)
+        ctx.results["steps"] = _steps(t)
+        tbl = ctx.results["steps"].tables.raw("steps")
+        tbl["train_steps"] = tbl["train_steps"] * k
+        got[k] = {**values(run_analysis(collectives.analyze, t, ctx)), **values(run_analysis(devices.analyze, t, ctx))}
+    for name in ("allreduce_ms_per_step", "allreduce_count_per_step", "allreduce_ratio"):
+        assert got[2][name] == pytest.approx(got[1][name] / 2, rel=1e-9), name
+    assert got[1]["allreduce_count_per_step"] == pytest.approx(1.0)
+    assert got[2]["allreduce_pct"] == pytest.approx(got[1]["allreduce_pct"], rel=1e-9)
+    assert got[2]["device_slowest_ratio"] == pytest.approx(got[1]["device_slowest_ratio"], rel=1e-9)

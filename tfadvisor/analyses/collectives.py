@@ -47,6 +47,7 @@ from tfadvisor.analyses.placement import (
     step_windows,
     tf_op_meta_mask,
 )
+from tfadvisor.analyses.steps import training_steps
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Plane, Trace
 from tfadvisor.spans.intervals import Measure, intersect, rows_touching, union
@@ -276,7 +277,7 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     # host ops, which hide part of it (collective_exposed_pct).
     overlap = ctx.detail or where == "host"
     windows = _stats_windows(step_table)
-    steps_union = union(*windows) if windows is not None else None
+    steps_union = union(*windows[:2]) if windows is not None else None
     per_plane_ms, per_plane_pct, per_plane_count, per_plane_total, ov_num, ov_den = [], [], [], [], 0, 0
     for p, rows, _, comp in ar:
         us, ue = union(p.ev_start_ps[rows], p.ends(rows))
@@ -287,13 +288,13 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
             near = rows_touching(p, lines, us, ue, comp)
             compute = Measure.union(p.ev_start_ps[near], p.ends(near))
         if windows is not None:
-            ws, we = windows
+            ws, we, n_train = windows
             in_step = Measure(us, ue, disjoint=True).within(ws, we)
-            per_plane_ms.append(float(in_step.mean()) / PS_PER_MS)
+            per_plane_ms.append(float(in_step.sum()) / n_train / PS_PER_MS)
             per_plane_pct.append(100.0 * float(in_step.sum()) / float(np.sum(we - ws)))
             starts = np.sort(p.ev_start_ps[rows])
             counts = np.searchsorted(starts, we, side="left") - np.searchsorted(starts, ws, side="left")
-            per_plane_count.append(float(counts.mean()))
+            per_plane_count.append(float(counts.sum()) / n_train)
             if compute is not None:  # overlap with compute, inside steps
                 a_s, a_e = intersect(us, ue, *steps_union, False)
                 ov_den += int(np.sum(a_e - a_s))
@@ -335,17 +336,20 @@ def analyze(trace: Trace, ctx: Context, *, step_table: Table | None) -> Analysis
     return res
 
 
-def _stats_windows(tbl: Table | None) -> tuple[np.ndarray, np.ndarray] | None:
+def _stats_windows(tbl: Table | None) -> tuple[np.ndarray, np.ndarray, int] | None:
     """(start, wall end) of the steps the step statistics use (``in_stats``; all steps if the table has
     no such column): each step from its start to the next one's, so that per-step figures share the step
-    time's denominator and an all-reduce between the markers still counts."""
+    time's denominator and an all-reduce between the markers still counts; and the training steps they hold (a
+    marker under Keras ``steps_per_execution=k`` holds k: figures per step are per training step)."""
     windows = step_windows(tbl)
-    if windows is None or tbl is None or "in_stats" not in tbl:
-        return windows
-    keep = tbl["in_stats"] & (tbl["end_ps"] > tbl["start_ps"])
-    if not keep.any():
-        return windows
-    return tbl["start_ps"][keep], tbl["wall_end_ps"][keep]
+    if windows is None or tbl is None:
+        return None
+    keep = tbl["end_ps"] > tbl["start_ps"]
+    if "in_stats" in tbl and (keep & tbl["in_stats"]).any():
+        keep = keep & tbl["in_stats"]
+        windows = tbl["start_ps"][keep], tbl["wall_end_ps"][keep]
+    n = training_steps(tbl, keep) if "train_steps" in tbl else int(keep.sum())
+    return windows[0], windows[1], max(n, 1)
 
 
 def _exposed(res: AnalysisResult, ctx: Context, where: str) -> None:

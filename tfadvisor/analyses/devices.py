@@ -21,7 +21,7 @@ import numpy as np
 from tfadvisor.analyses.activity import Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
 from tfadvisor.analyses.hosts import STRAGGLER_RATIO
-from tfadvisor.analyses.steps import step_spans
+from tfadvisor.analyses.steps import step_spans, training_steps
 from tfadvisor.model.table import Table
 from tfadvisor.model.trace import Trace
 
@@ -41,12 +41,13 @@ DECLARED = declare(
 )
 
 
-def _per_step(sets: dict, kind: str, a: np.ndarray, b: np.ndarray) -> float:
-    """Mean time per step of this device's ``kind`` set inside the steps [a, b)."""
+def _per_step(sets: dict, kind: str, a: np.ndarray, b: np.ndarray, n: int) -> float:
+    """Time per training step of this device's ``kind`` set inside the steps [a, b), which hold ``n`` training
+    steps."""
     m = sets.get(kind)
-    if m is None or not len(m):
+    if m is None or not len(m) or n <= 0:
         return 0.0
-    return float(m.within(a, b).mean()) / PS_PER_MS
+    return float(m.within(a, b).sum()) / n / PS_PER_MS
 
 
 def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | None) -> AnalysisResult:
@@ -56,10 +57,10 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.missing(names, "")  # devices are compared per step (the steps analysis says why there are none)
         return res
     a, b, in_stats, _ = step_spans(step_table)
-    a, b = a[in_stats], b[in_stats]
+    a, b, n = a[in_stats], b[in_stats], training_steps(step_table, in_stats)
     devs = [d for d in act.per_device if d.get("sets")]
-    work = np.array([_per_step(d["sets"], "dev_compute", a, b) for d in devs])
-    coll = np.array([_per_step(d["sets"], "dev_collective", a, b) for d in devs])
+    work = np.array([_per_step(d["sets"], "dev_compute", a, b, n) for d in devs])
+    coll = np.array([_per_step(d["sets"], "dev_collective", a, b, n) for d in devs])
     used = work > 0
     if used.sum() < 2 or not a.shape[0]:
         res.missing(names, "")  # nothing to compare
