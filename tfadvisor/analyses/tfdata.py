@@ -528,10 +528,11 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.missing(["tfdata_prefetch_stage", "tfdata_prefetch_by"], "")
     res.add("tfdata_has_cache", has_cache)
 
-    # Reference: step time over the steps (else the traced span) and the number of steps.
+    # Reference: the steps' wall time, start to next start, as the step time (else the traced span), and their
+    # training steps. Not the markers' own durations: a Keras loop's time between them is step time too.
     tbl = step_table
     if tbl is not None and len(tbl):
-        ref_ms, n_steps = float(tbl["duration_ms"].sum()), training_steps(tbl)
+        ref_ms, n_steps = float(tbl["wall_ms"].sum()), training_steps(tbl)
     else:
         lo, hi = act.span
         ref_ms, n_steps = (hi - lo) / PS_PER_MS, None
