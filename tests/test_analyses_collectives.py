@@ -6,6 +6,7 @@ import pytest
 from conftest import SAMPLES, expected, load_sample
 from test_analyses_device import run, values
 
+import tfadvisor
 from tfadvisor.analyses import collectives, options_from
 from tfadvisor.analyses.base import Options
 from tfadvisor.model import interconnects as links
@@ -158,3 +159,30 @@ def test_per_step_is_per_training_step():
     assert got[1]["allreduce_count_per_step"] == pytest.approx(1.0)
     assert got[2]["allreduce_pct"] == pytest.approx(got[1]["allreduce_pct"], rel=1e-9)
     assert got[2]["device_slowest_ratio"] == pytest.approx(got[1]["device_slowest_ratio"], rel=1e-9)
+
+
+def test_device_figures_per_training_step(tmp_path):
+    """The devices compared per training step: one slow GPU of four (SYNTHETIC, 1.4x) read as markers of 2 steps has
+    half the work and the straggler's wait per step, the same wait as a share of the step (the rule's impact)."""
+    from test_analyses_device import _steps
+
+    from tfadvisor.analyses import devices
+    from tfadvisor.analyses.base import Context
+    from tfadvisor.analyses.inputs import run as run_analysis
+
+    spec = syn.SyntheticSpec(steps=8, num_gpus=4, allreduce_ms=20.0, host="h", seed=3, ops_per_step=24,
+                             step_time_ms=80.0, gpu_slowdown=((3, 1.4),))
+    syn.write_run(str(tmp_path), [spec])
+    t = tfadvisor.load(str(tmp_path))
+    got = {}
+    for k in (1, 2):
+        ctx = Context()
+        ctx.results["steps"] = _steps(t)
+        tbl = ctx.results["steps"].tables.raw("steps")
+        tbl["train_steps"] = tbl["train_steps"] * k
+        res = run_analysis(devices.analyze, t, ctx)
+        got[k] = {**values(res), "work": res.tables.raw("device_balance")["work_ms"]}
+    assert got[1]["device_straggler"] is not None and got[1]["device_straggler_wait_pct"] > 5
+    assert got[2]["work"] == pytest.approx(got[1]["work"] / 2, rel=1e-9)
+    assert got[2]["device_straggler_wait_ms"] == pytest.approx(got[1]["device_straggler_wait_ms"] / 2, rel=1e-9)
+    assert got[2]["device_straggler_wait_pct"] == pytest.approx(got[1]["device_straggler_wait_pct"], rel=1e-9)

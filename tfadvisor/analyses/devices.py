@@ -82,7 +82,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
     if straggler and coll[others].max(initial=0.0) > 0:
         wait = float(np.median(coll[others])) - float(coll[i])
         straggler = wait > 0
-    step_ms = float(np.mean(b - a)) / PS_PER_MS
+    step_ms = float(np.sum(b - a)) / max(n, 1) / PS_PER_MS  # per training step, as the wait
     res.add("device_straggler", names_d[i] if straggler else None)
     res.add("device_straggler_ratio", ratio if straggler else None)
     res.add("device_straggler_wait_ms", wait if straggler else None)
