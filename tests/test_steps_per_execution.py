@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -317,3 +318,22 @@ def test_per_step_figures_are_per_training_step(name: str):
     if _m(r, "tfdata_work_ms") is not None:
         assert _m(r, "tfdata_work_ms_per_step") * _m(r, "steps_count") == pytest.approx(_m(r, "tfdata_work_ms"),
                                                                                          rel=1e-9)
+
+
+def test_report_step_section_is_per_training_step():
+    """The Markdown/HTML step section and its chart count training steps and give ms per training step: under
+    steps_per_execution=10 it said "5 steps." (markers) and "between steps 16.3 ms per step" beside a 3.7 ms step."""
+    from tfadvisor.report.markdown import render_markdown
+    from tfadvisor.report.stepchart import steps_svg
+
+    r = _result("loop_callback_spe10")
+    md = render_markdown(r)
+    sec = md[md.index("## Step time"):]
+    assert sec.split("\n")[2] == f"{_m(r, 'steps_count')} steps."
+    rows = [ln.split("|") for ln in sec.split("\n") if ln.startswith("| ") and ln.count("|") == 4]
+    ms = sum(float(c[2]) for c in rows if c[1].strip() not in ("category", "value") and c[2].strip()[0].isdigit())
+    wall = r.tables["steps"]
+    assert ms == pytest.approx(wall["wall_ms"].sum() / wall["train_steps"].sum(), rel=0.02)  # rounding of the rows
+    svg = steps_svg(r.tables["steps"])
+    top = max(float(v) for v in re.findall(r"step \d+: ([\d.]+) ms", svg))
+    assert top == pytest.approx(float(wall["ms_per_step"].max()), rel=0.01)

@@ -66,6 +66,15 @@ def step_wall_column(steps: pd.DataFrame) -> str:
     return "wall_ms" if "wall_ms" in steps.columns else "duration_ms"
 
 
+def train_steps(steps: pd.DataFrame) -> np.ndarray:
+    """The training steps each row of the steps table holds (a marker under Keras ``steps_per_execution=k`` holds
+    k; 1 in tables from before the column): what a row's times are divided by to be per training step, as the
+    headline's step time."""
+    if "train_steps" not in steps.columns:
+        return np.ones(len(steps))
+    return np.maximum(pd.to_numeric(steps["train_steps"], errors="coerce").fillna(1).to_numpy(np.float64), 1.0)
+
+
 def step_categories(steps: pd.DataFrame) -> list[str]:
     """The ``<category>_ms`` columns of the steps table, in display order (names without _ms).
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from tfadvisor.report import svg
 from tfadvisor.report.formatting import fmt_num
-from tfadvisor.report.plots import as_floats, category_colour, has_rows, step_categories, step_wall_column
+from tfadvisor.report.plots import as_floats, category_colour, has_rows, step_categories, step_wall_column, train_steps
 from tfadvisor.report.svg import PALETTE, W, esc, missing, nice_ticks
 
 #: Most bars drawn; more steps are binned (the plot is ~680 px wide at its default size).
@@ -36,10 +36,12 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
         return missing(plot_id, title, why)
     steps = steps.reset_index(drop=True)
     n = len(steps)
-    dur = as_floats(steps, step_wall_column(steps))
+    # per training step, as the headline's step time: a marker under steps_per_execution holds several
+    k = train_steps(steps)
+    dur = as_floats(steps, step_wall_column(steps)) / k
     # the categories with time in them: a legend lists only what is drawn
     cats = [c for c in step_categories(steps) if (as_floats(steps, f"{c}_ms") > 0).any()]
-    parts = {c: as_floats(steps, f"{c}_ms") for c in cats}
+    parts = {c: as_floats(steps, f"{c}_ms") / k for c in cats}
     rest = np.clip(dur - (sum(parts.values()) if parts else 0.0), 0, None)
     if (rest > 0.01 * np.maximum(dur, 1e-12)).any():
         parts["unattributed"] = rest

@@ -568,14 +568,18 @@ def _steps(steps: Any, notes: list[str]) -> Steps:
     cats = P.step_categories(steps)
     # wall clock per training step, start to the next start (the headline's definition)
     dur = pd.to_numeric(steps["ms_per_step" if "ms_per_step" in steps.columns else "duration_ms"], errors="coerce")
-    out = Steps(count=len(steps), figures=[
-        Figure("step time (mean)", fmt_value(dur.mean(), "ms")), Figure("median", fmt_value(dur.median(), "ms")),
+    # a row is a step marker: under steps_per_execution it holds several training steps, and every figure here is per
+    # training step (the mean weighs each marker by its steps; median and spread are of the markers' figures)
+    k = P.train_steps(steps)
+    mean = float(np.nansum(dur.to_numpy() * k) / k[dur.notna().to_numpy()].sum()) if dur.notna().any() else None
+    out = Steps(count=int(k.sum()), figures=[
+        Figure("step time (mean)", fmt_value(mean, "ms")), Figure("median", fmt_value(dur.median(), "ms")),
         Figure("p90", fmt_value(dur.quantile(0.9), "ms")),
         Figure("min .. max", f"{fmt_num(dur.min())} .. {fmt_num(dur.max())} ms")])
     total = float(pd.to_numeric(steps[P.step_wall_column(steps)], errors="coerce").sum()) or 1.0
     for c in cats:
         v = pd.to_numeric(steps[f"{c}_ms"], errors="coerce").fillna(0)
-        out.breakdown.append((c.replace("_", " "), fmt_num(v.mean()), fmt_num(v.sum() / total * 100)))
+        out.breakdown.append((c.replace("_", " "), fmt_num(v.sum() / k.sum()), fmt_num(v.sum() / total * 100)))
     flag = next((c for c in ("outlier", "is_outlier") if c in steps.columns), None)
     if flag and steps[flag].fillna(False).astype(bool).any():
         out.outliers = table(steps[steps[flag].fillna(False).astype(bool)], "step-outliers", limit=10,
