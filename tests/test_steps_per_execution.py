@@ -337,3 +337,17 @@ def test_report_step_section_is_per_training_step():
     svg = steps_svg(r.tables["steps"])
     top = max(float(v) for v in re.findall(r"step \d+: ([\d.]+) ms", svg))
     assert top == pytest.approx(float(wall["ms_per_step"].max()), rel=0.01)
+
+
+@pytest.mark.parametrize("name", ["keras_fit_spe1", "keras_fit_spe4"])
+def test_hosts_table_row_is_per_training_step(name: str):
+    """A host's row of a run of many hosts (the step time it used, its categories) per training step, beside its
+    step time and all-reduce per step: per marker it read 4x the step time on keras_fit_spe4."""
+    from tfadvisor.analyses import analyze_trace
+    from tfadvisor.multihost.analysis import _host_row
+
+    ha = analyze_trace(tfadvisor.load(str(SAMPLES / name)))
+    row = _host_row(ha, set(), {})
+    assert row["step_time_used_ms"] == pytest.approx(ha.metrics["step_busy_mean_ms"], rel=1e-9)
+    parts = sum(row[f"{c}_ms"] or 0.0 for c in ("device_compute", "host_compute", "input", "idle", "other"))
+    assert 0 < parts <= 1.05 * ha.metrics["step_time_mean_ms"]

@@ -256,12 +256,14 @@ def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, An
             if stats.any():
                 sel = stats
         row["steps_used"] = int(sel.sum())
+        # per training step, as the step time: a marker under steps_per_execution=k holds k of them
+        k = np.asarray(tbl["train_steps"], np.float64)[sel] if "train_steps" in tbl else np.ones(int(sel.sum()))
         for c in CATEGORIES:
             col = f"{c}_ms"
             if col in tbl:
-                cat[c] = _mean(tbl[col][sel])
+                cat[c] = _per_training_step(tbl[col][sel], k)
         if "duration_ms" in tbl:
-            row["step_time_used_ms"] = _mean(tbl["duration_ms"][sel])
+            row["step_time_used_ms"] = _per_training_step(tbl["duration_ms"][sel], k)
     for c in CATEGORIES:
         row[f"{c}_ms"] = cat[c]
     known = [cat[c] for c in COMPUTE if cat[c] is not None]
@@ -644,11 +646,12 @@ def _distribution(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-def _mean(values: np.ndarray) -> float:
-    """The mean of the numbers among ``values`` (NaN when there are none), as pandas' ``Series.mean``."""
+def _per_training_step(values: np.ndarray, k: np.ndarray) -> float:
+    """The markers' ``values`` per training step: their sum over the training steps ``k`` they hold, the markers
+    without a number left out (NaN when none has one)."""
     v = to_float(values) if values.dtype.kind not in "fiub" else values.astype(np.float64)
-    v = v[~np.isnan(v)]
-    return float(v.mean()) if v.shape[0] else float("nan")
+    ok = ~np.isnan(v)
+    return float(v[ok].sum() / max(float(k[ok].sum()), 1.0)) if ok.any() else float("nan")
 
 
 def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:
