@@ -19,7 +19,7 @@ def fire(rule_id: str, metrics: dict) -> Finding | None:
     return evaluate_rule(RULES[rule_id], metrics)
 
 
-STEP = dict(steps_count=10, step_time_mean_ms=20.0, step_time_median_ms=20.0)
+STEP = dict(steps_count=10, executions_count=10, step_time_mean_ms=20.0, step_time_median_ms=20.0)
 TFDATA = dict(tfdata_present=True, tfdata_has_prefetch=True, tfdata_has_cache=True, tfdata_sequential_map=False,
               tfdata_expensive_map=False, tfdata_repeated_source_no_cache=False, tfdata_pipeline="Root::Prefetch::Map")
 GPU = dict(device_present=True)
@@ -183,12 +183,14 @@ CASES = [
     ("eager_execution", {"eager_pct": 50.0, "eager_op_count": 50}, None),
     ("eager_execution", {**STEP, "eager_pct": None, "eager_op_count": 2980}, None),
     # ---- retracing
-    ("retracing", {"steps_count": 8, "retrace_count": 8, "retraced_functions": "train_step",
+    ("retracing", {"steps_count": 8, "executions_count": 8, "retrace_count": 8, "retraced_functions": "train_step",
                    "retrace_pct": 90.0}, "critical"),
-    ("retracing", {"steps_count": 8, "retrace_count": 4}, "critical"),  # edge: half the steps
-    ("retracing", {"steps_count": 100, "retrace_count": 2}, "warning"),
-    ("retracing", {"steps_count": 100, "retrace_count": 1}, None),
-    ("retracing", {"steps_count": 100, "retrace_count": 0}, None),
+    ("retracing", {"steps_count": 8, "executions_count": 8, "retrace_count": 4}, "critical"),  # edge: half the steps
+    # steps_per_execution=10: 8 calls of 10 steps, retraced on half the calls
+    ("retracing", {"steps_count": 80, "executions_count": 8, "retrace_count": 4}, "critical"),
+    ("retracing", {"steps_count": 100, "executions_count": 100, "retrace_count": 2}, "warning"),
+    ("retracing", {"steps_count": 100, "executions_count": 100, "retrace_count": 1}, None),
+    ("retracing", {"steps_count": 100, "executions_count": 100, "retrace_count": 0}, None),
     ("retracing", {"retrace_count": 3}, "warning"),  # steps unknown: not escalated
     # ---- python_overhead
     ("python_overhead", {**STEP, "python_overhead_pct": 60.0, "eager_pct": 1.0, "retrace_count": 0}, "critical"),
@@ -347,6 +349,9 @@ CASES = [
                                   "tfdata_cause": "iterator_per_step"}, "critical"),
     ("tfdata_iterator_per_step", {**STEP, **TFDATA, **ITERATOR}, "warning"),
     ("tfdata_iterator_per_step", {**STEP, **TFDATA, **ITERATOR, "tfdata_iterators_per_step": 0.0}, None),
+    # steps_per_execution=10: one iterator per call of the train function is 0.1 per training step
+    ("tfdata_iterator_per_step", {**STEP, **TFDATA, **ITERATOR, "steps_count": 80, "executions_count": 8,
+                                  "tfdata_iterators_per_step": 0.1}, "warning"),
     ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER, "input_pct": 60.0,
                                  "tfdata_cause": "filter_after_map"}, "critical"),
     ("tfdata_filter_after_map", {**STEP, **TFDATA, **MAP, **FILTER}, "warning"),
