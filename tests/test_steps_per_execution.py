@@ -351,3 +351,29 @@ def test_hosts_table_row_is_per_training_step(name: str):
     assert row["step_time_used_ms"] == pytest.approx(ha.metrics["step_busy_mean_ms"], rel=1e-9)
     parts = sum(row[f"{c}_ms"] or 0.0 for c in ("device_compute", "host_compute", "input", "idle", "other"))
     assert 0 < parts <= 1.05 * ha.metrics["step_time_mean_ms"]
+
+
+@pytest.mark.parametrize("name", ["loop_log_every_20", "pipe_dataset_per_epoch"])
+def test_periodic_work_each_time_is_per_occurrence(name: str):
+    """Work in some steps only: what it adds each time it runs is the marker's excess, all its training steps; spread
+    over the steps it is per training step. The same trace read as markers of 2 steps each (same wall time, each
+    marker's ms per step halved): the same ms each time and share of the step, half the ms per step. Per training
+    step it read half the logging's 4 ms each time (found by review, helper 15)."""
+    from test_analyses_device import _steps
+
+    from tfadvisor.analyses import variation
+    from tfadvisor.analyses.inputs import run as run_analysis
+
+    t = tfadvisor.load(str(SAMPLES / name))
+    got = {}
+    for k in (1, 2):
+        ctx = Context(options=Options())
+        ctx.results["steps"] = _steps(t)
+        tbl = ctx.results["steps"].tables.raw("steps")
+        tbl["train_steps"] = tbl["train_steps"] * k
+        tbl["ms_per_step"] = tbl["ms_per_step"] / k
+        got[k] = {n: m.value for n, m in run_analysis(variation.analyze, t, ctx).metrics.items()}
+    assert got[1]["periodic_ms_each"] > 1
+    for same in ("periodic_ms_each", "periodic_pct", "periodic_traced_pct"):
+        assert got[2][same] == pytest.approx(got[1][same], rel=1e-9), same
+    assert got[2]["periodic_ms_per_step"] == pytest.approx(got[1]["periodic_ms_per_step"] / 2, rel=1e-9)

@@ -357,8 +357,9 @@ def _pattern(present, members, pres, ms, train) -> dict | None:
     got = _excess(present, ms)
     if got is None:
         return None
-    base, mad, excess = got
-    each = float(excess.mean())
+    base, mad, excess = got  # per training step, as ms (a marker under steps_per_execution holds several)
+    k = train[present]
+    each = float((excess * k).mean())  # what it adds each time it runs: to a marker, all its training steps
     if not _clear(base, mad, float(excess.min())):
         return None  # every step that holds it must be clearly slow, not one outlier among ordinary steps
     times = np.array([pres[m][1][present].sum() for m in members]) / PS_PER_MS
@@ -373,9 +374,9 @@ def _pattern(present, members, pres, ms, train) -> dict | None:
     if kind == "dataset_build":
         # building the dataset again is the cost; starting its iterator (made, its buffers filled, its first
         # batch waited for) a program pays each epoch with the dataset built once as well
-        start = _iterator_start_ms(pres, present)
-        excess = np.maximum(excess - start, 0.0)
-        each = float(excess.mean())
+        start = _iterator_start_ms(pres, present)  # per marker
+        excess = np.maximum(excess - start / k, 0.0)
+        each = float((excess * k).mean())
     return dict(kind=kind, names=", ".join(members[j] for j in order[:3]),
                 steps=rows.tolist(), count=int(rows.shape[0]), every_steps=_period(rows, train),
                 ms_each=each, ms_per_step=_per_step(excess, present, train), traced_ms_each=min(traced_each, each),
@@ -422,7 +423,7 @@ def _untraced(ms, train, rows, waits) -> dict | None:
     if float(excess.max()) > UNTRACED_ALIKE * float(excess.min()):
         return None  # unlike costs: unrelated stalls that happen to line up
     return dict(kind="untraced", names="", steps=rows_s.tolist(), count=int(rows_s.shape[0]),
-                every_steps=period, ms_each=float(excess.mean()),
+                every_steps=period, ms_each=float((excess * train[slow]).mean()),
                 ms_per_step=_per_step(excess, slow, train), traced_ms_each=0.0,
                 between_steps_share=0.0)
 
