@@ -192,6 +192,8 @@ CASES = [
     ("retracing", {"steps_count": 100, "executions_count": 100, "retrace_count": 1}, None),
     ("retracing", {"steps_count": 100, "executions_count": 100, "retrace_count": 0}, None),
     ("retracing", {"retrace_count": 3}, "warning"),  # steps unknown: not escalated
+    # no steps found (steps_count and executions_count 0): retraces with no step to spread over are critical
+    ("retracing", {"steps_count": 0, "executions_count": 0, "retrace_count": 3}, "critical"),
     # ---- python_overhead
     ("python_overhead", {**STEP, "python_overhead_pct": 60.0, "eager_pct": 1.0, "retrace_count": 0}, "critical"),
     ("python_overhead", {**STEP, "python_overhead_pct": 10.0, "eager_pct": 1.0, "retrace_count": 0}, "warning"),

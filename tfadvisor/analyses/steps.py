@@ -227,6 +227,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet) -> Ana
     lo, hi = act.span
     if n == 0:
         res.add("steps_count", 0)
+        res.add("executions_count", 0)
         res.add("profile_wall_ms", (hi - lo) / PS_PER_MS if hi > lo else None)
         res.missing(names[1:], "no steps found: no step markers (_r / TraceContext / Profiled batch), no device "
                                "Steps line and no repeating train function or IteratorGetNext calls")

@@ -37,11 +37,11 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
     steps = steps.reset_index(drop=True)
     n = len(steps)
     # per training step, as the headline's step time: a marker under steps_per_execution holds several
-    k = train_steps(steps)
-    dur = as_floats(steps, step_wall_column(steps)) / k
+    per_row = train_steps(steps)
+    dur = as_floats(steps, step_wall_column(steps)) / per_row
     # the categories with time in them: a legend lists only what is drawn
     cats = [c for c in step_categories(steps) if (as_floats(steps, f"{c}_ms") > 0).any()]
-    parts = {c: as_floats(steps, f"{c}_ms") / k for c in cats}
+    parts = {c: as_floats(steps, f"{c}_ms") / per_row for c in cats}
     rest = np.clip(dur - (sum(parts.values()) if parts else 0.0), 0, None)
     if (rest > 0.01 * np.maximum(dur, 1e-12)).any():
         parts["unattributed"] = rest
@@ -67,7 +67,8 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
         items.append(("outlier step", "tri:" + OUTLIER))
     legend, ly = svg.legend(items, x0, y0 + 48)
     head = svg.begin(plot_id, int(ly + 6), title)
-    out = [head.replace(' class="plot"', f' class="plot" data-steps="{n}" data-per-bar="{per}"', 1)]
+    steps_n = int(per_row.sum())  # training steps: a row (a marker) holds k of them under steps_per_execution
+    out = [head.replace(' class="plot"', f' class="plot" data-steps="{steps_n}" data-per-bar="{per}"', 1)]
     out.append(svg.y_axis(x0, y0, ph, ticks, 0, hi, "ms", x0 + pw, "step time (ms)"))
     slot = pw / m
     bw = max(slot * (0.8 if slot > 3 else 1.0), 0.5)
@@ -109,6 +110,9 @@ def steps_svg(steps: Any, plot_id: str = "plot-steps", why: str = "no training s
         out.append(svg.text(x0 + (i + 0.5) * slot, y0 + 14, str(ids[int(edges[i])]), "middle"))
     xlabel = ("step (every step is one bar)" if per == 1 else
               f"step: {fmt_num(n)} steps, each bar the mean of {per} consecutive steps, the tick above it the slowest")
+    if float(per_row.max()) > 1:  # steps_per_execution: a bar is a call of the train function, ms per training step
+        xlabel = (f"step: {fmt_num(steps_n)} steps in {fmt_num(n)} calls of {fmt_num(float(per_row.max()))}, each bar "
+                  + ("a call" if per == 1 else f"the mean of {per} calls") + ", in ms per training step")
     out.append(svg.text(x0 + pw / 2, y0 + 30, xlabel, "middle"))
     out.append(legend)
     out.append("</svg>")
