@@ -92,10 +92,11 @@ DECLARED = declare(
                           "dataset_build, metrics_sync, logging, iterator, weights_read, other, or untraced (nothing "
                           "traced sets those steps apart)"),
     ("periodic_names", "", "the names that hold most of that work's time (up to three)"),
-    ("periodic_steps_count", "count", "steps of the window (statistics' steps) that hold it"),
+    ("periodic_steps_count", "count", "steps of the window (statistics' steps) that hold it (step markers: under "
+                                      "steps_per_execution, calls of the train function)"),
     ("periodic_every_steps", "count", "its period in training steps when those steps are evenly spaced"),
-    ("periodic_ms_each", "ms", "what it adds to a step that holds it: the mean excess of those steps over the "
-                               "median of the others"),
+    ("periodic_ms_each", "ms", "what it adds each time it runs: the mean excess of the steps that hold it over "
+                               "the median of the others (under steps_per_execution, of the call: all its steps)"),
     ("periodic_ms_per_step", "ms", "what it adds per training step on average (the excess of its steps over "
                                    "all statistics' steps)"),
     ("periodic_pct", "%", "the same, % of mean step time"),
@@ -106,7 +107,8 @@ DECLARED = declare(
                               "slower (the largest such); none where its marker gives no step number"),
     ("one_off_kind", "", "what that work is (compilation: tracing or XLA; checkpoint, evaluation...; other)"),
     ("one_off_names", "", "the names that hold most of its time"),
-    ("one_off_ms", "ms", "what it adds to that step: its excess over the median of the others"),
+    ("one_off_ms", "ms", "what it adds to that step (under steps_per_execution, to that call: all its steps): its "
+                         "excess over the median of the others"),
     ("one_off_pct", "%", "that excess, % of the window's step time"),
     ("work_varies", "", f"step times vary (coefficient of variation >= {WORK_CV_PCT:g} %, p90 / p10 >= "
                         f"{WORK_SPREAD:g}) with the ops' own time in each step (correlation >= {WORK_CORR:g}): the "
