@@ -261,7 +261,12 @@ def child(i):
 
 if __name__ == "__main__":
     with mp.get_context("fork").Pool(2) as pool:
-        pids = pool.map(child, [0, 1])
+        try:  # the children train TensorFlow forked from a parent that imported it: bounded, said if they hang
+            pids = pool.map_async(child, [0, 1]).get(timeout=120)
+        except mp.TimeoutError:
+            write_result(children_hung=True)
+            pool.terminate()
+            os._exit(3)
     x, y = data()
     model().fit(x, y, batch_size=16, epochs=2, verbose=0)
     write_result(children=pids, parent=os.getpid())
@@ -269,9 +274,20 @@ if __name__ == "__main__":
 
 
 def case_fork_pool(work: Path) -> Outcome:
-    script = write_script(work, FORK_POOL)
-    proc = capture_run(work, script, "--start-step", "2", "--steps", "4")
-    res = read_result(work)
+    """Once more when the forked children hung: their TensorFlow, forked from a parent that had imported it, is
+    unarmed (nothing of ours runs in them but the wrapped fit's pid check); one CI run of seven hung there
+    (2026-12-02, 300 s, a test beside it), 0 of 8 runs here. The parent hanging is not taken again."""
+    hung = 0
+    for attempt in range(2):
+        run = work / f"try{attempt}"
+        run.mkdir()
+        script = write_script(run, FORK_POOL)
+        proc = capture_run(run, script, "--start-step", "2", "--steps", "4")
+        res = read_result(run)
+        if not res.get("children_hung"):
+            break
+        hung += 1
+    work = run
     if proc.returncode != 0 or not res:
         return Outcome(False, f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
     files = host_files(work / "logs")
@@ -279,7 +295,8 @@ def case_fork_pool(work: Path) -> Outcome:
     if len(files) != 1 or armed != 1:
         return Outcome(False, f"{armed} process(es) armed, {len(files)} profile file(s)")
     ok, what = profile_ok(work / "logs")
-    return Outcome(ok, f"only the parent armed (1 window, children trained unprofiled); {what}")
+    again = f" (taken again: the forked children hung {hung} time)" if hung else ""
+    return Outcome(ok, f"only the parent armed (1 window, children trained unprofiled){again}; {what}")
 
 
 def _service(args: list[str], timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
