@@ -389,3 +389,21 @@ def test_periodic_work_each_time_is_per_occurrence(name: str):
     for same in ("periodic_ms_each", "periodic_pct", "periodic_traced_pct"):
         assert got[2][same] == pytest.approx(got[1][same], rel=1e-9), same
     assert got[2]["periodic_ms_per_step"] == pytest.approx(got[1]["periodic_ms_per_step"] / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["keras_fit_spe4", "custom_loop_python"])
+def test_report_lists_every_outlier_step(name: str):
+    """The step section's figures are over the statistics' steps, its outlier table over every step, as the outliers
+    are found (the first or last step can be one): 06cf70f listed only those among the statistics' steps."""
+    from tfadvisor.report.markdown import render_markdown
+
+    r = _result(name)
+    steps = r.tables["steps"]
+    want = min(int(steps["outlier"].astype(bool).sum()), 10)
+    md = render_markdown(r)
+    sec = md[md.index("## Step time"):]
+    sec = sec[:sec.index("\n## ", 1)]
+    assert want >= 1 and "Outlier steps" in sec
+    table = sec[sec.index("Outlier steps"):]
+    rows = [ln for ln in table.split("\n") if ln.startswith("| ") and not ln.startswith("| step ")]
+    assert len(rows) == want, rows

@@ -568,16 +568,16 @@ def _steps(steps: Any, notes: list[str]) -> Steps:
     cats = P.step_categories(steps)
     # a row is a step marker: under steps_per_execution it holds several training steps, and every figure here is per
     # training step over the steps the statistics count, as the headline's (the mean weighs each marker by its steps;
-    # median and spread are of the markers' figures); the count is every training step found
-    k = P.train_steps(steps)
-    count = int(k.sum())
+    # median and spread are of the markers' figures); the count and the outliers are of every step found
+    every, k_every = steps, P.train_steps(steps)
+    k = k_every
     if "in_stats" in steps.columns and steps["in_stats"].fillna(False).astype(bool).any():
         sel = steps["in_stats"].fillna(False).astype(bool).to_numpy()
         steps, k = steps[sel], k[sel]
     # wall clock per training step, start to the next start (the headline's definition)
     dur = pd.to_numeric(steps["ms_per_step" if "ms_per_step" in steps.columns else "duration_ms"], errors="coerce")
     mean = float(np.nansum(dur.to_numpy() * k) / k[dur.notna().to_numpy()].sum()) if dur.notna().any() else None
-    out = Steps(count=count, figures=[
+    out = Steps(count=int(k_every.sum()), figures=[
         Figure("step time (mean)", fmt_value(mean, "ms")), Figure("median", fmt_value(dur.median(), "ms")),
         Figure("p90", fmt_value(dur.quantile(0.9), "ms")),
         Figure("min .. max", f"{fmt_num(dur.min())} .. {fmt_num(dur.max())} ms")])
@@ -585,12 +585,12 @@ def _steps(steps: Any, notes: list[str]) -> Steps:
     for c in cats:
         v = pd.to_numeric(steps[f"{c}_ms"], errors="coerce").fillna(0)
         out.breakdown.append((c.replace("_", " "), fmt_num(v.sum() / k.sum()), fmt_num(v.sum() / total * 100)))
-    flag = next((c for c in ("outlier", "is_outlier") if c in steps.columns), None)
-    if flag and steps[flag].fillna(False).astype(bool).any():
+    flag = next((c for c in ("outlier", "is_outlier") if c in every.columns), None)
+    if flag and every[flag].fillna(False).astype(bool).any():
         # the marker's own times, and (under steps_per_execution) the training steps they are the sum of
-        per = [c for c in ("train_steps",) if c in steps.columns and float(k.max()) > 1]
-        per += ["ms_per_step"] if "ms_per_step" in steps.columns else []
-        out.outliers = table(steps[steps[flag].fillna(False).astype(bool)], "step-outliers", limit=10,
+        per = ["train_steps"] if "train_steps" in every.columns and float(k_every.max()) > 1 else []
+        per += ["ms_per_step"] if "ms_per_step" in every.columns else []
+        out.outliers = table(every[every[flag].fillna(False).astype(bool)], "step-outliers", limit=10,
                              columns=["step", *per, "duration_ms", *[f"{c}_ms" for c in cats]])
     return out
 
