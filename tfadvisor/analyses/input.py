@@ -111,6 +111,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.missing(all_names, "no steps found: input time is measured per step")
         return res
     a, b, in_stats, tot = step_spans(tbl)
+    n_train = training_steps(tbl, in_stats)  # what "per step" divides by: training steps, as the step time
     g = act.get
 
     def pct(v: np.ndarray) -> float | None:
@@ -202,7 +203,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
                             f"x{bound:.2f}: bounded by the measured CPU (idle cores, waits for a core)")
             lost_ps = float(lost[in_stats].sum())
             cost_ps = lost_ps + float(wait.astype(np.float64)[in_stats].sum())
-            n = max(training_steps(tbl, in_stats), 1)
+            n = max(n_train, 1)
             how = "tf.data threads' compute while the step runs, over the cores"
             res.add("tfdata_contention_pct", 100.0 * lost_ps / tot if tot > 0 else None,
                     doc="step time lost to CPU contention with the tf.data threads, % of step time (" + how + ")")
@@ -219,7 +220,7 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, step_table: Table | No
         res.missing(["tfdata_cpu_ratio", "tfdata_cpu_pct", "tfdata_contention_pct", "tfdata_contention_ms_per_step",
                      "tfdata_cost_ms_per_step", "tfdata_cost_pct", "step_own_ms_per_step", "tfdata_cores"],
                     "no tf.data worker threads (tf_data_*) in the trace", tf_only=True)
-    _numpy_feed(res, act, a, b, in_stats, tot, training_steps(tbl, in_stats))
+    _numpy_feed(res, act, a, b, in_stats, tot, n_train)
     res.tables["input_per_step"] = Table(per)
     return res
 
