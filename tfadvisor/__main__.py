@@ -1,3 +1,3 @@
-from tfadvisor.cli.app import main
+from tfadvisor.cli.process import main
 
 main()

@@ -73,7 +73,7 @@ def build_wheel(dest: str | Path) -> Path:
                           "Requires-Python: >=3.10", *(f"Provides-Extra: {e}" for e in _extras(reqs)),
                           *(f"Requires-Dist: {r}" for r in reqs)]) + "\n"
     wheel = "Wheel-Version: 1.0\nGenerator: tfadvisor.capture.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    entry = "[console_scripts]\ntfadvisor = tfadvisor.cli.app:main\n"
+    entry = "[console_scripts]\ntfadvisor = tfadvisor.cli.process:main\n"
     path = Path(dest) / f"{NAME}-{version}-py3-none-any.whl"
     record: list[str] = []
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
