@@ -7,7 +7,7 @@ from __future__ import annotations
 STEADY = dict(capture_steady_state=True, complete_steps=10)
 FRAGMENT = dict(capture_steady_state=False, complete_steps=1, capture_issues="only 1 step in the window")
 NO_STEPS = dict(capture_steady_state=False, complete_steps=0, capture_issues="no training steps in the window")
-STEP = dict(steps_count=10, step_time_mean_ms=20.0, step_time_median_ms=20.0)
+STEP = dict(steps_count=10, executions_count=10, step_time_mean_ms=20.0, step_time_median_ms=20.0)
 
 CAPTURE_CASES = [
     # ---- capture_not_steady_state: the top finding on a fragment

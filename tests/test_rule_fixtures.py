@@ -166,7 +166,13 @@ CASES = [
                        "step_outliers_excess_pct": 10.0}, "warning"),
     ("step_outliers", {**STEP, "step_outliers_count": 1, "step_outlier_max_ratio": 1.49}, None),
     ("step_outliers", {**STEP, "step_outliers_count": 0, "step_outlier_max_ratio": 1.0}, None),
-    ("step_outliers", {**STEP, "steps_count": 4, "step_outliers_count": 1, "step_outlier_max_ratio": 5.0}, None),
+    ("step_outliers", {**STEP, "steps_count": 4, "executions_count": 4, "step_outliers_count": 1,
+                       "step_outlier_max_ratio": 5.0}, None),
+    # steps_per_execution = 10: outliers are found among the 4 calls (markers), too few whatever the 40 steps
+    ("step_outliers", {**STEP, "steps_count": 40, "executions_count": 4, "step_outliers_count": 1,
+                       "step_outlier_max_ratio": 5.0}, None),
+    ("step_outliers", {**STEP, "steps_count": 50, "executions_count": 5, "step_outliers_count": 1,
+                       "step_outlier_max_ratio": 5.0, "step_outliers_excess_pct": 5.0}, "info"),
     # ---- kernel_launch_bound: xprof 3 % / 15 %
     ("kernel_launch_bound", {**GPU, **STEP, "kernel_launch_pct": 15.0}, "critical"),
     ("kernel_launch_bound", {**GPU, **STEP, "kernel_launch_pct": 3.0}, "warning"),
@@ -491,6 +497,26 @@ def test_messages_quote_the_evidence():
 # --------------------------------------------------------------------------- AllReduce, by hand
 
 AR = dict(allreduce_present=True, step_collective_pct=40.0, collective_exposed_pct=40.0)
+
+
+def test_step_counts_say_what_a_marker_is():
+    """Under steps_per_execution a step marker is a call of K training steps: the outlier and periodic messages
+    count markers and say so (they said "2 of 40 steps" of 2 calls among 4)."""
+    out = dict(STEP, step_outliers_count=2, step_outlier_max_ratio=3.0, step_outliers_excess_pct=6.0,
+               step_outliers_excess_ms=12.0)
+    f = fire("step_outliers", dict(out, steps_count=50, executions_count=5, step_markers_word="calls of 10 steps"))
+    assert f.message.startswith("2 of 5 calls of 10 steps are outliers; the slowest takes 3.0x the median step")
+    f = fire("step_outliers", dict(out, step_markers_word="steps"))
+    assert f.message.startswith("2 of 10 steps are outliers")
+    per = dict(STEP, periodic_pct=6.0, periodic_steps_count=2, periodic_every_steps=20, periodic_ms_each=60.0,
+               periodic_ms_per_step=1.2, periodic_kind="checkpoint", periodic_names="SaveV2")
+    f = fire("periodic_step_work", dict(per, step_markers_word="calls of 4 steps"))
+    assert f.message.startswith("2 of the window's calls of 4 steps, one every 20 steps, carry extra work")
+    f = fire("periodic_step_work", dict(per, periodic_kind="untraced", periodic_pct=12.0, step_markers_word="steps"))
+    assert f.message.startswith("2 steps, 20 steps apart, take 60.0 ms more than the others")
+    f = fire("periodic_step_work", dict(per, periodic_kind="untraced", periodic_pct=12.0, step_markers_word="steps",
+                                        periodic_every_steps=None))
+    assert f.message.startswith("2 steps take 60.0 ms more than the others")
 
 
 def test_allreduce_ring_formula_by_hand():

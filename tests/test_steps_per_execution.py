@@ -63,6 +63,7 @@ def test_steps_are_training_steps(name: str, k: int):
     assert _m(r, "steps_count") == k * m["executions"] == m["train_steps"]
     assert _m(r, "steps_per_execution") == k
     assert _m(r, "steps_per_execution_source") == ("step_num_stride" if k > 1 else "none")
+    assert _m(r, "step_markers_word") == ("calls of 4 steps" if k > 1 else "steps")
     tbl = r.tables["steps"]
     assert (tbl["train_steps"] == k).all()
     assert np.allclose(tbl["busy_ms_per_step"], tbl["duration_ms"] / k)
