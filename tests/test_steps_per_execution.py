@@ -364,6 +364,12 @@ def test_hosts_table_row_is_per_training_step(name: str):
     # the step's categories sum to its wall time: per training step, the step time
     parts = sum(row[f"{c}_ms"] or 0.0 for c in CATEGORIES)
     assert parts == pytest.approx(ha.metrics["step_time_mean_ms"], rel=1e-9)
+    # the per-marker table of every host says how many training steps each marker holds
+    from tfadvisor.multihost.analysis import _hosts_steps
+
+    per_marker = _hosts_steps([ha])
+    k = int(ha.metrics["steps_per_execution"])
+    assert (per_marker["train_steps"] == k).all() and len(per_marker) == ha.metrics["executions_count"]
 
 
 @pytest.mark.parametrize("name", ["loop_log_every_20", "pipe_dataset_per_epoch"])

@@ -50,8 +50,9 @@ DECLARED = declare(
     tables="`hosts` (host, steps, steps_used, step_time_mean_ms, step_time_median_ms, step_time_used_ms, one "
            "`<category>_ms` column per step category, compute_ms, work_ms, wait_ms, input_pct, allreduce_ms_per_step, "
            "memory_peak_bytes, events, file_bytes, work_ratio, device_straggler, device_straggler_ratio, stands_out: "
-           "why the host stands out, empty when it does not), `hosts_steps` (host, step, duration_ms, "
-           "`<category>_ms`: aligned by step number), "
+           "why the host stands out, empty when it does not), `hosts_steps` (host, step, train_steps: the "
+           "training steps the step marker holds (steps_per_execution), duration_ms and `<category>_ms`: the marker's, "
+           "aligned by step number), "
            "`hosts_distribution` (figure, column, unit, hosts, median, p10, p90, min, max, spread_pct = (max - min) / "
            "median: one row per per-host figure)",
 )

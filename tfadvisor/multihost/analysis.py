@@ -655,7 +655,7 @@ def _per_training_step(values: np.ndarray, k: np.ndarray) -> float:
 
 
 def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:
-    """host x step: duration and per-step category times (long form, aligned by step number)."""
+    """host x step marker: its training steps, duration and category times (long form, aligned by step number)."""
     import pandas as pd
 
     parts = []
@@ -663,7 +663,7 @@ def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:
         tbl = _steps_of(h)
         if tbl is None or not len(tbl):
             continue
-        cols = [c for c in ["step", "duration_ms", *[f"{c}_ms" for c in CATEGORIES]] if c in tbl]
+        cols = [c for c in ["step", "train_steps", "duration_ms", *[f"{c}_ms" for c in CATEGORIES]] if c in tbl]
         parts.append({"host": np.full(len(tbl), h.host, dtype=object), **{c: np.asarray(tbl[c]) for c in cols}})
     if not parts:
         return pd.DataFrame(columns=["host", "step", "duration_ms"])
