@@ -62,3 +62,20 @@ def test_other_commands_end_as_python_does(tmp_path):
     proc, marks = _run("process", ["export", str(SAMPLE / "missing"), str(tmp_path / "out.json")], tmp_path)
     assert proc.returncode == 2 and b"missing" in proc.stderr
     assert marks == ["atexit", "teardown"]
+
+
+@pytest.mark.parametrize("entry", ["process", "app"])
+def test_closed_stdout_ends_as_python_does(entry, tmp_path):
+    """Started with its stdout closed (cron, a daemon: ``sys.stdout`` is None), the quick exit flushes what is there
+    and ends with the command's status, as ``app.main`` in a plain process does (it raised AttributeError at first)."""
+    marker = tmp_path / f"{entry}.txt"
+    cmd = " ".join([sys.executable, "-c", _quote(PROBE), entry, str(marker), "runs", str(SAMPLE)])
+    proc = subprocess.run(["sh", "-c", cmd + " >&-"], capture_output=True, timeout=120)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert marker.read_text().split()[0] == "atexit"
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

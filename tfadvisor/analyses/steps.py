@@ -156,7 +156,8 @@ DECLARED = declare(
     ("executions_count", "count", "step markers (each runs steps_per_execution training steps)"),
     ("steps_per_execution", "count", "training steps per step marker (Keras steps_per_execution)"),
     ("step_markers_word", "", "what a step marker is, as messages count them: `steps`, or under "
-                              "steps_per_execution `calls of K steps`"),
+                              "steps_per_execution `calls of K steps` (`calls of up to K steps` where some hold "
+                              "fewer)"),
     ("steps_per_execution_source", "", "where steps_per_execution came from (run_file, step_num_stride, "
                                        "loop_structure; none: one step each)"),
     ("steps_in_stats_count", "count", "steps the statistics use (with more than 5 markers the first and last are "
@@ -289,7 +290,9 @@ def analyze(trace: Trace, ctx: Context, *, act: Activity, steps: StepSet) -> Ana
     res.add("steps_count", int(nsteps.sum()))
     res.add("executions_count", n)
     res.add("steps_per_execution", ex.k)
-    res.add("step_markers_word", "steps" if int(nsteps.max()) == 1 else f"calls of {ex.k} steps")
+    most = int(nsteps.max())
+    res.add("step_markers_word", "steps" if most == 1 else
+            f"calls of {most} steps" if int(nsteps.min()) == most else f"calls of up to {most} steps")
     res.add("steps_per_execution_source", ex.source)
     res.add("steps_in_stats_count", int(nsteps[in_stats].sum()))
     res.add("step_time_mean_ms", float(step_wall[in_stats].sum() / PS_PER_MS / nsteps[in_stats].sum()))

@@ -55,9 +55,11 @@ def _end(code: object) -> None:
         print(code, file=sys.stderr)
         status = 1
     atexit._run_exitfuncs()  # what Python runs at exit: logging's flush, temporary directories' removal...
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe: Python's own exit would say so with status 120
-        status = status or 120
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with the descriptor closed (cron, a daemon): nothing to flush
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: Python's own exit ends with status 120 then
+            status = 120
     os._exit(status)

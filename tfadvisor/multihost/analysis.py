@@ -666,7 +666,7 @@ def _hosts_steps(has: list[HostAnalysis]) -> pd.DataFrame:
         cols = [c for c in ["step", "train_steps", "duration_ms", *[f"{c}_ms" for c in CATEGORIES]] if c in tbl]
         parts.append({"host": np.full(len(tbl), h.host, dtype=object), **{c: np.asarray(tbl[c]) for c in cols}})
     if not parts:
-        return pd.DataFrame(columns=["host", "step", "duration_ms"])
+        return pd.DataFrame(columns=["host", "step", "train_steps", "duration_ms"])
     first = parts[0]
     if all(list(p) == list(first) and all(p[c].dtype == first[c].dtype for c in first) for p in parts):
         # the hosts alike (the usual case): one frame of the joined columns, not one frame per host joined
