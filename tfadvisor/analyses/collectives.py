@@ -348,7 +348,7 @@ def _stats_windows(tbl: Table | None) -> tuple[np.ndarray, np.ndarray, int] | No
     if "in_stats" in tbl and (keep & tbl["in_stats"]).any():
         keep = keep & tbl["in_stats"]
         windows = tbl["start_ps"][keep], tbl["wall_end_ps"][keep]
-    n = training_steps(tbl, keep) if "train_steps" in tbl else int(keep.sum())
+    n = training_steps(tbl, keep)
     return windows[0], windows[1], max(n, 1)
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from tfadvisor.analyses.activity import STEP_STATS, Activity
 from tfadvisor.analyses.base import PS_PER_MS, AnalysisResult, Context, declare
+from tfadvisor.analyses.steps import training_steps
 from tfadvisor.analyses.variation import held_steps
 from tfadvisor.model.table import Table, factorize, group_sum
 from tfadvisor.model.trace import Trace
@@ -187,7 +188,7 @@ def _xla_executions(res: AnalysisResult, p, tbl: Table | None) -> None:
     rows = np.flatnonzero(mask[np.maximum(p.ev_meta, 0)] & (p.ev_meta >= 0))
     s = p.ev_start_ps[rows]
     inside = Measure(tbl["start_ps"], tbl["end_ps"], disjoint=True).within(s, s + 1) > 0
-    n_steps = float(tbl["train_steps"].sum())
+    n_steps = float(training_steps(tbl))
     res.add("xla_executions_per_step", float(inside.sum()) / n_steps if n_steps else None)
 
 

@@ -62,13 +62,20 @@ def step_spans(tbl: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     return a, b, in_stats, float((b - a)[in_stats].sum())
 
 
+def marker_steps(tbl: Table) -> np.ndarray:
+    """The training steps each row (a step marker) of a step table holds: its ``train_steps`` (Keras
+    ``steps_per_execution``; an epoch's last may hold fewer); one each in a table without the column."""
+    if "train_steps" not in tbl:
+        return np.ones(len(tbl), np.int64)
+    return np.asarray(tbl["train_steps"], np.int64)
+
+
 def training_steps(tbl: Table | None, rows: np.ndarray | None = None) -> int:
-    """Training steps in a step table's ``rows`` (a mask; all when None): a marker covers ``train_steps`` of them
-    (Keras ``steps_per_execution``; an epoch's last may hold fewer). What an analysis says "per step" is per training
-    step, as the step time: its sums over markers are divided by this."""
+    """Training steps in a step table's ``rows`` (a mask; all when None), :func:`marker_steps` summed. What an
+    analysis says "per step" is per training step, as the step time: its sums over markers are divided by this."""
     if tbl is None or not len(tbl):
         return 0
-    ts = np.asarray(tbl["train_steps"], np.int64)
+    ts = marker_steps(tbl)
     return int((ts if rows is None else ts[np.asarray(rows, bool)]).sum())
 
 

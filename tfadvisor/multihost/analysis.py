@@ -48,7 +48,7 @@ import numpy as np
 from tfadvisor.analyses import HostAnalysis, Metric, Metrics, Options
 from tfadvisor.analyses.devices import DECLARED as DEVICES
 from tfadvisor.analyses.hosts import DECLARED, STAND_OUT_MADS, STAND_OUT_REL, STRAGGLER_RATIO
-from tfadvisor.analyses.steps import CATEGORIES  # the steps table's ``<category>_ms`` columns
+from tfadvisor.analyses.steps import CATEGORIES, marker_steps  # CATEGORIES: the steps table's ``<category>_ms``
 from tfadvisor.errors import TraceError
 from tfadvisor.io.discovery import Run, host_name
 from tfadvisor.io.reader import _size, read_run_metadata
@@ -257,7 +257,7 @@ def _host_row(ha: HostAnalysis, common: set[int], payload: dict) -> dict[str, An
                 sel = stats
         row["steps_used"] = int(sel.sum())
         # per training step, as the step time: a marker under steps_per_execution=k holds k of them
-        k = np.asarray(tbl["train_steps"], np.float64)[sel] if "train_steps" in tbl else np.ones(int(sel.sum()))
+        k = marker_steps(tbl)[sel].astype(np.float64)
         for c in CATEGORIES:
             col = f"{c}_ms"
             if col in tbl:

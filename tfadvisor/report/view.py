@@ -571,8 +571,8 @@ def _steps(steps: Any, notes: list[str]) -> Steps:
     # median and spread are of the markers' figures); the count and the outliers are of every step found
     every, k_every = steps, P.train_steps(steps)
     k = k_every
-    if "in_stats" in steps.columns and steps["in_stats"].fillna(False).astype(bool).any():
-        sel = steps["in_stats"].fillna(False).astype(bool).to_numpy()
+    sel = steps["in_stats"].fillna(False).astype(bool).to_numpy() if "in_stats" in steps.columns else None
+    if sel is not None and sel.any():
         steps, k = steps[sel], k[sel]
     # wall clock per training step, start to the next start (the headline's definition)
     dur = pd.to_numeric(steps["ms_per_step" if "ms_per_step" in steps.columns else "duration_ms"], errors="coerce")
