@@ -14,8 +14,11 @@ sample_traces/input_bound_defaults_off --format json``, 2 CPUs, best of 15, 2026
 
 from __future__ import annotations
 
+import atexit
 import gc
+import os
 import sys
+import threading
 
 #: Commands that read a profile and print (or write one report file with a ``with`` block, ``--html``).
 QUICK_EXIT = frozenset({"analyze", "diff", "runs", "rules", "schema", "scaling"})
@@ -39,14 +42,9 @@ def main() -> None:
 
 def _end(code: object) -> None:
     """Exit with ``code`` as ``sys.exit`` would, through ``os._exit`` where that loses nothing."""
-    import threading
-
     quick = len(sys.argv) > 1 and sys.argv[1] in QUICK_EXIT
     if not quick or threading.active_count() > 1:
         sys.exit(code)
-    import atexit
-    import os
-
     if code is None:
         status = 0
     elif isinstance(code, int):
